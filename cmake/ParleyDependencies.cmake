@@ -1,0 +1,25 @@
+# Every dependency comes from Debian's packages; scripts/setup.sh installs them.
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(CURL REQUIRED)
+find_package(SQLite3 REQUIRED)
+find_package(PostgreSQL REQUIRED)
+find_package(simdjson REQUIRED)
+
+# valijson is header-only; Debian's package drags in Qt and Poco, so setup.sh may unpack
+# the headers alone into .deps/valijson.
+find_path(PARLEY_VALIJSON_INCLUDE_DIR valijson/validator.hpp
+          HINTS ${PROJECT_SOURCE_DIR}/.deps/valijson/usr/include)
+if(NOT PARLEY_VALIJSON_INCLUDE_DIR)
+  message(FATAL_ERROR "valijson headers not found: run scripts/setup.sh")
+endif()
+add_library(parley_valijson INTERFACE)
+target_include_directories(parley_valijson SYSTEM INTERFACE ${PARLEY_VALIJSON_INCLUDE_DIR})
+
+if(PARLEY_BUILD_APPS OR PARLEY_BUILD_TESTS)
+  find_package(CLI11 REQUIRED)
+  find_package(tomlplusplus REQUIRED)
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(LIBEDIT REQUIRED IMPORTED_TARGET libedit)
+  find_path(PARLEY_HTTPLIB_INCLUDE_DIR httplib.h REQUIRED)
+endif()

@@ -1,0 +1,6 @@
+// The whole public API of parley.
+#pragma once
+
+#include "parley/errors.hpp"
+#include "parley/message.hpp"
+#include "parley/usage.hpp"

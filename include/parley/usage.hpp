@@ -1,0 +1,27 @@
+// Token usage as an API reports it (seed 000, "Token usage").
+//
+// Thread-safety: a value; no shared state.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+namespace parley {
+
+struct TokenUsage {
+  int64_t promptTokens = 0;
+  int64_t completionTokens = 0;
+  int64_t totalTokens = 0;
+  nlohmann::json raw;  // the usage object exactly as the server sent it (details, cache hits, ...)
+
+  bool operator==(const TokenUsage&) const = default;
+};
+
+// Reads an OpenAI `usage` object. Missing numbers are 0; total defaults to prompt + completion.
+// Returns nullopt for null or a non-object.
+std::optional<TokenUsage> usageFromJson(const nlohmann::json& value);
+nlohmann::json toJson(const TokenUsage& usage);
+
+}  // namespace parley

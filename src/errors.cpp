@@ -1,0 +1,30 @@
+#include "parley/errors.hpp"
+
+#include <utility>
+
+namespace parley {
+
+ValidationError::ValidationError(std::string field, const std::string& reason)
+    : Error(field + ": " + reason), field_(std::move(field)), reason_(reason) {}
+
+namespace {
+
+std::string describe(const HttpError::Details& d) {
+  std::string text = "HTTP " + std::to_string(d.status);
+  if (!d.apiMessage.empty()) {
+    text += ": " + d.apiMessage;
+  } else if (!d.body.empty()) {
+    constexpr size_t kMaxBodyInMessage = 300;
+    text += ": " + d.body.substr(0, kMaxBodyInMessage);
+  }
+  if (!d.apiType.empty()) text += " (type " + d.apiType + ")";
+  if (!d.apiCode.empty()) text += " (code " + d.apiCode + ")";
+  if (!d.requestId.empty()) text += " [request " + d.requestId + "]";
+  return text;
+}
+
+}  // namespace
+
+HttpError::HttpError(Details details) : Error(describe(details)), details_(std::move(details)) {}
+
+}  // namespace parley
