@@ -1,4 +1,6 @@
-// Each subcommand registers itself on the root CLI11 app; one file per subcommand.
+// The parley command line. Each subcommand lives in its own file and registers itself on the
+// root app with an add...Command(app, exitCode) function declared here; its callback sets
+// exitCode. An exception escaping a callback is reported by main() as a one-line error.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -7,8 +9,10 @@ namespace parley::cli {
 
 // Exit codes, documented in `parley --help` and the README.
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;  // the operation failed (HTTP error, timeout, ...)
+inline constexpr int kExitFailure = 1;  // the operation failed (HTTP error, timeout, bad file...)
 inline constexpr int kExitUsage = 2;    // bad command line
 inline constexpr int kExitInterrupted = 130;
+
+// Subcommands register here (one line each, in alphabetical order).
 
 }  // namespace parley::cli

@@ -1,17 +1,29 @@
+#include <exception>
 #include <iostream>
 
 #include "commands.hpp"
+#include "parley/errors.hpp"
 
 int main(int argc, char** argv) {
+  using namespace parley::cli;
   CLI::App app{"parley: multi-turn LLM conversations from the command line"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "parley 0.1.0");
   app.footer("Exit codes: 0 success, 1 the operation failed, 2 bad command line, 130 interrupted.");
+  int exitCode = kExitOk;
+  // Subcommands (one line each, in alphabetical order).
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
-    return code == 0 ? parley::cli::kExitOk : parley::cli::kExitUsage;
+    return code == 0 ? kExitOk : kExitUsage;
+  } catch (const parley::ValidationError& e) {
+    std::cerr << "parley: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "parley: error: " << e.what() << "\n";
+    return kExitFailure;
   }
-  return parley::cli::kExitOk;
+  return exitCode;
 }
