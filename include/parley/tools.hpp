@@ -173,8 +173,8 @@ struct ToolExecutorOptions {
   // Where handlers run; null: ThreadPool::shared(). Every attempt runs on a pool thread, so
   // the caller can stop waiting at the deadline. The pool is elastic (thread_pool.hpp), so a
   // handler that never returns holds one thread and starves nobody.
-  std::shared_ptr<ThreadPool> pool;
-  ToolSleeper sleep;  // retry delays; null: a real, cancellable wait
+  std::shared_ptr<ThreadPool> pool{};
+  ToolSleeper sleep{};  // retry delays; null: a real, cancellable wait
 };
 
 // Checks and runs tool calls against a registry.
