@@ -190,7 +190,9 @@ class Gate {
     std::unique_lock lock(mutex_);
     if (exclusive) {
       ++exclusiveWaiting_;
-      bool ok = changed_.wait(lock, cancel, [&] { return !exclusive_ && active_ == 0; });
+      // A slot freed by the cancellation itself must not start a call: check the token last.
+      bool ok = changed_.wait(lock, cancel, [&] { return !exclusive_ && active_ == 0; }) &&
+                !cancel.stop_requested();
       --exclusiveWaiting_;
       if (ok) {
         exclusive_ = true;
@@ -200,8 +202,9 @@ class Gate {
       }
       return ok;
     }
-    bool ok = changed_.wait(
-        lock, cancel, [&] { return !exclusive_ && exclusiveWaiting_ == 0 && active_ < capacity_; });
+    bool ok = changed_.wait(lock, cancel, [&] {
+      return !exclusive_ && exclusiveWaiting_ == 0 && active_ < capacity_;
+    }) && !cancel.stop_requested();
     if (ok) ++active_;
     return ok;
   }
