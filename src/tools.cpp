@@ -5,6 +5,7 @@
 #include <exception>
 #include <limits>
 #include <mutex>
+#include <new>
 #include <system_error>
 #include <utility>
 
@@ -412,6 +413,15 @@ static ToolResult cancelledBeforeStart(const ToolCall& call) {
   return result;
 }
 
+static ToolResult failedCall(const ToolCall& call, const std::exception& e) {
+  ToolResult result;
+  result.toolCallId = call.id;
+  result.name = call.name;
+  result.errorKind = ToolErrorKind::HandlerFailed;
+  result.error = "tool \"" + call.name + "\" failed: " + e.what();
+  return result;
+}
+
 ToolExecutor::ToolExecutor(std::shared_ptr<const ToolRegistry> registry,
                            ToolExecutorOptions options)
     : registry_(std::move(registry)) {
@@ -434,9 +444,11 @@ ToolResult ToolExecutor::execute(const ToolCall& call, std::stop_token cancel) {
   ToolResult result;
   try {
     result = runCall(*state_, *registry_, tool, call, cancel);
-  } catch (...) {
+  } catch (const std::bad_alloc&) {
     state_->gate.release(exclusive);
-    throw;  // only std::bad_alloc gets here
+    throw;
+  } catch (const std::exception& e) {
+    result = failedCall(call, e);  // e.g. a replaced sleeper that threw
   }
   state_->gate.release(exclusive);
   return result;
@@ -486,10 +498,7 @@ std::vector<ToolResult> ToolExecutor::executeAll(std::span<const ToolCall> calls
         try {
           result = runCall(*state, *registry, tool, call, cancel);
         } catch (const std::exception& e) {
-          result.toolCallId = call.id;
-          result.name = call.name;
-          result.errorKind = ToolErrorKind::HandlerFailed;
-          result.error = std::string("tool call failed: ") + e.what();
+          result = failedCall(call, e);
         }
         state->gate.release(exclusive);
         std::lock_guard lock(batch->mutex);

@@ -420,6 +420,46 @@ TEST_F(ToolExecutorTest, TimeoutsAreRetried) {
   EXPECT_EQ(result.retryCount, 1);
 }
 
+TEST_F(ToolExecutorTest, HandlerSeesItsCallInTheContext) {
+  ToolContext seen;
+  bool stopPossible = false;
+  auto before = std::chrono::steady_clock::now();
+  registry->add("look", "", json(),
+                [&](const json&, ToolContext& context) -> json {
+                  seen = context;
+                  stopPossible = context.stopToken.stop_possible();
+                  return nullptr;
+                },
+                {.timeout = 90s});
+  ToolExecutor executor(registry);
+  ToolResult result = executor.execute({"call_7", "look", "{}"});
+  ASSERT_TRUE(result.success) << result.error;
+  EXPECT_EQ(result.content(), "null");
+  EXPECT_EQ(seen.toolCallId, "call_7");
+  EXPECT_EQ(seen.name, "look");
+  EXPECT_EQ(seen.attempt, 1);
+  EXPECT_TRUE(stopPossible);
+  EXPECT_FALSE(seen.stopRequested());
+  EXPECT_GE(seen.deadline, before + 90s);
+  EXPECT_LE(seen.deadline, std::chrono::steady_clock::now() + 90s);
+}
+
+TEST_F(ToolExecutorTest, SleeperThatThrowsBecomesError) {
+  registry->add("broken", "", json(),
+                [](const json&, ToolContext&) -> json { throw std::runtime_error("no"); },
+                {.retries = 1});
+  ToolExecutor executor(registry, {.maxConcurrent = 1,
+                                   .sleep = [](std::chrono::milliseconds, std::stop_token) -> bool {
+                                     throw std::runtime_error("sleeper broke");
+                                   }});
+  ToolResult result = executor.execute({"1", "broken", "{}"});
+  EXPECT_EQ(result.errorKind, ToolErrorKind::HandlerFailed);
+  EXPECT_TRUE(contains(result.error, "sleeper broke")) << result.error;
+  // The slot was given back: the next call runs.
+  result = executor.execute({"2", "broken", "{}"});
+  EXPECT_EQ(result.errorKind, ToolErrorKind::HandlerFailed);
+}
+
 // --- executor: batches ------------------------------------------------------------------------
 
 TEST_F(ToolExecutorTest, ThreeToolsFinishingOutOfOrderComeBackInCallOrder) {

@@ -179,6 +179,14 @@ struct ToolExecutorOptions {
 
 // Checks and runs tool calls against a registry.
 //
+// Timeouts: C++ cannot kill a thread. At an attempt's deadline the executor requests the
+// handler's stop token, returns the Timeout result at once and forgets the attempt; the handler's
+// thread runs on until the handler returns, and what it returns is dropped. The attempt's state
+// is shared (shared_ptr) by the waiting caller and the running handler, so whichever ends last
+// frees it and nothing dangles. Handlers run on an elastic pool (ThreadPool) that starts a thread
+// whenever none is idle, so stuck handlers never delay other calls; a handler that never returns
+// costs one thread for the life of the process.
+//
 // Thread-safety: execute() and executeAll() may be called from several threads at once; the
 // concurrency cap and the non-parallel rule hold across all of them.
 // Lifetime: the executor may be destroyed as soon as no execute()/executeAll() is running, even
@@ -187,9 +195,11 @@ struct ToolExecutorOptions {
 // it holds itself).
 class ToolExecutor {
  public:
+  // Throws ValidationError for a null registry or maxConcurrent < 1.
   explicit ToolExecutor(std::shared_ptr<const ToolRegistry> registry,
                         ToolExecutorOptions options = {});
   ~ToolExecutor();
+  // A moved-from executor may only be destroyed or assigned to.
   ToolExecutor(ToolExecutor&&) noexcept;
   ToolExecutor& operator=(ToolExecutor&&) noexcept;
 
