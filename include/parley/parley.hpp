@@ -6,4 +6,6 @@
 #include "parley/errors.hpp"
 #include "parley/message.hpp"
 #include "parley/message_store.hpp"
+#include "parley/thread_pool.hpp"
+#include "parley/tools.hpp"
 #include "parley/usage.hpp"
