@@ -4,3 +4,5 @@
 #include "parley/errors.hpp"
 #include "parley/message.hpp"
 #include "parley/usage.hpp"
+#include "parley/bpe.hpp"
+#include "parley/tokens.hpp"
