@@ -20,6 +20,7 @@ const std::vector<EncodingSpec>& allSpecs() {
   static const std::vector<EncodingSpec> kSpecs = {
       {"cl100k_base",
        SplitPattern::Cl100k,
+       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
        {{"<|endoftext|>", 100257},
         {"<|fim_prefix|>", 100258},
         {"<|fim_middle|>", 100259},
@@ -29,6 +30,7 @@ const std::vector<EncodingSpec>& allSpecs() {
        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"},
       {"o200k_base",
        SplitPattern::O200k,
+       R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
        {{"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}},
        199998,
        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"},

@@ -42,6 +42,7 @@ enum class SplitPattern { Cl100k, O200k };
 struct EncodingSpec {
   std::string name;  // "cl100k_base", "o200k_base"
   SplitPattern pattern = SplitPattern::Cl100k;
+  std::string patStr;  // the regex the hand-written splitter implements (tiktoken's pat_str)
   std::vector<std::pair<std::string, TokenId>> specialTokens;  // from npm tiktoken
   std::size_t rankCount = 0;                                   // lines of the rank file
   std::string sha256;                                          // of the canonical rank file
