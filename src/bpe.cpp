@@ -1,6 +1,7 @@
 #include "parley/bpe.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -153,6 +154,46 @@ inline uint64_t hashBytes(const uint8_t* p, size_t len, uint64_t head) {
 
 constexpr uint32_t kNoRank = std::numeric_limits<uint32_t>::max();
 
+uint32_t nextGeneration() {
+  static std::atomic<uint32_t> counter{0};
+  return ++counter;
+}
+
+// The ids of recently seen pieces, per thread (so no locking), direct-mapped by hash. Entries
+// carry the generation of the encoding that wrote them: encodings never share entries, and a
+// new encoding at a dead one's address does not see its entries.
+struct PieceCache {
+  static constexpr size_t kEntries = 4096;
+  static constexpr size_t kMaxBytes = 22;
+  static constexpr size_t kMaxIds = 7;
+  struct Entry {
+    uint64_t hash = 0;
+    uint32_t owner = 0;  // 0: empty
+    uint8_t len = 0;
+    uint8_t count = 0;
+    char bytes[kMaxBytes];
+    uint32_t ids[kMaxIds];
+
+    void store(uint32_t gen, uint64_t h, const uint8_t* p, size_t n, const uint32_t* tokens,
+               size_t k) {
+      owner = gen;
+      hash = h;
+      len = static_cast<uint8_t>(n);
+      count = static_cast<uint8_t>(k);
+      std::memcpy(bytes, p, n);
+      std::memcpy(ids, tokens, k * sizeof(uint32_t));
+    }
+  };
+  std::vector<Entry> entries = std::vector<Entry>(kEntries);
+
+  Entry& slot(uint64_t hash) { return entries[(hash >> 20) & (kEntries - 1)]; }
+};
+
+PieceCache& pieceCache() {
+  thread_local PieceCache cache;
+  return cache;
+}
+
 }  // namespace
 
 // ---- the encoding ---------------------------------------------------------------------------
@@ -170,6 +211,8 @@ class Encoding::Impl {
   std::vector<Slot> slots;
   uint64_t slotMask = 0;
   std::array<uint32_t, 256> byteRank{};
+  std::vector<uint32_t> pairRanks;         // [b0 << 8 | b1] -> rank of the two bytes, or kNoRank
+  uint32_t generation = nextGeneration();  // tells this encoding's cache entries apart
 
   size_t rankCount() const { return offsets.size() - 1; }
 
@@ -184,6 +227,7 @@ class Encoding::Impl {
     slots.assign(size, Slot{});
     slotMask = size - 1;
     byteRank.fill(kNoRank);
+    pairRanks.assign(65536, kNoRank);
     for (uint32_t r = 0; r < rankCount(); ++r) {
       std::string_view b = bytesOf(r);
       const auto* p = reinterpret_cast<const uint8_t*>(b.data());
@@ -200,6 +244,9 @@ class Encoding::Impl {
       }
       slots[i] = Slot{head, static_cast<uint32_t>(b.size()), r};
       if (b.size() == 1) byteRank[static_cast<uint8_t>(b[0])] = r;
+      if (b.size() == 2) {
+        pairRanks[static_cast<uint8_t>(b[0]) << 8 | static_cast<uint8_t>(b[1])] = r;
+      }
     }
     for (uint32_t r : byteRank) {
       if (r == kNoRank) throw Error(spec.name + ": the rank file lacks a single-byte token");
@@ -209,7 +256,11 @@ class Encoding::Impl {
   // The rank of bytes [p, p+len), or kNoRank. `avail` bytes are readable from p.
   uint32_t find(const uint8_t* p, size_t len, size_t avail) const {
     const uint64_t head = loadHead(p, len, avail);
-    uint64_t i = hashBytes(p, len, head) & slotMask;
+    return findHashed(p, len, head, hashBytes(p, len, head));
+  }
+
+  uint32_t findHashed(const uint8_t* p, size_t len, uint64_t head, uint64_t hash) const {
+    uint64_t i = hash & slotMask;
     for (;;) {
       const Slot& slot = slots[i];
       if (slot.len == len && slot.head == head) {
@@ -223,20 +274,42 @@ class Encoding::Impl {
     }
   }
 
+  // The rank of a two-byte sequence, from a dense table: the first merges of every piece.
+  uint32_t pairRank2(const uint8_t* p) const { return pairRanks[p[0] << 8 | p[1]]; }
+
   // BPE on one piece: repeatedly merge the adjacent pair whose concatenation has the lowest
-  // rank (leftmost on ties), as tiktoken's byte_pair_merge does.
+  // rank (leftmost on ties), as tiktoken's byte_pair_merge does. Pieces up to
+  // PieceCache::kMaxBytes go through this thread's cache first: words repeat.
   template <class Sink>
   void encodePiece(const uint8_t* p, size_t len, size_t avail, Sink& sink) const {
     if (len == 1) {
       sink(byteRank[p[0]]);
       return;
     }
-    if (uint32_t r = find(p, len, avail); r != kNoRank) {
+    const uint64_t head = loadHead(p, len, avail);
+    const uint64_t hash = hashBytes(p, len, head);
+    PieceCache::Entry* cached = nullptr;
+    if (len <= PieceCache::kMaxBytes) {
+      cached = &pieceCache().slot(hash);
+      if (cached->owner == generation && cached->hash == hash && cached->len == len &&
+          std::memcmp(cached->bytes, p, len) == 0) {
+        for (uint8_t i = 0; i < cached->count; ++i)
+          sink(cached->ids[i]);
+        return;
+      }
+    }
+    if (uint32_t r = findHashed(p, len, head, hash); r != kNoRank) {
+      if (cached) cached->store(generation, hash, p, len, &r, 1);
       sink(r);
       return;
     }
     if (len <= kSmallPiece) {
-      mergeSmall(p, len, avail, sink);
+      uint32_t ids[kSmallPiece];
+      const size_t count = mergeSmall(p, len, avail, ids);
+      if (cached && count <= PieceCache::kMaxIds)
+        cached->store(generation, hash, p, len, ids, count);
+      for (size_t i = 0; i < count; ++i)
+        sink(ids[i]);
     } else {
       mergeLarge(p, len, avail, sink);
     }
@@ -244,18 +317,22 @@ class Encoding::Impl {
 
   static constexpr size_t kSmallPiece = 128;
 
-  // Quadratic in the piece length but with tiny constants: the common case.
-  template <class Sink>
-  void mergeSmall(const uint8_t* p, size_t len, size_t avail, Sink& sink) const {
+  // Quadratic in the piece length but with tiny constants: the common case. Writes the ids to
+  // `out` and returns how many.
+  size_t mergeSmall(const uint8_t* p, size_t len, size_t avail, uint32_t* out) const {
     uint32_t start[kSmallPiece + 1];
     uint32_t rank[kSmallPiece + 1];  // rank of parts i and i+1 joined
+    uint32_t self[kSmallPiece + 1];  // rank of part i itself
     size_t parts = len;              // number of parts; start[parts] = len
-    for (size_t i = 0; i < len; ++i)
+    for (size_t i = 0; i < len; ++i) {
       start[i] = static_cast<uint32_t>(i);
+      self[i] = byteRank[p[i]];
+    }
     start[len] = static_cast<uint32_t>(len);
     for (size_t i = 0; i + 1 < len; ++i)
-      rank[i] = find(p + i, 2, avail - i);
+      rank[i] = pairRank2(p + i);
     rank[len - 1] = kNoRank;
+    rank[len] = kNoRank;
     auto pairRank = [&](size_t i) -> uint32_t {
       if (i + 2 > parts) return kNoRank;
       return find(p + start[i], start[i + 2] - start[i], avail - start[i]);
@@ -270,19 +347,20 @@ class Encoding::Impl {
         }
       }
       if (best == kNoRank) break;
-      // Merge parts at and at+1.
+      // Merge parts at and at+1: the joined part is the token `best`.
+      self[at] = best;
       for (size_t i = at + 1; i < parts; ++i) {
         start[i] = start[i + 1];
         rank[i] = rank[i + 1];
+        self[i] = self[i + 1];
       }
       --parts;
       start[parts] = static_cast<uint32_t>(len);
       rank[at] = pairRank(at);
       if (at > 0) rank[at - 1] = pairRank(at - 1);
     }
-    for (size_t i = 0; i < parts; ++i) {
-      sink(find(p + start[i], start[i + 1] - start[i], avail - start[i]));
-    }
+    std::memcpy(out, self, parts * sizeof(uint32_t));
+    return parts;
   }
 
   // Linear-logarithmic for long pieces: a linked list of parts and a heap of candidate merges
@@ -296,7 +374,7 @@ class Encoding::Impl {
     for (size_t i = 0; i < len; ++i) {
       next[i] = static_cast<uint32_t>(i + 1);
       prev[i] = static_cast<uint32_t>(i) - 1;
-      rank[i] = i + 1 < len ? find(p + i, 2, avail - i) : kNoRank;
+      rank[i] = i + 1 < len ? pairRank2(p + i) : kNoRank;
       if (rank[i] != kNoRank) heap.push(Entry{rank[i]} << 32 | i);
     }
     auto pairRank = [&](uint32_t i) -> uint32_t {

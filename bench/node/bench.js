@@ -1,0 +1,49 @@
+// Peer measurements for bench/tokens/run.sh: single-thread encode throughput of npm
+// `tiktoken` (WASM) and `gpt-tokenizer` (pure JS) on the given files, and their load times.
+//   node bench.js FILE...   prints one JSON object per line:
+//   {"peer","encoding","file","bytes","tokens","seconds"} or {"peer","encoding","load_ms"}
+"use strict";
+const fs = require("fs");
+const path = require("path");
+
+const encodings = ["cl100k_base", "o200k_base"];
+const files = process.argv.slice(2).map((f) => ({ name: path.basename(f), text: fs.readFileSync(f, "utf8") }));
+const emit = (o) => console.log(JSON.stringify(o));
+
+function best(runs, fn) {
+  let bestSeconds = Infinity;
+  let result;
+  for (let i = 0; i < runs; i++) {
+    const t0 = process.hrtime.bigint();
+    result = fn();
+    const s = Number(process.hrtime.bigint() - t0) / 1e9;
+    bestSeconds = Math.min(bestSeconds, s);
+  }
+  return { seconds: bestSeconds, result };
+}
+
+for (const enc of encodings) {
+  // tiktoken: get_encoding parses the ranks and builds the WASM-side tables.
+  const { get_encoding } = require("tiktoken");
+  const load = best(1, () => get_encoding(enc));
+  emit({ peer: "tiktoken", encoding: enc, load_ms: load.seconds * 1000 });
+  const tk = load.result;
+  for (const f of files) {
+    const bytes = Buffer.byteLength(f.text, "utf8");
+    const r = best(2, () => tk.encode(f.text, [], []).length);
+    emit({ peer: "tiktoken", encoding: enc, file: f.name, bytes, tokens: r.result, seconds: r.seconds });
+  }
+  tk.free();
+
+  // gpt-tokenizer: loading is requiring the encoding module (fresh process state per encoding).
+  const t0 = process.hrtime.bigint();
+  const gt = require(`gpt-tokenizer/cjs/encoding/${enc}`);
+  gt.encode("warm up the lazy tables");
+  emit({ peer: "gpt-tokenizer", encoding: enc, load_ms: Number(process.hrtime.bigint() - t0) / 1e6 });
+  const options = { disallowedSpecial: new Set() };
+  for (const f of files) {
+    const bytes = Buffer.byteLength(f.text, "utf8");
+    const r = best(3, () => gt.encode(f.text, options).length);
+    emit({ peer: "gpt-tokenizer", encoding: enc, file: f.name, bytes, tokens: r.result, seconds: r.seconds });
+  }
+}
