@@ -7,6 +7,7 @@
 #include <iterator>
 #include <limits>
 #include <queue>
+#include <unordered_map>
 
 #include "bpe_split.hpp"
 #include "parley/errors.hpp"
@@ -187,6 +188,26 @@ struct PieceCache {
   std::vector<Entry> entries = std::vector<Entry>(kEntries);
 
   Entry& slot(uint64_t hash) { return entries[(hash >> 20) & (kEntries - 1)]; }
+
+  // Longer pieces (rules of dashes, long identifiers) are rarer but cost a full merge each:
+  // a bounded map, emptied when full or when another encoding uses this thread.
+  struct TransparentHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  static constexpr size_t kMaxLongEntries = 4096;
+  uint32_t longOwner = 0;
+  std::unordered_map<std::string, std::vector<uint32_t>, TransparentHash, std::equal_to<>>
+      longPieces;
+
+  std::unordered_map<std::string, std::vector<uint32_t>, TransparentHash, std::equal_to<>>& longFor(
+      uint32_t gen) {
+    if (longOwner != gen || longPieces.size() >= kMaxLongEntries) {
+      longPieces.clear();
+      longOwner = gen;
+    }
+    return longPieces;
+  }
 };
 
 PieceCache& pieceCache() {
