@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <limits>
 #include <queue>
 #include <unordered_map>
@@ -520,10 +519,13 @@ Encoding::~Encoding() = default;
 
 std::shared_ptr<const Encoding> Encoding::fromRankFile(const EncodingSpec& spec,
                                                        const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
+  std::ifstream in(file, std::ios::binary | std::ios::ate);
   if (!in) throw Error("cannot read the rank file " + file.string());
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw Error("cannot read the rank file " + file.string());
+  std::string text(static_cast<size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  if (!in.read(text.data(), static_cast<std::streamsize>(text.size()))) {
+    throw Error("cannot read the rank file " + file.string());
+  }
   return fromRankText(spec, text);
 }
 
@@ -539,7 +541,9 @@ std::shared_ptr<const Encoding> Encoding::fromRankText(const EncodingSpec& spec,
   }();
   auto impl = std::make_unique<Impl>();
   impl->spec = spec;
-  impl->blob.reserve(rankText.size() * 3 / 4);
+  impl->blob.resize(rankText.size() * 3 / 4 + 16);  // base64 never expands
+  char* out = impl->blob.data();
+  size_t outLen = 0;
   impl->offsets.reserve(spec.rankCount + 1);
   auto malformed = [&](size_t line, const std::string& why) {
     return Error(spec.name + " rank file, line " + std::to_string(line + 1) + ": " + why);
@@ -548,7 +552,7 @@ std::shared_ptr<const Encoding> Encoding::fromRankText(const EncodingSpec& spec,
   const size_t n = rankText.size();
   size_t pos = 0;
   for (size_t line = 0; pos < n; ++line) {
-    impl->offsets.push_back(static_cast<uint32_t>(impl->blob.size()));
+    impl->offsets.push_back(static_cast<uint32_t>(outLen));
     // base64 token
     uint32_t acc = 0;
     int bits = 0;
@@ -561,10 +565,10 @@ std::shared_ptr<const Encoding> Encoding::fromRankText(const EncodingSpec& spec,
       bits += 6;
       if (bits >= 8) {
         bits -= 8;
-        impl->blob.push_back(static_cast<char>((acc >> bits) & 0xFF));
+        out[outLen++] = static_cast<char>((acc >> bits) & 0xFF);
       }
     }
-    if (i >= n || impl->blob.size() == impl->offsets.back()) {
+    if (i >= n || outLen == impl->offsets.back()) {
       throw malformed(line, "expected \"<base64> <rank>\"");
     }
     // rank: must equal the line number (the canonical files are in rank order).
@@ -581,7 +585,8 @@ std::shared_ptr<const Encoding> Encoding::fromRankText(const EncodingSpec& spec,
     throw Error(spec.name + " rank file has " + std::to_string(impl->offsets.size()) +
                 " tokens, expected " + std::to_string(spec.rankCount));
   }
-  impl->offsets.push_back(static_cast<uint32_t>(impl->blob.size()));
+  impl->offsets.push_back(static_cast<uint32_t>(outLen));
+  impl->blob.resize(outLen);
   impl->blob.append(8, '\0');  // lets find() read 8 bytes past any token's start
   impl->buildTable();
   return std::shared_ptr<const Encoding>(new Encoding(std::move(impl)));
