@@ -34,31 +34,43 @@ node - "$work/parley.json" "$work/peers.jsonl" <<'JS'
 const fs = require("fs");
 const parley = JSON.parse(fs.readFileSync(process.argv[2], "utf8"));
 const peers = fs.readFileSync(process.argv[3], "utf8").trim().split("\n").map((l) => JSON.parse(l));
-const mbps = {};   // [encoding][file][who] = MB/s
+const mbps = {};   // [encoding][file][who] = MB/s (CPU time)
+const wall = {};   // [encoding][file][who] = MB/s (wall time)
 const loadMs = {}; // [encoding][who] = ms
 const put = (o, a, b, v) => ((o[a] ??= {})[b] = v);
 for (const b of parley.benchmarks) {
   if (b.aggregate_name !== "median") continue;
   const [kind, enc, file] = b.run_name.split("/");
-  if (kind === "encode") put(mbps[enc] ??= {}, file, "parley", b.bytes_per_second / 1e6);
+  if (kind === "encode") {
+    put(mbps[enc] ??= {}, file, "parley", b.bytes_per_second / 1e6);
+    // real_time is per iteration, in ms; bytes per iteration = CPU rate * CPU time.
+    const bytes = (b.bytes_per_second * b.cpu_time) / 1e3;
+    put(wall[enc] ??= {}, file, "parley", bytes / (b.real_time / 1e3) / 1e6);
+  }
   if (kind === "load") put(loadMs, enc, "parley", b.cpu_time);
 }
 for (const p of peers) {
   if (p.load_ms !== undefined) put(loadMs, p.encoding, p.peer, p.load_ms);
-  else put(mbps[p.encoding] ??= {}, p.file, p.peer, p.bytes / p.seconds / 1e6);
+  else {
+    put(mbps[p.encoding] ??= {}, p.file, p.peer, p.bytes / p.seconds / 1e6);
+    put(wall[p.encoding] ??= {}, p.file, p.peer, p.bytes / p.wall_seconds / 1e6);
+  }
 }
 const f = (x) => (x === undefined ? "-" : x.toFixed(1));
-console.log("encode throughput, single thread, MB/s (CPU time)");
+for (const [title, table] of [["CPU time", mbps], ["wall time", wall]]) {
+console.log(`encode throughput, single thread, MB/s (${title})`);
 console.log("encoding      corpus       parley  tiktoken  gpt-tokenizer  vs tiktoken  vs gpt-tokenizer");
-for (const enc of Object.keys(mbps)) {
-  for (const file of Object.keys(mbps[enc])) {
-    const r = mbps[enc][file];
+for (const enc of Object.keys(table)) {
+  for (const file of Object.keys(table[enc])) {
+    const r = table[enc][file];
     console.log(`${enc.padEnd(13)} ${file.padEnd(12)} ${f(r.parley).padStart(6)} ${f(r.tiktoken).padStart(9)} ` +
       `${f(r["gpt-tokenizer"]).padStart(14)} ${(f(r.parley / r.tiktoken) + "x").padStart(12)} ` +
       `${(f(r.parley / r["gpt-tokenizer"]) + "x").padStart(17)}`);
   }
 }
-console.log("\nvocabulary load time, ms");
+console.log("");
+}
+console.log("vocabulary load time, ms (CPU time)");
 console.log("encoding      parley  tiktoken  gpt-tokenizer");
 for (const enc of Object.keys(loadMs)) {
   const r = loadMs[enc];
