@@ -33,7 +33,7 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 
 if ! command -v npm >/dev/null || ! command -v node >/dev/null; then
-  echo "fetch-vocab: node and npm are needed to fetch ${missing[*]}; token counts will be estimates" >&2
+  echo "fetch-vocab: node and npm are needed to fetch ${missing[*]} (without them parley only estimates token counts)" >&2
   exit 1
 fi
 

@@ -16,8 +16,13 @@
 // - Work is linear in the input, also on long runs that the split pattern cannot break (a
 //   100 000-letter word): long pieces are merged with a heap instead of repeated scans.
 //
+// - Unicode classes (\p{L}, \p{N}, \p{M}, White_Space) come from the build machine's ICU data
+//   (Debian 12: Unicode 15.0). Characters assigned in later Unicode versions may split
+//   differently from a tiktoken built with newer tables.
+//
 // Thread-safety: an Encoding is immutable after construction; any number of threads may call
-// its const methods at once.
+// its const methods at once. Each thread that encodes keeps a small cache of recent pieces
+// (about 256 KB plus at most 4096 longer pieces), so no call takes a lock.
 #pragma once
 
 #include <cstddef>
