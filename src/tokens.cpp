@@ -190,4 +190,9 @@ TokenCount countChatTokens(const std::vector<Message>& messages, const nlohmann:
   return total;
 }
 
+TokenCount countChatTokens(const std::vector<Message>& messages, const nlohmann::json& tools,
+                           std::string_view encodingName) {
+  return countChatTokens(messages, tools, TokenCounter(encodingName));
+}
+
 }  // namespace parley

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -39,7 +40,7 @@ void writeFile(const fs::path& p, const std::string& text) {
 std::vector<TokenId> readIds(const fs::path& p) {
   std::string bytes = readFile(p);
   std::vector<TokenId> ids(bytes.size() / 4);
-  std::memcpy(ids.data(), bytes.data(), ids.size() * 4);
+  if (!ids.empty()) std::memcpy(ids.data(), bytes.data(), ids.size() * 4);
   return ids;
 }
 

@@ -224,6 +224,7 @@ TEST(ChatTokens, MatchesCookbookPromptTokensForMessages) {
   EXPECT_EQ(parley::countChatTokens(cookbookJargonMessages(), nullptr,
                                     parley::TokenCounter(load("o200k_base"))),
             (parley::TokenCount{124, false}));
+  EXPECT_EQ(parley::countChatTokens(cookbookJargonMessages(), nullptr, "cl100k_base").tokens, 129);
 }
 
 // Section 7: with one tool definition, prompt_tokens were 105 (gpt-3.5-turbo, gpt-4) and 101

@@ -113,5 +113,8 @@ TokenCount countToolTokens(const nlohmann::json& tools, const TokenCounter& coun
 // messages, the reply priming, and the tool definitions.
 TokenCount countChatTokens(const std::vector<Message>& messages, const nlohmann::json& tools,
                            const TokenCounter& counter);
+// As above with TokenCounter(encodingName).
+TokenCount countChatTokens(const std::vector<Message>& messages, const nlohmann::json& tools,
+                           std::string_view encodingName = kDefaultEncoding);
 
 }  // namespace parley
