@@ -25,10 +25,16 @@ if [ -s "$out/mixed.txt" ] && [ -s "$out/prose.txt" ]; then exit 0; fi
     find "/usr/share/man/$lang" -name '*.gz' -type f | LC_ALL=C sort | xargs zcat 2>/dev/null |
       head -c 250000
   done
+} >"$out/mixed.part"
+# Changelogs fill up to 12 MB (at least 2.5 MB of them), whatever man pages are installed.
+fill=$((12000000 - $(stat -c %s "$out/mixed.part")))
+[ "$fill" -ge 2500000 ] || fill=2500000
+{
+  cat "$out/mixed.part"
   find /usr/share/doc -name 'changelog*.gz' -type f | LC_ALL=C sort | xargs zcat 2>/dev/null |
-    head -c 2500000
+    head -c "$fill"
 } | iconv -f utf-8 -t utf-8 -c >"$out/mixed.txt"
-set -o pipefail
+rm -f "$out/mixed.part"
 size=$(stat -c %s "$out/mixed.txt")
 if [ "$size" -lt 10000000 ]; then
   echo "make_corpus: mixed.txt is only $size bytes" >&2
