@@ -90,6 +90,8 @@ Emoji: 😀😃😄 👍🏽 👨‍👩‍👧‍👦 🏳️‍🌈 🇩🇪�
 Math: ∀x∈ℝ: x² ≥ 0, ∑ᵢ aᵢ = ½, ∞ ≠ 0, Ⅻ Ⅳ ⅷ, ① ② ③, ¹²³, π≈3.14159.
 Letters of every kind: ǅungla ǈubljana ǋove (titlecase), ʰʲʷ ˢᵘᵖ (modifier), ﬁnance ﬂow (ligatures),
 é vs é, ä́, Å Å Å, ℌ𝔢𝔩𝔩𝔬 𝐁𝐨𝐥𝐝 𝓢𝓬𝓻𝓲𝓹𝓽, ꜱᴍᴀʟʟ ᴄᴀᴘꜱ, İstanbul ıi, ß ẞ, ſ 'ſ 'ſt.
+Case runs: HTTPServer XMLHttpRequest iPhone McDonald's NASA's DÉJÀ'S ABCdef abcDEF aBcDeF ǄǅǆDž
+日本Japan 中文ABC ʰA ʰa ーA ーa ΑΒΓ中 ΣΊΣΥΦΟΣ straße STRASSE İİi ıI 'S'LL'VE 'ſ'ſt 'ſtreet X'ſ
 Marks alone: ́ ̈ ͅ and after digits 1́ 2̈, after spaces  ́x, Devanagari: कि की कु कू के कै को कौ कं कः.
 Spaces: a b  c   d    e	f		g
 h
@@ -188,6 +190,29 @@ std::string randomText(uint64_t seed, size_t chars) {
     for (size_t k = 0; k < repeat; ++k)
       s += pick;
   }
+  return s;
+}
+
+// Random runs of letters of every case class, marks, apostrophes and contraction letters: the
+// overlapping classes of o200k's letter alternatives, where backtracking decides the split.
+std::string randomLetters(uint64_t seed, size_t chars) {
+  static const std::vector<std::string> palette = [] {
+    std::vector<std::string> p;
+    for (const char* a : {"a", "s", "t", "l", "d", "e", "A", "S", "T", "L", "D", "'", "'", " "}) {
+      p.push_back(a);
+    }
+    // Lu, Ll, Lt, Lm, Lo, Mn, Mc, Me, and letters that fold to ASCII ones.
+    for (char32_t c : {U'Ж',      U'ж',      U'É',      U'é', U'ǅ', U'ǈ',      U'ʰ',
+                       U'ˢ',      U'ー',     U'中',     U'ก', U'א', U'\u0301', U'\u0903',
+                       U'\u20dd', U'\u0e31', U'\u093f', U'ſ', U'K', U'\u2160', U'9'}) {
+      p.push_back(utf8(c));
+    }
+    return p;
+  }();
+  Lcg rng{seed};
+  std::string s;
+  for (size_t i = 0; i < chars; ++i)
+    s += palette[rng.next() % palette.size()];
   return s;
 }
 
@@ -311,6 +336,9 @@ TEST_F(TokensParity, CorpusIdsMatchTiktoken) {
   add("adversarial-runs.txt", adversarialRuns());
   for (uint64_t seed = 1; seed <= 8; ++seed) {
     add("random-" + std::to_string(seed) + ".txt", randomText(seed, 20000));
+  }
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    add("random-letters-" + std::to_string(seed) + ".txt", randomLetters(seed, 20000));
   }
   add("invalid-utf8.txt", invalidUtf8());
   add("specials-as-text.txt",
