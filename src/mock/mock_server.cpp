@@ -41,6 +41,7 @@ struct MockServer::Impl {
 
   // Script state: the rules, how often each has answered, and the chat request counter.
   mutable std::mutex mutex;
+  mutable std::condition_variable recordedCv;
   Script script;
   std::vector<int> ruleUses;
   int chatRequests = 0;
@@ -78,6 +79,7 @@ struct MockServer::Impl {
     if (body.is_discarded()) body = req.body;
     std::lock_guard lock(mutex);
     std::size_t index = cleared + recorded.size();
+    recordedCv.notify_all();
     recorded.push_back({{"index", index},
                         {"method", req.method},
                         {"path", req.path},
@@ -444,6 +446,12 @@ void MockServer::clearRequests() {
   std::lock_guard lock(impl_->mutex);
   impl_->cleared += impl_->recorded.size();
   impl_->recorded.clear();
+}
+
+bool MockServer::waitForRequests(std::size_t count, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(impl_->mutex);
+  return impl_->recordedCv.wait_for(
+      lock, timeout, [&] { return impl_->cleared + impl_->recorded.size() >= count; });
 }
 
 void MockServer::setScript(const json& script) {

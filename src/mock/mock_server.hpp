@@ -11,6 +11,7 @@
 // connections (up to MockOptions::threads at once); stop() interrupts them and returns promptly.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -55,6 +56,10 @@ class MockServer {
   //  "rule": <index of the rule that answered, or null>, "rule_name": <its name, or null>}.
   std::vector<nlohmann::json> requests() const;
   void clearRequests();
+  // Blocks until at least `count` requests have been received since start (clearRequests()
+  // does not lower the count) or `timeout` passes; returns whether they were. For tests that
+  // must act while a request is in progress (a delay, a slow stream).
+  bool waitForRequests(std::size_t count, std::chrono::milliseconds timeout) const;
 
   // Replaces the script (validated first) and resets the request counter and rule counts.
   void setScript(const nlohmann::json& script);
