@@ -314,6 +314,12 @@ void MockServer::Impl::install() {
     return new httplib::ThreadPool(static_cast<std::size_t>(n));
   };
   server.set_keep_alive_max_count(1000);
+  // httplib's default also sets SO_REUSEPORT, which lets a second server share a busy port
+  // silently; SO_REUSEADDR alone still allows a quick restart on the same port.
+  server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   server.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     handleChat(req, res);
   });
