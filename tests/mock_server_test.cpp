@@ -121,6 +121,7 @@ TEST(MockServer, NonStreamingReplyIsRecordedWithHeadersBodyAndRule) {
   EXPECT_EQ(seen[0]["path"], "/v1/chat/completions");
   EXPECT_EQ(seen[0]["headers"]["authorization"], "Bearer sk-test");
   EXPECT_EQ(seen[0]["headers"]["x-extra"], "1");
+  EXPECT_FALSE(seen[0]["headers"].contains("remote_addr"));  // only what the client sent
   EXPECT_EQ(seen[0]["body"], body);
   EXPECT_EQ(seen[0]["rule"], 0);
   EXPECT_EQ(seen[0]["rule_name"], "hello");

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "mock/chat_reply.hpp"
+#include "mock/closable_server.hpp"
 #include "mock/embeddings.hpp"
 #include "mock/script.hpp"
 #include "parley/errors.hpp"
@@ -33,7 +34,7 @@ std::string errorBody(const std::string& message, const std::string& type) {
 
 struct MockServer::Impl {
   MockOptions options;
-  httplib::Server server;
+  ClosableServer server;
   std::thread thread;
   int port = 0;
   bool started = false;
@@ -429,6 +430,7 @@ void MockServer::stop() {
   s.stopCv.notify_all();
   if (s.thread.joinable()) {
     s.server.stop();
+    s.server.closeConnections();
     s.thread.join();
   }
 }
