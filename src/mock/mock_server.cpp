@@ -68,8 +68,10 @@ struct MockServer::Impl {
     json headers = json::object();
     for (const auto& [name, value] : req.headers) {
       std::string key = name;
-      for (auto& ch : key)
+      for (auto& ch : key) {
         ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      }
+      if (key == "remote_addr" || key == "remote_port") continue;  // added by httplib
       if (headers.contains(key)) {
         headers[key] = headers[key].get<std::string>() + ", " + value;
       } else {
