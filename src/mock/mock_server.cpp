@@ -166,13 +166,18 @@ void MockServer::Impl::sendStream(httplib::Response& res, const Rule& rule, Conc
       "text/event-stream", [this, spec, cutAfter, includeUsage, reply = std::move(reply)](
                                std::size_t, httplib::DataSink& sink) {
         SinkWriter out(sink, cutAfter);
+        // Writes what is buffered, then waits; false when the peer left or the server stops.
+        auto wait = [&](int ms) { return ms <= 0 || (out.flush() && pause(ms)); };
+        // The server "thinking": keep-alive comments, each followed by the chunk delay.
         for (int i = 0; i < spec.keepaliveBefore; ++i) {
-          if (!out.write(kKeepAlive)) return false;
+          if (!out.write(kKeepAlive) || !wait(spec.chunkDelayMs)) return false;
         }
+        if (!wait(spec.firstDelayMs)) return false;
         int sent = 0;        // events sent so far
         bool ended = false;  // an in-stream error ended the stream
         bool alive = true;
-        // Runs before each event (and once at the end): the faults positioned by event count.
+        // Runs before each event (and once at the end): the faults positioned by event count,
+        // then the gap since the previous event, with a keep-alive comment half-way through.
         auto beforeEvent = [&]() -> bool {
           if (spec.disconnectAfter >= 0 && sent == spec.disconnectAfter) {
             out.flush();
@@ -185,15 +190,11 @@ void MockServer::Impl::sendStream(httplib::Response& res, const Rule& rule, Conc
             ended = true;
             return false;
           }
-          if (sent > 0 && spec.keepaliveBetween && !out.write(kKeepAlive)) {
-            alive = false;
-            return false;
-          }
-          if (sent > 0 && spec.chunkDelayMs > 0) {
-            if (!out.flush() || !pause(spec.chunkDelayMs)) {
-              alive = false;
-              return false;
-            }
+          if (sent > 0) {
+            int half = spec.chunkDelayMs / 2;
+            alive = wait(half) && (!spec.keepaliveBetween || out.write(kKeepAlive)) &&
+                    wait(spec.chunkDelayMs - half);
+            if (!alive) return false;
           }
           return true;
         };
