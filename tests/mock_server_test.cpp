@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <future>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -127,6 +128,28 @@ TEST(MockServer, NonStreamingReplyIsRecordedWithHeadersBodyAndRule) {
   EXPECT_EQ(seen[0]["rule_name"], "hello");
   server->clearRequests();
   EXPECT_TRUE(server->requests().empty());
+}
+
+TEST(MockServer, OnRequestSeesEachRequestWithItsRuleBeforeTheReply) {
+  std::mutex mutex;
+  std::vector<json> seen;
+  MockOptions options;
+  options.script = readScript(R"({"name":"only","reply":{"content":"x"}})");
+  options.onRequest = [&](const json& r) {
+    std::lock_guard lock(mutex);
+    seen.push_back(r);
+  };
+  MockServer server(options);
+  server.start();
+  ASSERT_EQ(chat(server, userTurn("a", true)).status, 200);
+  httplib::Client client("127.0.0.1", server.port());
+  ASSERT_TRUE(client.Get("/v1/models"));
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0]["rule_name"], "only");
+  EXPECT_EQ(seen[0]["body"]["stream"], true);
+  EXPECT_EQ(seen[1]["path"], "/v1/models");
+  EXPECT_EQ(seen, server.requests());
 }
 
 TEST(MockServer, ModelsUnknownPathsAndBadBodies) {

@@ -93,6 +93,18 @@ struct MockServer::Impl {
     return index;
   }
 
+  // Passes the recorded request to options.onRequest, if set (outside the lock).
+  void notify(std::size_t index) {
+    if (!options.onRequest) return;
+    json entry;
+    {
+      std::lock_guard lock(mutex);
+      if (index < cleared || index - cleared >= recorded.size()) return;
+      entry = recorded[index - cleared];
+    }
+    options.onRequest(entry);
+  }
+
   void install();
   void handleChat(const httplib::Request& req, httplib::Response& res);
   void sendStream(httplib::Response& res, const Rule& rule, ConcreteReply reply, bool includeUsage);
@@ -247,6 +259,12 @@ void MockServer::Impl::sendRaw(httplib::Response& res, const Rule& rule) {
 
 void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response& res) {
   std::size_t index = record(req);
+  // Reports the request once its rule is known, whichever way this handler returns.
+  struct NotifyOnReturn {
+    Impl& impl;
+    std::size_t index;
+    ~NotifyOnReturn() { impl.notify(index); }
+  } notifyOnReturn{*this, index};
   res.set_header("x-request-id", "req_mock_" + std::to_string(index + 1));
   json body = json::parse(req.body, nullptr, false);
   if (body.is_discarded()) {
@@ -331,7 +349,7 @@ void MockServer::Impl::install() {
     handleChat(req, res);
   });
   server.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
-    record(req);
+    notify(record(req));
     json data = json::array();
     for (const auto& m : options.models) {
       data.push_back(
@@ -340,7 +358,7 @@ void MockServer::Impl::install() {
     res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
   });
   server.Get(R"(/v1/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    record(req);
+    notify(record(req));
     std::string id = req.matches[1];
     for (const auto& m : options.models) {
       if (m == id) {
@@ -358,7 +376,7 @@ void MockServer::Impl::install() {
                     "application/json");
   });
   server.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {
-    record(req);
+    notify(record(req));
     json body = json::parse(req.body, nullptr, false);
     try {
       if (body.is_discarded()) throw ValidationError("body", "not valid JSON");
@@ -371,7 +389,7 @@ void MockServer::Impl::install() {
   });
   // Anything else is recorded too, then answered 404 as OpenAI does.
   auto notFound = [this](const httplib::Request& req, httplib::Response& res) {
-    record(req);
+    notify(record(req));
     res.status = 404;
     res.set_content(errorBody("parley mock: no route for " + req.method + " " + req.path,
                               "invalid_request_error"),
