@@ -43,7 +43,9 @@ struct MockServer::Impl {
   // Script state: the rules, how often each has answered, and the chat request counter.
   mutable std::mutex mutex;
   mutable std::condition_variable recordedCv;
-  Script script;
+  // Shared so that a request in progress keeps its rules alive across setScript(), and large
+  // rules (a pre-rendered raw stream) are never copied per request.
+  std::shared_ptr<const Script> script = std::make_shared<const Script>();
   std::vector<int> ruleUses;
   int chatRequests = 0;
   std::vector<json> recorded;
@@ -108,7 +110,7 @@ struct MockServer::Impl {
   void install();
   void handleChat(const httplib::Request& req, httplib::Response& res);
   void sendStream(httplib::Response& res, const Rule& rule, ConcreteReply reply, bool includeUsage);
-  void sendRaw(httplib::Response& res, const Rule& rule);
+  void sendRaw(httplib::Response& res, std::shared_ptr<const Script> held, const Rule& rule);
   void sendBody(httplib::Response& res, int status, std::string body, const std::string& type,
                 long cutAfter);
 };
@@ -129,6 +131,11 @@ class SinkWriter {
       buffer_.append(bytes.substr(0, room));
       flush();
       return false;
+    }
+    if (bytes.size() >= kFlushBytes) {  // large: no copy through the buffer
+      if (!flush()) return false;
+      written_ += bytes.size();
+      return sink_.write(bytes.data(), bytes.size());
     }
     buffer_.append(bytes);
     return buffer_.size() < kFlushBytes || flush();
@@ -230,15 +237,16 @@ void MockServer::Impl::sendStream(httplib::Response& res, const Rule& rule, Conc
       });
 }
 
-void MockServer::Impl::sendRaw(httplib::Response& res, const Rule& rule) {
+void MockServer::Impl::sendRaw(httplib::Response& res, std::shared_ptr<const Script> held,
+                               const Rule& rule) {
   res.status = rule.rawStatus;
   res.set_header("Cache-Control", "no-cache");
-  auto pieces = rule.raw;
   const StreamSpec spec = rule.stream;
   long cutAfter = rule.disconnectAfterBytes;
+  // `held` keeps the rule, and so its pieces, alive while the body is written.
   res.set_chunked_content_provider(
-      rule.rawContentType.c_str(),
-      [this, pieces = std::move(pieces), spec, cutAfter](std::size_t, httplib::DataSink& sink) {
+      rule.rawContentType.c_str(), [this, held = std::move(held), &pieces = rule.raw, spec,
+                                    cutAfter](std::size_t, httplib::DataSink& sink) {
         SinkWriter out(sink, cutAfter);
         for (std::size_t i = 0; i < pieces.size(); ++i) {
           if (spec.disconnectAfter >= 0 && static_cast<int>(i) == spec.disconnectAfter) {
@@ -273,7 +281,8 @@ void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response
     return;
   }
   // Choose the rule under the lock (counters are shared), then answer without it.
-  std::optional<Rule> chosen;
+  std::shared_ptr<const Script> held;
+  const Rule* chosen = nullptr;
   ChatContext ctx;
   std::vector<std::string> groups;
   {
@@ -285,12 +294,13 @@ void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response
       sendBody(res, 400, errorBody(e.what(), "invalid_request_error"), "application/json", -1);
       return;
     }
-    for (std::size_t i = 0; i < script.size(); ++i) {
-      const Rule& rule = script[i];
+    held = script;
+    for (std::size_t i = 0; i < held->size(); ++i) {
+      const Rule& rule = (*held)[i];
       if (rule.times && ruleUses[i] >= *rule.times) continue;
       if (!matches(rule.match, ctx, groups)) continue;
       ++ruleUses[i];
-      chosen = rule;
+      chosen = &rule;
       if (index >= cleared) {
         recorded[index - cleared]["rule"] = i;
         recorded[index - cleared]["rule_name"] = rule.name;
@@ -320,7 +330,7 @@ void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response
     return;
   }
   if (!rule.raw.empty()) {
-    sendRaw(res, rule);
+    sendRaw(res, held, rule);
     return;
   }
   ConcreteReply reply = makeReply(*rule.reply, ctx, groups, options.created);
@@ -489,8 +499,8 @@ bool MockServer::waitForRequests(std::size_t count, std::chrono::milliseconds ti
 void MockServer::setScript(const json& script) {
   Script compiled = compileScript(script.is_null() ? demoScript() : script);
   std::lock_guard lock(impl_->mutex);
-  impl_->script = std::move(compiled);
-  impl_->ruleUses.assign(impl_->script.size(), 0);
+  impl_->script = std::make_shared<const Script>(std::move(compiled));
+  impl_->ruleUses.assign(impl_->script->size(), 0);
   impl_->chatRequests = 0;
 }
 
