@@ -2,5 +2,9 @@
 #pragma once
 
 #include "parley/errors.hpp"
+#include "parley/llm.hpp"
 #include "parley/message.hpp"
+#include "parley/openai_client.hpp"
+#include "parley/profiles.hpp"
+#include "parley/sse.hpp"
 #include "parley/usage.hpp"
