@@ -17,6 +17,7 @@ packages=(
   libcpp-httplib-dev libcli11-dev libedit-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   tmux
+  nodejs
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -29,6 +30,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# npm installs the pinned packages of the compatibility tests (tests/node); some nodejs builds
+# bundle it, Debian ships it apart.
+if ! command -v npm >/dev/null 2>&1; then
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends npm
 fi
 
 # valijson is header-only, but Debian's package depends on Qt, Poco and four other JSON

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "mock/chat_reply.hpp"
+#include "mock/closable_server.hpp"
 #include "mock/embeddings.hpp"
 #include "mock/script.hpp"
 #include "parley/errors.hpp"
@@ -33,7 +34,7 @@ std::string errorBody(const std::string& message, const std::string& type) {
 
 struct MockServer::Impl {
   MockOptions options;
-  httplib::Server server;
+  ClosableServer server;
   std::thread thread;
   int port = 0;
   bool started = false;
@@ -67,8 +68,10 @@ struct MockServer::Impl {
     json headers = json::object();
     for (const auto& [name, value] : req.headers) {
       std::string key = name;
-      for (auto& ch : key)
+      for (auto& ch : key) {
         ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      }
+      if (key == "remote_addr" || key == "remote_port") continue;  // added by httplib
       if (headers.contains(key)) {
         headers[key] = headers[key].get<std::string>() + ", " + value;
       } else {
@@ -314,6 +317,12 @@ void MockServer::Impl::install() {
     return new httplib::ThreadPool(static_cast<std::size_t>(n));
   };
   server.set_keep_alive_max_count(1000);
+  // httplib's default also sets SO_REUSEPORT, which lets a second server share a busy port
+  // silently; SO_REUSEADDR alone still allows a quick restart on the same port.
+  server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   server.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     handleChat(req, res);
   });
@@ -423,6 +432,7 @@ void MockServer::stop() {
   s.stopCv.notify_all();
   if (s.thread.joinable()) {
     s.server.stop();
+    s.server.closeConnections();
     s.thread.join();
   }
 }

@@ -388,7 +388,7 @@ std::string_view demoScriptText() {
 {"name":"weather-in","match":{"tool":"get_weather","user_regex":"weather\\s+(?:in|for|at)\\s+([A-Za-z][A-Za-z .'-]*[A-Za-z])","icase":true},"reply":{"tool_calls":[{"name":"get_weather","arguments":{"city":"{{1}}"}}]}}
 {"name":"weather","match":{"tool":"get_weather","user_contains":"weather","icase":true},"reply":{"tool_calls":[{"name":"get_weather","arguments":{"city":"here"}}]}}
 {"name":"time","match":{"tool":"get_time","user_regex":"\\b(?:time|clock)\\b","icase":true},"reply":{"tool_calls":[{"name":"get_time","arguments":{}}]}}
-{"name":"calculate","match":{"tool":"calculate","user_regex":"([-(]*\\s*[0-9][0-9.]*(?:\\s*[-+*/%^]\\s*[-(]*\\s*[0-9][0-9.]*\\s*\\)*)+)"},"reply":{"tool_calls":[{"name":"calculate","arguments":{"expression":"{{1}}"}}]}}
+{"name":"calculate","match":{"tool":"calculate","user_regex":"((?:[-(]\\s*)*[0-9][0-9.]*(?:\\s*[-+*/%^]\\s*(?:[-(]\\s*)*[0-9][0-9.]*(?:\\s*\\))*)+)"},"reply":{"tool_calls":[{"name":"calculate","arguments":{"expression":"{{1}}"}}]}}
 {"name":"echo","reply":{"content":"You said: {{last_user}}"}}
 )jsonl";
   return kText;
