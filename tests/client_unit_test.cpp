@@ -65,9 +65,9 @@ TEST(RequestBody, CarriesEveryParameter) {
   EXPECT_EQ(body["parallel_tool_calls"], false);
   EXPECT_EQ(body["max_completion_tokens"], 100);
   EXPECT_FALSE(body.contains("max_tokens"));
-  EXPECT_EQ(body["temperature"], 0.2);    // the request beats the profile's default
-  EXPECT_EQ(body["user"], "u1");          // the profile's default stays
-  EXPECT_EQ(body["top_p"], 0.7);          // extra is merged last
+  EXPECT_EQ(body["temperature"], 0.2);  // the request beats the profile's default
+  EXPECT_EQ(body["user"], "u1");        // the profile's default stays
+  EXPECT_EQ(body["top_p"], 0.7);        // extra is merged last
   EXPECT_EQ(body["logprobs"], true);
   EXPECT_EQ(body["stop"], json::array({"END"}));
   EXPECT_EQ(body["seed"], 42);
@@ -103,19 +103,25 @@ TEST(RequestBody, EmptyToolCallContentFollowsTheEndpoint) {
   request.messages = {Message::user("t?"), Message::assistant("", {ToolCall{"c", "f", "{}"}}),
                       Message::tool("c", "x")};
   options.emptyToolCallContent = EmptyContent::EmptyString;
-  EXPECT_EQ(json::parse(detail::buildRequestBody(request, options, false))["messages"][1]["content"], "");
+  EXPECT_EQ(
+      json::parse(detail::buildRequestBody(request, options, false))["messages"][1]["content"], "");
   options.emptyToolCallContent = EmptyContent::Omit;
-  EXPECT_FALSE(json::parse(detail::buildRequestBody(request, options, false))["messages"][1].contains("content"));
+  EXPECT_FALSE(
+      json::parse(detail::buildRequestBody(request, options, false))["messages"][1].contains(
+          "content"));
   options.emptyToolCallContent = EmptyContent::Null;
-  EXPECT_TRUE(json::parse(detail::buildRequestBody(request, options, false))["messages"][1]["content"].is_null());
+  EXPECT_TRUE(
+      json::parse(detail::buildRequestBody(request, options, false))["messages"][1]["content"]
+          .is_null());
 }
 
 TEST(RequestBody, EncodedMessagesGoFirst) {
   ClientOptions options;
   options.model = "m";
   ChatRequest request;
-  request.encodedMessages = {std::make_shared<const std::string>(encodeMessage(Message::system("s"))),
-                             std::make_shared<const std::string>(encodeMessage(Message::user("u")))};
+  request.encodedMessages = {
+      std::make_shared<const std::string>(encodeMessage(Message::system("s"))),
+      std::make_shared<const std::string>(encodeMessage(Message::user("u")))};
   request.messages = {Message::user("last")};
   json body = json::parse(detail::buildRequestBody(request, options, false));
   ASSERT_EQ(body["messages"].size(), 3u);
@@ -145,15 +151,18 @@ TEST(RequestBody, UnsendableRequestsNameTheField) {
 }
 
 TEST(RetryPolicy, StatusesAndTheOverrideHeader) {
-  for (int status : {408, 409, 429, 500, 502, 503, 504}) EXPECT_TRUE(detail::shouldRetryStatus(status, ""));
-  for (int status : {400, 401, 403, 404, 422}) EXPECT_FALSE(detail::shouldRetryStatus(status, ""));
+  for (int status : {408, 409, 429, 500, 502, 503, 504})
+    EXPECT_TRUE(detail::shouldRetryStatus(status, ""));
+  for (int status : {400, 401, 403, 404, 422})
+    EXPECT_FALSE(detail::shouldRetryStatus(status, ""));
   EXPECT_FALSE(detail::shouldRetryStatus(503, "false"));
   EXPECT_TRUE(detail::shouldRetryStatus(400, "true"));
   EXPECT_TRUE(detail::shouldRetryStatus(429, "maybe"));  // unreadable: the status decides
 }
 
 TEST(RetryPolicy, ServerDelayInEachFormAndBadValues) {
-  const auto now = std::chrono::system_clock::from_time_t(784111777);  // Sun, 06 Nov 1994 08:49:37 GMT
+  const auto now =
+      std::chrono::system_clock::from_time_t(784111777);  // Sun, 06 Nov 1994 08:49:37 GMT
   using detail::serverRetryDelay;
   EXPECT_EQ(serverRetryDelay("1500", "", now), milliseconds(1500));
   EXPECT_EQ(serverRetryDelay("12.5", "", now), milliseconds(13));
@@ -168,12 +177,12 @@ TEST(RetryPolicy, ServerDelayInEachFormAndBadValues) {
   EXPECT_EQ(serverRetryDelay("soon", "5", now), milliseconds(5000));
   // Bad values: the caller falls back to its own backoff.
   EXPECT_FALSE(serverRetryDelay("", "", now));
-  EXPECT_FALSE(serverRetryDelay("", "61", now));          // above 60 s
-  EXPECT_FALSE(serverRetryDelay("", "-1", now));          // negative
-  EXPECT_FALSE(serverRetryDelay("", "later", now));       // neither number nor date
+  EXPECT_FALSE(serverRetryDelay("", "61", now));     // above 60 s
+  EXPECT_FALSE(serverRetryDelay("", "-1", now));     // negative
+  EXPECT_FALSE(serverRetryDelay("", "later", now));  // neither number nor date
   EXPECT_FALSE(serverRetryDelay("", "Sun, 06 Nov 1994 08:49:00 GMT", now));  // in the past
   EXPECT_FALSE(serverRetryDelay("", "Sun, 06 Nov 1994 09:49:37 GMT", now));  // an hour away
-  EXPECT_FALSE(serverRetryDelay("90000", "1", now));      // a readable ms value decides alone
+  EXPECT_FALSE(serverRetryDelay("90000", "1", now));  // a readable ms value decides alone
   EXPECT_FALSE(serverRetryDelay("", "1e400", now));
 }
 
@@ -272,8 +281,9 @@ TEST(ProfileRegistry, BadFilesNameTheKeyAndAddNothing) {
     }
     return std::string("<no error>");
   };
-  EXPECT_NE(what("[profiles.a]\nmodel = \"x\"\n[profiles.b]\nmodle = \"y\"\n").find("profiles.b.modle"),
-            std::string::npos);
+  EXPECT_NE(
+      what("[profiles.a]\nmodel = \"x\"\n[profiles.b]\nmodle = \"y\"\n").find("profiles.b.modle"),
+      std::string::npos);
   EXPECT_NE(what("[profiles.a]\nmax_retries = -1\n").find("max_retries"), std::string::npos);
   EXPECT_NE(what("[profiles.a]\nmax_tokens_field = \"tokens\"\n").find("max_tokens_field"),
             std::string::npos);
@@ -285,9 +295,7 @@ TEST(ProfileRegistry, BadFilesNameTheKeyAndAddNothing) {
 TEST(ProfileRegistry, LoadsAFileAndSharesOneClientPerProfile) {
   const auto path = std::filesystem::temp_directory_path() /
                     ("parley-profiles-" + std::to_string(::getpid()) + ".toml");
-  {
-    std::ofstream(path) << kProfiles;
-  }
+  { std::ofstream(path) << kProfiles; }
   auto registry = std::make_shared<ProfileRegistry>();
   registry->loadToml(path.string());
   std::filesystem::remove(path);

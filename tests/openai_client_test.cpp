@@ -59,7 +59,8 @@ class ClientTest : public ::testing::Test {
 };
 
 TEST_F(ClientTest, GenerateReturnsTheReplyAndUsage) {
-  serve(R"({"reply": {"content": "Hello, {{last_user}}!", "usage": {"prompt_tokens": 5, "completion_tokens": 3}}})");
+  serve(
+      R"({"reply": {"content": "Hello, {{last_user}}!", "usage": {"prompt_tokens": 5, "completion_tokens": 3}}})");
   OpenAiClient client(options());
   ChatResult r = client.generate(ask("Ann"));
   EXPECT_EQ(r.message.role, Role::Assistant);
@@ -80,7 +81,8 @@ TEST_F(ClientTest, GenerateReturnsTheReplyAndUsage) {
 }
 
 TEST_F(ClientTest, StreamDeliversEachDeltaAndAssemblesTheReply) {
-  serve(R"({"reply": {"content": "one two three", "reasoning_content": "hmm", "tool_calls": [{"name": "get_time", "arguments": {}}, {"name": "get_weather", "arguments": {"city": "Paris"}}], "finish_reason": "stop"}})");
+  serve(
+      R"({"reply": {"content": "one two three", "reasoning_content": "hmm", "tool_calls": [{"name": "get_time", "arguments": {}}, {"name": "get_weather", "arguments": {"city": "Paris"}}], "finish_reason": "stop"}})");
   OpenAiClient client(options());
   std::string content, reasoning;
   std::map<size_t, std::string> arguments;
@@ -90,7 +92,8 @@ TEST_F(ClientTest, StreamDeliversEachDeltaAndAssemblesTheReply) {
     ++chunks;
     content += d.content;
     reasoning += d.reasoning;
-    for (const auto& call : d.toolCalls) arguments[call.index] += call.arguments;
+    for (const auto& call : d.toolCalls)
+      arguments[call.index] += call.arguments;
     sawUsage = sawUsage || d.usage.has_value();
     return true;
   });
@@ -136,7 +139,8 @@ TEST_F(ClientTest, IncludeUsageCanBeTurnedOff) {
 TEST_F(ClientTest, RawEventStreamEdgeCases) {
   // A BOM, CRLF and CR endings, "data:" without a space, comments, pieces split mid-line and
   // inside a UTF-8 character, and no blank line after [DONE].
-  serve(R"({"raw": ["\ufeff: hi\r\ndata:{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"caf", "\u00e9\"}}]}\r\n\r\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" ok\"},\"finish_reason\":\"stop\"}]}\r\r", "data: [DONE]\n"]})");
+  serve(
+      R"({"raw": ["\ufeff: hi\r\ndata:{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"caf", "\u00e9\"}}]}\r\n\r\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" ok\"},\"finish_reason\":\"stop\"}]}\r\r", "data: [DONE]\n"]})");
   OpenAiClient client(options());
   ChatResult r = client.generateStream(ask("x"), [](const StreamDelta&) { return true; });
   EXPECT_EQ(r.message.content, "caf\xC3\xA9 ok");
@@ -144,7 +148,8 @@ TEST_F(ClientTest, RawEventStreamEdgeCases) {
 }
 
 TEST_F(ClientTest, HttpErrorCarriesTheApiErrorAndRequestId) {
-  serve(R"({"error": {"status": 400, "message": "bad model", "type": "invalid_request_error", "code": "model_not_found"}})");
+  serve(
+      R"({"error": {"status": 400, "message": "bad model", "type": "invalid_request_error", "code": "model_not_found"}})");
   OpenAiClient client(options());
   try {
     client.generate(ask("x"));
@@ -167,7 +172,8 @@ TEST_F(ClientTest, RetriesAfterZeroOneAndTwoFailures) {
     sleeps_.clear();
     std::string script;
     if (failures > 0) {
-      script += R"({"times": )" + std::to_string(failures) + R"(, "error": {"status": 503}})" + "\n";
+      script +=
+          R"({"times": )" + std::to_string(failures) + R"(, "error": {"status": 503}})" + "\n";
     }
     script += R"({"reply": {"content": "ok"}})";
     serve(script);
@@ -242,7 +248,8 @@ TEST_F(ClientTest, RetryAfterInEachFormAndBadValues) {
 }
 
 TEST_F(ClientTest, ShouldRetryHeaderOverridesTheStatus) {
-  serve(R"({"match": {"request": 1}, "error": {"status": 503, "headers": {"x-should-retry": "false"}}}
+  serve(
+      R"({"match": {"request": 1}, "error": {"status": 503, "headers": {"x-should-retry": "false"}}}
 {"match": {"request": 2}, "error": {"status": 400, "headers": {"x-should-retry": "true"}}}
 {"reply": {"content": "ok"}})");
   OpenAiClient client(options());
@@ -360,7 +367,8 @@ TEST_F(ClientTest, DisconnectBeforeAnyChunkIsRetried) {
 }
 
 TEST_F(ClientTest, StreamEndingWithoutFinishOrDoneIsAProtocolError) {
-  serve(R"({"reply": {"content": "cut short"}, "stream": {"omit_finish": true, "omit_done": true}})");
+  serve(
+      R"({"reply": {"content": "cut short"}, "stream": {"omit_finish": true, "omit_done": true}})");
   OpenAiClient client(options());
   std::string seen;
   EXPECT_THROW(client.generateStream(ask("x"),
@@ -381,7 +389,8 @@ TEST_F(ClientTest, MalformedChunkIsAProtocolError) {
 }
 
 TEST_F(ClientTest, ErrorObjectInsideTheStream) {
-  serve(R"({"reply": {"content": "a b c"}, "stream": {"error_after": 2, "error": {"message": "model crashed", "type": "server_error"}}})");
+  serve(
+      R"({"reply": {"content": "a b c"}, "stream": {"error_after": 2, "error": {"message": "model crashed", "type": "server_error"}}})");
   OpenAiClient client(options());
   try {
     client.generateStream(ask("x"), [](const StreamDelta&) { return true; });
@@ -404,7 +413,8 @@ TEST_F(ClientTest, ResponseAndEventLimits) {
 }
 
 TEST_F(ClientTest, ServerIgnoringStreamStillDeliversOneDelta) {
-  serve(R"({"raw": "{\"id\":\"x\",\"object\":\"chat.completion\",\"model\":\"m\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"whole\"},\"finish_reason\":\"stop\"}]}", "content_type": "application/json"})");
+  serve(
+      R"({"raw": "{\"id\":\"x\",\"object\":\"chat.completion\",\"model\":\"m\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"whole\"},\"finish_reason\":\"stop\"}]}", "content_type": "application/json"})");
   OpenAiClient client(options());
   std::string seen;
   ChatResult r = client.generateStream(ask("x"), [&](const StreamDelta& d) {
@@ -445,13 +455,15 @@ TEST_F(ClientTest, OneClientFromManyThreads) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kCalls; ++i) {
         const std::string prompt = std::to_string(t) + "-" + std::to_string(i);
-        ChatResult r = (i % 2) ? client.generateStream(ask(prompt), [](const StreamDelta&) { return true; })
-                               : client.generate(ask(prompt));
+        ChatResult r =
+            (i % 2) ? client.generateStream(ask(prompt), [](const StreamDelta&) { return true; })
+                    : client.generate(ask(prompt));
         if (r.message.content == ((i % 2) ? "s " : "n ") + prompt) ++good;
       }
     });
   }
-  for (auto& thread : threads) thread.join();
+  for (auto& thread : threads)
+    thread.join();
   EXPECT_EQ(good.load(), kThreads * kCalls);
   EXPECT_EQ(chatRequests(), static_cast<size_t>(kThreads * kCalls));
 }

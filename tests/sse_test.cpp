@@ -31,7 +31,8 @@ std::vector<Seen> decodePieces(const std::vector<std::string_view>& pieces,
     seen.push_back({e.type, e.data, e.lastEventId, e.retry});
     return true;
   };
-  for (auto piece : pieces) decoder.feed(piece, handler);
+  for (auto piece : pieces)
+    decoder.feed(piece, handler);
   decoder.finish(handler);
   return seen;
 }
@@ -60,7 +61,8 @@ const std::vector<Vector>& vectors() {
       {"no space after colon", "data:hello\n\n", {{"message", "hello", "", {}}}},
       {"only one space removed", "data:  two\n\n", {{"message", " two", "", {}}}},
       {"multi-line data", "data: a\ndata: b\ndata:\n\n", {{"message", "a\nb\n", "", {}}}},
-      {"comments ignored", ": keep-alive\ndata: x\n: more\n\n: tail\n\n",
+      {"comments ignored",
+       ": keep-alive\ndata: x\n: more\n\n: tail\n\n",
        {{"message", "x", "", {}}}},
       {"event, id and retry",
        "event: delta\nid: 7\nretry: 1500\ndata: {\"a\":1}\n\ndata: next\n\n",
@@ -68,10 +70,15 @@ const std::vector<Vector>& vectors() {
       {"bad retry ignored", "retry: 12x\ndata: d\n\n", {{"message", "d", "", {}}}},
       {"field without colon", "data\n\n", {{"message", "", "", {}}}},
       {"unknown field ignored", "foo: bar\ndata: d\n\n", {{"message", "d", "", {}}}},
-      {"block without data dispatches nothing", "event: ping\n\ndata: d\n\n",
+      {"block without data dispatches nothing",
+       "event: ping\n\ndata: d\n\n",
        {{"message", "d", "", {}}}},
-      {"leading BOM stripped", "\xEF\xBB\xBF" "data: b\n\n", {{"message", "b", "", {}}}},
-      {"UTF-8 text", "data: h\xC3\xA9llo \xE4\xB8\x96\xE7\x95\x8C \xF0\x9F\x98\x80\n\n",
+      {"leading BOM stripped",
+       "\xEF\xBB\xBF"
+       "data: b\n\n",
+       {{"message", "b", "", {}}}},
+      {"UTF-8 text",
+       "data: h\xC3\xA9llo \xE4\xB8\x96\xE7\x95\x8C \xF0\x9F\x98\x80\n\n",
        {{"message", "h\xC3\xA9llo \xE4\xB8\x96\xE7\x95\x8C \xF0\x9F\x98\x80", "", {}}}},
       {"incomplete last event discarded", "data: one\n\ndata: cut", {{"message", "one", "", {}}}},
       {"openai stream",
@@ -91,7 +98,9 @@ TEST(SseDecoder, VectorsAtEverySplitPointAndLineEnding) {
     for (std::string_view ending : {"\n", "\r\n", "\r"}) {
       const std::string input = withLineEnding(v.input, ending);
       SCOPED_TRACE(std::string(v.name) + " with ending " +
-                   (ending == "\n" ? "LF" : ending == "\r\n" ? "CRLF" : "CR"));
+                   (ending == "\n"     ? "LF"
+                    : ending == "\r\n" ? "CRLF"
+                                       : "CR"));
       EXPECT_EQ(decodePieces({input}), v.expected);
       for (size_t split = 0; split <= input.size(); ++split) {
         std::string_view all(input);
@@ -99,7 +108,8 @@ TEST(SseDecoder, VectorsAtEverySplitPointAndLineEnding) {
             << "split at byte " << split;
       }
       std::vector<std::string_view> bytes;
-      for (size_t i = 0; i < input.size(); ++i) bytes.push_back(std::string_view(input).substr(i, 1));
+      for (size_t i = 0; i < input.size(); ++i)
+        bytes.push_back(std::string_view(input).substr(i, 1));
       EXPECT_EQ(decodePieces(bytes), v.expected) << "one byte at a time";
     }
   }
@@ -127,9 +137,8 @@ TEST(SseDecoder, BomOnlyAtTheStart) {
 
 TEST(SseDecoder, IdPersistsAcrossEvents) {
   EXPECT_EQ(decodePieces({"id: 1\ndata: a\n\ndata: b\n\nid\ndata: c\n\n"}),
-            (std::vector<Seen>{{"message", "a", "1", {}},
-                               {"message", "b", "1", {}},
-                               {"message", "c", "", {}}}));
+            (std::vector<Seen>{
+                {"message", "a", "1", {}}, {"message", "b", "1", {}}, {"message", "c", "", {}}}));
 }
 
 TEST(SseDecoder, PendingEventAtEndOnlyWhenAsked) {

@@ -16,7 +16,8 @@ std::string chunk(const std::string& delta, const std::string& finish = "null") 
 
 ChatResult assemble(const std::vector<std::string>& chunks, bool done = true) {
   StreamAssembler a;
-  for (const auto& c : chunks) a.addChunk(c);
+  for (const auto& c : chunks)
+    a.addChunk(c);
   if (done) a.markDone();
   return a.finish();
 }
@@ -42,10 +43,12 @@ TEST(StreamAssembler, ContentDeltasAndFinishReason) {
 TEST(StreamAssembler, StandardToolCallDeltas) {
   ChatResult r = assemble({
       chunk(R"({"role":"assistant","content":null})"),
-      chunk(R"({"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"get_weather","arguments":""}}]})"),
+      chunk(
+          R"({"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"get_weather","arguments":""}}]})"),
       chunk(R"({"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]})"),
       chunk(R"({"tool_calls":[{"index":0,"function":{"arguments":"\"Paris\"}"}}]})"),
-      chunk(R"({"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"get_time","arguments":""}}]})"),
+      chunk(
+          R"({"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"get_time","arguments":""}}]})"),
       chunk("{}", "\"tool_calls\""),
   });
   ASSERT_EQ(r.message.toolCalls.size(), 2u);
@@ -59,8 +62,10 @@ TEST(StreamAssembler, StandardToolCallDeltas) {
 TEST(StreamAssembler, SameIndexWithDifferentIdsStartsNewCalls) {
   // Ollama sends index 0 for every parallel call.
   ChatResult r = assemble({
-      chunk(R"({"tool_calls":[{"index":0,"id":"c1","function":{"name":"a","arguments":"{\"x\":1}"}}]})"),
-      chunk(R"({"tool_calls":[{"index":0,"id":"c2","function":{"name":"b","arguments":"{\"y\":2}"}}]})"),
+      chunk(
+          R"({"tool_calls":[{"index":0,"id":"c1","function":{"name":"a","arguments":"{\"x\":1}"}}]})"),
+      chunk(
+          R"({"tool_calls":[{"index":0,"id":"c2","function":{"name":"b","arguments":"{\"y\":2}"}}]})"),
       chunk("{}", "\"tool_calls\""),
   });
   ASSERT_EQ(r.message.toolCalls.size(), 2u);
@@ -70,7 +75,8 @@ TEST(StreamAssembler, SameIndexWithDifferentIdsStartsNewCalls) {
 
 TEST(StreamAssembler, SeveralCallsInOneDeltaWithoutIndex) {
   ChatResult r = assemble({
-      chunk(R"({"tool_calls":[{"id":"c1","function":{"name":"a","arguments":"{}"}},{"id":"c2","function":{"name":"b","arguments":"{\"q\":1}"}}]})"),
+      chunk(
+          R"({"tool_calls":[{"id":"c1","function":{"name":"a","arguments":"{}"}},{"id":"c2","function":{"name":"b","arguments":"{\"q\":1}"}}]})"),
       chunk("{}", "\"tool_calls\""),
   });
   ASSERT_EQ(r.message.toolCalls.size(), 2u);
@@ -93,27 +99,30 @@ TEST(StreamAssembler, NoIndexNoIdContinuesTheLastCall) {
 
 TEST(StreamAssembler, MissingIdsAreGeneratedAndUnique) {
   StreamAssembler a;
-  const StreamDelta& first = a.addChunk(
-      chunk(R"({"tool_calls":[{"index":0,"function":{"name":"a","arguments":""}},{"index":1,"function":{"name":"b","arguments":""}}]})"));
+  const StreamDelta& first = a.addChunk(chunk(
+      R"({"tool_calls":[{"index":0,"function":{"name":"a","arguments":""}},{"index":1,"function":{"name":"b","arguments":""}}]})"));
   ASSERT_EQ(first.toolCalls.size(), 2u);
   EXPECT_EQ(first.toolCalls[0].id.rfind("call_", 0), 0u);
   const std::string firstId = first.toolCalls[0].id;
-  a.addChunk(chunk(R"({"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]})", "\"tool_calls\""));
+  a.addChunk(
+      chunk(R"({"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]})", "\"tool_calls\""));
   ChatResult r = a.finish();
   ASSERT_EQ(r.message.toolCalls.size(), 2u);
   EXPECT_EQ(r.message.toolCalls[0].id, firstId);
   EXPECT_NE(r.message.toolCalls[0].id, r.message.toolCalls[1].id);
   EXPECT_EQ(r.message.toolCalls[0].id.size(), 29u);  // "call_" + 24
   std::set<std::string> ids;
-  for (int i = 0; i < 1000; ++i) ids.insert(generateToolCallId());
+  for (int i = 0; i < 1000; ++i)
+    ids.insert(generateToolCallId());
   EXPECT_EQ(ids.size(), 1000u);
 }
 
 TEST(StreamAssembler, NameResentOnEveryChunkIsSetOnce) {
   StreamAssembler a;
-  a.addChunk(chunk(R"({"tool_calls":[{"index":0,"id":"c1","function":{"name":"get_time","arguments":"{"}}]})"));
-  const StreamDelta& second = a.addChunk(
-      chunk(R"({"tool_calls":[{"index":0,"id":"c1","function":{"name":"get_time","arguments":"}"}}]})"));
+  a.addChunk(chunk(
+      R"({"tool_calls":[{"index":0,"id":"c1","function":{"name":"get_time","arguments":"{"}}]})"));
+  const StreamDelta& second = a.addChunk(chunk(
+      R"({"tool_calls":[{"index":0,"id":"c1","function":{"name":"get_time","arguments":"}"}}]})"));
   ASSERT_EQ(second.toolCalls.size(), 1u);
   EXPECT_EQ(second.toolCalls[0].name, "");  // reported once, on the chunk that started the call
   EXPECT_EQ(second.toolCalls[0].arguments, "}");
@@ -125,11 +134,13 @@ TEST(StreamAssembler, NameResentOnEveryChunkIsSetOnce) {
 
 TEST(StreamAssembler, ArgumentsSentAsAnObject) {
   ChatResult r = assemble({
-      chunk(R"({"tool_calls":[{"index":0,"id":"c1","function":{"name":"f","arguments":{"a":[1,2]}}}]})"),
+      chunk(
+          R"({"tool_calls":[{"index":0,"id":"c1","function":{"name":"f","arguments":{"a":[1,2]}}}]})"),
       chunk("{}", "\"tool_calls\""),
   });
   ASSERT_EQ(r.message.toolCalls.size(), 1u);
-  EXPECT_EQ(nlohmann::json::parse(r.message.toolCalls[0].arguments), nlohmann::json::parse(R"({"a":[1,2]})"));
+  EXPECT_EQ(nlohmann::json::parse(r.message.toolCalls[0].arguments),
+            nlohmann::json::parse(R"({"a":[1,2]})"));
 }
 
 TEST(StreamAssembler, ReasoningIsKeptApartFromContent) {

@@ -14,6 +14,7 @@ inline constexpr int kExitUsage = 2;    // bad command line
 inline constexpr int kExitInterrupted = 130;
 
 // Subcommands register here (one line each, in alphabetical order).
+void addAskCommand(CLI::App& app, int& exitCode);
 void addMockCommand(CLI::App& app, int& exitCode);
 
 }  // namespace parley::cli
