@@ -7,6 +7,7 @@
 //                                the mock reading the 0.8 MB body + a short reply
 //   BM_StreamInMemory            SSE decoding + assembly of the benchmark stream, no network
 //   BM_StreamLoopback            generateStream() of the benchmark stream from the mock
+//   BM_CancelLatency             request_stop() on another thread -> CancelledError
 //
 // The stream benchmarks report chunks/s and bytes/s. bench/run_stream_bench.sh runs
 // BM_StreamLoopback and the official `openai` npm SDK against the same `parley mock` process
@@ -18,8 +19,10 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include "mock/mock_server.hpp"
+#include "parley/errors.hpp"
 #include "parley/llm.hpp"
 #include "parley/openai_client.hpp"
 #include "parley/sse.hpp"
@@ -68,8 +71,12 @@ nlohmann::json streamScript() {
   const std::string& s = benchStream();
   for (size_t at = 0; at < s.size(); at += kPieceBytes)
     pieces.push_back(s.substr(at, kPieceBytes));
-  return nlohmann::json::array(
-      {{{"match", {{"stream", true}}}, {"raw", pieces}}, {{"reply", {{"content", "ok"}}}}});
+  nlohmann::json cancel = {{"match", {{"user_contains", "cancel"}}},
+                           {"reply", {{"content", "a b c"}}},
+                           {"stream", {{"chunk_delay_ms", 10000}}}};
+  nlohmann::json stream = {{"match", {{"stream", true}}}, {"raw", pieces}};
+  nlohmann::json plain = {{"reply", {{"content", "ok"}}}};
+  return nlohmann::json::array({cancel, stream, plain});
 }
 
 std::vector<Message> history(size_t n) {
@@ -221,6 +228,39 @@ void BM_StreamLoopback(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * benchStream().size()));
 }
 BENCHMARK(BM_StreamLoopback)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// From request_stop() on another thread to CancelledError in the caller, while the call waits
+// inside a stream whose next chunk is 10 s away. The issue asks for < 100 ms.
+void BM_CancelLatency(benchmark::State& state) {
+  ClientOptions options;
+  options.baseUrl = baseUrl();
+  options.model = "gpt-4o-mini";
+  OpenAiClient client(options);
+  for (auto _ : state) {
+    std::stop_source stop;
+    ChatRequest request;
+    request.messages = {Message::user("cancel me")};
+    request.stopToken = stop.get_token();
+    std::chrono::steady_clock::time_point stoppedAt;
+    std::thread canceller([&] {
+      // By then the call waits for the second chunk (no spinning: the machine is shared).
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      stoppedAt = std::chrono::steady_clock::now();
+      stop.request_stop();
+    });
+    try {
+      client.generateStream(request, [](const StreamDelta&) { return true; });
+      state.SkipWithError("the call was not cancelled");
+    } catch (const CancelledError&) {
+      const auto now = std::chrono::steady_clock::now();
+      canceller.join();
+      state.SetIterationTime(std::chrono::duration<double>(now - stoppedAt).count());
+      continue;
+    }
+    canceller.join();
+  }
+}
+BENCHMARK(BM_CancelLatency)->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);
 
 }  // namespace
 
