@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <future>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -127,6 +128,28 @@ TEST(MockServer, NonStreamingReplyIsRecordedWithHeadersBodyAndRule) {
   EXPECT_EQ(seen[0]["rule_name"], "hello");
   server->clearRequests();
   EXPECT_TRUE(server->requests().empty());
+}
+
+TEST(MockServer, OnRequestSeesEachRequestWithItsRuleBeforeTheReply) {
+  std::mutex mutex;
+  std::vector<json> seen;
+  MockOptions options;
+  options.script = readScript(R"({"name":"only","reply":{"content":"x"}})");
+  options.onRequest = [&](const json& r) {
+    std::lock_guard lock(mutex);
+    seen.push_back(r);
+  };
+  MockServer server(options);
+  server.start();
+  ASSERT_EQ(chat(server, userTurn("a", true)).status, 200);
+  httplib::Client client("127.0.0.1", server.port());
+  ASSERT_TRUE(client.Get("/v1/models"));
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0]["rule_name"], "only");
+  EXPECT_EQ(seen[0]["body"]["stream"], true);
+  EXPECT_EQ(seen[1]["path"], "/v1/models");
+  EXPECT_EQ(seen, server.requests());
 }
 
 TEST(MockServer, ModelsUnknownPathsAndBadBodies) {
@@ -303,7 +326,7 @@ TEST(MockServer, KeepAliveCommentsBeforeAndBetweenEvents) {
     if (e == ": keep-alive") ++comments;
     if (e.rfind("data: ", 0) == 0) ++data;
   }
-  // 3 before, then one between every two events (the events plus [DONE]).
+  // 3 before, then one in every gap between two events (the events plus [DONE]).
   EXPECT_EQ(comments, 3 + (data - 1));
   for (std::size_t i = 0; i < 3; ++i)
     EXPECT_EQ(events[i], ": keep-alive");
@@ -351,13 +374,14 @@ TEST(MockServer, RawBytesAreSentVerbatim) {
 }
 
 TEST(MockServer, DelaysDoNotHoldUpOtherConnectionsAndStopInterruptsThem) {
-  auto server = startServer(
-      "{\"match\":{\"user_contains\":\"slow\"},\"delay_ms\":600000,\"reply\":{\"content\":\"late\"}"
-      "}\n"
-      "{\"match\":{\"user_contains\":\"stream\"},\"reply\":{\"content\":\"a b "
-      "c\"},\"stream\":{\"chunk_delay_ms\":600000}}\n"
-      "{\"reply\":{\"content\":\"quick\"}}");
+  auto server = startServer(R"js(
+{"match":{"user_contains":"slow"},"delay_ms":600000,"reply":{"content":"late"}}
+{"match":{"user_contains":"stream"},"reply":{"content":"a b c"},"stream":{"chunk_delay_ms":600000}}
+{"match":{"user_contains":"idle"},"reply":{"content":"a"},"stream":{"first_delay_ms":600000}}
+{"reply":{"content":"quick"}}
+)js");
   auto slow = std::async(std::launch::async, [&] { return chat(*server, userTurn("slow")); });
+  auto idle = std::async(std::launch::async, [&] { return chat(*server, userTurn("idle", true)); });
   std::promise<void> firstBytes;
   bool signalled = false;
   auto stalled = std::async(std::launch::async, [&] {
@@ -368,14 +392,21 @@ TEST(MockServer, DelaysDoNotHoldUpOtherConnectionsAndStopInterruptsThem) {
       }
     });
   });
-  ASSERT_TRUE(server->waitForRequests(2, 10s));
+  ASSERT_TRUE(server->waitForRequests(3, 10s));
   firstBytes.get_future().wait();  // the stream is now paused between events
-  HttpReply quick = chat(*server, userTurn("fast"));
-  EXPECT_EQ(json::parse(quick.body)["choices"][0]["message"]["content"], "quick");
+  // A client that keeps its connection open after a reply.
+  httplib::Client keepAlive("127.0.0.1", server->port());
+  keepAlive.set_keep_alive(true);
+  auto quick = keepAlive.Post("/v1/chat/completions", userTurn("fast").dump(), "application/json");
+  ASSERT_TRUE(quick);
+  EXPECT_EQ(json::parse(quick->body)["choices"][0]["message"]["content"], "quick");
 
   server->stop();  // must interrupt the 10-minute waits, or this test times out
   HttpReply slowReply = slow.get();
   EXPECT_NE(slowReply.status, 200);
+  HttpReply idleReply = idle.get();
+  EXPECT_NE(idleReply.error, httplib::Error::Success);
+  EXPECT_TRUE(sseData(idleReply.body).empty());
   HttpReply stalledReply = stalled.get();
   EXPECT_NE(stalledReply.error, httplib::Error::Success);  // dropped mid-stream
   EXPECT_EQ(sseData(stalledReply.body).size(), 1u);

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "commands.hpp"
@@ -18,6 +19,7 @@ struct MockArgs {
   int port = 8080;
   std::string script;
   bool printDemo = false;
+  bool log = false;
 };
 
 int runMock(const MockArgs& args) {
@@ -29,6 +31,18 @@ int runMock(const MockArgs& args) {
   options.host = args.host;
   options.port = args.port;
   if (!args.script.empty()) options.script = mock::readScriptFile(args.script);
+  if (args.log) {
+    // One line per request on stderr; the mutex keeps concurrent lines whole.
+    auto logMutex = std::make_shared<std::mutex>();
+    options.onRequest = [logMutex](const nlohmann::json& r) {
+      std::string line =
+          "parley mock: " + r["method"].get<std::string>() + " " + r["path"].get<std::string>();
+      if (r["rule_name"].is_string()) line += " -> " + r["rule_name"].get<std::string>();
+      if (r["body"].is_object() && r["body"].value("stream", false)) line += " (stream)";
+      std::lock_guard lock(*logMutex);
+      std::cerr << line << std::endl;
+    };
+  }
 
   // Block the stop signals before any server thread exists, so they all inherit the mask and
   // this thread alone receives them in sigwait().
@@ -62,6 +76,7 @@ void addMockCommand(CLI::App& app, int& exitCode) {
       ->capture_default_str();
   cmd->add_option("--script", args->script, "JSON Lines script of rules (see docs/mock.md)")
       ->check(CLI::ExistingFile);
+  cmd->add_flag("--log", args->log, "Print one line per request received on stderr");
   cmd->add_flag("--print-demo-script", args->printDemo,
                 "Print the built-in demo agent's script and exit");
   cmd->footer("Prints the base URL on the first line of stdout, then serves until SIGINT/SIGTERM.");

@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -113,6 +115,10 @@ void ClosableServer::closeConnections() {
 }
 
 bool ClosableServer::process_and_close_socket(socket_t sock) {
+  // Every write (headers, each flushed SSE batch) must leave at once, whatever the listening
+  // socket passed on: Nagle would hold small writes until the client's delayed ACK.
+  int noDelay = 1;
+  ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &noDelay, sizeof noDelay);
   {
     std::lock_guard lock(mutex_);
     if (!closing_) open_.insert(sock);

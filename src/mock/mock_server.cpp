@@ -43,7 +43,9 @@ struct MockServer::Impl {
   // Script state: the rules, how often each has answered, and the chat request counter.
   mutable std::mutex mutex;
   mutable std::condition_variable recordedCv;
-  Script script;
+  // Shared so that a request in progress keeps its rules alive across setScript(), and large
+  // rules (a pre-rendered raw stream) are never copied per request.
+  std::shared_ptr<const Script> script = std::make_shared<const Script>();
   std::vector<int> ruleUses;
   int chatRequests = 0;
   std::vector<json> recorded;
@@ -93,10 +95,22 @@ struct MockServer::Impl {
     return index;
   }
 
+  // Passes the recorded request to options.onRequest, if set (outside the lock).
+  void notify(std::size_t index) {
+    if (!options.onRequest) return;
+    json entry;
+    {
+      std::lock_guard lock(mutex);
+      if (index < cleared || index - cleared >= recorded.size()) return;
+      entry = recorded[index - cleared];
+    }
+    options.onRequest(entry);
+  }
+
   void install();
   void handleChat(const httplib::Request& req, httplib::Response& res);
   void sendStream(httplib::Response& res, const Rule& rule, ConcreteReply reply, bool includeUsage);
-  void sendRaw(httplib::Response& res, const Rule& rule);
+  void sendRaw(httplib::Response& res, std::shared_ptr<const Script> held, const Rule& rule);
   void sendBody(httplib::Response& res, int status, std::string body, const std::string& type,
                 long cutAfter);
 };
@@ -117,6 +131,11 @@ class SinkWriter {
       buffer_.append(bytes.substr(0, room));
       flush();
       return false;
+    }
+    if (bytes.size() >= kFlushBytes) {  // large: no copy through the buffer
+      if (!flush()) return false;
+      written_ += bytes.size();
+      return sink_.write(bytes.data(), bytes.size());
     }
     buffer_.append(bytes);
     return buffer_.size() < kFlushBytes || flush();
@@ -166,13 +185,18 @@ void MockServer::Impl::sendStream(httplib::Response& res, const Rule& rule, Conc
       "text/event-stream", [this, spec, cutAfter, includeUsage, reply = std::move(reply)](
                                std::size_t, httplib::DataSink& sink) {
         SinkWriter out(sink, cutAfter);
+        // Writes what is buffered, then waits; false when the peer left or the server stops.
+        auto wait = [&](int ms) { return ms <= 0 || (out.flush() && pause(ms)); };
+        // The server "thinking": keep-alive comments, each followed by the chunk delay.
         for (int i = 0; i < spec.keepaliveBefore; ++i) {
-          if (!out.write(kKeepAlive)) return false;
+          if (!out.write(kKeepAlive) || !wait(spec.chunkDelayMs)) return false;
         }
+        if (!wait(spec.firstDelayMs)) return false;
         int sent = 0;        // events sent so far
         bool ended = false;  // an in-stream error ended the stream
         bool alive = true;
-        // Runs before each event (and once at the end): the faults positioned by event count.
+        // Runs before each event (and once at the end): the faults positioned by event count,
+        // then the gap since the previous event, with a keep-alive comment half-way through.
         auto beforeEvent = [&]() -> bool {
           if (spec.disconnectAfter >= 0 && sent == spec.disconnectAfter) {
             out.flush();
@@ -185,15 +209,11 @@ void MockServer::Impl::sendStream(httplib::Response& res, const Rule& rule, Conc
             ended = true;
             return false;
           }
-          if (sent > 0 && spec.keepaliveBetween && !out.write(kKeepAlive)) {
-            alive = false;
-            return false;
-          }
-          if (sent > 0 && spec.chunkDelayMs > 0) {
-            if (!out.flush() || !pause(spec.chunkDelayMs)) {
-              alive = false;
-              return false;
-            }
+          if (sent > 0) {
+            int half = spec.chunkDelayMs / 2;
+            alive = wait(half) && (!spec.keepaliveBetween || out.write(kKeepAlive)) &&
+                    wait(spec.chunkDelayMs - half);
+            if (!alive) return false;
           }
           return true;
         };
@@ -217,15 +237,16 @@ void MockServer::Impl::sendStream(httplib::Response& res, const Rule& rule, Conc
       });
 }
 
-void MockServer::Impl::sendRaw(httplib::Response& res, const Rule& rule) {
+void MockServer::Impl::sendRaw(httplib::Response& res, std::shared_ptr<const Script> held,
+                               const Rule& rule) {
   res.status = rule.rawStatus;
   res.set_header("Cache-Control", "no-cache");
-  auto pieces = rule.raw;
   const StreamSpec spec = rule.stream;
   long cutAfter = rule.disconnectAfterBytes;
+  // `held` keeps the rule, and so its pieces, alive while the body is written.
   res.set_chunked_content_provider(
-      rule.rawContentType.c_str(),
-      [this, pieces = std::move(pieces), spec, cutAfter](std::size_t, httplib::DataSink& sink) {
+      rule.rawContentType.c_str(), [this, held = std::move(held), &pieces = rule.raw, spec,
+                                    cutAfter](std::size_t, httplib::DataSink& sink) {
         SinkWriter out(sink, cutAfter);
         for (std::size_t i = 0; i < pieces.size(); ++i) {
           if (spec.disconnectAfter >= 0 && static_cast<int>(i) == spec.disconnectAfter) {
@@ -246,6 +267,12 @@ void MockServer::Impl::sendRaw(httplib::Response& res, const Rule& rule) {
 
 void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response& res) {
   std::size_t index = record(req);
+  // Reports the request once its rule is known, whichever way this handler returns.
+  struct NotifyOnReturn {
+    Impl& impl;
+    std::size_t index;
+    ~NotifyOnReturn() { impl.notify(index); }
+  } notifyOnReturn{*this, index};
   res.set_header("x-request-id", "req_mock_" + std::to_string(index + 1));
   json body = json::parse(req.body, nullptr, false);
   if (body.is_discarded()) {
@@ -254,7 +281,8 @@ void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response
     return;
   }
   // Choose the rule under the lock (counters are shared), then answer without it.
-  std::optional<Rule> chosen;
+  std::shared_ptr<const Script> held;
+  const Rule* chosen = nullptr;
   ChatContext ctx;
   std::vector<std::string> groups;
   {
@@ -266,12 +294,13 @@ void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response
       sendBody(res, 400, errorBody(e.what(), "invalid_request_error"), "application/json", -1);
       return;
     }
-    for (std::size_t i = 0; i < script.size(); ++i) {
-      const Rule& rule = script[i];
+    held = script;
+    for (std::size_t i = 0; i < held->size(); ++i) {
+      const Rule& rule = (*held)[i];
       if (rule.times && ruleUses[i] >= *rule.times) continue;
       if (!matches(rule.match, ctx, groups)) continue;
       ++ruleUses[i];
-      chosen = rule;
+      chosen = &rule;
       if (index >= cleared) {
         recorded[index - cleared]["rule"] = i;
         recorded[index - cleared]["rule_name"] = rule.name;
@@ -301,7 +330,7 @@ void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response
     return;
   }
   if (!rule.raw.empty()) {
-    sendRaw(res, rule);
+    sendRaw(res, held, rule);
     return;
   }
   ConcreteReply reply = makeReply(*rule.reply, ctx, groups, options.created);
@@ -330,7 +359,7 @@ void MockServer::Impl::install() {
     handleChat(req, res);
   });
   server.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
-    record(req);
+    notify(record(req));
     json data = json::array();
     for (const auto& m : options.models) {
       data.push_back(
@@ -339,7 +368,7 @@ void MockServer::Impl::install() {
     res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
   });
   server.Get(R"(/v1/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    record(req);
+    notify(record(req));
     std::string id = req.matches[1];
     for (const auto& m : options.models) {
       if (m == id) {
@@ -357,7 +386,7 @@ void MockServer::Impl::install() {
                     "application/json");
   });
   server.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {
-    record(req);
+    notify(record(req));
     json body = json::parse(req.body, nullptr, false);
     try {
       if (body.is_discarded()) throw ValidationError("body", "not valid JSON");
@@ -370,7 +399,7 @@ void MockServer::Impl::install() {
   });
   // Anything else is recorded too, then answered 404 as OpenAI does.
   auto notFound = [this](const httplib::Request& req, httplib::Response& res) {
-    record(req);
+    notify(record(req));
     res.status = 404;
     res.set_content(errorBody("parley mock: no route for " + req.method + " " + req.path,
                               "invalid_request_error"),
@@ -470,8 +499,8 @@ bool MockServer::waitForRequests(std::size_t count, std::chrono::milliseconds ti
 void MockServer::setScript(const json& script) {
   Script compiled = compileScript(script.is_null() ? demoScript() : script);
   std::lock_guard lock(impl_->mutex);
-  impl_->script = std::move(compiled);
-  impl_->ruleUses.assign(impl_->script.size(), 0);
+  impl_->script = std::make_shared<const Script>(std::move(compiled));
+  impl_->ruleUses.assign(impl_->script->size(), 0);
   impl_->chatRequests = 0;
 }
 

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,9 @@ struct MockOptions {
   int threads = 32;                                   // concurrent connections served
   int embeddingDimensions = 256;                      // default vector size for /v1/embeddings
   std::int64_t created = 1700000000;                  // the "created" timestamp of every response
+  // Called with each request as requests() records it (the rule included) before the response
+  // is sent; runs on a server thread, concurrently for concurrent requests. Empty = not called.
+  std::function<void(const nlohmann::json& request)> onRequest;
 };
 
 class MockServer {

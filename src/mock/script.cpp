@@ -223,16 +223,17 @@ ErrorSpec compileError(const json& e, const Checker& c) {
 
 StreamSpec compileStream(const json& s, const Checker& c) {
   c.object(s, "stream");
-  c.onlyKeys(
-      s, "stream",
-      {"chunk_delay_ms", "keepalive_before", "keepalive_between", "disconnect_after",
-       "malformed_at", "malformed_data", "error_after", "error", "omit_done", "omit_finish"});
+  c.onlyKeys(s, "stream",
+             {"chunk_delay_ms", "first_delay_ms", "keepalive_before", "keepalive_between",
+              "disconnect_after", "malformed_at", "malformed_data", "error_after", "error",
+              "omit_done", "omit_finish"});
   StreamSpec spec;
   auto intField = [&](const char* key, long min, long max, int& out) {
     if (s.contains(key))
       out = static_cast<int>(c.integer(s[key], std::string("stream.") + key, min, max));
   };
   intField("chunk_delay_ms", 0, kMaxMs, spec.chunkDelayMs);
+  intField("first_delay_ms", 0, kMaxMs, spec.firstDelayMs);
   intField("keepalive_before", 0, 1'000'000, spec.keepaliveBefore);
   intField("disconnect_after", 0, kMaxCount, spec.disconnectAfter);
   intField("malformed_at", 1, kMaxCount, spec.malformedAt);

@@ -72,9 +72,10 @@ struct ErrorSpec {
 };
 
 struct StreamSpec {
-  int chunkDelayMs = 0;
+  int chunkDelayMs = 0;           // between two events (and after each keepaliveBefore line)
+  int firstDelayMs = 0;           // after the headers, before the first event
   int keepaliveBefore = 0;        // ": keep-alive" comment lines before the first event
-  bool keepaliveBetween = false;  // one comment line between every two events
+  bool keepaliveBetween = false;  // a comment line half-way through every gap between events
   int disconnectAfter = -1;       // close the connection after this many events
   int malformedAt = -1;           // the Nth event (1-based) carries malformed JSON
   std::string malformedData;
