@@ -5,6 +5,7 @@ find_package(CURL REQUIRED)
 find_package(SQLite3 REQUIRED)
 find_package(PostgreSQL REQUIRED)
 find_package(simdjson REQUIRED)
+find_package(tomlplusplus REQUIRED)  # profiles.cpp (the library links it privately)
 
 # valijson is header-only; Debian's package drags in Qt and Poco, so setup.sh may unpack
 # the headers alone into .deps/valijson.

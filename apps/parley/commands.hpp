@@ -15,6 +15,7 @@ inline constexpr int kExitInterrupted = 130;
 
 // Subcommands register here (one line each, in alphabetical order).
 void addTokensCommand(CLI::App& app, int& exitCode);
+void addAskCommand(CLI::App& app, int& exitCode);
 void addMockCommand(CLI::App& app, int& exitCode);
 
 }  // namespace parley::cli

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   int exitCode = kExitOk;
   // Subcommands (one line each, in alphabetical order).
   addTokensCommand(app, exitCode);
+  addAskCommand(app, exitCode);
   addMockCommand(app, exitCode);
 
   try {

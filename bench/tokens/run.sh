@@ -17,9 +17,9 @@ mkdir -p "$work"
 
 node_dir="$work/node"
 mkdir -p "$node_dir"
-if ! cmp -s "$root/bench/node/package-lock.json" "$node_dir/package-lock.json" ||
+if ! cmp -s "$root/bench/tokens/node/package-lock.json" "$node_dir/package-lock.json" ||
    [ ! -d "$node_dir/node_modules/gpt-tokenizer" ]; then
-  cp "$root/bench/node/package.json" "$root/bench/node/package-lock.json" "$node_dir/"
+  cp "$root/bench/tokens/node/package.json" "$root/bench/tokens/node/package-lock.json" "$node_dir/"
   (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
@@ -27,7 +27,7 @@ echo "bench: parley (tokens_bench)" >&2
 PARLEY_BENCH_CORPUS_DIR="$work/corpus" "$build/bench/tokens_bench" --benchmark_format=json \
   --benchmark_repetitions=3 --benchmark_report_aggregates_only=true >"$work/parley.json"
 echo "bench: npm peers" >&2
-NODE_PATH="$node_dir/node_modules" node "$root/bench/node/bench.js" \
+NODE_PATH="$node_dir/node_modules" node "$root/bench/tokens/node/bench.js" \
   "$work/corpus/mixed.txt" "$work/corpus/prose.txt" >"$work/peers.jsonl"
 
 node - "$work/parley.json" "$work/peers.jsonl" <<'JS'

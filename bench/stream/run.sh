@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Stream assembly over loopback: parley's generateStream against the official `openai` npm SDK,
+# both reading the same stream from the same `parley mock` process in the same run.
+#   bench/stream/run.sh [BUILD_DIR]     (default: build)
+# Installs the pinned SDK (bench/stream/package-lock.json) into BUILD_DIR/bench/stream-node with npm ci.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+work="$build/bench/stream-node"
+mkdir -p "$work"
+cp bench/stream/package.json bench/stream/package-lock.json bench/stream/stream_bench.mjs "$work/"
+if ! cmp -s bench/stream/package-lock.json "$work/node_modules/.parley-lock-stamp" 2>/dev/null; then
+  (cd "$work" && npm ci --no-audit --no-fund --loglevel=error)
+  cp bench/stream/package-lock.json "$work/node_modules/.parley-lock-stamp"
+fi
+
+script="$work/stream.jsonl"
+info=$("$build/bench/client_bench" --write-stream-script="$script")
+bytes=$(echo "$info" | sed -E 's/.* ([0-9]+) bytes/\1/')
+echo "$info"
+
+out="$work/mock.out"
+"$build/apps/parley/parley" mock --port 0 --script "$script" >"$out" 2>/dev/null &
+mock_pid=$!
+trap 'kill $mock_pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do
+  [ -s "$out" ] && break
+  sleep 0.1
+done
+url=$(head -1 "$out")
+echo "mock: $url"
+
+PARLEY_BENCH_BASE_URL="$url" "$build/bench/client_bench" --benchmark_filter='BM_StreamLoopback' \
+  --benchmark_repetitions=3 --benchmark_report_aggregates_only=false \
+  --benchmark_format=json >"$work/parley.json"
+node "$work/stream_bench.mjs" "$url" "$bytes" 3 | tee "$work/npm.jsonl"
+
+node - "$work/parley.json" "$work/npm.jsonl" <<'JS'
+const fs = require('fs');
+const [parleyFile, npmFile] = process.argv.slice(2);
+const runs = JSON.parse(fs.readFileSync(parleyFile)).benchmarks.filter((b) => b.run_type === 'iteration');
+const best = runs.reduce((a, b) => (a['chunks/s'] > b['chunks/s'] ? a : b));
+const parley = { chunks_per_s: best['chunks/s'], mb_per_s: best.bytes_per_second / 1e6,
+                 cpu_ms: best.cpu_time, wall_ms: best.real_time };
+console.log(`parley generateStream: ${Math.round(parley.chunks_per_s)} chunks/s, ` +
+            `${parley.mb_per_s.toFixed(1)} MB/s (wall ${parley.wall_ms.toFixed(1)} ms, ` +
+            `client CPU ${parley.cpu_ms.toFixed(1)} ms per stream)`);
+for (const line of fs.readFileSync(npmFile, 'utf8').trim().split('\n')) {
+  const npm = JSON.parse(line);
+  console.log(`${npm.peer}: ${Math.round(npm.chunks_per_s)} chunks/s, ${npm.mb_per_s.toFixed(1)} MB/s` +
+              ` -> parley is ${(parley.chunks_per_s / npm.chunks_per_s).toFixed(1)}x`);
+}
+JS

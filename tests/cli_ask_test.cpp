@@ -1,0 +1,186 @@
+// `parley ask` end to end: the real binary against the mock server over loopback.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "mock/mock_server.hpp"
+#include "mock/script.hpp"
+
+namespace parley {
+namespace {
+
+using nlohmann::json;
+
+struct CliRun {
+  int exitCode = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      q += "'\\''";
+    } else {
+      q += c;
+    }
+  }
+  return q + "'";
+}
+
+class AskTest : public ::testing::Test {
+ protected:
+  void serve(const std::string& script) {
+    mock::MockOptions options;
+    options.script = mock::readScript(script);
+    server_ = std::make_unique<mock::MockServer>(options);
+    server_->start();
+  }
+
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  // Runs `env <env> parley ask <args>` with a clean OPENAI_* environment.
+  CliRun ask(const std::vector<std::string>& args, const std::string& env = "") {
+    std::filesystem::create_directories(dir_);
+    const auto errFile = dir_ / "stderr";
+    std::string command =
+        "env -u OPENAI_BASE_URL -u OPENAI_API_KEY -u OPENAI_MODEL -u PARLEY_PROFILES " + env + " " +
+        quote(PARLEY_CLI_PATH) + " ask";
+    for (const auto& a : args)
+      command += " " + quote(a);
+    command += " 2>" + quote(errFile.string());
+    CliRun run;
+    FILE* pipe = ::popen(command.c_str(), "r");
+    if (!pipe) return run;
+    char buffer[4096];
+    size_t n;
+    while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0)
+      run.out.append(buffer, n);
+    const int status = ::pclose(pipe);
+    run.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream err(errFile);
+    std::stringstream text;
+    text << err.rdbuf();
+    run.err = text.str();
+    return run;
+  }
+
+  std::unique_ptr<mock::MockServer> server_;
+  std::filesystem::path dir_ =
+      std::filesystem::temp_directory_path() / ("parley-ask-test-" + std::to_string(::getpid()));
+};
+
+TEST_F(AskTest, JsonPrintsMessageFinishReasonAndUsage) {
+  serve(
+      R"({"reply": {"content": "Hi {{last_user}}", "usage": {"prompt_tokens": 4, "completion_tokens": 2}}})");
+  for (const char* mode : {"--stream", "--no-stream"}) {
+    SCOPED_TRACE(mode);
+    CliRun run = ask({"--base-url", server_->baseUrl(), "--model", "m1", "--api-key", "sk-1", mode,
+                      "--json", "Bob"});
+    ASSERT_EQ(run.exitCode, 0) << run.err;
+    json out = json::parse(run.out);
+    EXPECT_EQ(out["message"], json({{"role", "assistant"}, {"content", "Hi Bob"}}));
+    EXPECT_EQ(out["finish_reason"], "stop");
+    EXPECT_EQ(out["usage"]["total_tokens"], 6);
+  }
+  auto seen = server_->requests();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0]["body"]["stream"], true);
+  EXPECT_FALSE(seen[1]["body"].contains("stream"));
+  EXPECT_EQ(seen[0]["body"]["model"], "m1");
+  EXPECT_EQ(seen[0]["headers"]["authorization"], "Bearer sk-1");
+}
+
+TEST_F(AskTest, ToolCallsAreReturnedUnexecuted) {
+  serve(R"({"reply": {"tool_calls": [{"id": "call_1", "name": "get_time", "arguments": {}}]}})");
+  CliRun run = ask({"--base-url", server_->baseUrl(), "--json", "what time is it"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  json out = json::parse(run.out);
+  EXPECT_EQ(out["finish_reason"], "tool_calls");
+  EXPECT_TRUE(out["message"]["content"].is_null());
+  EXPECT_EQ(out["message"]["tool_calls"][0]["function"]["name"], "get_time");
+  EXPECT_EQ(server_->requests().size(), 1u);  // exactly one model call
+  CliRun plain = ask({"--base-url", server_->baseUrl(), "what time is it"});
+  EXPECT_NE(plain.out.find("tool call (not executed): get_time {}"), std::string::npos);
+}
+
+TEST_F(AskTest, PlainStreamPrintsTheText) {
+  serve(R"({"reply": {"content": "one two three"}})");
+  CliRun run = ask({"--base-url", server_->baseUrl(), "x"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_EQ(run.out, "one two three\n");
+}
+
+TEST_F(AskTest, EnvironmentGivesTheEndpointAndKey) {
+  serve(R"({"reply": {"content": "ok"}})");
+  CliRun run = ask({"x"}, "OPENAI_BASE_URL=" + server_->baseUrl() + " OPENAI_API_KEY=sk-env");
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_EQ(server_->requests().at(0)["headers"]["authorization"], "Bearer sk-env");
+}
+
+TEST_F(AskTest, ProfileFromTheProfilesFile) {
+  serve(R"({"reply": {"content": "ok"}})");
+  std::filesystem::create_directories(dir_);
+  const auto file = dir_ / "profiles.toml";
+  std::ofstream(file) << "[profiles.local]\nbase_url = \"" << server_->baseUrl()
+                      << "\"\nmodel = \"profile-model\"\napi_key_env = \"LOCAL_KEY\"\n"
+                      << "[profiles.local.parameters]\ntemperature = 0.25\n";
+  CliRun run = ask({"--profile", "local", "--json", "x"},
+                   "PARLEY_PROFILES=" + file.string() + " LOCAL_KEY=sk-local");
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  auto seen = server_->requests().at(0);
+  EXPECT_EQ(seen["body"]["model"], "profile-model");
+  EXPECT_EQ(seen["body"]["temperature"], 0.25);
+  EXPECT_EQ(seen["headers"]["authorization"], "Bearer sk-local");
+  CliRun unknown = ask({"--profile", "nope", "x"}, "PARLEY_PROFILES=" + file.string());
+  EXPECT_EQ(unknown.exitCode, 2);
+  EXPECT_NE(unknown.err.find("unknown profile \"nope\""), std::string::npos) << unknown.err;
+}
+
+TEST_F(AskTest, FailuresAreOneLineNamingTheCause) {
+  serve(
+      R"({"match": {"user_contains": "auth"}, "error": {"status": 401, "message": "Incorrect API key provided"}}
+{"match": {"user_contains": "slow"}, "delay_ms": 5000, "reply": {"content": "late"}}
+{"match": {"user_contains": "broken"}, "reply": {"content": "a b"}, "stream": {"malformed_at": 1}})");
+  struct Case {
+    std::string prompt;
+    std::vector<std::string> extra;
+    std::string cause;
+  };
+  const std::vector<Case> cases = {
+      {"auth", {}, "HTTP 401: Incorrect API key provided"},
+      {"slow", {"--timeout", "200"}, "timeout of 200 ms"},
+      {"broken", {}, "malformed stream chunk"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.prompt);
+    std::vector<std::string> args = {"--base-url", server_->baseUrl()};
+    args.insert(args.end(), c.extra.begin(), c.extra.end());
+    args.push_back(c.prompt);
+    CliRun run = ask(args);
+    EXPECT_EQ(run.exitCode, 1);
+    EXPECT_NE(run.err.find(c.cause), std::string::npos) << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  }
+}
+
+TEST_F(AskTest, MoreThanOneIterationNeedsTheToolLoop) {
+  serve(R"({"reply": {"content": "ok"}})");
+  CliRun run = ask({"--base-url", server_->baseUrl(), "--max-iterations", "3", "x"});
+  EXPECT_EQ(run.exitCode, 2);
+  EXPECT_NE(run.err.find("--max-iterations"), std::string::npos) << run.err;
+  EXPECT_TRUE(server_->requests().empty());
+}
+
+}  // namespace
+}  // namespace parley

@@ -1,0 +1,472 @@
+// OpenAiClient against `parley mock` over real loopback HTTP: replies, streams, errors, retries
+// (with a recording sleeper, so nothing waits), timeouts, cancellation and broken streams.
+#include "parley/openai_client.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "mock/mock_server.hpp"
+#include "mock/script.hpp"
+#include "parley/errors.hpp"
+
+namespace parley {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+class ClientTest : public ::testing::Test {
+ protected:
+  // Starts the mock with a JSON Lines script.
+  void serve(const std::string& script) {
+    mock::MockOptions options;
+    options.script = mock::readScript(script);
+    server_ = std::make_unique<mock::MockServer>(options);
+    server_->start();
+  }
+
+  ClientOptions options() {
+    ClientOptions o;
+    o.baseUrl = server_->baseUrl();
+    o.apiKey = "sk-test";
+    o.model = "parley-mock";
+    o.sleep = [this](milliseconds delay, std::stop_token) {
+      std::lock_guard lock(mutex_);
+      sleeps_.push_back(delay);
+    };
+    return o;
+  }
+
+  static ChatRequest ask(const std::string& prompt) {
+    ChatRequest r;
+    r.messages = {Message::user(prompt)};
+    return r;
+  }
+
+  std::vector<milliseconds> sleeps() {
+    std::lock_guard lock(mutex_);
+    return sleeps_;
+  }
+
+  size_t chatRequests() const { return server_->requests().size(); }
+
+  std::unique_ptr<mock::MockServer> server_;
+  std::mutex mutex_;
+  std::vector<milliseconds> sleeps_;
+};
+
+TEST_F(ClientTest, GenerateReturnsTheReplyAndUsage) {
+  serve(
+      R"({"reply": {"content": "Hello, {{last_user}}!", "usage": {"prompt_tokens": 5, "completion_tokens": 3}}})");
+  OpenAiClient client(options());
+  ChatResult r = client.generate(ask("Ann"));
+  EXPECT_EQ(r.message.role, Role::Assistant);
+  EXPECT_EQ(r.message.content, "Hello, Ann!");
+  EXPECT_EQ(r.finishReason, "stop");
+  ASSERT_TRUE(r.usage);
+  EXPECT_EQ(r.usage->promptTokens, 5);
+  EXPECT_EQ(r.usage->totalTokens, 8);
+  EXPECT_EQ(r.id, "chatcmpl-mock-1");
+  EXPECT_EQ(r.raw["object"], "chat.completion");
+
+  auto seen = server_->requests();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0]["headers"]["authorization"], "Bearer sk-test");
+  EXPECT_EQ(seen[0]["body"]["model"], "parley-mock");
+  EXPECT_EQ(seen[0]["body"]["messages"], json::parse(R"([{"role":"user","content":"Ann"}])"));
+  EXPECT_FALSE(seen[0]["body"].contains("stream"));
+}
+
+TEST_F(ClientTest, StreamDeliversEachDeltaAndAssemblesTheReply) {
+  serve(
+      R"({"reply": {"content": "one two three", "reasoning_content": "hmm", "tool_calls": [{"name": "get_time", "arguments": {}}, {"name": "get_weather", "arguments": {"city": "Paris"}}], "finish_reason": "stop"}})");
+  OpenAiClient client(options());
+  std::string content, reasoning;
+  std::map<size_t, std::string> arguments;
+  int chunks = 0;
+  bool sawUsage = false;
+  ChatResult r = client.generateStream(ask("go"), [&](const StreamDelta& d) {
+    ++chunks;
+    content += d.content;
+    reasoning += d.reasoning;
+    for (const auto& call : d.toolCalls)
+      arguments[call.index] += call.arguments;
+    sawUsage = sawUsage || d.usage.has_value();
+    return true;
+  });
+  EXPECT_GT(chunks, 5);
+  EXPECT_EQ(content, "one two three");
+  EXPECT_EQ(r.message.content, content);
+  EXPECT_EQ(reasoning, "hmm");
+  EXPECT_EQ(r.message.extra["reasoning_content"], "hmm");
+  ASSERT_EQ(r.message.toolCalls.size(), 2u);
+  EXPECT_EQ(r.message.toolCalls[0].name, "get_time");
+  EXPECT_EQ(r.message.toolCalls[0].arguments, "{}");
+  EXPECT_EQ(json::parse(r.message.toolCalls[1].arguments), json({{"city", "Paris"}}));
+  EXPECT_EQ(arguments[1], r.message.toolCalls[1].arguments);
+  EXPECT_EQ(r.finishReason, "tool_calls");  // the server said "stop"; the calls decide
+  EXPECT_EQ(r.reportedFinishReason, "stop");
+  EXPECT_TRUE(sawUsage);
+  ASSERT_TRUE(r.usage);
+  EXPECT_GT(r.usage->totalTokens, 0);
+  auto body = server_->requests().at(0)["body"];
+  EXPECT_EQ(body["stream"], true);
+  EXPECT_EQ(body["stream_options"], json({{"include_usage", true}}));
+}
+
+TEST_F(ClientTest, GenerateWithStreamFlagStreamsInternally) {
+  serve(R"({"reply": {"content": "streamed", "chunk_size": 2}})");
+  OpenAiClient client(options());
+  ChatRequest request = ask("x");
+  request.stream = true;
+  EXPECT_EQ(client.generate(request).message.content, "streamed");
+  EXPECT_EQ(server_->requests().at(0)["body"]["stream"], true);
+}
+
+TEST_F(ClientTest, IncludeUsageCanBeTurnedOff) {
+  serve(R"({"reply": {"content": "x"}})");
+  ClientOptions o = options();
+  o.includeUsage = false;
+  OpenAiClient client(o);
+  ChatResult r = client.generateStream(ask("x"), [](const StreamDelta&) { return true; });
+  EXPECT_FALSE(r.usage);
+  EXPECT_FALSE(server_->requests().at(0)["body"].contains("stream_options"));
+}
+
+TEST_F(ClientTest, RawEventStreamEdgeCases) {
+  // A BOM, CRLF and CR endings, "data:" without a space, comments, pieces split mid-line and
+  // inside a UTF-8 character, and no blank line after [DONE].
+  serve(
+      R"({"raw": ["\ufeff: hi\r\ndata:{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"caf", "\u00e9\"}}]}\r\n\r\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" ok\"},\"finish_reason\":\"stop\"}]}\r\r", "data: [DONE]\n"]})");
+  OpenAiClient client(options());
+  ChatResult r = client.generateStream(ask("x"), [](const StreamDelta&) { return true; });
+  EXPECT_EQ(r.message.content, "caf\xC3\xA9 ok");
+  EXPECT_EQ(r.finishReason, "stop");
+}
+
+TEST_F(ClientTest, HttpErrorCarriesTheApiErrorAndRequestId) {
+  serve(
+      R"({"error": {"status": 400, "message": "bad model", "type": "invalid_request_error", "code": "model_not_found"}})");
+  OpenAiClient client(options());
+  try {
+    client.generate(ask("x"));
+    FAIL() << "no error";
+  } catch (const HttpError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(e.apiMessage(), "bad model");
+    EXPECT_EQ(e.apiType(), "invalid_request_error");
+    EXPECT_EQ(e.apiCode(), "model_not_found");
+    EXPECT_EQ(e.requestId(), "req_mock_1");
+    EXPECT_NE(e.body().find("bad model"), std::string::npos);
+  }
+  EXPECT_EQ(chatRequests(), 1u);  // 400 is not retried
+  EXPECT_TRUE(sleeps().empty());
+}
+
+TEST_F(ClientTest, RetriesAfterZeroOneAndTwoFailures) {
+  for (int failures : {0, 1, 2}) {
+    SCOPED_TRACE(failures);
+    sleeps_.clear();
+    std::string script;
+    if (failures > 0) {
+      script +=
+          R"({"times": )" + std::to_string(failures) + R"(, "error": {"status": 503}})" + "\n";
+    }
+    script += R"({"reply": {"content": "ok"}})";
+    serve(script);
+    {
+      OpenAiClient client(options());
+      EXPECT_EQ(client.generate(ask("x")).message.content, "ok");
+    }  // closes its pooled connection, so stop() need not wait for it
+    EXPECT_EQ(chatRequests(), static_cast<size_t>(failures + 1));
+    auto waits = sleeps();
+    ASSERT_EQ(waits.size(), static_cast<size_t>(failures));
+    // min(0.5 s * 2^n, 8 s) less up to 25 % jitter.
+    for (size_t n = 0; n < waits.size(); ++n) {
+      const auto full = milliseconds(500 << n);
+      EXPECT_LE(waits[n], full);
+      EXPECT_GE(waits[n], full * 3 / 4);
+    }
+    server_->stop();
+  }
+}
+
+TEST_F(ClientTest, RetriesExhaustedRaiseTheLastError) {
+  serve(R"({"error": {"status": 429, "message": "slow down"}})");
+  OpenAiClient client(options());
+  try {
+    client.generate(ask("x"));
+    FAIL() << "no error";
+  } catch (const HttpError& e) {
+    EXPECT_EQ(e.status(), 429);
+    EXPECT_EQ(e.requestId(), "req_mock_3");
+  }
+  EXPECT_EQ(chatRequests(), 3u);  // 1 + maxRetries
+  EXPECT_EQ(sleeps().size(), 2u);
+}
+
+TEST_F(ClientTest, RetryAfterInEachFormAndBadValues) {
+  struct Case {
+    std::string headers;
+    std::optional<milliseconds> expected;  // nullopt: the default backoff
+  };
+  const std::vector<Case> cases = {
+      {R"("retry_after": 2)", milliseconds(2000)},
+      {R"("retry_after": "0.5")", milliseconds(500)},
+      {R"("retry_after_ms": 1500)", milliseconds(1500)},
+      {R"("retry_after_ms": 250, "retry_after": 9)", milliseconds(250)},
+      {R"("retry_after": "Sun, 06 Nov 1994 08:49:40 GMT")", milliseconds(3000)},
+      {R"("retry_after": "soon")", std::nullopt},
+      {R"("retry_after": 120)", std::nullopt},
+      {R"("retry_after": "-3")", std::nullopt},
+      {R"("retry_after": "Sun, 06 Nov 1994 08:40:00 GMT")", std::nullopt},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.headers);
+    sleeps_.clear();
+    serve(R"({"times": 1, "error": {"status": 429, )" + c.headers + "}}\n" +
+          R"({"reply": {"content": "ok"}})");
+    ClientOptions o = options();
+    o.now = [] { return std::chrono::system_clock::from_time_t(784111777); };  // 08:49:37 GMT
+    {
+      OpenAiClient client(o);
+      EXPECT_EQ(client.generate(ask("x")).message.content, "ok");
+    }  // closes its pooled connection, so stop() need not wait for it
+    auto waits = sleeps();
+    ASSERT_EQ(waits.size(), 1u);
+    if (c.expected) {
+      EXPECT_EQ(waits[0], *c.expected);
+    } else {
+      EXPECT_LE(waits[0], milliseconds(500));
+      EXPECT_GE(waits[0], milliseconds(375));
+    }
+    server_->stop();
+  }
+}
+
+TEST_F(ClientTest, ShouldRetryHeaderOverridesTheStatus) {
+  serve(
+      R"({"match": {"request": 1}, "error": {"status": 503, "headers": {"x-should-retry": "false"}}}
+{"match": {"request": 2}, "error": {"status": 400, "headers": {"x-should-retry": "true"}}}
+{"reply": {"content": "ok"}})");
+  OpenAiClient client(options());
+  EXPECT_THROW(client.generate(ask("x")), HttpError);  // 503, but the server said no
+  EXPECT_EQ(chatRequests(), 1u);
+  EXPECT_EQ(client.generate(ask("x")).message.content, "ok");  // 400, but the server said yes
+  EXPECT_EQ(chatRequests(), 3u);
+}
+
+TEST_F(ClientTest, ConnectionRefusedIsAConnectionErrorAfterRetries) {
+  serve(R"({"reply": {"content": "x"}})");
+  ClientOptions o = options();
+  server_->stop();  // nothing listens on that port any more
+  OpenAiClient client(o);
+  EXPECT_THROW(client.generate(ask("x")), ConnectionError);
+  EXPECT_EQ(sleeps().size(), 2u);
+}
+
+TEST_F(ClientTest, IdleTimeoutInsideAStream) {
+  serve(R"({"reply": {"content": "a b c"}, "stream": {"chunk_delay_ms": 5000}})");
+  ClientOptions o = options();
+  o.idleTimeout = milliseconds(200);
+  o.maxRetries = 0;
+  OpenAiClient client(o);
+  EXPECT_THROW(client.generateStream(ask("x"), [](const StreamDelta&) { return true; }),
+               TimeoutError);
+}
+
+TEST_F(ClientTest, RequestTimeoutIsRetriedThenRaised) {
+  serve(R"({"delay_ms": 5000, "reply": {"content": "late"}})");
+  ClientOptions o = options();
+  o.requestTimeout = milliseconds(150);
+  o.maxRetries = 1;
+  OpenAiClient client(o);
+  EXPECT_THROW(client.generate(ask("x")), TimeoutError);
+  EXPECT_TRUE(server_->waitForRequests(2, milliseconds(5000)));
+  EXPECT_EQ(sleeps().size(), 1u);
+}
+
+TEST_F(ClientTest, PerCallTimeoutBoundsTheWholeCall) {
+  serve(R"({"delay_ms": 5000, "reply": {"content": "late"}})");
+  OpenAiClient client(options());
+  ChatRequest request = ask("x");
+  request.timeout = milliseconds(200);
+  try {
+    client.generate(request);
+    FAIL() << "no error";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("200 ms"), std::string::npos);
+  }
+  EXPECT_TRUE(sleeps().empty());  // the call's own deadline is never retried
+}
+
+TEST_F(ClientTest, CancelFromAnotherThreadStopsTheCall) {
+  serve(R"({"reply": {"content": "a b c d"}, "stream": {"chunk_delay_ms": 10000}})");
+  OpenAiClient client(options());
+  std::stop_source stop;
+  ChatRequest request = ask("x");
+  request.stopToken = stop.get_token();
+  std::atomic<int> chunks{0};
+  std::thread canceller([&] {
+    ASSERT_TRUE(server_->waitForRequests(1, milliseconds(5000)));
+    stop.request_stop();
+  });
+  EXPECT_THROW(client.generateStream(request,
+                                     [&](const StreamDelta&) {
+                                       ++chunks;
+                                       return true;
+                                     }),
+               CancelledError);
+  canceller.join();
+  EXPECT_LE(chunks.load(), 1);
+  // A token already stopped sends nothing.
+  server_->clearRequests();
+  EXPECT_THROW(client.generate(request), CancelledError);
+  EXPECT_EQ(chatRequests(), 0u);
+}
+
+TEST_F(ClientTest, ChunkHandlerReturningFalseCancels) {
+  serve(R"({"reply": {"content": "one two three four"}})");
+  OpenAiClient client(options());
+  int chunks = 0;
+  EXPECT_THROW(client.generateStream(ask("x"),
+                                     [&](const StreamDelta& d) {
+                                       if (!d.content.empty()) ++chunks;
+                                       return chunks < 2;
+                                     }),
+               CancelledError);
+  EXPECT_EQ(chunks, 2);
+  EXPECT_EQ(chatRequests(), 1u);
+}
+
+TEST_F(ClientTest, MidStreamDisconnectAfterAChunkIsNotRetried) {
+  serve(R"({"reply": {"content": "one two three four five"}, "stream": {"disconnect_after": 3}})");
+  OpenAiClient client(options());
+  int chunks = 0;
+  EXPECT_THROW(client.generateStream(ask("x"),
+                                     [&](const StreamDelta&) {
+                                       ++chunks;
+                                       return true;
+                                     }),
+               ConnectionError);
+  EXPECT_GT(chunks, 0);
+  EXPECT_EQ(chatRequests(), 1u);
+  EXPECT_TRUE(sleeps().empty());
+}
+
+TEST_F(ClientTest, DisconnectBeforeAnyChunkIsRetried) {
+  serve(R"({"times": 1, "reply": {"content": "lost"}, "stream": {"disconnect_after": 0}}
+{"reply": {"content": "second try"}})");
+  OpenAiClient client(options());
+  ChatResult r = client.generateStream(ask("x"), [](const StreamDelta&) { return true; });
+  EXPECT_EQ(r.message.content, "second try");
+  EXPECT_EQ(chatRequests(), 2u);
+}
+
+TEST_F(ClientTest, StreamEndingWithoutFinishOrDoneIsAProtocolError) {
+  serve(
+      R"({"reply": {"content": "cut short"}, "stream": {"omit_finish": true, "omit_done": true}})");
+  OpenAiClient client(options());
+  std::string seen;
+  EXPECT_THROW(client.generateStream(ask("x"),
+                                     [&](const StreamDelta& d) {
+                                       seen += d.content;
+                                       return true;
+                                     }),
+               ProtocolError);
+  EXPECT_EQ(seen, "cut short");  // delivered as it came, but never returned as complete
+}
+
+TEST_F(ClientTest, MalformedChunkIsAProtocolError) {
+  serve(R"({"reply": {"content": "a b c"}, "stream": {"malformed_at": 2}})");
+  OpenAiClient client(options());
+  EXPECT_THROW(client.generateStream(ask("x"), [](const StreamDelta&) { return true; }),
+               ProtocolError);
+  EXPECT_EQ(chatRequests(), 1u);
+}
+
+TEST_F(ClientTest, ErrorObjectInsideTheStream) {
+  serve(
+      R"({"reply": {"content": "a b c"}, "stream": {"error_after": 2, "error": {"message": "model crashed", "type": "server_error"}}})");
+  OpenAiClient client(options());
+  try {
+    client.generateStream(ask("x"), [](const StreamDelta&) { return true; });
+    FAIL() << "no error";
+  } catch (const HttpError& e) {
+    EXPECT_EQ(e.apiMessage(), "model crashed");
+    EXPECT_EQ(e.requestId(), "req_mock_1");
+  }
+}
+
+TEST_F(ClientTest, ResponseAndEventLimits) {
+  serve(R"({"reply": {"content": "0123456789", "repeat": 100, "chunk_size": 1000}})");
+  ClientOptions o = options();
+  o.maxResponseBytes = 500;
+  EXPECT_THROW(OpenAiClient(o).generate(ask("x")), ProtocolError);
+  o = options();
+  o.maxEventBytes = 200;
+  EXPECT_THROW(OpenAiClient(o).generateStream(ask("x"), [](const StreamDelta&) { return true; }),
+               ProtocolError);
+}
+
+TEST_F(ClientTest, ServerIgnoringStreamStillDeliversOneDelta) {
+  serve(
+      R"({"raw": "{\"id\":\"x\",\"object\":\"chat.completion\",\"model\":\"m\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"whole\"},\"finish_reason\":\"stop\"}]}", "content_type": "application/json"})");
+  OpenAiClient client(options());
+  std::string seen;
+  ChatResult r = client.generateStream(ask("x"), [&](const StreamDelta& d) {
+    seen += d.content;
+    return true;
+  });
+  EXPECT_EQ(seen, "whole");
+  EXPECT_EQ(r.message.content, "whole");
+}
+
+TEST_F(ClientTest, ExtraHeadersAndEncodedMessagesAreSent) {
+  serve(R"({"reply": {"content": "ok"}})");
+  ClientOptions o = options();
+  o.headers["X-Team"] = "agents";
+  o.apiKey.clear();
+  OpenAiClient client(o);
+  ChatRequest request;
+  request.encodedMessages = {
+      std::make_shared<const std::string>(encodeMessage(Message::system("sys")))};
+  request.messages = {Message::user("u")};
+  client.generate(request);
+  auto seen = server_->requests().at(0);
+  EXPECT_EQ(seen["headers"]["x-team"], "agents");
+  EXPECT_FALSE(seen["headers"].contains("authorization"));
+  EXPECT_EQ(seen["body"]["messages"][0]["content"], "sys");
+  EXPECT_EQ(seen["body"]["messages"][1]["content"], "u");
+}
+
+TEST_F(ClientTest, OneClientFromManyThreads) {
+  serve(R"({"match": {"stream": true}, "reply": {"content": "s {{last_user}}", "chunk_size": 3}}
+{"reply": {"content": "n {{last_user}}"}})");
+  OpenAiClient client(options());
+  constexpr int kThreads = 4;  // more would overflow the mock's listen backlog (5): 1 s SYN retries
+  constexpr int kCalls = 10;
+  std::atomic<int> good{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCalls; ++i) {
+        const std::string prompt = std::to_string(t) + "-" + std::to_string(i);
+        ChatResult r =
+            (i % 2) ? client.generateStream(ask(prompt), [](const StreamDelta&) { return true; })
+                    : client.generate(ask(prompt));
+        if (r.message.content == ((i % 2) ? "s " : "n ") + prompt) ++good;
+      }
+    });
+  }
+  for (auto& thread : threads)
+    thread.join();
+  EXPECT_EQ(good.load(), kThreads * kCalls);
+  EXPECT_EQ(chatRequests(), static_cast<size_t>(kThreads * kCalls));
+}
+
+}  // namespace
+}  // namespace parley
