@@ -267,8 +267,13 @@ struct OpenAiClient::Impl {
   }
 
   ChatResult call(const ChatRequest& request, bool stream, const ChunkHandler* onChunk);
-  std::optional<ChatResult> attempt(const std::string& body, const ChatRequest& request,
-                                    bool stream, const ChunkHandler* onChunk,
+  // One POST with retries. `rawJson`: the body is any JSON reply (kept in ChatResult::raw),
+  // not a chat completion.
+  ChatResult send(const std::string& body, const std::string& target, const ChatRequest& request,
+                  bool stream, const ChunkHandler* onChunk, bool rawJson);
+  std::optional<ChatResult> attempt(const std::string& body, const std::string& target,
+                                    const ChatRequest& request, bool stream,
+                                    const ChunkHandler* onChunk, bool rawJson,
                                     std::optional<Clock::time_point> deadline, Failure& failure);
 };
 
@@ -333,14 +338,22 @@ ChatResult OpenAiClient::generateStream(const ChatRequest& request, const ChunkH
 
 ChatResult OpenAiClient::Impl::call(const ChatRequest& request, bool stream,
                                     const ChunkHandler* onChunk) {
-  const std::string body = detail::buildRequestBody(request, options, stream);
+  return send(detail::buildRequestBody(request, options, stream), url, request, stream, onChunk,
+              false);
+}
+
+ChatResult OpenAiClient::Impl::send(const std::string& body, const std::string& target,
+                                    const ChatRequest& request, bool stream,
+                                    const ChunkHandler* onChunk, bool rawJson) {
   std::optional<Clock::time_point> deadline;
   if (request.timeout && request.timeout->count() > 0) deadline = Clock::now() + *request.timeout;
 
   for (int retry = 0;; ++retry) {
     if (request.stopToken.stop_requested()) throwCancelled();
     Failure failure;
-    if (auto result = attempt(body, request, stream, onChunk, deadline, failure)) return *result;
+    if (auto result = attempt(body, target, request, stream, onChunk, rawJson, deadline, failure)) {
+      return *result;
+    }
     if (!failure.retryable || retry >= options.maxRetries) std::rethrow_exception(failure.error);
     const milliseconds delay =
         failure.serverDelay ? *failure.serverDelay : detail::defaultBackoff(retry, random01());
@@ -353,10 +366,12 @@ ChatResult OpenAiClient::Impl::call(const ChatRequest& request, bool stream,
 }
 
 std::optional<ChatResult> OpenAiClient::Impl::attempt(const std::string& body,
+                                                      const std::string& target,
                                                       const ChatRequest& request, bool stream,
-                                                      const ChunkHandler* onChunk,
+                                                      const ChunkHandler* onChunk, bool rawJson,
                                                       std::optional<Clock::time_point> deadline,
                                                       Failure& failure) {
+  const std::string& url = target;
   std::unique_ptr<Connection> connection = acquire();
   CURL* easy = connection->easy;
   CURLM* multi = connection->multi;
@@ -511,6 +526,13 @@ std::optional<ChatResult> OpenAiClient::Impl::attempt(const std::string& body,
   }
 
   if (transfer.body.empty()) throw ProtocolError("the server sent an empty response");
+  if (rawJson) {
+    ChatResult raw;
+    raw.raw = nlohmann::json::parse(transfer.body, nullptr, false);
+    if (raw.raw.is_discarded())
+      throw ProtocolError("the server's reply from " + url + " is not JSON");
+    return raw;
+  }
   ChatResult result = detail::resultFromCompletion(transfer.body);
   if (stream && onChunk && *onChunk) {
     // The server ignored "stream": hand the whole reply over as one delta.
@@ -527,6 +549,46 @@ std::optional<ChatResult> OpenAiClient::Impl::attempt(const std::string& body,
     delta.usage = result.usage;
     delta.finishReason = result.reportedFinishReason;
     if (!(*onChunk)(delta)) throw CancelledError("the stream was stopped by its chunk handler");
+  }
+  return result;
+}
+
+EmbeddingResult OpenAiClient::createEmbeddings(const std::vector<std::string>& inputs,
+                                               const std::string& model,
+                                               std::optional<milliseconds> timeout,
+                                               std::stop_token stopToken) {
+  if (inputs.empty()) throw ValidationError("inputs", "must hold at least one text");
+  if (model.empty()) throw ValidationError("model", "must name an embedding model");
+  ChatRequest request;  // carries the timeout and the stop token
+  request.timeout = timeout;
+  request.stopToken = std::move(stopToken);
+  const nlohmann::json body = {{"model", model}, {"input", inputs}, {"encoding_format", "float"}};
+  std::string target = impl_->options.baseUrl;
+  while (!target.empty() && target.back() == '/')
+    target.pop_back();
+  target += "/embeddings";
+  ChatResult reply = impl_->send(body.dump(), target, request, false, nullptr, true);
+
+  EmbeddingResult result;
+  result.raw = std::move(reply.raw);
+  const nlohmann::json& data = result.raw.contains("data") ? result.raw["data"] : nlohmann::json();
+  if (!data.is_array()) throw ProtocolError("the embeddings reply has no \"data\" array");
+  result.embeddings.resize(data.size());
+  for (const nlohmann::json& item : data) {
+    const size_t index = item.value("index", size_t{0});
+    const nlohmann::json* vector = item.contains("embedding") ? &item["embedding"] : nullptr;
+    if (index >= data.size() || !vector || !vector->is_array()) {
+      throw ProtocolError("the embeddings reply has a malformed item");
+    }
+    auto& values = result.embeddings[index];
+    values.reserve(vector->size());
+    for (const nlohmann::json& v : *vector) {
+      if (!v.is_number()) throw ProtocolError("the embeddings reply has a non-numeric value");
+      values.push_back(v.get<float>());
+    }
+  }
+  if (auto usage = result.raw.find("usage"); usage != result.raw.end()) {
+    result.usage = usageFromJson(*usage);
   }
   return result;
 }

@@ -20,8 +20,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -65,6 +67,12 @@ struct ClientOptions {
   std::function<void(std::chrono::milliseconds, std::stop_token)> sleep;
 };
 
+struct EmbeddingResult {
+  std::vector<std::vector<float>> embeddings;  // one per input, in input order
+  std::optional<TokenUsage> usage;
+  nlohmann::json raw;  // the reply as the server sent it
+};
+
 class OpenAiClient : public LlmClient {
  public:
   // Throws ValidationError for an unusable option (empty baseUrl, negative maxRetries, ...).
@@ -78,7 +86,13 @@ class OpenAiClient : public LlmClient {
 
   const ClientOptions& options() const noexcept;
   // The options an encodeMessage() caller must use for ChatRequest::encodedMessages.
-  MessageJsonOptions messageJsonOptions() const noexcept;
+  MessageJsonOptions messageJsonOptions() const noexcept override;
+
+  // POST {baseUrl}/embeddings for `inputs`, with the same retries, timeouts and errors as a
+  // chat call. Vectors come back in the order of the inputs.
+  EmbeddingResult createEmbeddings(const std::vector<std::string>& inputs, const std::string& model,
+                                   std::optional<std::chrono::milliseconds> timeout = {},
+                                   std::stop_token stopToken = {});
 
   // The JSON body a call with `request` would send (for logs and tests; it carries no key).
   std::string requestBody(const ChatRequest& request, bool stream) const;
