@@ -5,6 +5,7 @@ find_package(CURL REQUIRED)
 find_package(SQLite3 REQUIRED)
 find_package(PostgreSQL REQUIRED)
 find_package(simdjson REQUIRED)
+find_package(tomlplusplus REQUIRED)  # profiles.cpp (the library links it privately)
 
 # valijson is header-only; Debian's package drags in Qt and Poco, so setup.sh may unpack
 # the headers alone into .deps/valijson.
@@ -22,4 +23,11 @@ if(PARLEY_BUILD_APPS OR PARLEY_BUILD_TESTS)
   find_package(PkgConfig REQUIRED)
   pkg_check_modules(LIBEDIT REQUIRED IMPORTED_TARGET libedit)
   find_path(PARLEY_HTTPLIB_INCLUDE_DIR httplib.h REQUIRED)
+endif()
+
+# cpp-httplib for the mock server (src/mock, target parley_mock), used by the CLI, the tests and
+# the benchmarks. Debian ships it compiled: link libcpp-httplib with the defines its .pc gives.
+if(PARLEY_BUILD_APPS OR PARLEY_BUILD_TESTS OR PARLEY_BUILD_BENCH)
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 endif()

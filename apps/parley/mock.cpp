@@ -1,0 +1,71 @@
+// `parley mock`: runs the scripted OpenAI-compatible server until SIGINT or SIGTERM.
+// The first line on stdout is the base URL (e.g. http://127.0.0.1:41234/v1), so a script can
+// start it with --port 0 and read where it listens.
+#include <csignal>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "commands.hpp"
+#include "mock/mock_server.hpp"
+#include "mock/script.hpp"
+
+namespace parley::cli {
+namespace {
+
+struct MockArgs {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string script;
+  bool printDemo = false;
+};
+
+int runMock(const MockArgs& args) {
+  if (args.printDemo) {
+    std::cout << mock::demoScriptText();
+    return kExitOk;
+  }
+  mock::MockOptions options;
+  options.host = args.host;
+  options.port = args.port;
+  if (!args.script.empty()) options.script = mock::readScriptFile(args.script);
+
+  // Block the stop signals before any server thread exists, so they all inherit the mask and
+  // this thread alone receives them in sigwait().
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  mock::MockServer server(std::move(options));
+  server.start();
+  std::cout << server.baseUrl() << std::endl;
+  std::cerr << "parley mock: listening on " << server.baseUrl()
+            << (args.script.empty() ? " (demo agent)" : " (script " + args.script + ")")
+            << "; Ctrl-C stops\n";
+  int received = 0;
+  sigwait(&signals, &received);
+  server.stop();
+  return kExitOk;
+}
+
+}  // namespace
+
+void addMockCommand(CLI::App& app, int& exitCode) {
+  auto args = std::make_shared<MockArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "mock", "Run the scripted OpenAI-compatible mock server (a demo agent unless --script)");
+  cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", args->port, "Port to listen on; 0 picks a free one")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--script", args->script, "JSON Lines script of rules (see docs/mock.md)")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--print-demo-script", args->printDemo,
+                "Print the built-in demo agent's script and exit");
+  cmd->footer("Prints the base URL on the first line of stdout, then serves until SIGINT/SIGTERM.");
+  cmd->callback([args, &exitCode] { exitCode = runMock(*args); });
+}
+
+}  // namespace parley::cli

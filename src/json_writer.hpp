@@ -1,0 +1,19 @@
+// Writing JSON text directly, for the request body (the one place where building nlohmann
+// values costs more than the network: DESIGN.md, "Performance notes").
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "parley/message.hpp"
+
+namespace parley::detail {
+
+// Appends `text` as a JSON string literal (quotes included). Throws ValidationError naming
+// `field` if the text is not valid UTF-8 (no server would accept it).
+void appendJsonString(std::string& out, std::string_view text, const char* field);
+
+// Appends encodeMessage(message, options) (llm.hpp) to `out`.
+void appendMessageJson(std::string& out, const Message& message, const MessageJsonOptions& options);
+
+}  // namespace parley::detail

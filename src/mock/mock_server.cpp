@@ -1,0 +1,465 @@
+#include "mock/mock_server.hpp"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "mock/chat_reply.hpp"
+#include "mock/embeddings.hpp"
+#include "mock/script.hpp"
+#include "parley/errors.hpp"
+
+namespace parley::mock {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::size_t kFlushBytes = 64 * 1024;
+constexpr std::string_view kKeepAlive = ": keep-alive\n\n";
+
+std::string errorBody(const std::string& message, const std::string& type) {
+  return json{
+      {"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}}}}
+      .dump();
+}
+
+}  // namespace
+
+struct MockServer::Impl {
+  MockOptions options;
+  httplib::Server server;
+  std::thread thread;
+  int port = 0;
+  bool started = false;
+  std::atomic<bool> listenEnded{false};
+
+  // Script state: the rules, how often each has answered, and the chat request counter.
+  mutable std::mutex mutex;
+  mutable std::condition_variable recordedCv;
+  Script script;
+  std::vector<int> ruleUses;
+  int chatRequests = 0;
+  std::vector<json> recorded;
+  std::size_t cleared = 0;  // requests dropped by clearRequests(); indexes stay absolute
+
+  // Stopping: delays wait on this so stop() can cut them short.
+  std::mutex stopMutex;
+  std::condition_variable stopCv;
+  bool stopping = false;
+
+  // Waits `ms`; false when the server is stopping.
+  bool pause(int ms) {
+    std::unique_lock lock(stopMutex);
+    return !stopCv.wait_for(lock, std::chrono::milliseconds(ms), [&] { return stopping; });
+  }
+  bool isStopping() {
+    std::lock_guard lock(stopMutex);
+    return stopping;
+  }
+
+  std::size_t record(const httplib::Request& req) {
+    json headers = json::object();
+    for (const auto& [name, value] : req.headers) {
+      std::string key = name;
+      for (auto& ch : key)
+        ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      if (headers.contains(key)) {
+        headers[key] = headers[key].get<std::string>() + ", " + value;
+      } else {
+        headers[key] = value;
+      }
+    }
+    json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded()) body = req.body;
+    std::lock_guard lock(mutex);
+    std::size_t index = cleared + recorded.size();
+    recordedCv.notify_all();
+    recorded.push_back({{"index", index},
+                        {"method", req.method},
+                        {"path", req.path},
+                        {"headers", std::move(headers)},
+                        {"body", std::move(body)},
+                        {"rule", nullptr},
+                        {"rule_name", nullptr}});
+    return index;
+  }
+
+  void install();
+  void handleChat(const httplib::Request& req, httplib::Response& res);
+  void sendStream(httplib::Response& res, const Rule& rule, ConcreteReply reply, bool includeUsage);
+  void sendRaw(httplib::Response& res, const Rule& rule);
+  void sendBody(httplib::Response& res, int status, std::string body, const std::string& type,
+                long cutAfter);
+};
+
+namespace {
+
+// Writes SSE bytes to a sink: coalesces small events into large writes, applies
+// disconnect_after_bytes, and flushes before every pause so delays are seen by the client.
+class SinkWriter {
+ public:
+  SinkWriter(httplib::DataSink& sink, long cutAfter) : sink_(sink), cutAfter_(cutAfter) {}
+
+  // False when the connection is to be dropped (cut point reached or the peer went away).
+  bool write(std::string_view bytes) {
+    if (cutAfter_ >= 0 &&
+        written_ + buffer_.size() + bytes.size() >= static_cast<std::size_t>(cutAfter_)) {
+      std::size_t room = static_cast<std::size_t>(cutAfter_) - written_ - buffer_.size();
+      buffer_.append(bytes.substr(0, room));
+      flush();
+      return false;
+    }
+    buffer_.append(bytes);
+    return buffer_.size() < kFlushBytes || flush();
+  }
+  bool flush() {
+    if (buffer_.empty()) return true;
+    bool ok = sink_.write(buffer_.data(), buffer_.size());
+    written_ += buffer_.size();
+    buffer_.clear();
+    return ok;
+  }
+
+ private:
+  httplib::DataSink& sink_;
+  long cutAfter_;
+  std::size_t written_ = 0;
+  std::string buffer_;
+};
+
+}  // namespace
+
+void MockServer::Impl::sendBody(httplib::Response& res, int status, std::string body,
+                                const std::string& type, long cutAfter) {
+  res.status = status;
+  if (cutAfter < 0 || static_cast<std::size_t>(cutAfter) >= body.size()) {
+    res.set_content(std::move(body), type.c_str());
+    return;
+  }
+  // Announce the full length, send part of it, then drop the connection.
+  auto shared = std::make_shared<std::string>(std::move(body));
+  res.set_content_provider(shared->size(), type.c_str(),
+                           [shared, cutAfter](std::size_t, std::size_t, httplib::DataSink& sink) {
+                             std::size_t n =
+                                 std::min(shared->size(), static_cast<std::size_t>(cutAfter));
+                             if (n > 0) sink.write(shared->data(), n);
+                             return false;
+                           });
+}
+
+void MockServer::Impl::sendStream(httplib::Response& res, const Rule& rule, ConcreteReply reply,
+                                  bool includeUsage) {
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  const StreamSpec spec = rule.stream;
+  long cutAfter = rule.disconnectAfterBytes;
+  res.set_chunked_content_provider(
+      "text/event-stream", [this, spec, cutAfter, includeUsage, reply = std::move(reply)](
+                               std::size_t, httplib::DataSink& sink) {
+        SinkWriter out(sink, cutAfter);
+        for (int i = 0; i < spec.keepaliveBefore; ++i) {
+          if (!out.write(kKeepAlive)) return false;
+        }
+        int sent = 0;        // events sent so far
+        bool ended = false;  // an in-stream error ended the stream
+        bool alive = true;
+        // Runs before each event (and once at the end): the faults positioned by event count.
+        auto beforeEvent = [&]() -> bool {
+          if (spec.disconnectAfter >= 0 && sent == spec.disconnectAfter) {
+            out.flush();
+            alive = false;
+            return false;
+          }
+          if (spec.errorAfter >= 0 && sent == spec.errorAfter) {
+            std::string event = "data: " + json{{"error", spec.errorObject}}.dump() + "\n\n";
+            alive = out.write(event);
+            ended = true;
+            return false;
+          }
+          if (sent > 0 && spec.keepaliveBetween && !out.write(kKeepAlive)) {
+            alive = false;
+            return false;
+          }
+          if (sent > 0 && spec.chunkDelayMs > 0) {
+            if (!out.flush() || !pause(spec.chunkDelayMs)) {
+              alive = false;
+              return false;
+            }
+          }
+          return true;
+        };
+        forEachStreamEvent(reply, includeUsage, spec.omitFinish, [&](std::string_view event) {
+          if (!beforeEvent()) return false;
+          ++sent;
+          if (spec.malformedAt == sent) {
+            alive = out.write("data: " + spec.malformedData + "\n\n");
+          } else {
+            alive = out.write(event);
+          }
+          return alive;
+        });
+        // Every event went out: the faults placed after the last one, then [DONE].
+        if (alive && !ended && beforeEvent() && !spec.omitDone) {
+          alive = out.write("data: [DONE]\n\n");
+        }
+        if (!alive || !out.flush()) return false;
+        sink.done();
+        return true;
+      });
+}
+
+void MockServer::Impl::sendRaw(httplib::Response& res, const Rule& rule) {
+  res.status = rule.rawStatus;
+  res.set_header("Cache-Control", "no-cache");
+  auto pieces = rule.raw;
+  const StreamSpec spec = rule.stream;
+  long cutAfter = rule.disconnectAfterBytes;
+  res.set_chunked_content_provider(
+      rule.rawContentType.c_str(),
+      [this, pieces = std::move(pieces), spec, cutAfter](std::size_t, httplib::DataSink& sink) {
+        SinkWriter out(sink, cutAfter);
+        for (std::size_t i = 0; i < pieces.size(); ++i) {
+          if (spec.disconnectAfter >= 0 && static_cast<int>(i) == spec.disconnectAfter) {
+            out.flush();
+            return false;
+          }
+          if (i > 0 && spec.chunkDelayMs > 0) {
+            if (!out.flush() || !pause(spec.chunkDelayMs)) return false;
+          }
+          if (!out.write(pieces[i])) return false;
+          // Each piece is its own write so clients see the split points.
+          if (!out.flush()) return false;
+        }
+        sink.done();
+        return true;
+      });
+}
+
+void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response& res) {
+  std::size_t index = record(req);
+  res.set_header("x-request-id", "req_mock_" + std::to_string(index + 1));
+  json body = json::parse(req.body, nullptr, false);
+  if (body.is_discarded()) {
+    sendBody(res, 400, errorBody("the request body is not valid JSON", "invalid_request_error"),
+             "application/json", -1);
+    return;
+  }
+  // Choose the rule under the lock (counters are shared), then answer without it.
+  std::optional<Rule> chosen;
+  ChatContext ctx;
+  std::vector<std::string> groups;
+  {
+    std::lock_guard lock(mutex);
+    int number = ++chatRequests;
+    try {
+      ctx = describeRequest(body, number);
+    } catch (const ValidationError& e) {
+      sendBody(res, 400, errorBody(e.what(), "invalid_request_error"), "application/json", -1);
+      return;
+    }
+    for (std::size_t i = 0; i < script.size(); ++i) {
+      const Rule& rule = script[i];
+      if (rule.times && ruleUses[i] >= *rule.times) continue;
+      if (!matches(rule.match, ctx, groups)) continue;
+      ++ruleUses[i];
+      chosen = rule;
+      if (index >= cleared) {
+        recorded[index - cleared]["rule"] = i;
+        recorded[index - cleared]["rule_name"] = rule.name;
+      }
+      break;
+    }
+  }
+  if (!chosen) {
+    sendBody(res, 400,
+             errorBody("parley mock: no script rule matches chat request " +
+                           std::to_string(ctx.requestNumber),
+                       "invalid_request_error"),
+             "application/json", -1);
+    return;
+  }
+  const Rule& rule = *chosen;
+  if (rule.delayMs > 0 && !pause(rule.delayMs)) {
+    sendBody(res, 503, errorBody("parley mock is stopping", "server_error"), "application/json",
+             -1);
+    return;
+  }
+  if (rule.error) {
+    for (const auto& [name, value] : rule.error->headers)
+      res.set_header(name, value);
+    sendBody(res, rule.error->status, rule.error->body, "application/json",
+             rule.disconnectAfterBytes);
+    return;
+  }
+  if (!rule.raw.empty()) {
+    sendRaw(res, rule);
+    return;
+  }
+  ConcreteReply reply = makeReply(*rule.reply, ctx, groups, options.created);
+  if (ctx.stream) {
+    sendStream(res, rule, std::move(reply), ctx.includeUsage);
+  } else {
+    sendBody(res, 200, completionBody(reply), "application/json", rule.disconnectAfterBytes);
+  }
+}
+
+void MockServer::Impl::install() {
+  server.new_task_queue = [n = options.threads] {
+    return new httplib::ThreadPool(static_cast<std::size_t>(n));
+  };
+  server.set_keep_alive_max_count(1000);
+  server.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    handleChat(req, res);
+  });
+  server.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+    record(req);
+    json data = json::array();
+    for (const auto& m : options.models) {
+      data.push_back(
+          {{"id", m}, {"object", "model"}, {"created", options.created}, {"owned_by", "parley"}});
+    }
+    res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
+  });
+  server.Get(R"(/v1/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    record(req);
+    std::string id = req.matches[1];
+    for (const auto& m : options.models) {
+      if (m == id) {
+        res.set_content(json{{"id", m},
+                             {"object", "model"},
+                             {"created", options.created},
+                             {"owned_by", "parley"}}
+                            .dump(),
+                        "application/json");
+        return;
+      }
+    }
+    res.status = 404;
+    res.set_content(errorBody("The model '" + id + "' does not exist", "invalid_request_error"),
+                    "application/json");
+  });
+  server.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {
+    record(req);
+    json body = json::parse(req.body, nullptr, false);
+    try {
+      if (body.is_discarded()) throw ValidationError("body", "not valid JSON");
+      res.set_content(embeddingsResponse(body, options.embeddingDimensions).dump(),
+                      "application/json");
+    } catch (const ValidationError& e) {
+      res.status = 400;
+      res.set_content(errorBody(e.what(), "invalid_request_error"), "application/json");
+    }
+  });
+  // Anything else is recorded too, then answered 404 as OpenAI does.
+  auto notFound = [this](const httplib::Request& req, httplib::Response& res) {
+    record(req);
+    res.status = 404;
+    res.set_content(errorBody("parley mock: no route for " + req.method + " " + req.path,
+                              "invalid_request_error"),
+                    "application/json");
+  };
+  server.Get(".*", notFound);
+  server.Post(".*", notFound);
+  server.Put(".*", notFound);
+  server.Delete(".*", notFound);
+  server.Patch(".*", notFound);
+}
+
+MockServer::MockServer(MockOptions options) : impl_(std::make_unique<Impl>()) {
+  if (options.threads < 1) throw ValidationError("threads", "must be at least 1");
+  if (options.embeddingDimensions < 1) {
+    throw ValidationError("embeddingDimensions", "must be at least 1");
+  }
+  impl_->options = std::move(options);
+  setScript(impl_->options.script);
+  impl_->install();
+}
+
+MockServer::~MockServer() {
+  stop();
+}
+
+void MockServer::start() {
+  Impl& s = *impl_;
+  if (s.started) throw Error("parley mock: start() called twice");
+  const auto& o = s.options;
+  if (o.port == 0) {
+    s.port = s.server.bind_to_any_port(o.host);
+    if (s.port <= 0) throw Error("parley mock: cannot listen on " + o.host);
+  } else {
+    if (!s.server.bind_to_port(o.host, o.port)) {
+      throw Error("parley mock: cannot listen on " + o.host + ":" + std::to_string(o.port));
+    }
+    s.port = o.port;
+  }
+  s.started = true;
+  s.thread = std::thread([&s] {
+    s.server.listen_after_bind();
+    s.listenEnded = true;
+  });
+  // The socket already accepts connections (they queue); wait until the accept loop runs so
+  // that a stop() right after start() cannot be lost.
+  while (!s.server.is_running()) {
+    if (s.listenEnded) {
+      s.thread.join();
+      throw Error("parley mock: the server on port " + std::to_string(s.port) + " failed to start");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+void MockServer::stop() {
+  Impl& s = *impl_;
+  {
+    std::lock_guard lock(s.stopMutex);
+    s.stopping = true;
+  }
+  s.stopCv.notify_all();
+  if (s.thread.joinable()) {
+    s.server.stop();
+    s.thread.join();
+  }
+}
+
+int MockServer::port() const {
+  return impl_->port;
+}
+
+std::string MockServer::baseUrl() const {
+  const std::string& host = impl_->options.host;
+  bool ipv6 = host.find(':') != std::string::npos;
+  return "http://" + (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(impl_->port) + "/v1";
+}
+
+std::vector<json> MockServer::requests() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->recorded;
+}
+
+void MockServer::clearRequests() {
+  std::lock_guard lock(impl_->mutex);
+  impl_->cleared += impl_->recorded.size();
+  impl_->recorded.clear();
+}
+
+bool MockServer::waitForRequests(std::size_t count, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(impl_->mutex);
+  return impl_->recordedCv.wait_for(
+      lock, timeout, [&] { return impl_->cleared + impl_->recorded.size() >= count; });
+}
+
+void MockServer::setScript(const json& script) {
+  Script compiled = compileScript(script.is_null() ? demoScript() : script);
+  std::lock_guard lock(impl_->mutex);
+  impl_->script = std::move(compiled);
+  impl_->ruleUses.assign(impl_->script.size(), 0);
+  impl_->chatRequests = 0;
+}
+
+}  // namespace parley::mock

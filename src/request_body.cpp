@@ -1,0 +1,116 @@
+#include "request_body.hpp"
+
+#include "json_writer.hpp"
+#include "parley/errors.hpp"
+
+namespace parley::detail {
+
+namespace {
+
+nlohmann::json responseFormatJson(const ResponseFormat& format) {
+  switch (format.kind) {
+    case ResponseFormat::Kind::Text:
+      return {{"type", "text"}};
+    case ResponseFormat::Kind::JsonObject:
+      return {{"type", "json_object"}};
+    case ResponseFormat::Kind::JsonSchema:
+      if (format.schemaName.empty()) {
+        throw ValidationError("request.response_format.json_schema.name", "must not be empty");
+      }
+      return {
+          {"type", "json_schema"},
+          {"json_schema",
+           {{"name", format.schemaName}, {"schema", format.schema}, {"strict", format.strict}}}};
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string buildRequestBody(const ChatRequest& request, const ClientOptions& options,
+                             bool stream) {
+  const std::string& model = request.model.empty() ? options.model : request.model;
+  if (model.empty()) {
+    throw ValidationError("request.model", "no model given (set it in the request or the client)");
+  }
+  if (request.messages.empty() && request.encodedMessages.empty()) {
+    throw ValidationError("request.messages", "must not be empty");
+  }
+  if (!request.tools.is_null() && !request.tools.is_array()) {
+    throw ValidationError("request.tools", "must be a JSON array of tool definitions");
+  }
+  if (!request.extra.is_null() && !request.extra.is_object()) {
+    throw ValidationError("request.extra", "must be a JSON object");
+  }
+  if (!options.defaultParameters.is_null() && !options.defaultParameters.is_object()) {
+    throw ValidationError("options.defaultParameters", "must be a JSON object");
+  }
+
+  // Everything but the messages: small, so a json value is fine.
+  nlohmann::json params =
+      options.defaultParameters.is_object() ? options.defaultParameters : nlohmann::json::object();
+  params.erase("messages");
+  params["model"] = model;
+  if (request.tools.is_array() && !request.tools.empty()) params["tools"] = request.tools;
+  if (!request.toolChoice.is_null()) params["tool_choice"] = request.toolChoice;
+  if (request.parallelToolCalls) params["parallel_tool_calls"] = *request.parallelToolCalls;
+  if (request.maxTokens) {
+    params[options.maxTokensField == MaxTokensField::MaxTokens ? "max_tokens"
+                                                               : "max_completion_tokens"] =
+        *request.maxTokens;
+  }
+  if (request.temperature) params["temperature"] = *request.temperature;
+  if (request.topP) params["top_p"] = *request.topP;
+  if (!request.stop.empty()) params["stop"] = request.stop;
+  if (request.seed) params["seed"] = *request.seed;
+  if (request.responseFormat)
+    params["response_format"] = responseFormatJson(*request.responseFormat);
+  if (stream) {
+    params["stream"] = true;
+    if (options.includeUsage) params["stream_options"] = {{"include_usage", true}};
+  } else {
+    params.erase("stream");
+    params.erase("stream_options");
+  }
+  if (request.extra.is_object()) {
+    for (const auto& [key, value] : request.extra.items()) {
+      if (key == "messages") {
+        throw ValidationError("request.extra.messages",
+                              "messages go in ChatRequest::messages, not in extra");
+      }
+      params[key] = value;
+    }
+  }
+
+  const MessageJsonOptions messageOptions{options.emptyToolCallContent};
+  size_t size = 64;
+  for (const auto& encoded : request.encodedMessages)
+    size += encoded ? encoded->size() + 1 : 0;
+  for (const Message& m : request.messages)
+    size += m.content.size() + 64;
+  std::string body;
+  body.reserve(size + 256);
+  body.append("{\"messages\":[");
+  bool first = true;
+  for (size_t i = 0; i < request.encodedMessages.size(); ++i) {
+    const auto& encoded = request.encodedMessages[i];
+    if (!encoded || encoded->empty()) {
+      throw ValidationError("request.encodedMessages[" + std::to_string(i) + "]", "is empty");
+    }
+    if (!first) body.push_back(',');
+    first = false;
+    body.append(*encoded);
+  }
+  for (const Message& m : request.messages) {
+    if (!first) body.push_back(',');
+    first = false;
+    appendMessageJson(body, m, messageOptions);
+  }
+  body.push_back(']');
+  const std::string rest = params.dump();  // "{...}" with at least "model"
+  body.push_back(',');
+  body.append(rest, 1, std::string::npos);
+  return body;
+}
+
+}  // namespace parley::detail

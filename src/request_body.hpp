@@ -1,0 +1,17 @@
+// The JSON body of POST /chat/completions, written as text: messages are joined from their
+// encodings (ChatRequest::encodedMessages as given, the rest encoded once here), the few other
+// fields built as a small json value.
+#pragma once
+
+#include <string>
+
+#include "parley/llm.hpp"
+#include "parley/openai_client.hpp"
+
+namespace parley::detail {
+
+// Throws ValidationError naming the field for a request that cannot be sent (no model, no
+// messages, bad tools, an `extra` that is not an object or tries to replace `messages`).
+std::string buildRequestBody(const ChatRequest& request, const ClientOptions& options, bool stream);
+
+}  // namespace parley::detail

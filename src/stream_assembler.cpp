@@ -1,0 +1,436 @@
+#include "stream_assembler.hpp"
+
+#include <atomic>
+#include <cstring>
+#include <optional>
+#include <random>
+
+#include <simdjson.h>
+
+namespace parley::detail {
+
+namespace ondemand = simdjson::ondemand;
+
+namespace {
+
+struct PendingCall {
+  std::string id;
+  std::string name;
+  std::string arguments;
+  std::optional<int64_t> serverIndex;
+  bool idGenerated = false;
+};
+
+std::string_view stringOrEmpty(ondemand::value value) {
+  if (value.type() == ondemand::json_type::string) return value.get_string();
+  return {};
+}
+
+// Arguments are JSON text; a few servers send the object itself.
+std::string_view argumentsText(ondemand::value value) {
+  switch (value.type()) {
+    case ondemand::json_type::string:
+      return value.get_string();
+    case ondemand::json_type::null:
+      return {};
+    case ondemand::json_type::object: {
+      ondemand::object object = value.get_object();
+      return object.raw_json();
+    }
+    case ondemand::json_type::array: {
+      ondemand::array array = value.get_array();
+      return array.raw_json();
+    }
+    default:
+      return value.raw_json_token();
+  }
+}
+
+std::string apiCodeText(const nlohmann::json& code) {
+  if (code.is_string()) return code.get<std::string>();
+  if (code.is_null()) return {};
+  return code.dump();
+}
+
+}  // namespace
+
+std::string generateToolCallId() {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i)
+    id.push_back(kAlphabet[rng() % (sizeof(kAlphabet) - 1)]);
+  return id;
+}
+
+std::string normaliseFinishReason(const std::string& reported, bool hasToolCalls) {
+  if (hasToolCalls && (reported.empty() || reported == "stop")) return "tool_calls";
+  return reported;
+}
+
+void readApiError(std::string_view body, HttpError::Details& details) {
+  nlohmann::json value = nlohmann::json::parse(body, nullptr, false);
+  if (value.is_discarded() || !value.is_object()) return;
+  const nlohmann::json* error = &value;
+  if (auto it = value.find("error"); it != value.end()) {
+    if (it->is_string()) {  // {"error": "text"} (some proxies)
+      details.apiMessage = it->get<std::string>();
+      return;
+    }
+    if (!it->is_object()) return;
+    error = &*it;
+  }
+  if (auto it = error->find("message"); it != error->end() && it->is_string()) {
+    details.apiMessage = it->get<std::string>();
+  }
+  if (auto it = error->find("type"); it != error->end() && it->is_string()) {
+    details.apiType = it->get<std::string>();
+  }
+  if (auto it = error->find("code"); it != error->end()) details.apiCode = apiCodeText(*it);
+}
+
+struct StreamAssembler::State {
+  ondemand::parser parser;
+  std::string padded;
+  std::string content;
+  std::string reasoning;
+  std::string refusal;
+  std::vector<PendingCall> calls;
+  std::optional<TokenUsage> usage;
+  std::string id;
+  std::string model;
+  std::string systemFingerprint;
+  int64_t created = 0;
+
+  size_t startCall(StreamDelta& delta, std::string_view id, std::optional<int64_t> serverIndex) {
+    PendingCall call;
+    if (id.empty()) {
+      call.id = generateToolCallId();
+      call.idGenerated = true;
+    } else {
+      call.id.assign(id);
+    }
+    call.serverIndex = serverIndex;
+    calls.push_back(std::move(call));
+    ToolCallDelta d;
+    d.index = calls.size() - 1;
+    d.id = calls.back().id;
+    delta.toolCalls.push_back(std::move(d));
+    return calls.size() - 1;
+  }
+
+  // Finds the call a tool-call delta continues, or starts a new one. Returns its position and
+  // the delta entry reporting it.
+  ToolCallDelta& target(StreamDelta& delta, std::optional<int64_t> serverIndex, std::string_view id,
+                        std::string_view name) {
+    if (!id.empty()) {
+      for (size_t i = 0; i < calls.size(); ++i) {
+        if (calls[i].id == id) return entryFor(delta, i, false);
+      }
+      if (serverIndex) {
+        for (size_t i = calls.size(); i-- > 0;) {
+          if (calls[i].serverIndex != serverIndex) continue;
+          if (calls[i].idGenerated) {
+            // The real id arrived after the call started without one: adopt it.
+            calls[i].id.assign(id);
+            calls[i].idGenerated = false;
+            return entryFor(delta, i, true);
+          }
+          break;  // Ollama reuses one index for parallel calls: a new id is a new call
+        }
+      }
+      startCall(delta, id, serverIndex);
+      return delta.toolCalls.back();
+    }
+    if (serverIndex) {
+      for (size_t i = calls.size(); i-- > 0;) {
+        if (calls[i].serverIndex == serverIndex) return entryFor(delta, i, false);
+      }
+      startCall(delta, {}, serverIndex);
+      return delta.toolCalls.back();
+    }
+    // Neither id nor index: continue the last call unless this names a different tool.
+    if (!calls.empty() &&
+        (name.empty() || calls.back().name.empty() || calls.back().name == name)) {
+      return entryFor(delta, calls.size() - 1, false);
+    }
+    startCall(delta, {}, std::nullopt);
+    return delta.toolCalls.back();
+  }
+
+  ToolCallDelta& entryFor(StreamDelta& delta, size_t pos, bool reportId) {
+    for (ToolCallDelta& d : delta.toolCalls) {
+      if (d.index == pos) {
+        if (reportId) d.id = calls[pos].id;
+        return d;
+      }
+    }
+    ToolCallDelta d;
+    d.index = pos;
+    if (reportId) d.id = calls[pos].id;
+    delta.toolCalls.push_back(std::move(d));
+    return delta.toolCalls.back();
+  }
+
+  void readToolCall(StreamDelta& delta, ondemand::object object) {
+    std::optional<int64_t> index;
+    std::string_view id, name, arguments;
+    std::string idCopy, nameCopy, argumentsCopy;
+    for (auto field : object) {
+      std::string_view key = field.unescaped_key();
+      ondemand::value value = field.value();
+      if (key == "index") {
+        if (value.type() == ondemand::json_type::number) index = value.get_int64();
+      } else if (key == "id") {
+        idCopy = stringOrEmpty(value);
+      } else if (key == "function") {
+        if (value.type() != ondemand::json_type::object) continue;
+        for (auto fn : value.get_object()) {
+          std::string_view fnKey = fn.unescaped_key();
+          if (fnKey == "name") {
+            nameCopy = stringOrEmpty(fn.value());
+          } else if (fnKey == "arguments") {
+            argumentsCopy = argumentsText(fn.value());
+          }
+        }
+      }
+    }
+    id = idCopy;
+    name = nameCopy;
+    arguments = argumentsCopy;
+    ToolCallDelta& entry = target(delta, index, id, name);
+    PendingCall& call = calls[entry.index];
+    if (call.name.empty() && !name.empty()) {
+      call.name.assign(name);  // set once: some servers resend it on every chunk
+      entry.name.assign(name);
+    }
+    call.arguments.append(arguments);
+    entry.arguments.append(arguments);
+  }
+
+  void readChoice(StreamDelta& delta, ondemand::object choice, std::string& finishReason) {
+    for (auto field : choice) {
+      std::string_view key = field.unescaped_key();
+      ondemand::value value = field.value();
+      if (key == "index") {
+        if (value.type() == ondemand::json_type::number && value.get_int64() != 0) return;
+      } else if (key == "delta" || key == "message") {
+        if (value.type() != ondemand::json_type::object) continue;
+        for (auto part : value.get_object()) {
+          std::string_view partKey = part.unescaped_key();
+          ondemand::value partValue = part.value();
+          if (partKey == "content") {
+            delta.content.append(stringOrEmpty(partValue));
+          } else if (partKey == "reasoning_content" || partKey == "reasoning") {
+            delta.reasoning.append(stringOrEmpty(partValue));
+          } else if (partKey == "refusal") {
+            refusal.append(stringOrEmpty(partValue));
+          } else if (partKey == "tool_calls") {
+            if (partValue.type() != ondemand::json_type::array) continue;
+            for (auto call : partValue.get_array()) {
+              ondemand::object callObject = call.get_object();
+              readToolCall(delta, callObject);
+            }
+          }
+        }
+      } else if (key == "finish_reason") {
+        std::string_view reason = stringOrEmpty(value);
+        if (!reason.empty()) {
+          delta.finishReason.assign(reason);
+          finishReason.assign(reason);
+        }
+      }
+    }
+  }
+};
+
+StreamAssembler::StreamAssembler() : state_(std::make_unique<State>()) {}
+StreamAssembler::~StreamAssembler() = default;
+
+const StreamDelta& StreamAssembler::addChunk(std::string_view json) {
+  delta_.content.clear();
+  delta_.reasoning.clear();
+  delta_.toolCalls.clear();
+  delta_.usage.reset();
+  delta_.finishReason.clear();
+  State& s = *state_;
+  s.padded.resize(json.size() + simdjson::SIMDJSON_PADDING);
+  std::memcpy(s.padded.data(), json.data(), json.size());
+  try {
+    ondemand::document doc = s.parser.iterate(s.padded.data(), json.size(), s.padded.size());
+    ondemand::object chunk = doc.get_object();
+    for (auto field : chunk) {
+      std::string_view key = field.unescaped_key();
+      ondemand::value value = field.value();
+      if (key == "choices") {
+        if (value.type() != ondemand::json_type::array) continue;  // null: usage-only chunk
+        for (auto choice : value.get_array()) {
+          ondemand::object choiceObject = choice.get_object();
+          s.readChoice(delta_, choiceObject, reportedFinishReason_);
+        }
+      } else if (key == "usage") {
+        if (value.type() != ondemand::json_type::object) continue;
+        ondemand::object usage = value.get_object();
+        std::string_view raw = usage.raw_json();
+        delta_.usage = usageFromJson(nlohmann::json::parse(raw));
+        s.usage = delta_.usage;
+      } else if (key == "id") {
+        if (s.id.empty()) s.id = stringOrEmpty(value);
+      } else if (key == "model") {
+        if (s.model.empty()) s.model = stringOrEmpty(value);
+      } else if (key == "created") {
+        if (s.created == 0 && value.type() == ondemand::json_type::number) {
+          s.created = value.get_int64();
+        }
+      } else if (key == "system_fingerprint") {
+        if (s.systemFingerprint.empty()) s.systemFingerprint = stringOrEmpty(value);
+      } else if (key == "error") {
+        if (value.type() == ondemand::json_type::null) continue;
+        HttpError::Details details;
+        details.body.assign(json);
+        readApiError(json, details);
+        if (details.apiMessage.empty())
+          details.apiMessage = "the server sent an error in the stream";
+        nlohmann::json parsed = nlohmann::json::parse(json, nullptr, false);
+        if (parsed.is_object() && parsed["error"].is_object()) {
+          const nlohmann::json& code = parsed["error"]["code"];
+          if (code.is_number_integer() && code.get<int64_t>() >= 400 && code.get<int64_t>() < 600) {
+            details.status = code.get<int>();
+          }
+        }
+        throw HttpError(std::move(details));
+      }
+    }
+  } catch (const simdjson::simdjson_error& e) {
+    std::string excerpt(json.substr(0, 120));
+    throw ProtocolError(std::string("malformed stream chunk (") + e.what() + "): " + excerpt);
+  } catch (const nlohmann::json::exception& e) {
+    throw ProtocolError(std::string("malformed usage in stream chunk: ") + e.what());
+  }
+  s.content.append(delta_.content);
+  s.reasoning.append(delta_.reasoning);
+  if (!delta_.content.empty() || !delta_.reasoning.empty() || !delta_.toolCalls.empty() ||
+      delta_.usage) {
+    sawContent_ = true;
+  }
+  return delta_;
+}
+
+ChatResult StreamAssembler::finish() {
+  if (!done_ && reportedFinishReason_.empty()) {
+    throw ProtocolError(
+        "the stream ended before the reply was complete (no finish_reason and no [DONE])");
+  }
+  State& s = *state_;
+  ChatResult result;
+  result.message.role = Role::Assistant;
+  result.message.content = std::move(s.content);
+  for (PendingCall& call : s.calls) {
+    if (call.arguments.empty()) call.arguments = "{}";
+    result.message.toolCalls.push_back(
+        ToolCall{std::move(call.id), std::move(call.name), std::move(call.arguments)});
+  }
+  if (!s.reasoning.empty()) result.message.extra["reasoning_content"] = std::move(s.reasoning);
+  if (!s.refusal.empty()) result.message.extra["refusal"] = std::move(s.refusal);
+  result.reportedFinishReason = reportedFinishReason_;
+  result.finishReason =
+      normaliseFinishReason(reportedFinishReason_, !result.message.toolCalls.empty());
+  result.usage = s.usage;
+  result.id = s.id;
+  result.model = s.model;
+
+  nlohmann::json choice = {
+      {"index", 0},
+      {"message", toJson(result.message)},
+      {"finish_reason", reportedFinishReason_.empty() ? nlohmann::json(nullptr)
+                                                      : nlohmann::json(reportedFinishReason_)}};
+  result.raw = {{"id", s.id},
+                {"object", "chat.completion"},
+                {"created", s.created},
+                {"model", s.model},
+                {"choices", nlohmann::json::array({std::move(choice)})},
+                {"usage", s.usage ? toJson(*s.usage) : nlohmann::json(nullptr)}};
+  if (!s.systemFingerprint.empty()) result.raw["system_fingerprint"] = s.systemFingerprint;
+  return result;
+}
+
+ChatResult resultFromCompletion(std::string_view body) {
+  nlohmann::json value = nlohmann::json::parse(body, nullptr, false);
+  if (value.is_discarded() || !value.is_object()) {
+    throw ProtocolError("the response is not JSON: " + std::string(body.substr(0, 120)));
+  }
+  if (auto error = value.find("error"); error != value.end() && !error->is_null()) {
+    HttpError::Details details;
+    details.body.assign(body);
+    readApiError(body, details);
+    throw HttpError(std::move(details));
+  }
+  auto choices = value.find("choices");
+  if (choices == value.end() || !choices->is_array() || choices->empty() ||
+      !(*choices)[0].is_object()) {
+    throw ProtocolError("the response has no choices: " + std::string(body.substr(0, 120)));
+  }
+  const nlohmann::json& choice = (*choices)[0];
+  auto messageIt = choice.find("message");
+  if (messageIt == choice.end() || !messageIt->is_object()) {
+    throw ProtocolError("the response's choices[0] has no message");
+  }
+  const nlohmann::json& m = *messageIt;
+  ChatResult result;
+  result.message.role = Role::Assistant;
+  try {
+    if (auto c = m.find("content"); c != m.end() && c->is_string()) {
+      result.message.content = c->get<std::string>();
+    }
+    if (auto calls = m.find("tool_calls"); calls != m.end() && calls->is_array()) {
+      for (const nlohmann::json& call : *calls) {
+        ToolCall tc;
+        if (auto id = call.find("id"); id != call.end() && id->is_string()) {
+          tc.id = id->get<std::string>();
+        }
+        if (tc.id.empty()) tc.id = generateToolCallId();
+        if (auto fn = call.find("function"); fn != call.end() && fn->is_object()) {
+          if (auto name = fn->find("name"); name != fn->end() && name->is_string()) {
+            tc.name = name->get<std::string>();
+          }
+          if (auto args = fn->find("arguments"); args != fn->end() && !args->is_null()) {
+            tc.arguments = args->is_string() ? args->get<std::string>() : args->dump();
+          }
+        }
+        if (tc.arguments.empty()) tc.arguments = "{}";
+        result.message.toolCalls.push_back(std::move(tc));
+      }
+    }
+    for (const auto& [key, field] : m.items()) {
+      if (key == "role" || key == "content" || key == "tool_calls" || key == "tool_call_id" ||
+          key == "name" || field.is_null()) {
+        continue;
+      }
+      if (key == "reasoning" && !m.contains("reasoning_content")) {
+        result.message.extra["reasoning_content"] = field;
+      } else {
+        result.message.extra[key] = field;
+      }
+    }
+    if (auto reason = choice.find("finish_reason"); reason != choice.end() && reason->is_string()) {
+      result.reportedFinishReason = reason->get<std::string>();
+    }
+    if (auto id = value.find("id"); id != value.end() && id->is_string()) {
+      result.id = id->get<std::string>();
+    }
+    if (auto model = value.find("model"); model != value.end() && model->is_string()) {
+      result.model = model->get<std::string>();
+    }
+    if (auto usage = value.find("usage"); usage != value.end())
+      result.usage = usageFromJson(*usage);
+  } catch (const nlohmann::json::exception& e) {
+    throw ProtocolError(std::string("malformed response: ") + e.what());
+  }
+  result.finishReason =
+      normaliseFinishReason(result.reportedFinishReason, !result.message.toolCalls.empty());
+  result.raw = std::move(value);
+  return result;
+}
+
+}  // namespace parley::detail

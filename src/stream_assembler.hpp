@@ -1,0 +1,75 @@
+// Turns chat.completion chunks (the data of stream events) into one assistant message, and a
+// whole chat.completion body into the same ChatResult. Knows nothing about HTTP or SSE framing.
+//
+// Tolerates what servers really send (see the tests for each case):
+// - tool-call deltas without `index` (matched by id, else they extend the last call), the same
+//   index for parallel calls with different ids (Ollama: a new id starts a new call), missing
+//   ids (generated: "call_" + 24 random characters), the name resent on every chunk (set once),
+//   several calls in one delta, arguments sent as an object instead of text;
+// - `reasoning_content` (or `reasoning`) kept apart from content, in extra["reasoning_content"];
+// - chunks whose choices are empty or null (usage at the end, or nothing before the first delta);
+// - finish_reason "stop" although tools were called: the tool calls decide ("tool_calls").
+// Only choice 0 is assembled; other choices (n > 1) are ignored.
+//
+// Thread-safety: one assembler per stream.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "parley/errors.hpp"
+#include "parley/llm.hpp"
+
+namespace parley::detail {
+
+class StreamAssembler {
+ public:
+  StreamAssembler();
+  ~StreamAssembler();
+  StreamAssembler(const StreamAssembler&) = delete;
+  StreamAssembler& operator=(const StreamAssembler&) = delete;
+
+  // Reads one chunk. Returns what it added (reused by the next call). Throws ProtocolError on
+  // malformed JSON, HttpError when the chunk is an error object ({"error": {...}}; status is
+  // the error's numeric code when it has one, else 0 for the caller to fill in).
+  const StreamDelta& addChunk(std::string_view json);
+
+  // The event data "[DONE]" arrived.
+  void markDone() noexcept { done_ = true; }
+  bool sawDone() const noexcept { return done_; }
+  bool sawFinishReason() const noexcept { return !reportedFinishReason_.empty(); }
+  // A chunk with something in it (text, reasoning, a tool call, usage) has been read.
+  bool sawContent() const noexcept { return sawContent_; }
+
+  // The assembled reply. Throws ProtocolError when the stream ended with neither "[DONE]" nor
+  // a finish reason (it was cut short). Call once.
+  ChatResult finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  StreamDelta delta_;
+  std::string reportedFinishReason_;
+  bool done_ = false;
+  bool sawContent_ = false;
+};
+
+// Reads a whole (non-streamed) chat.completion body with the same tolerance: missing tool-call
+// ids generated, empty arguments stored as "{}", finish reason normalised, content null or
+// absent read as "". Throws ProtocolError if the body is not a chat.completion, HttpError if it
+// is an error object.
+ChatResult resultFromCompletion(std::string_view body);
+
+// A tool-call id for a call the server sent without one: "call_" + 24 random [A-Za-z0-9].
+std::string generateToolCallId();
+
+// The finish reason a reply reports: "tool_calls" when calls were collected and the server
+// said "stop" or nothing; otherwise what the server said.
+std::string normaliseFinishReason(const std::string& reported, bool hasToolCalls);
+
+// HttpError details from an OpenAI error object {"message", "type", "code", ...} (or a body
+// that holds one under "error"). Fills apiMessage/apiType/apiCode; leaves status/requestId.
+void readApiError(std::string_view body, HttpError::Details& details);
+
+}  // namespace parley::detail
