@@ -10,4 +10,6 @@
 #include "parley/openai_client.hpp"
 #include "parley/profiles.hpp"
 #include "parley/sse.hpp"
+#include "parley/thread_pool.hpp"
+#include "parley/tools.hpp"
 #include "parley/usage.hpp"
