@@ -15,5 +15,6 @@ inline constexpr int kExitInterrupted = 130;
 
 // Subcommands register here (one line each, in alphabetical order).
 void addMockCommand(CLI::App& app, int& exitCode);
+void addTokensCommand(CLI::App& app, int& exitCode);
 
 }  // namespace parley::cli

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   int exitCode = kExitOk;
   // Subcommands (one line each, in alphabetical order).
   addMockCommand(app, exitCode);
+  addTokensCommand(app, exitCode);
 
   try {
     app.parse(argc, argv);

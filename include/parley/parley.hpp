@@ -13,3 +13,5 @@
 #include "parley/thread_pool.hpp"
 #include "parley/tools.hpp"
 #include "parley/usage.hpp"
+#include "parley/bpe.hpp"
+#include "parley/tokens.hpp"
