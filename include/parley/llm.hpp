@@ -121,6 +121,10 @@ class LlmClient {
   // One streamed model call. onChunk sees each non-empty delta as it arrives, on the calling
   // thread; the result is the assembled reply once the stream has ended properly.
   virtual ChatResult generateStream(const ChatRequest& request, const ChunkHandler& onChunk) = 0;
+
+  // How this endpoint wants messages written; callers that fill ChatRequest::encodedMessages
+  // must encode with these.
+  virtual MessageJsonOptions messageJsonOptions() const noexcept { return {}; }
 };
 
 // Writes one message as compact OpenAI JSON text: the same value as toJson(message,

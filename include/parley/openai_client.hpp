@@ -78,7 +78,7 @@ class OpenAiClient : public LlmClient {
 
   const ClientOptions& options() const noexcept;
   // The options an encodeMessage() caller must use for ChatRequest::encodedMessages.
-  MessageJsonOptions messageJsonOptions() const noexcept;
+  MessageJsonOptions messageJsonOptions() const noexcept override;
 
   // The JSON body a call with `request` would send (for logs and tests; it carries no key).
   std::string requestBody(const ChatRequest& request, bool stream) const;

@@ -1,6 +1,7 @@
 // The whole public API of parley.
 #pragma once
 
+#include "parley/compression.hpp"
 #include "parley/context_ops.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
