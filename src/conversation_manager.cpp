@@ -1,5 +1,8 @@
 #include "parley/conversation_manager.hpp"
 
+#include <functional>
+#include <iostream>
+#include <limits>
 #include <mutex>
 #include <shared_mutex>
 #include <utility>
@@ -9,10 +12,41 @@
 
 namespace parley {
 
+namespace {
+
+constexpr uint64_t kNoEpoch = std::numeric_limits<uint64_t>::max();
+
+}  // namespace
+
 struct ConversationManager::State {
   mutable std::shared_mutex mutex;
   MessageStore store;
   uint64_t revision = 0;
+
+  // Set at construction; not part of snapshots.
+  ConversationOptions options;
+  std::shared_ptr<ToolExecutor> executor;
+  std::shared_ptr<const TokenCounter> counter;
+
+  // Token accounting (seed 000). The last usage covers the view while the view's epoch is
+  // usageEpoch and its first usageViewSize entries are the ones the usage was reported for.
+  std::optional<TokenUsage> lastUsage;
+  TokenUsage cumulative;
+  int64_t requests = 0;
+  uint64_t usageEpoch = kNoEpoch;
+  size_t usageViewSize = 0;
+  // Tool definitions' tokens, per registry revision.
+  mutable std::mutex toolTokensMutex;
+  mutable uint64_t toolTokensRevision = std::numeric_limits<uint64_t>::max();
+  mutable int64_t toolTokens = 0;
+
+  void copyAccountingFrom(const State& other) {
+    lastUsage = other.lastUsage;
+    cumulative = other.cumulative;
+    requests = other.requests;
+    usageEpoch = other.usageEpoch;
+    usageViewSize = other.usageViewSize;
+  }
 };
 
 namespace {
@@ -27,7 +61,80 @@ std::vector<Message> copyOut(const MessageStore& store, const MessageStore::Inde
 
 }  // namespace
 
+namespace {
+
+void logLine(const ConversationOptions& options, const std::string& line) {
+  if (options.log) {
+    options.log(line);
+  } else {
+    std::cerr << "parley: " << line << "\n";
+  }
+}
+
+// The request JSON text of a stored message, written once per way of writing empty content.
+std::shared_ptr<const std::string> encoded(const MessageRecord& record,
+                                           const MessageJsonOptions& options) {
+  const auto slot = static_cast<size_t>(options.emptyToolCallContent);
+  std::call_once(record.encodedOnce[slot], [&] {
+    record.encoded[slot] =
+        std::make_shared<const std::string>(encodeMessage(record.message, options));
+  });
+  return record.encoded[slot];
+}
+
+uint64_t counterTag(const TokenCounter& counter) {
+  // Never 0 (0 marks an empty cache); distinguishes exact counts from estimates.
+  return 0x80 | (counter.exact() ? 0x40 : 0) |
+         (std::hash<std::string>{}(counter.encodingName()) & 0x3f);
+}
+
+int64_t messageTokens(const MessageRecord& record, const TokenCounter& counter) {
+  constexpr uint64_t kValueMask = (uint64_t{1} << 56) - 1;
+  const uint64_t tag = counterTag(counter);
+  const uint64_t cached = record.tokenCache.load(std::memory_order_relaxed);
+  if ((cached >> 56) == tag) return static_cast<int64_t>(cached & kValueMask);
+  const auto tokens = countMessageTokens(record.message, counter).tokens;
+  record.tokenCache.store((tag << 56) | (static_cast<uint64_t>(tokens) & kValueMask),
+                          std::memory_order_relaxed);
+  return tokens;
+}
+
+void addUsage(TokenUsage& sum, const TokenUsage& usage) {
+  sum.promptTokens += usage.promptTokens;
+  sum.completionTokens += usage.completionTokens;
+  sum.totalTokens += usage.totalTokens;
+}
+
+json usageJson(const std::optional<TokenUsage>& usage) {
+  return usage ? toJson(*usage) : json(nullptr);
+}
+
+}  // namespace
+
 ConversationManager::ConversationManager() : state_(std::make_unique<State>()) {}
+
+ConversationManager::ConversationManager(ConversationOptions options)
+    : state_(std::make_unique<State>()) {
+  if (options.maxIterations < 1) {
+    throw ValidationError("options.maxIterations", "must be at least 1");
+  }
+  if (options.maxToolConcurrency < 1) {
+    throw ValidationError("options.maxToolConcurrency", "must be at least 1");
+  }
+  if (options.tokenLimit < 0) throw ValidationError("options.tokenLimit", "must not be negative");
+  State& st = *state_;
+  st.counter = options.tokenCounter ? options.tokenCounter : std::make_shared<const TokenCounter>();
+  st.executor = options.toolExecutor;
+  if (!st.executor) {
+    std::shared_ptr<const ToolRegistry> registry = options.tools;
+    if (!registry) registry = std::make_shared<const ToolRegistry>();
+    ToolExecutorOptions executorOptions;
+    executorOptions.maxConcurrent = options.maxToolConcurrency;
+    st.executor = std::make_shared<ToolExecutor>(registry, executorOptions);
+  }
+  if (!options.systemPrompt.empty()) st.store.append(Message::system(options.systemPrompt));
+  st.options = std::move(options);
+}
 ConversationManager::~ConversationManager() = default;
 ConversationManager::ConversationManager(ConversationManager&&) noexcept = default;
 ConversationManager& ConversationManager::operator=(ConversationManager&&) noexcept = default;
@@ -169,7 +276,8 @@ nlohmann::json ConversationManager::createSnapshot() const {
   return {{"format", kSnapshotFormat},
           {"storageSize", s.storageSize()},
           {"messages", std::move(messages)},
-          {"markMap", s.markMapJson()}};
+          {"markMap", s.markMapJson()},
+          {"tokenUsage", tokenUsageJson()}};
 }
 
 void ConversationManager::restoreFromSnapshot(const nlohmann::json& snapshot) {
@@ -206,16 +314,59 @@ void ConversationManager::restoreFromSnapshot(const nlohmann::json& snapshot) {
   } catch (const ValidationError& e) {
     throw ValidationError("snapshot." + e.field(), e.reason());
   }
+  // Token usage is optional (a document written by hand may leave it out).
+  std::optional<TokenUsage> lastUsage;
+  TokenUsage cumulative;
+  int64_t requests = 0;
+  bool covers = false;
+  size_t coveredViewSize = 0;
+  if (auto usage = snapshot.find("tokenUsage"); usage != snapshot.end() && !usage->is_null()) {
+    if (!usage->is_object()) throw ValidationError("snapshot.tokenUsage", "must be an object");
+    if (auto last = usage->find("lastRequest"); last != usage->end() && !last->is_null()) {
+      lastUsage = usageFromJson(*last);
+      if (!lastUsage) throw ValidationError("snapshot.tokenUsage.lastRequest", "must be an object");
+    }
+    if (auto sum = usage->find("cumulative"); sum != usage->end() && !sum->is_null()) {
+      auto parsed = usageFromJson(*sum);
+      if (!parsed) throw ValidationError("snapshot.tokenUsage.cumulative", "must be an object");
+      cumulative =
+          TokenUsage{parsed->promptTokens, parsed->completionTokens, parsed->totalTokens, {}};
+    }
+    auto count = [&](const char* key) -> int64_t {
+      auto it = usage->find(key);
+      if (it == usage->end() || it->is_null()) return 0;
+      if (!it->is_number_integer() || it->get<int64_t>() < 0) {
+        throw ValidationError(std::string("snapshot.tokenUsage.") + key,
+                              "must be a non-negative integer");
+      }
+      return it->get<int64_t>();
+    };
+    requests = count("requests");
+    if (auto size = usage->find("coveredViewSize"); size != usage->end() && !size->is_null()) {
+      covers = true;
+      coveredViewSize = static_cast<size_t>(count("coveredViewSize"));
+    }
+  }
   std::unique_lock lock(state_->mutex);
   state_->store = std::move(restored);
+  state_->lastUsage = std::move(lastUsage);
+  state_->cumulative = cumulative;
+  state_->requests = requests;
+  state_->usageEpoch = covers ? state_->store.viewEpoch() : kNoEpoch;
+  state_->usageViewSize = coveredViewSize;
   ++state_->revision;
 }
 
 ConversationManager ConversationManager::clone() const {
   ConversationManager copy;
   std::shared_lock lock(state_->mutex);
-  copy.state_->store = state_->store;
-  copy.state_->revision = state_->revision;
+  State& to = *copy.state_;
+  to.store = state_->store;
+  to.revision = state_->revision;
+  to.options = state_->options;
+  to.executor = state_->executor;
+  to.counter = state_->counter;
+  to.copyAccountingFrom(*state_);
   return copy;
 }
 
@@ -235,6 +386,226 @@ void ConversationManager::modifyStore(const std::function<void(MessageStore&)>& 
   edit(copy);
   state_->store = std::move(copy);
   ++state_->revision;
+}
+
+// --- tokens ---------------------------------------------------------------------------------
+
+nlohmann::json ConversationManager::tokenUsageJson() const {
+  const State& st = *state_;
+  json out = {{"lastRequest", usageJson(st.lastUsage)},
+              {"cumulative",
+               {{"prompt_tokens", st.cumulative.promptTokens},
+                {"completion_tokens", st.cumulative.completionTokens},
+                {"total_tokens", st.cumulative.totalTokens}}},
+              {"requests", st.requests}};
+  if (st.lastUsage && st.usageEpoch == st.store.viewEpoch()) {
+    out["coveredViewSize"] = st.usageViewSize;
+  }
+  return out;
+}
+
+TokenCheck ConversationManager::contextTokens() const {
+  const State& st = *state_;
+  const MessageStore& s = st.store;
+  const TokenCounter& counter = *st.counter;
+  TokenCheck check;
+  check.tokenLimit = st.options.tokenLimit;
+  size_t from = 0;
+  if (st.lastUsage && st.usageEpoch == s.viewEpoch() && s.viewSize() >= st.usageViewSize) {
+    // The API's numbers cover the view up to usageViewSize; estimate only what came after.
+    check.contextTokens = st.lastUsage->promptTokens + st.lastUsage->completionTokens;
+    from = st.usageViewSize;
+    check.estimated = from < s.viewSize();
+  } else {
+    check.contextTokens = kReplyPrimingTokens;
+    check.estimated = true;
+    if (st.options.tools && st.options.tools->size() > 0) {
+      std::lock_guard lock(st.toolTokensMutex);
+      auto definitions = st.options.tools->definitions();
+      if (st.toolTokensRevision != definitions->revision) {
+        st.toolTokens = countToolTokens(definitions->tools, counter).tokens;
+        st.toolTokensRevision = definitions->revision;
+      }
+      check.contextTokens += st.toolTokens;
+    }
+  }
+  s.view().forEach(from, s.viewSize(), [&](MessageStore::Index i) {
+    check.contextTokens += messageTokens(s.record(i), counter);
+  });
+  check.overLimit = check.tokenLimit > 0 && check.contextTokens > check.tokenLimit;
+  return check;
+}
+
+TokenCheck ConversationManager::estimateContextTokens() const {
+  std::shared_lock lock(state_->mutex);
+  return contextTokens();
+}
+
+TokenCheck ConversationManager::checkTokenUsage() {
+  TokenCheck check = estimateContextTokens();
+  if (!check.overLimit) return check;
+  const TokenLimitHandler handler = options().onTokenLimitExceeded;
+  if (!handler) return check;
+  try {
+    handler(*this, check);
+  } catch (const std::exception& e) {
+    logLine(options(),
+            std::string("the token-limit trigger failed: ") + e.what() + "; the call goes on");
+  }
+  return check;
+}
+
+void ConversationManager::updateTokenUsage(const TokenUsage& usage) {
+  std::unique_lock lock(state_->mutex);
+  State& st = *state_;
+  st.lastUsage = usage;
+  addUsage(st.cumulative, usage);
+  ++st.requests;
+  st.usageEpoch = st.store.viewEpoch();
+  st.usageViewSize = st.store.viewSize();
+  ++st.revision;
+}
+
+void ConversationManager::addSideUsage(const TokenUsage& usage) {
+  std::unique_lock lock(state_->mutex);
+  addUsage(state_->cumulative, usage);
+  ++state_->revision;
+}
+
+TokenUsageStats ConversationManager::getTokenUsage() const {
+  std::shared_lock lock(state_->mutex);
+  TokenUsageStats stats;
+  stats.lastRequest = state_->lastUsage;
+  stats.cumulative = state_->cumulative;
+  stats.requests = state_->requests;
+  stats.context = contextTokens();
+  return stats;
+}
+
+const ConversationOptions& ConversationManager::options() const {
+  return state_->options;
+}
+
+// --- model and tools ----------------------------------------------------------------------
+
+ChatResult ConversationManager::call(const std::vector<Message>& pending,
+                                     const LlmCallOptions& options) {
+  const ConversationOptions& config = state_->options;
+  if (!config.llm) {
+    throw ValidationError("options.llm", "this conversation has no model attached");
+  }
+  for (const Message& m : pending)
+    validate(m);
+  checkTokenUsage();
+
+  ChatRequest request = config.request;
+  request.messages = pending;
+  const MessageJsonOptions jsonOptions = config.llm->messageJsonOptions();
+  {
+    std::shared_lock lock(state_->mutex);
+    const MessageStore& s = state_->store;
+    request.encodedMessages.clear();
+    request.encodedMessages.reserve(s.viewSize());
+    s.view().forEach(0, s.viewSize(), [&](MessageStore::Index i) {
+      request.encodedMessages.push_back(encoded(s.record(i), jsonOptions));
+    });
+  }
+  request.tools = config.tools ? config.tools->definitions()->tools : json::array();
+  request.stream = options.stream.value_or(config.stream);
+  if (options.timeout) request.timeout = options.timeout;
+  if (options.stopToken.stop_possible()) request.stopToken = options.stopToken;
+
+  ChatResult result = request.stream && options.onChunk
+                          ? config.llm->generateStream(request, options.onChunk)
+                          : config.llm->generate(request);
+  if (result.message.content.empty() && result.message.toolCalls.empty()) {
+    throw ProtocolError("the model returned an empty reply (finish_reason \"" +
+                        result.reportedFinishReason + "\"); nothing was added");
+  }
+  result.message.role = Role::Assistant;
+
+  std::unique_lock lock(state_->mutex);
+  State& st = *state_;
+  std::vector<Message> commit = pending;
+  commit.push_back(result.message);
+  st.store.appendAll(std::move(commit));  // validates all first: all or nothing
+  if (result.usage) {
+    st.lastUsage = *result.usage;
+    addUsage(st.cumulative, *result.usage);
+    ++st.requests;
+    st.usageEpoch = st.store.viewEpoch();
+    st.usageViewSize = st.store.viewSize();
+  }
+  ++st.revision;
+  return result;
+}
+
+ChatResult ConversationManager::executeLlmCall(const LlmCallOptions& options) {
+  return call({}, options);
+}
+
+std::vector<ToolResult> ConversationManager::runTools(const std::vector<ToolCall>& calls,
+                                                      std::stop_token cancel,
+                                                      const RunOptions* hooks) {
+  if (hooks && hooks->onToolCall) {
+    for (const ToolCall& c : calls)
+      hooks->onToolCall(c);
+  }
+  std::vector<ToolResult> results = state_->executor->executeAll(calls, std::move(cancel));
+  std::vector<Message> messages;
+  messages.reserve(results.size());
+  for (const ToolResult& r : results) {
+    Message m = r.toMessage();
+    // Chat APIs want text in a tool message; an empty result still says it ran.
+    if (m.content.empty()) m.content = "(empty result)";
+    messages.push_back(std::move(m));
+  }
+  {
+    std::unique_lock lock(state_->mutex);
+    state_->store.appendAll(std::move(messages));
+    ++state_->revision;
+  }
+  if (hooks && hooks->onToolResult) {
+    for (const ToolResult& r : results)
+      hooks->onToolResult(r);
+  }
+  return results;
+}
+
+ToolResult ConversationManager::executeToolCall(const ToolCall& call, std::stop_token cancel) {
+  return runTools({call}, std::move(cancel), nullptr).front();
+}
+
+std::vector<ToolResult> ConversationManager::executeToolCalls(const std::vector<ToolCall>& calls,
+                                                              std::stop_token cancel) {
+  if (calls.empty()) return {};
+  return runTools(calls, std::move(cancel), nullptr);
+}
+
+RunResult ConversationManager::run(const std::string& prompt, const RunOptions& options) {
+  const int maxIterations = options.maxIterations.value_or(state_->options.maxIterations);
+  if (maxIterations < 1) throw ValidationError("maxIterations", "must be at least 1");
+  std::vector<Message> pending{Message::user(prompt)};
+  validate(pending.front());
+  RunResult run;
+  for (;;) {
+    if (run.iterations >= maxIterations) {
+      run.finishReason = "max_iterations";
+      break;
+    }
+    ChatResult result = call(pending, options);
+    pending.clear();
+    ++run.iterations;
+    if (result.usage) addUsage(run.usage, *result.usage);
+    run.message = result.message;
+    run.content = result.message.content;
+    run.finishReason = result.finishReason;
+    if (result.message.toolCalls.empty()) break;
+    auto results = runTools(result.message.toolCalls, options.stopToken, &options);
+    run.toolResults.insert(run.toolResults.end(), std::make_move_iterator(results.begin()),
+                           std::make_move_iterator(results.end()));
+  }
+  return run;
 }
 
 }  // namespace parley

@@ -11,6 +11,12 @@ namespace parley {
 
 namespace {
 
+std::shared_ptr<const MessageRecord> makeRecord(Message message) {
+  auto record = std::make_shared<MessageRecord>();
+  record->message = std::move(message);
+  return record;
+}
+
 size_t roleSlot(Role role) {
   return static_cast<size_t>(role);
 }
@@ -75,7 +81,7 @@ size_t MessageStore::append(Message message) {
   }
   const auto index = static_cast<Index>(storage_.size());
   const Role role = message.role;
-  storage_.push_back(std::make_shared<const MessageRecord>(MessageRecord{std::move(message)}));
+  storage_.push_back(makeRecord(std::move(message)));
   view_.push_back(index);
   roleIndex_[roleSlot(role)].push_back(index);
   return view_.size();
@@ -101,7 +107,7 @@ MessageStore::Index MessageStore::appendHidden(Message message) {
   validate(message);
   normalize(message);
   const auto index = static_cast<Index>(storage_.size());
-  storage_.push_back(std::make_shared<const MessageRecord>(MessageRecord{std::move(message)}));
+  storage_.push_back(makeRecord(std::move(message)));
   return index;
 }
 

@@ -1,7 +1,9 @@
-// ConversationManager: one conversation's history, its visible view and batches (seeds 000,
-// 003).
+// ConversationManager: one conversation's history, its visible view and batches, its model
+// calls, tool calls and token accounting (seeds 000, 003, 004).
 //
 // A default-constructed manager has no model attached and serves as a plain message store.
+// Constructed from ConversationOptions it calls a model (executeLlmCall), runs the tools the
+// model asks for (executeToolCall/s) and runs the whole tool-call loop (run).
 // Every query works on the visible view and returns copies; getAllMessages() is the only way
 // to storage. Message indices in queries are view positions; indices in the mark map and in
 // isModified() are storage indices.
@@ -11,25 +13,107 @@
 // then evolve alone.
 //
 // Thread-safety: any number of threads may call the const methods while one thread writes;
-// the manager holds a reader/writer lock (std::shared_mutex) around its state. Moving a
-// manager is not synchronised: do not move one that other threads are using.
+// the manager holds a reader/writer lock (std::shared_mutex) around its state, and never
+// holds it while waiting for the model or a tool. Model calls and runs are writers: run one
+// at a time per manager. Moving a manager is not synchronised: do not move one that other
+// threads are using.
+//
+// Failure: executeLlmCall() that throws has added nothing. run() commits the prompt together
+// with the first reply, so a run whose first call fails adds nothing; a run that fails later
+// (the model errors on the third iteration) keeps the complete iterations before it, never an
+// assistant tool-call message without its results, and rethrows.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
+#include "parley/llm.hpp"
 #include "parley/message.hpp"
 #include "parley/message_store.hpp"
+#include "parley/tokens.hpp"
+#include "parley/tools.hpp"
+#include "parley/usage.hpp"
 
 namespace parley {
+
+class ConversationManager;
+
+// What checkTokenUsage() found.
+struct TokenCheck {
+  int64_t contextTokens = 0;  // the visible context's size, as DESIGN.md "Tokens" computes it
+  int64_t tokenLimit = 0;     // 0: no limit
+  bool overLimit = false;     // contextTokens > tokenLimit (strictly), with a limit set
+  bool estimated = false;     // part of contextTokens is an estimate, not the API's report
+};
+
+// The three numbers seed 000 keeps apart.
+struct TokenUsageStats {
+  std::optional<TokenUsage> lastRequest;  // the last call's usage as the API reported it (raw kept)
+  TokenUsage cumulative;                  // sum over every call (billing, the facade's counters)
+  int64_t requests = 0;                   // calls that reported usage
+  TokenCheck context;                     // the visible context against the limit
+};
+
+// Called before a model call when the context is over the limit (the compression trigger).
+// It may edit the conversation (context operations, a summary); the call then goes on with
+// the edited view. An exception it throws is logged and the call goes on.
+using TokenLimitHandler = std::function<void(ConversationManager&, const TokenCheck&)>;
+
+struct ConversationOptions {
+  std::shared_ptr<LlmClient> llm;       // null: no model (executeLlmCall throws ValidationError)
+  std::shared_ptr<ToolRegistry> tools;  // null: no tools offered
+  // Runs the tools; null: one is made from `tools` with maxToolConcurrency.
+  std::shared_ptr<ToolExecutor> toolExecutor;
+  int maxToolConcurrency = 4;  // tool calls of one reply running at once
+  std::string systemPrompt;    // non-empty: the history's first message
+  // The model and generation parameters of every call (model, temperature, maxTokens,
+  // responseFormat, toolChoice, extra, ...). Its messages and tools are ignored: the
+  // conversation's view and `tools` are sent.
+  ChatRequest request;
+  bool stream = false;     // stream calls (the chunk callback sees deltas)
+  int maxIterations = 10;  // model calls in one run()
+  int64_t tokenLimit = 0;  // 0: no limit
+  // Counts the view locally when the API's usage does not cover it. Default: o200k_base,
+  // or the ceil(code points / 2.5) estimate when its vocabulary is not installed.
+  std::shared_ptr<const TokenCounter> tokenCounter;
+  TokenLimitHandler onTokenLimitExceeded;  // the compression trigger; see summarizeAndTruncate()
+  // Where diagnostics go (a failing trigger, ...). Null: stderr.
+  std::function<void(const std::string&)> log;
+};
+
+struct LlmCallOptions {
+  std::optional<bool> stream;                        // nullopt: ConversationOptions::stream
+  ChunkHandler onChunk;                              // sees each delta when streaming
+  std::optional<std::chrono::milliseconds> timeout;  // the whole call, retries included
+  std::stop_token stopToken;                         // cancels the call (CancelledError)
+};
+
+struct RunOptions : LlmCallOptions {
+  std::optional<int> maxIterations;                     // nullopt: ConversationOptions's
+  std::function<void(const ToolCall&)> onToolCall;      // before a tool call runs
+  std::function<void(const ToolResult&)> onToolResult;  // after, in the order of the calls
+};
+
+struct RunResult {
+  std::string content;                  // the last reply's text
+  std::string finishReason;             // the last reply's, or "max_iterations"
+  int iterations = 0;                   // model calls made
+  TokenUsage usage;                     // summed over the run's calls
+  Message message;                      // the last assistant message
+  std::vector<ToolResult> toolResults;  // every tool call of the run, in order
+};
 
 class ConversationManager {
  public:
   ConversationManager();
+  // Attaches a model and tools; a non-empty systemPrompt becomes the first message.
+  explicit ConversationManager(ConversationOptions options);
   ~ConversationManager();
   ConversationManager(ConversationManager&&) noexcept;
   ConversationManager& operator=(ConversationManager&&) noexcept;
@@ -71,11 +155,47 @@ class ConversationManager {
   // Empty when every invariant holds, else a description of the first violation.
   std::string checkConsistency() const;
 
+  // --- model and tools (seed 000) ---------------------------------------------------------
+  // One model call: checks the token usage (the trigger fires when over the limit), sends the
+  // visible view and the tool definitions, streams or not, updates the usage, appends the ONE
+  // assistant message (all text, all tool calls) and returns the result. Tool calls are not
+  // run. Throws the client's errors (HttpError, TimeoutError, ...) having added nothing; an
+  // empty reply (no text, no tool calls) is a ProtocolError.
+  ChatResult executeLlmCall(const LlmCallOptions& options = {});
+  // Runs one tool call and appends its tool message. Never throws for a tool's failure: it
+  // becomes the result's error and the message's {"error": ...} content.
+  ToolResult executeToolCall(const ToolCall& call, std::stop_token cancel = {});
+  // Runs the calls concurrently (bounded) and appends one tool message per call, in the order
+  // of the calls.
+  std::vector<ToolResult> executeToolCalls(const std::vector<ToolCall>& calls,
+                                           std::stop_token cancel = {});
+  // Appends the user prompt and loops: call the model; if the reply has tool calls, run them
+  // and call again; stop at a reply without tool calls or after maxIterations calls (finish
+  // reason "max_iterations"). Each iteration is stored as seed 004's option 2: one assistant
+  // message, then one tool message per call.
+  RunResult run(const std::string& prompt, const RunOptions& options = {});
+
+  // --- tokens (seed 000) ----------------------------------------------------------------------
+  // Records a call's usage; it covers the current view (call it after appending the reply).
+  void updateTokenUsage(const TokenUsage& usage);
+  TokenUsageStats getTokenUsage() const;
+  // Computes the context size against tokenLimit and, when over it, calls the trigger.
+  TokenCheck checkTokenUsage();
+  // The context size alone; fires nothing.
+  TokenCheck estimateContextTokens() const;
+  // Adds a call's usage to the cumulative counters only: for calls that did not produce the
+  // view, such as a summary made by the compression trigger.
+  void addSideUsage(const TokenUsage& usage);
+  const ConversationOptions& options() const;
+
   // --- snapshots ----------------------------------------------------------------------------
   // The whole state as a versioned JSON document:
   //   {"format": "parley.snapshot/1", "storageSize": N, "messages": [storage, OpenAI JSON],
   //    "markMap": {"view": [[start, count], ...], "batchBoundaries": [...], "currentBatch": b,
-  //                "savedViews": [[[start, count], ...], ...]}}
+  //                "savedViews": [[[start, count], ...], ...]},
+  //    "tokenUsage": {"lastRequest": usage or null, "cumulative": usage, "requests": n,
+  //                   "coveredViewSize": n}}
+  // Options (model, tools) are not part of it: restoring keeps the manager's own.
   nlohmann::json createSnapshot() const;
   // The same document without "messages": O(batches + runs in the view), so a store can
   // rewrite it every turn while appending only the new messages.
@@ -83,7 +203,7 @@ class ConversationManager {
   // Replaces the whole state. Refuses (ValidationError naming the field, state unchanged) a
   // document of another or newer format, or one whose parts do not agree.
   void restoreFromSnapshot(const nlohmann::json& snapshot);
-  // An independent manager sharing this one's history prefix.
+  // An independent manager sharing this one's history prefix, options and token counters.
   ConversationManager clone() const;
 
   // Bumps on every change; lets a caller (a store, a cache) see that something changed.
@@ -98,6 +218,11 @@ class ConversationManager {
 
  private:
   struct State;
+  ChatResult call(const std::vector<Message>& pending, const LlmCallOptions& options);
+  std::vector<ToolResult> runTools(const std::vector<ToolCall>& calls, std::stop_token cancel,
+                                   const RunOptions* hooks);
+  nlohmann::json tokenUsageJson() const;  // REQUIRES the lock
+  TokenCheck contextTokens() const;       // REQUIRES the lock
 
   std::unique_ptr<State> state_;
 };

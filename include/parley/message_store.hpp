@@ -21,8 +21,10 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -45,9 +47,15 @@ struct MessageMarkMap {
   bool operator==(const MessageMarkMap&) const = default;
 };
 
-// One stored message. Immutable once stored and shared between copies of the store.
+// One stored message. Immutable once stored and shared between copies of the store, so what
+// is derived from it is computed once and cached here: its request JSON text per way of
+// writing empty content (EmptyContent), and its token count for one counter.
 struct MessageRecord {
   Message message;
+  mutable std::array<std::once_flag, 3> encodedOnce;
+  mutable std::array<std::shared_ptr<const std::string>, 3> encoded;
+  // (counter tag << 56) | tokens; 0 = not computed. Races only recompute the same value.
+  mutable std::atomic<uint64_t> tokenCache{0};
 };
 
 class MessageStore {
@@ -68,6 +76,7 @@ class MessageStore {
   size_t storageSize() const noexcept { return storage_.size(); }
   size_t viewSize() const noexcept { return view_.size(); }
   const Message& stored(size_t storageIndex) const { return storage_[storageIndex]->message; }
+  const MessageRecord& record(size_t storageIndex) const { return *storage_[storageIndex]; }
   const Message& visible(size_t viewPosition) const { return stored(view_[viewPosition]); }
   const IndexList& view() const noexcept { return view_; }
   const IndexList& roleIndex(Role role) const { return roleIndex_[static_cast<size_t>(role)]; }

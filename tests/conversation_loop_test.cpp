@@ -1,0 +1,405 @@
+// ConversationManager calling a real client against `parley mock` over loopback: one call, tool
+// execution, the tool-call loop (seed 004 storage), failures, streaming, tokens, compression.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <latch>
+#include <mutex>
+
+#include "mock/mock_server.hpp"
+#include "mock/script.hpp"
+#include "parley/compression.hpp"
+#include "parley/context_ops.hpp"
+#include "parley/conversation_manager.hpp"
+#include "parley/errors.hpp"
+#include "parley/openai_client.hpp"
+#include "printers.hpp"
+
+namespace parley {
+namespace {
+
+using namespace std::chrono_literals;
+
+const char* kWeatherSchema =
+    R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})";
+
+class ConversationLoop : public ::testing::Test {
+ protected:
+  void startMock(const std::string& script) {
+    mock::MockOptions options;
+    options.script = mock::readScript(script);
+    server_ = std::make_unique<mock::MockServer>(options);
+    server_->start();
+  }
+
+  std::shared_ptr<OpenAiClient> client(int maxRetries = 0) {
+    ClientOptions options;
+    options.baseUrl = server_->baseUrl();
+    options.apiKey = "sk-test";
+    options.model = "gpt-4o-mini";
+    options.maxRetries = maxRetries;
+    return std::make_shared<OpenAiClient>(options);
+  }
+
+  ConversationOptions options(bool stream = false) {
+    ConversationOptions o;
+    o.llm = client();
+    o.tools = tools_;
+    o.systemPrompt = "You are terse.";
+    o.stream = stream;
+    o.log = [this](const std::string& line) {
+      std::lock_guard lock(logMutex_);
+      log_.push_back(line);
+    };
+    return o;
+  }
+
+  void addWeatherTool() {
+    tools_->add("get_weather", "Current weather for a city", json::parse(kWeatherSchema),
+                [](const json& args, ToolContext&) -> json {
+                  return {{"city", args["city"]}, {"tempC", -3}};
+                });
+  }
+
+  // Every assistant tool-call message is followed by exactly its results.
+  static void expectWellFormed(const std::vector<Message>& view) {
+    for (size_t i = 0; i < view.size(); ++i) {
+      if (view[i].role != Role::Assistant || view[i].toolCalls.empty()) continue;
+      for (size_t k = 0; k < view[i].toolCalls.size(); ++k) {
+        ASSERT_LT(i + 1 + k, view.size()) << "tool results missing after message " << i;
+        EXPECT_EQ(view[i + 1 + k].role, Role::Tool);
+        EXPECT_EQ(view[i + 1 + k].toolCallId, view[i].toolCalls[k].id);
+      }
+    }
+  }
+
+  std::unique_ptr<mock::MockServer> server_;
+  std::shared_ptr<ToolRegistry> tools_ = std::make_shared<ToolRegistry>();
+  std::mutex logMutex_;
+  std::vector<std::string> log_;
+};
+
+TEST_F(ConversationLoop, SystemPromptIsTheFirstMessage) {
+  startMock(R"({"reply": {"content": "hi"}})");
+  ConversationManager c(options());
+  ASSERT_EQ(c.getMessageCount(), 1u);
+  EXPECT_EQ(c.getMessages()[0], Message::system("You are terse."));
+}
+
+TEST_F(ConversationLoop, ExecuteLlmCallAppendsOneAssistantMessage) {
+  startMock(
+      R"({"reply": {"content": "Hello there", "usage": {"prompt_tokens": 12, "completion_tokens": 3}}})");
+  ConversationManager c(options());
+  c.addMessage(Message::user("Hello"));
+  ChatResult result = c.executeLlmCall();
+  EXPECT_EQ(result.message.content, "Hello there");
+  EXPECT_EQ(result.finishReason, "stop");
+  ASSERT_EQ(c.getMessageCount(), 3u);
+  EXPECT_EQ(c.getMessages()[2], Message::assistant("Hello there"));
+  // The request carried the view, and the tool definitions when there are tools.
+  const json body = server_->requests().at(0)["body"];
+  ASSERT_EQ(body["messages"].size(), 2u);
+  EXPECT_EQ(body["messages"][0]["role"], "system");
+  EXPECT_EQ(body["messages"][1]["content"], "Hello");
+  EXPECT_EQ(body["model"], "gpt-4o-mini");
+  EXPECT_FALSE(body.contains("tools"));
+
+  TokenUsageStats usage = c.getTokenUsage();
+  ASSERT_TRUE(usage.lastRequest);
+  EXPECT_EQ(usage.lastRequest->promptTokens, 12);
+  EXPECT_EQ(usage.cumulative.totalTokens, 15);
+  EXPECT_EQ(usage.context.contextTokens, 15);
+  EXPECT_FALSE(usage.context.estimated);
+}
+
+TEST_F(ConversationLoop, FailedCallLeavesHistoryAsItWas) {
+  startMock(R"({"error": {"status": 500, "message": "boom"}})");
+  ConversationManager c(options());
+  c.addMessage(Message::user("Hello"));
+  const json before = c.createSnapshot();
+  try {
+    c.executeLlmCall();
+    FAIL() << "expected HttpError";
+  } catch (const HttpError& e) {
+    EXPECT_EQ(e.status(), 500);
+    EXPECT_EQ(e.apiMessage(), "boom");
+  }
+  EXPECT_EQ(c.createSnapshot(), before);
+  EXPECT_THROW(c.run("again"), HttpError);
+  EXPECT_EQ(c.createSnapshot(), before) << "a run whose first call fails adds nothing";
+}
+
+TEST_F(ConversationLoop, EmptyReplyIsAnErrorAndAddsNothing) {
+  startMock(R"({"reply": {"content": "", "finish_reason": "length"}})");
+  ConversationManager c(options());
+  c.addMessage(Message::user("Hello"));
+  EXPECT_THROW(c.executeLlmCall(), ProtocolError);
+  EXPECT_EQ(c.getMessageCount(), 2u);
+}
+
+TEST_F(ConversationLoop, NoModelAttachedIsAClearError) {
+  ConversationManager c;
+  c.addMessage(Message::user("Hello"));
+  try {
+    c.executeLlmCall();
+    FAIL();
+  } catch (const ValidationError& e) {
+    EXPECT_EQ(e.field(), "options.llm");
+  }
+}
+
+TEST_F(ConversationLoop, ToolLoopStoresOneAssistantMessageThenResults) {
+  startMock(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "It is {{last_tool}}"}}
+{"match": {"user_contains": "weather"}, "reply": {"content": "Checking.", "tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]}}
+)");
+  addWeatherTool();
+  ConversationManager c(options());
+  RunResult result = c.run("What is the weather in Oslo?");
+  EXPECT_EQ(result.iterations, 2);
+  EXPECT_EQ(result.finishReason, "stop");
+  EXPECT_EQ(result.content, R"(It is {"city":"Oslo","tempC":-3})");
+  ASSERT_EQ(result.toolResults.size(), 1u);
+  EXPECT_TRUE(result.toolResults[0].success);
+
+  auto view = c.getMessages();
+  ASSERT_EQ(view.size(), 5u);
+  EXPECT_EQ(view[1].role, Role::User);
+  EXPECT_EQ(view[2].role, Role::Assistant);
+  EXPECT_EQ(view[2].content, "Checking.");  // text and calls in ONE message
+  ASSERT_EQ(view[2].toolCalls.size(), 1u);
+  EXPECT_EQ(view[2].toolCalls[0].name, "get_weather");
+  EXPECT_EQ(view[3], Message::tool(view[2].toolCalls[0].id, R"({"city":"Oslo","tempC":-3})"));
+  EXPECT_EQ(view[4].content, result.content);
+  // The second request sent the tool definitions and the tool result back.
+  const json second = server_->requests().at(1)["body"];
+  EXPECT_EQ(second["tools"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(second["messages"].size(), 4u);
+  EXPECT_EQ(second["messages"][3]["role"], "tool");
+}
+
+TEST_F(ConversationLoop, ParallelToolsFinishingOutOfOrderComeBackInCallOrder) {
+  startMock(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "{{tool_results}}"}}
+{"reply": {"tool_calls": [{"name": "step", "arguments": {"n": 1}}, {"name": "step", "arguments": {"n": 2}}, {"name": "step", "arguments": {"n": 3}}]}}
+)");
+  // Call 3 finishes first, then 2, then 1: each waits for the next one to finish.
+  std::mutex mutex;
+  std::condition_variable cv;
+  int finished = 0;
+  tools_->add("step", "", json::parse(R"({"type":"object","properties":{"n":{"type":"integer"}}})"),
+              [&](const json& args, ToolContext&) -> json {
+                const int n = args["n"].get<int>();
+                std::unique_lock lock(mutex);
+                cv.wait(lock, [&] { return finished == 3 - n; });
+                ++finished;
+                cv.notify_all();
+                return "done " + std::to_string(n);
+              });
+  ConversationManager c(options());
+  RunResult result = c.run("go");
+  EXPECT_EQ(result.content, "done 1; done 2; done 3");
+  auto tools = c.getMessagesByRole(Role::Tool);
+  ASSERT_EQ(tools.size(), 3u);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(tools[i].content, "done " + std::to_string(i + 1));
+  expectWellFormed(c.getMessages());
+}
+
+TEST_F(ConversationLoop, SlowToolHitsItsTimeoutAndTheModelSeesTheError) {
+  startMock(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "tool said {{last_tool}}"}}
+{"reply": {"tool_calls": [{"name": "slow", "arguments": {}}]}}
+)");
+  ToolOptions toolOptions;
+  toolOptions.timeout = 50ms;
+  tools_->add(
+      "slow", "", json::object(),
+      [](const json&, ToolContext& context) -> json {
+        std::mutex m;
+        std::condition_variable_any cv;
+        std::unique_lock lock(m);
+        cv.wait(lock, context.stopToken, [] { return false; });
+        return "late";
+      },
+      toolOptions);
+  ConversationManager c(options());
+  RunResult result = c.run("go");
+  ASSERT_EQ(result.toolResults.size(), 1u);
+  EXPECT_EQ(result.toolResults[0].errorKind, ToolErrorKind::Timeout);
+  const std::string toolMessage = c.getMessagesByRole(Role::Tool).at(0).content;
+  EXPECT_NE(json::parse(toolMessage).at("error").get<std::string>().find("did not finish"),
+            std::string::npos)
+      << toolMessage;
+  EXPECT_EQ(result.content, "tool said " + toolMessage);
+}
+
+TEST_F(ConversationLoop, SchemaInvalidArgumentsAreRepairedByTheModel) {
+  startMock(R"(
+{"match": {"request": 1}, "reply": {"tool_calls": [{"name": "get_weather", "arguments": {"city": 5}}]}}
+{"match": {"request": 2}, "reply": {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]}}
+{"match": {"request": 3}, "reply": {"content": "{{last_tool}}"}}
+)");
+  addWeatherTool();
+  ConversationManager c(options());
+  RunResult result = c.run("weather?");
+  EXPECT_EQ(result.iterations, 3);
+  ASSERT_EQ(result.toolResults.size(), 2u);
+  EXPECT_EQ(result.toolResults[0].errorKind, ToolErrorKind::InvalidArguments);
+  EXPECT_NE(result.toolResults[0].error.find("city"), std::string::npos)
+      << result.toolResults[0].error;
+  EXPECT_TRUE(result.toolResults[1].success);
+  EXPECT_EQ(result.content, R"({"city":"Oslo","tempC":-3})");
+  // The model saw the error as the first tool message.
+  const json second = server_->requests().at(1)["body"]["messages"];
+  EXPECT_TRUE(json::parse(second.back()["content"].get<std::string>()).contains("error"));
+}
+
+TEST_F(ConversationLoop, UnknownToolBecomesAnErrorResult) {
+  startMock(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "ok"}}
+{"reply": {"tool_calls": [{"name": "launch_rockets", "arguments": {}}]}}
+)");
+  ConversationManager c(options());
+  RunResult result = c.run("go");
+  ASSERT_EQ(result.toolResults.size(), 1u);
+  EXPECT_EQ(result.toolResults[0].errorKind, ToolErrorKind::UnknownTool);
+  EXPECT_NE(c.getMessagesByRole(Role::Tool).at(0).content.find("launch_rockets"),
+            std::string::npos);
+  EXPECT_EQ(result.content, "ok");
+}
+
+TEST_F(ConversationLoop, StopsAtMaxIterations) {
+  startMock(
+      R"({"reply": {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]}})");
+  addWeatherTool();
+  ConversationOptions o = options();
+  o.maxIterations = 3;
+  ConversationManager c(o);
+  RunResult result = c.run("loop forever");
+  EXPECT_EQ(result.iterations, 3);
+  EXPECT_EQ(result.finishReason, "max_iterations");
+  EXPECT_EQ(server_->requests().size(), 3u);
+  EXPECT_EQ(c.getMessageCountByRole(Role::Tool), 3u);
+  expectWellFormed(c.getMessages());
+  RunOptions once;
+  once.maxIterations = 1;
+  RunResult single = c.run("once more", once);
+  EXPECT_EQ(single.iterations, 1);
+  EXPECT_EQ(single.finishReason, "max_iterations");
+}
+
+TEST_F(ConversationLoop, FailureOnTheThirdIterationKeepsCompleteIterations) {
+  startMock(R"(
+{"match": {"request": 3}, "error": {"status": 400, "message": "context too long"}}
+{"reply": {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]}}
+)");
+  addWeatherTool();
+  ConversationManager c(options());
+  EXPECT_THROW(c.run("weather?"), HttpError);
+  auto view = c.getMessages();
+  // system, user, (assistant + tool) x 2: two complete iterations, nothing dangling.
+  ASSERT_EQ(view.size(), 6u);
+  EXPECT_EQ(view.back().role, Role::Tool);
+  expectWellFormed(view);
+}
+
+TEST_F(ConversationLoop, StreamingAndNonStreamingRunsStoreTheSameHistory) {
+  const char* script = R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "It is {{last_tool}} in Oslo today", "chunk_size": 3}}
+{"reply": {"content": "Let me look.", "tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}], "usage": {"prompt_tokens": 40, "completion_tokens": 9}}}
+)";
+  addWeatherTool();
+  startMock(script);
+  ConversationManager plain(options(false));
+  plain.run("weather?");
+  startMock(script);  // a fresh server: the same ids and numbers
+  std::string streamed;
+  RunOptions runOptions;
+  runOptions.onChunk = [&](const StreamDelta& d) {
+    streamed += d.content;
+    return true;
+  };
+  ConversationManager stream(options(true));
+  RunResult result = stream.run("weather?", runOptions);
+  EXPECT_EQ(stream.getMessages(), plain.getMessages());
+  EXPECT_EQ(streamed, "Let me look." + result.content);
+  EXPECT_TRUE(server_->requests().at(0)["body"]["stream"].get<bool>());
+}
+
+TEST_F(ConversationLoop, ContextEstimateFollowsReportsAndEdits) {
+  startMock(
+      R"({"reply": {"content": "Fine.", "usage": {"prompt_tokens": 20, "completion_tokens": 2}}})");
+  ConversationManager c(options());
+  c.addMessage(Message::user("How are you?"));
+  TokenCheck before = c.estimateContextTokens();
+  EXPECT_TRUE(before.estimated);
+  EXPECT_GT(before.contextTokens, 0);
+  c.executeLlmCall();
+  EXPECT_EQ(c.estimateContextTokens().contextTokens, 22);
+  c.addMessage(Message::user("And now?"));
+  TokenCheck after = c.estimateContextTokens();
+  EXPECT_TRUE(after.estimated);
+  EXPECT_GT(after.contextTokens, 22);  // the report plus the new message's estimate
+  applyContextOperation(c, TruncateOp{.keepLast = 1});
+  TokenCheck edited = c.estimateContextTokens();
+  EXPECT_TRUE(edited.estimated);
+  EXPECT_LT(edited.contextTokens, 22);  // the whole (small) view, estimated
+  // Snapshots carry the counters.
+  ConversationManager restored(options());
+  restored.restoreFromSnapshot(c.createSnapshot());
+  EXPECT_EQ(restored.getTokenUsage().cumulative.totalTokens, 22);
+  EXPECT_EQ(restored.getTokenUsage().requests, 1);
+}
+
+TEST_F(ConversationLoop, TriggerFiresOverTheLimitAndAFailingTriggerIsLogged) {
+  startMock(
+      R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 500, "completion_tokens": 10}}})");
+  int fired = 0;
+  ConversationOptions o = options();
+  o.tokenLimit = 100;
+  o.onTokenLimitExceeded = [&](ConversationManager&, const TokenCheck& check) {
+    ++fired;
+    EXPECT_GT(check.contextTokens, 100);
+    throw std::runtime_error("compressor down");
+  };
+  ConversationManager c(o);
+  c.run("first");  // under the limit: no trigger
+  EXPECT_EQ(fired, 0);
+  c.run("second");  // 510 reported: over
+  EXPECT_EQ(fired, 1);
+  EXPECT_EQ(c.getMessageCount(), 5u) << "the call went on";
+  std::lock_guard lock(logMutex_);
+  ASSERT_EQ(log_.size(), 1u);
+  EXPECT_NE(log_[0].find("compressor down"), std::string::npos);
+}
+
+TEST_F(ConversationLoop, SummarizeAndTruncateCompressesAndTheRunContinues) {
+  startMock(R"(
+{"match": {"user_contains": "Summarize the conversation"}, "reply": {"content": "User asked about A, B and C.", "usage": {"prompt_tokens": 50, "completion_tokens": 8}}}
+{"reply": {"content": "answer to {{last_user}}", "usage": {"prompt_tokens": 300, "completion_tokens": 10}}}
+)");
+  ConversationOptions o = options();
+  o.tokenLimit = 200;
+  o.onTokenLimitExceeded = summarizeAndTruncate();
+  ConversationManager c(o);
+  c.run("A");
+  c.run("B");  // the first run reported 310 tokens: the trigger summarizes before this call
+  auto view = c.getMessages();
+  ASSERT_EQ(view.size(), 6u) << toJson(view).dump();
+  EXPECT_EQ(view[0], Message::system("You are terse."));
+  EXPECT_EQ(view[1].role, Role::System);
+  EXPECT_NE(view[1].content.find("User asked about A, B and C."), std::string::npos);
+  EXPECT_EQ(view[2], Message::user("A"));  // the last turn is kept
+  EXPECT_EQ(view[3].content, "answer to A");
+  EXPECT_EQ(view[4], Message::user("B"));
+  EXPECT_EQ(view[5].content, "answer to B");
+  EXPECT_EQ(c.getTokenUsage().cumulative.promptTokens, 300 + 50 + 300);
+  // The compression is a batch: rollback restores the full view (without the later turn).
+  c.rollbackToBatch(0);
+  EXPECT_EQ(c.getMessageCount(), 3u);
+}
+
+}  // namespace
+}  // namespace parley
