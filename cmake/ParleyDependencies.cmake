@@ -14,12 +14,9 @@ find_path(PARLEY_VALIJSON_INCLUDE_DIR valijson/validator.hpp
 if(NOT PARLEY_VALIJSON_INCLUDE_DIR)
   message(FATAL_ERROR "valijson headers not found: run scripts/setup.sh")
 endif()
-add_library(parley_valijson INTERFACE)
-target_include_directories(parley_valijson SYSTEM INTERFACE ${PARLEY_VALIJSON_INCLUDE_DIR})
 
 if(PARLEY_BUILD_APPS OR PARLEY_BUILD_TESTS)
   find_package(CLI11 REQUIRED)
-  find_package(tomlplusplus REQUIRED)
   find_package(PkgConfig REQUIRED)
   pkg_check_modules(LIBEDIT REQUIRED IMPORTED_TARGET libedit)
   find_path(PARLEY_HTTPLIB_INCLUDE_DIR httplib.h REQUIRED)

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <latch>
 #include <thread>
 
 #include "parley/context_ops.hpp"
@@ -251,27 +252,30 @@ TEST(ConversationManager, SnapshotOfOtherFormatOrInconsistentIsRefused) {
 TEST(ConversationManager, ReadersRunBesideOneWriter) {
   ConversationManager c;
   c.addMessage(Message::system("s"));
+  constexpr int kReaders = 3;
   std::atomic<bool> done{false};
-  std::atomic<size_t> reads{0};
+  std::latch started(kReaders);  // the writer starts once every reader has read once
   std::vector<std::thread> readers;
-  for (int r = 0; r < 3; ++r) {
+  for (int r = 0; r < kReaders; ++r) {
     readers.emplace_back([&] {
-      while (!done.load()) {
+      bool first = true;
+      while (first || !done.load()) {
         auto users = c.getRecentMessagesByRole(Role::User, 3);
         auto all = c.getMessages();
         EXPECT_LE(users.size(), 3u);
         EXPECT_GE(all.size(), 1u);
-        reads.fetch_add(1);
+        if (first) started.count_down();
+        first = false;
       }
     });
   }
+  started.wait();
   for (int i = 0; i < 2000; ++i)
     c.addMessage(Message::user("u" + std::to_string(i)));
   done = true;
   for (auto& t : readers)
     t.join();
   EXPECT_EQ(c.getMessageCount(), 2001u);
-  EXPECT_GT(reads.load(), 0u);
   EXPECT_EQ(c.checkConsistency(), "");
 }
 
