@@ -498,7 +498,7 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
     validate(m);
   checkTokenUsage();
 
-  ChatRequest request = config.request;
+  ChatRequest request = options.request ? *options.request : config.request;
   request.messages = pending;
   const MessageJsonOptions jsonOptions = config.llm->messageJsonOptions();
   {

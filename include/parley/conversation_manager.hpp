@@ -92,6 +92,8 @@ struct LlmCallOptions {
   ChunkHandler onChunk;                              // sees each delta when streaming
   std::optional<std::chrono::milliseconds> timeout;  // the whole call, retries included
   std::stop_token stopToken;                         // cancels the call (CancelledError)
+  // Replaces ConversationOptions::request (model, parameters) for this call.
+  std::optional<ChatRequest> request;
 };
 
 struct RunOptions : LlmCallOptions {

@@ -1,6 +1,7 @@
 // The whole public API of parley.
 #pragma once
 
+#include "parley/ai.hpp"
 #include "parley/bpe.hpp"
 #include "parley/compression.hpp"
 #include "parley/context_ops.hpp"

@@ -1,0 +1,272 @@
+// The seed 002 facade against `parley mock`: every example of the seed, shared handles, forks,
+// counters, errors, timeouts and concurrent asks.
+#include "parley/ai.hpp"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "mock/mock_server.hpp"
+#include "mock/script.hpp"
+
+namespace parley {
+namespace {
+
+const char* kEchoScript = R"jsonl(
+{"match": {"user_contains": "fail"}, "error": {"status": 400, "message": "bad prompt"}}
+{"match": {"user_contains": "slow"}, "delay_ms": 30000, "reply": {"content": "too late"}}
+{"reply": {"content": "echo: {{last_user}} (turn {{turn}})", "usage": {"prompt_tokens": 10, "completion_tokens": 4}}}
+)jsonl";
+
+class Facade : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    mock::MockOptions options;
+    options.script = mock::readScript(kEchoScript);
+    server_ = std::make_unique<mock::MockServer>(options);
+    server_->start();
+  }
+  AI makeAI() { return AI(server_->baseUrl(), "KEY", "model"); }
+  nlohmann::json lastBody() { return server_->requests().back()["body"]; }
+
+  std::unique_ptr<mock::MockServer> server_;
+};
+
+// Seed: "Conversation(const Conversation &other)": both handles act on one history.
+TEST_F(Facade, CopiesShareTheConversation) {
+  AI ai = makeAI();
+  Conversation original = ai.createConversation();
+  Conversation shared(original);
+  std::string reply1 = original.ask("Hello!");
+  std::string reply2 = shared.ask("What did I just say?");
+  EXPECT_EQ(reply1, "echo: Hello! (turn 1)");
+  EXPECT_EQ(reply2, "echo: What did I just say? (turn 2)");  // it saw the first turn
+  EXPECT_EQ(original.getConversationList(),
+            (std::vector<std::string>{"Hello!", reply1, "What did I just say?", reply2}));
+  EXPECT_EQ(shared.getTotalTokensUsed(), original.getTotalTokensUsed());
+  EXPECT_EQ(lastBody()["messages"].size(), 3u);
+}
+
+// Seed: "~Conversation()": a conversation in a scope is released with it.
+TEST_F(Facade, ConversationInAScope) {
+  {
+    AI ai = makeAI();
+    Conversation convo = ai.createConversation();
+    EXPECT_FALSE(convo.ask("Temporary question").empty());
+  }
+  SUCCEED();
+}
+
+// Seed: "operator=": assignment makes both share one conversation.
+TEST_F(Facade, AssignmentShares) {
+  AI ai = makeAI();
+  Conversation convo1 = ai.createConversation();
+  Conversation convo2 = ai.createConversation();
+  convo2.ask("only in two");
+  convo2 = convo1;
+  convo1.ask("Hello");
+  EXPECT_EQ(convo2.getConversationList().size(), 2u);
+  EXPECT_EQ(convo2.getConversationList()[0], "Hello");
+}
+
+// Seed: "ask": reply, isEmpty check, follow-up in the same context.
+TEST_F(Facade, AskThenFollowUp) {
+  AI ai = makeAI();
+  Conversation convo = ai.createConversation();
+  std::string reply = convo.ask("Hello, who are you?");
+  ASSERT_FALSE(reply.empty());
+  std::string followUp = convo.ask("Can you summarize your abilities?");
+  EXPECT_EQ(followUp, "echo: Can you summarize your abilities? (turn 2)");
+  EXPECT_EQ(convo.getFinishReason(), "stop");
+}
+
+// Seed: "getConversationList": even = user, odd = assistant; the last user message.
+TEST_F(Facade, ConversationListAlternates) {
+  AI ai = makeAI();
+  Conversation convo = ai.createConversation();
+  convo.ask("Hello!");
+  convo.ask("What can you do?");
+  std::vector<std::string> history = convo.getConversationList();
+  ASSERT_EQ(history.size(), 4u);
+  EXPECT_EQ(history[0], "Hello!");
+  EXPECT_EQ(history[2], "What can you do?");
+  EXPECT_EQ(history[3], "echo: What can you do? (turn 2)");
+  history.push_back("changed");  // a copy: the conversation does not change
+  EXPECT_EQ(convo.getConversationList().size(), 4u);
+}
+
+// Seed: "setConversationList": a scripted history, then a new question.
+TEST_F(Facade, ScriptedHistoryThenAsk) {
+  AI ai = makeAI();
+  ai.setSystemPrompt("Be brief.");
+  Conversation convo = ai.createConversation();
+  convo.ask("to be replaced");
+  std::vector<std::string> scripted = {"User: Please always answer very briefly.",
+                                       "Assistant: Understood. I will answer briefly.",
+                                       "User: What is 2+2?"};
+  ASSERT_TRUE(convo.setConversationList(scripted));
+  EXPECT_EQ(convo.getConversationList(), scripted);
+  EXPECT_EQ(convo.getTotalTokensUsed(), 0) << "counters reset";
+  std::string reply = convo.ask("And what is 3+3?");
+  EXPECT_EQ(reply, "echo: And what is 3+3? (turn 3)");
+  const auto messages = lastBody()["messages"];
+  ASSERT_EQ(messages.size(), 5u);
+  EXPECT_EQ(messages[0]["content"], "Be brief.");
+  EXPECT_EQ(messages[2]["role"], "assistant");
+  // The scripted prompt that got no reply is marked with "" to keep the parity.
+  EXPECT_EQ(convo.getConversationList(),
+            (std::vector<std::string>{scripted[0], scripted[1], scripted[2], "", "And what is 3+3?",
+                                      reply}));
+}
+
+TEST_F(Facade, ListItCannotTakeIsRefused) {
+  AI ai = makeAI();
+  Conversation convo = ai.createConversation();
+  convo.ask("keep me");
+  EXPECT_FALSE(convo.setConversationList({"fine", "ok", ""}));
+  EXPECT_EQ(convo.getConversationList().size(), 2u);
+  EXPECT_TRUE(convo.setConversationList({}));
+  EXPECT_TRUE(convo.getConversationList().empty());
+}
+
+// Seed: "duplicate": two branches from one base evolve alone.
+TEST_F(Facade, ForksEvolveAlone) {
+  AI ai = makeAI();
+  Conversation base = ai.createConversation();
+  base.ask("Explain recursion in simple terms.");
+  Conversation branch1 = base.duplicate();
+  Conversation branch2 = base.duplicate();
+  std::string reply1 = branch1.ask("Give me a very short example.");
+  std::string reply2 = branch2.ask("Give me a detailed, step-by-step example.");
+  EXPECT_EQ(reply1, "echo: Give me a very short example. (turn 2)");
+  EXPECT_EQ(reply2, "echo: Give me a detailed, step-by-step example. (turn 2)");
+  EXPECT_EQ(base.getConversationList().size(), 2u);
+  EXPECT_EQ(branch1.getConversationList().size(), 4u);
+  EXPECT_EQ(branch2.getConversationList()[2], "Give me a detailed, step-by-step example.");
+  EXPECT_EQ(base.getTotalTokensUsed(), 14);
+  EXPECT_EQ(branch1.getTotalTokensUsed(), 28);  // the fork started with the base's counters
+}
+
+// Seed: "getAI": changing the AI through the conversation affects its next ask.
+TEST_F(Facade, GetAISharesConfiguration) {
+  AI ai = makeAI();
+  Conversation convo = ai.createConversation();
+  AI associated = convo.getAI();
+  associated.setJsonMode(true).setMaxTokens(50).setTemperature(0.5).setModel("other-model");
+  EXPECT_TRUE(ai.getJsonMode());
+  convo.ask("Respond with JSON describing a cat.");
+  const auto body = lastBody();
+  EXPECT_EQ(body["response_format"]["type"], "json_object");
+  EXPECT_EQ(body["model"], "other-model");
+  EXPECT_EQ(body["temperature"], 0.5);
+  EXPECT_EQ(body["max_completion_tokens"], 50);
+}
+
+// Seed: the three counters.
+TEST_F(Facade, CountersAddUp) {
+  AI ai = makeAI();
+  Conversation convo = ai.createConversation();
+  convo.ask("Hello!");
+  convo.ask("Tell me a story.");
+  convo.ask("Give me three bullet points.");
+  EXPECT_EQ(convo.getPromptTokensUsed(), 30);
+  EXPECT_EQ(convo.getResponseTokensUsed(), 12);
+  EXPECT_EQ(convo.getTotalTokensUsed(),
+            convo.getPromptTokensUsed() + convo.getResponseTokensUsed());
+  EXPECT_EQ(ai.getTotalTokensUsed(), 42);  // the AI counts its conversations' calls too
+  ai.ask("stateless");
+  EXPECT_EQ(ai.getTotalTokensUsed(), 56);
+  ai.resetTokenTracking();
+  EXPECT_EQ(ai.getTotalTokensUsed(), 0);
+  EXPECT_EQ(convo.getTotalTokensUsed(), 42);
+}
+
+TEST_F(Facade, StatelessAskSendsSystemPromptAndPrompt) {
+  AI ai = makeAI();
+  ai.setSystemPrompt("You are terse.");
+  EXPECT_EQ(ai.ask("Hi"), "echo: Hi (turn 1)");
+  EXPECT_EQ(lastBody()["messages"].size(), 2u);
+  EXPECT_EQ(ai.ask("Again"), "echo: Again (turn 1)");  // no history
+  EXPECT_EQ(ai.getFinishReason(), "stop");
+}
+
+TEST_F(Facade, ErrorsGiveEmptyReplyUnchangedHistoryAndAReason) {
+  AI ai = makeAI();
+  Conversation convo = ai.createConversation();
+  convo.ask("Hello");
+  const auto before = convo.getConversationList();
+  EXPECT_EQ(convo.ask("please fail"), "");
+  EXPECT_EQ(convo.getConversationList(), before);
+  EXPECT_NE(convo.lastError().find("400"), std::string::npos) << convo.lastError();
+  EXPECT_NE(convo.lastError().find("bad prompt"), std::string::npos) << convo.lastError();
+  EXPECT_EQ(ai.lastError(), convo.lastError());
+
+  AI nowhere("http://127.0.0.1:1", "KEY", "model");  // nothing listens on port 1
+  EXPECT_EQ(nowhere.ask("hi"), "");
+  EXPECT_FALSE(nowhere.lastError().empty());
+  Conversation lost = nowhere.createConversation();
+  EXPECT_EQ(lost.ask("hi"), "");
+  EXPECT_TRUE(lost.getConversationList().empty());
+}
+
+TEST_F(Facade, TimeoutIsHonoured) {
+  AI ai = makeAI();
+  Conversation convo = ai.createConversation();
+  // The server would answer after 30 s; the ask gives up after 300 ms (a hang would hit the
+  // test's own time limit).
+  EXPECT_EQ(convo.ask("slow please", 300), "");
+  EXPECT_NE(convo.lastError().find("timeout"), std::string::npos) << convo.lastError();
+  EXPECT_TRUE(convo.getConversationList().empty());
+  EXPECT_EQ(ai.ask("slow again", 300), "");
+}
+
+TEST_F(Facade, ConcurrentAsksOnOneHandleKeepTheHistoryWellFormed) {
+  AI ai = makeAI();
+  Conversation convo = ai.createConversation();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([convo, t]() mutable {
+      for (int i = 0; i < 5; ++i) {
+        EXPECT_FALSE(
+            convo.ask("thread " + std::to_string(t) + " ask " + std::to_string(i)).empty());
+      }
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  auto list = convo.getConversationList();
+  ASSERT_EQ(list.size(), 20u);
+  for (size_t i = 0; i < list.size(); i += 2) {
+    EXPECT_EQ(list[i + 1].rfind("echo: " + list[i] + " (turn ", 0), 0u) << list[i + 1];
+  }
+  EXPECT_EQ(convo.getTotalTokensUsed(), 10 * 14);
+}
+
+TEST_F(Facade, BaseUrlWithoutPathGetsV1) {
+  const std::string url = server_->baseUrl();  // http://127.0.0.1:PORT/v1
+  const std::string root = url.substr(0, url.size() - 3);
+  AI ai(root, "KEY", "model");
+  EXPECT_EQ(ai.getBaseUrl(), url);
+  EXPECT_EQ(AI(root + "/", "KEY", "m").getBaseUrl(), url);
+  EXPECT_EQ(ai.ask("Hi"), "echo: Hi (turn 1)");
+  EXPECT_EQ(AI(url + "/", "KEY", "m").getBaseUrl(), url + "/");  // a path is taken as given
+}
+
+TEST_F(Facade, EmbeddingsCompareByMeaningOfWords) {
+  AI ai = makeAI();
+  Embedding cat = ai.createEmbedding("the cat sat on the mat");
+  Embedding cat2 = ai.createEmbedding("a cat sat on a mat");
+  Embedding stocks = ai.createEmbedding("quarterly earnings beat expectations");
+  ASSERT_FALSE(cat.isEmpty()) << ai.lastError();
+  EXPECT_EQ(cat.getDimensions(), 256);
+  EXPECT_NEAR(cat.compare(cat), 1.0f, 1e-5);
+  EXPECT_GT(cat.compare(cat2), cat.compare(stocks));
+  EXPECT_EQ(lastBody()["model"], "text-embedding-3-small");
+  EXPECT_EQ(Embedding().compare(cat), 0.0f);
+  AI nowhere("http://127.0.0.1:1", "KEY", "model");
+  EXPECT_TRUE(nowhere.createEmbedding("x").isEmpty());
+  EXPECT_FALSE(nowhere.lastError().empty());
+}
+
+}  // namespace
+}  // namespace parley
