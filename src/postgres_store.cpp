@@ -140,7 +140,12 @@ class PostgresConnection : public detail::SqlConnection {
   }
 
   bool tableExists(const std::string& name) override {
-    auto rows = query("SELECT to_regclass($1) IS NOT NULL", {name});
+    // A query on pg_class, not to_regclass(): the latter may answer from a catalog cache that
+    // has not yet seen a table another session created while we waited for the migration lock.
+    auto rows = query(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+        "ON n.oid = c.relnamespace WHERE c.relname = $1 AND n.nspname = current_schema())",
+        {name});
     return !rows.empty() && detail::asText(rows[0].at(0)) == "t";
   }
 

@@ -81,7 +81,8 @@ TEST(PostgresStore, ManyStoresCreateTheSchemaOnceAtTheSameTime) {
       try {
         PostgresStore store(conninfo);
         store.createThread();
-      } catch (const std::exception&) {
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
         ++failures;
       }
     });
