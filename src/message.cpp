@@ -179,6 +179,12 @@ void validate(const Message& message) {
   }
 }
 
+void normalize(Message& message) {
+  for (ToolCall& call : message.toolCalls) {
+    if (call.arguments.empty()) call.arguments = "{}";
+  }
+}
+
 Message messageFromJson(const json& value) {
   if (!value.is_object()) {
     throw ValidationError("message", "must be a JSON object, got " + typeName(value));

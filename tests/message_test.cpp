@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "parley/errors.hpp"
+#include "printers.hpp"
 
 namespace parley {
 namespace {

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "child_process.hpp"
+#include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/store.hpp"
 
@@ -500,6 +501,102 @@ TYPED_TEST_P(StoreConformance, TwoProcessesOnOneThreadConflictAndLoseNothing) {
   EXPECT_EQ(data.info.version, 1 + 2 * kTurns);
 }
 
+TYPED_TEST_P(StoreConformance, SavesAManagerTurnByTurnWritingOnlyWhatIsNew) {
+  ConversationManager manager;
+  manager.addMessage(Message::system("be brief"));
+  manager.addMessage(Message::user("hello"));
+  this->store->createThread({.id = "m"});
+  auto v = this->store->save("m", manager, 1);
+  EXPECT_EQ(v, 2);
+  EXPECT_EQ(this->messageRows(), 2);
+  manager.addMessage(Message::assistant("hi"));
+  manager.addMessage(Message::user("more"));
+  v = this->store->save("m", manager, v);
+  EXPECT_EQ(this->messageRows(), 4);
+  manager.clearMessages(true);  // a context edit: a new batch, no new storage
+  v = this->store->save("m", manager, v);
+  EXPECT_EQ(v, 4);
+  EXPECT_EQ(this->messageRows(), 4);
+  manager.addMessage(Message::user("again"));
+  v = this->store->save("m", manager, v);
+
+  ConversationManager loaded;
+  EXPECT_EQ(this->store->load("m", loaded), v);
+  EXPECT_EQ(loaded.getMessages(), manager.getMessages());
+  EXPECT_EQ(loaded.getAllMessages(), manager.getAllMessages());
+  EXPECT_EQ(loaded.getMarkMap(), manager.getMarkMap());
+  EXPECT_EQ(loaded.getMessages().size(), 2u);  // the system prompt and "again"
+
+  // A second writer that loaded the same version loses.
+  loaded.addMessage(Message::assistant("from loaded"));
+  manager.addMessage(Message::assistant("from manager"));
+  EXPECT_EQ(this->store->save("m", loaded, v), v + 1);
+  EXPECT_THROW(this->store->save("m", manager, v), StoreConflict);
+  ConversationManager fresh;
+  this->store->load("m", fresh);
+  EXPECT_EQ(fresh.getMessages().back().content, "from loaded");
+}
+
+TYPED_TEST_P(StoreConformance, LoadRefusesADamagedStateAndLeavesTheManager) {
+  this->store->createThread({.id = "a"}, this->turn("m", 2),
+                            json{{"format", "parley.snapshot/1"}, {"markMap", "nonsense"}});
+  ConversationManager manager;
+  manager.addMessage(Message::user("mine"));
+  EXPECT_THROW(this->store->load("a", manager), StoreError);
+  EXPECT_EQ(manager.getMessages().size(), 1u);
+  this->store->createThread({.id = "plain"}, this->turn("m", 3));
+  this->store->load("plain", manager);  // no state: a plain history, all visible
+  EXPECT_EQ(this->contents(manager.getMessages()), (std::vector<std::string>{"m0", "m1", "m2"}));
+}
+
+TYPED_TEST_P(StoreConformance, ExportsAndImportsSnapshots) {
+  ConversationManager manager;
+  manager.addMessages({Message::system("s"), Message::user("u1"), Message::assistant("a1")});
+  manager.startNewBatch(1);
+  manager.addMessage(Message::user("u2"));
+  this->store->createThread({.id = "a"});
+  this->store->save("a", manager, 1);
+  json exported = this->store->exportThread("a");
+  EXPECT_EQ(exported, manager.createSnapshot());
+  ThreadInfo imported = this->store->importThread(exported, {.id = "b", .title = "copy"});
+  EXPECT_EQ(imported.messageCount, 4);
+  ConversationManager loaded;
+  this->store->load("b", loaded);
+  EXPECT_EQ(loaded.getMessages(), manager.getMessages());
+  EXPECT_EQ(loaded.getMarkMap(), manager.getMarkMap());
+  EXPECT_EQ(this->store->threadInfo("b")->title, "copy");
+
+  json bad = exported;
+  bad["messages"][1]["role"] = "robot";
+  try {
+    this->store->importThread(bad, {.id = "c"});
+    ADD_FAILURE() << "no error";
+  } catch (const ValidationError& e) {
+    EXPECT_EQ(e.field(), "snapshot.messages[1].role");
+  }
+  EXPECT_FALSE(this->store->threadInfo("c"));
+}
+
+TYPED_TEST_P(StoreConformance, AForkOfAManagerThreadRestoresItsView) {
+  ConversationManager manager;
+  manager.addMessages({Message::system("s"), Message::user("u1"), Message::assistant("a1")});
+  manager.clearMessages(true);
+  manager.addMessage(Message::user("u2"));
+  this->store->createThread({.id = "p"});
+  this->store->save("p", manager, 1);
+  ThreadInfo fork = this->store->forkThread("p", 4, {.id = "f"});
+  ConversationManager forked;
+  auto version = this->store->load("f", forked);
+  EXPECT_EQ(version, 1);
+  EXPECT_EQ(forked.getMessages(), manager.getMessages());
+  forked.addMessage(Message::assistant("in the fork"));
+  EXPECT_EQ(this->store->save("f", forked, version), 2);
+  EXPECT_EQ(this->messageRows(), 5);
+  ConversationManager parent;
+  this->store->load("p", parent);
+  EXPECT_EQ(parent.getMessages(), manager.getMessages());
+}
+
 REGISTER_TYPED_TEST_SUITE_P(
     StoreConformance, CreatesAnEmptyThread, GeneratesDistinctIds, RefusesATakenIdAndBadOptions,
     AppendsTurnsAndLoadsThemInOrder, KeepsEveryMessageFieldExactly, WritesOnlyTheNewRowsOfATurn,
@@ -509,6 +606,8 @@ REGISTER_TYPED_TEST_SUITE_P(
     ForksOfForksReadTheRightAncestors, ForkPositionAndState, DeletingAParentKeepsWhatItsForksNeed,
     DataOutlivesTheStoreObject, ACorruptRowIsAClearError, RefusesANewerSchema,
     ThreadsOfOneProcessShareAStore, KilledWriterLosesNoCommittedTurn,
-    EightProcessesOnEightThreadsLoseNothing, TwoProcessesOnOneThreadConflictAndLoseNothing);
+    EightProcessesOnEightThreadsLoseNothing, TwoProcessesOnOneThreadConflictAndLoseNothing,
+    SavesAManagerTurnByTurnWritingOnlyWhatIsNew, LoadRefusesADamagedStateAndLeavesTheManager,
+    ExportsAndImportsSnapshots, AForkOfAManagerThreadRestoresItsView);
 
 }  // namespace parley::testing

@@ -93,5 +93,17 @@ TEST(PostgresStore, ManyStoresCreateTheSchemaOnceAtTheSameTime) {
   EXPECT_EQ(PostgresStore(conninfo).listThreads().size(), 6u);
 }
 
+TEST(OpenStore, PostgresUrlsOpenPostgresStores) {
+  const PgTestCluster& cluster = PgTestCluster::shared();
+  for (const char* scheme : {"postgresql://", "postgres://"}) {
+    const std::string url = std::string(scheme) + "postgres:" + PgTestCluster::kPassword +
+                            "@/postgres?host=" + cluster.socketDir() +
+                            "&port=" + std::to_string(cluster.port());
+    auto store = openStore(url);
+    EXPECT_NE(dynamic_cast<PostgresStore*>(store.get()), nullptr);
+    store->listThreads();
+  }
+}
+
 }  // namespace
 }  // namespace parley::testing

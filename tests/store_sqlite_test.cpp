@@ -154,5 +154,17 @@ TEST(SqliteStore, MissingFileWithoutCreateIsRefused) {
   EXPECT_FALSE(fs::exists(path));
 }
 
+TEST(OpenStore, PathsAndSqliteUrlsOpenSqliteStores) {
+  TempDir dir;
+  const std::string path = (dir.path() / "a.db").string();
+  openStore(path)->createThread({.id = "x"});
+  EXPECT_TRUE(openStore("sqlite://" + path)->threadInfo("x"));
+  EXPECT_TRUE(openStore("sqlite:" + path)->threadInfo("x"));
+  EXPECT_NE(dynamic_cast<SqliteStore*>(openStore(path).get()), nullptr);
+  EXPECT_THROW(openStore(""), ValidationError);
+  EXPECT_THROW(openStore("sqlite://"), ValidationError);
+  EXPECT_THROW(openStore("mysql://host/db"), ValidationError);
+}
+
 }  // namespace
 }  // namespace parley::testing

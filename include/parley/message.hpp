@@ -73,6 +73,9 @@ struct MessageJsonOptions {
   EmptyContent emptyToolCallContent = EmptyContent::Null;
 };
 
+// Puts a message in the canonical form stores keep: a tool call's empty arguments become "{}".
+void normalize(Message& message);
+
 // Reads one OpenAI chat message. `content` may be a string, null, absent, or an array of
 // parts (its text parts are joined into content and the array itself is kept in extra so
 // it is written back as it came). Unknown fields go to extra. Validates the result; throws

@@ -1,6 +1,9 @@
 // The whole public API of parley.
 #pragma once
 
+#include "parley/context_ops.hpp"
+#include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/message.hpp"
+#include "parley/message_store.hpp"
 #include "parley/usage.hpp"

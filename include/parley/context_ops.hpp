@@ -1,0 +1,108 @@
+// Context operations (seed 003): truncate, insert, replace, clear and filter the visible view.
+//
+// Every operation works on the visible view, never deletes from storage, and commits its
+// result as a new batch, so ConversationManager::rollbackToBatch() undoes it. Positions are
+// view positions. An operation that throws leaves the conversation as it was.
+//
+// Tool-call pairing. A model API rejects a tool message that does not answer the assistant
+// tool-call message just before its group, and an assistant tool-call message that is not
+// followed by the results of all its calls. So after every operation the view is checked:
+// - truncate, clear and filter REPAIR: they select messages in bulk, so a tool-call group
+//   they cut in two is dropped whole (the assistant tool-call message and whatever results of
+//   it were kept), as is any tool message whose call is not in the view;
+// - insert and replace REFUSE (ValidationError, nothing changed) when they would break a
+//   group that was whole before: they are precise edits, and silently dropping other
+//   messages would surprise.
+//
+// Thread-safety: the operation types are values; applyContextOperation() takes the
+// manager's write lock.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "parley/conversation_manager.hpp"
+#include "parley/message.hpp"
+
+namespace parley {
+
+// Applied in this order on the view: keepFirst, keepLast, removeFirst, removeLast, range.
+// keepFirst/keepLast 0 keep nothing; removeFirst/removeLast 0 do nothing; counts larger than
+// the view are clamped. Negative counts, and a range outside 0 <= start <= end <= size of the
+// view at that step, are a ValidationError.
+// With `role`: the view becomes that role's messages only, truncated (the seed's reference
+// behaviour); with `keepOtherRoles` the truncation applies within that role and the other
+// roles' messages stay where they are.
+struct TruncateOp {
+  struct Range {
+    int64_t start = 0;
+    int64_t end = 0;
+  };
+  std::optional<int64_t> keepFirst{};
+  std::optional<int64_t> keepLast{};
+  std::optional<int64_t> removeFirst{};
+  std::optional<int64_t> removeLast{};
+  std::optional<Range> range{};
+  std::optional<Role> role{};
+  bool keepOtherRoles = false;
+};
+
+// Inserts `messages` at view position `position` (0..size; -1 appends). The messages are
+// validated and appended to storage; the view places them at the position.
+struct InsertOp {
+  int64_t position = -1;
+  std::vector<Message> messages;
+};
+
+// Replaces the message at view position `index` (0..size-1). The new message is appended to
+// storage; the old one stays in storage, hidden. Role indexes follow.
+struct ReplaceOp {
+  int64_t index = 0;
+  Message message;
+};
+
+// Clears the view; keeps every system message unless keepSystemMessage is false.
+struct ClearOp {
+  bool keepSystemMessage = true;
+};
+
+// Keeps the messages that pass every given criterion: role any-of `roles`, content containing
+// any of `contentContains`, content containing none of `contentExcludes`. An empty list is the
+// same as no criterion.
+struct FilterOp {
+  std::vector<Role> roles;
+  std::vector<std::string> contentContains;
+  std::vector<std::string> contentExcludes;
+};
+
+using ContextOperation = std::variant<TruncateOp, InsertOp, ReplaceOp, ClearOp, FilterOp>;
+
+struct ContextOperationResult {
+  std::string operation;         // "truncate", "insert", ...
+  size_t messageCount = 0;       // visible messages after the operation
+  size_t removedForPairing = 0;  // messages a repair dropped (see above)
+  std::chrono::microseconds executionTime{0};
+};
+
+// Reads the seed's node config, e.g.
+//   {"operation": "truncate", "truncate": {"role": "user", "keepLast": 5}}
+// Unknown operations, missing or malformed configs and unknown keys are a ValidationError
+// naming the field ("truncate.keepLast: must be a non-negative integer").
+ContextOperation parseContextOperation(const nlohmann::json& config);
+nlohmann::json toJson(const ContextOperation& operation);
+
+// Applies one operation to the store's view as a new batch (the pure form).
+ContextOperationResult applyContextOperation(MessageStore& store, const ContextOperation& op);
+// Applies one operation to a conversation, atomically.
+ContextOperationResult applyContextOperation(ConversationManager& manager,
+                                             const ContextOperation& op);
+
+// Storage indices of the view entries that break tool-call pairing (see above), in view order.
+std::vector<MessageStore::Index> pairingViolations(const MessageStore& store,
+                                                   const std::vector<MessageStore::Index>& view);
+
+}  // namespace parley
