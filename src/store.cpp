@@ -85,6 +85,59 @@ ThreadInfo ConversationStore::importThread(const json& snapshot, const ThreadOpt
   return createThread(options, messages, state);
 }
 
+StoredThread::StoredThread(std::shared_ptr<ConversationStore> store, std::string threadId)
+    : store_(std::move(store)), threadId_(std::move(threadId)) {
+  if (!store_) throw ValidationError("store", "must not be null");
+  if (threadId_.empty()) throw ValidationError("threadId", "must not be empty");
+}
+
+bool StoredThread::attach(ConversationManager& manager, const ThreadOptions& options) {
+  std::lock_guard lock(mutex_);
+  if (store_->threadInfo(threadId_)) {
+    version_ = store_->load(threadId_, manager);
+    savedRevision_ = manager.revision();
+    known_ = true;
+    return true;
+  }
+  ThreadOptions create = options;
+  create.id = threadId_;
+  const uint64_t revision = manager.revision();
+  json state = manager.createStateSnapshot();
+  MessageStore storage = manager.store();
+  std::vector<Message> messages;
+  const auto size = state.at("storageSize").get<size_t>();
+  messages.reserve(size);
+  for (size_t i = 0; i < size; ++i)
+    messages.push_back(storage.stored(i));
+  version_ = store_->createThread(create, messages, state).version;
+  savedRevision_ = revision;
+  known_ = true;
+  return false;
+}
+
+void StoredThread::load(ConversationManager& manager) {
+  std::lock_guard lock(mutex_);
+  version_ = store_->load(threadId_, manager);
+  savedRevision_ = manager.revision();
+  known_ = true;
+}
+
+void StoredThread::save(const ConversationManager& manager) {
+  std::lock_guard lock(mutex_);
+  if (!known_) {
+    throw StoreError("store: thread '" + threadId_ + "' was not loaded or attached before save");
+  }
+  const uint64_t revision = manager.revision();
+  if (revision == savedRevision_) return;
+  version_ = store_->save(threadId_, manager, version_);
+  savedRevision_ = revision;
+}
+
+ConversationStore::Version StoredThread::version() const {
+  std::lock_guard lock(mutex_);
+  return version_;
+}
+
 std::unique_ptr<ConversationStore> openStore(const std::string& url) {
   if (url.empty()) throw ValidationError("url", "must not be empty");
   if (startsWith(url, "postgresql://") || startsWith(url, "postgres://")) {

@@ -597,6 +597,36 @@ TYPED_TEST_P(StoreConformance, AForkOfAManagerThreadRestoresItsView) {
   EXPECT_EQ(parent.getMessages(), manager.getMessages());
 }
 
+TYPED_TEST_P(StoreConformance, StoredThreadSavesEachTurnWithOneCall) {
+  std::shared_ptr<ConversationStore> shared = std::move(this->store);
+  ConversationManager manager;
+  manager.addMessage(Message::system("s"));
+  StoredThread thread(shared, "bound");
+  EXPECT_FALSE(thread.attach(manager, {.title = "bound thread"}));
+  EXPECT_EQ(thread.version(), 1);
+  EXPECT_EQ(shared->threadInfo("bound")->title, "bound thread");
+  EXPECT_EQ(shared->threadInfo("bound")->messageCount, 1);
+  thread.save(manager);  // nothing new: nothing written
+  EXPECT_EQ(thread.version(), 1);
+  manager.addMessage(Message::user("u"));
+  thread.save(manager);
+  EXPECT_EQ(thread.version(), 2);
+  EXPECT_EQ(this->messageRows(), 2);
+
+  ConversationManager other;
+  StoredThread second(shared, "bound");
+  EXPECT_TRUE(second.attach(other));
+  EXPECT_EQ(other.getMessages(), manager.getMessages());
+  other.addMessage(Message::assistant("from second"));
+  second.save(other);
+  manager.addMessage(Message::assistant("from first"));
+  EXPECT_THROW(thread.save(manager), StoreConflict);
+  thread.load(manager);
+  EXPECT_EQ(manager.getMessages().back().content, "from second");
+  EXPECT_EQ(thread.version(), 3);
+  EXPECT_THROW(StoredThread(shared, "never-attached").save(manager), StoreError);
+}
+
 REGISTER_TYPED_TEST_SUITE_P(
     StoreConformance, CreatesAnEmptyThread, GeneratesDistinctIds, RefusesATakenIdAndBadOptions,
     AppendsTurnsAndLoadsThemInOrder, KeepsEveryMessageFieldExactly, WritesOnlyTheNewRowsOfATurn,
@@ -608,6 +638,7 @@ REGISTER_TYPED_TEST_SUITE_P(
     ThreadsOfOneProcessShareAStore, KilledWriterLosesNoCommittedTurn,
     EightProcessesOnEightThreadsLoseNothing, TwoProcessesOnOneThreadConflictAndLoseNothing,
     SavesAManagerTurnByTurnWritingOnlyWhatIsNew, LoadRefusesADamagedStateAndLeavesTheManager,
-    ExportsAndImportsSnapshots, AForkOfAManagerThreadRestoresItsView);
+    ExportsAndImportsSnapshots, AForkOfAManagerThreadRestoresItsView,
+    StoredThreadSavesEachTurnWithOneCall);
 
 }  // namespace parley::testing

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -131,8 +132,44 @@ class ConversationStore {
   ThreadInfo importThread(const nlohmann::json& snapshot, const ThreadOptions& options = {});
 };
 
-// --- SQLite
-// ---------------------------------------------------------------------------------------
+// Ties one conversation to one thread of a store, so that saving each committed turn is one call:
+//
+//   StoredThread thread(store, "ticket-42");
+//   thread.attach(manager);          // restores the thread, or creates it from the manager
+//   ... a turn commits ...
+//   thread.save(manager);            // appends what is new; StoreConflict if another writer won
+//
+// It remembers the version it last loaded or saved, and the manager's revision() then, so a
+// save with nothing new writes nothing.
+// Thread-safety: calls are serialised by an internal mutex; the store is shared.
+class StoredThread {
+ public:
+  StoredThread(std::shared_ptr<ConversationStore> store, std::string threadId);
+
+  // If the thread exists, restores `manager` from it (StoreError if it cannot be); else creates
+  // it (with `options`, whose id is ignored) holding what `manager` holds. Returns true if the
+  // thread existed.
+  bool attach(ConversationManager& manager, const ThreadOptions& options = {});
+  // Restores `manager` from the thread (StoreError if there is none).
+  void load(ConversationManager& manager);
+  // Saves what is new in `manager` since the last load/save. Throws StoreConflict if another
+  // writer saved meanwhile (then load() again to continue from the stored thread).
+  void save(const ConversationManager& manager);
+
+  const std::string& threadId() const noexcept { return threadId_; }
+  ConversationStore::Version version() const;
+  ConversationStore& store() const noexcept { return *store_; }
+
+ private:
+  std::shared_ptr<ConversationStore> store_;
+  std::string threadId_;
+  mutable std::mutex mutex_;
+  ConversationStore::Version version_ = 0;
+  uint64_t savedRevision_ = 0;
+  bool known_ = false;  // version_ and savedRevision_ are set
+};
+
+// --- SQLite ---------------------------------------------------------------------------------
 
 struct SqliteStoreOptions {
   // Full: each commit is fsync'ed (survives power loss). Normal: WAL is synced at checkpoints
@@ -171,8 +208,7 @@ class SqliteStore : public ConversationStore {
   std::unique_ptr<Impl> impl_;
 };
 
-// --- PostgreSQL
-// -----------------------------------------------------------------------------------
+// --- PostgreSQL -----------------------------------------------------------------------------
 
 struct PostgresStoreOptions {
   size_t maxConnections = 4;  // per store object, opened on demand
