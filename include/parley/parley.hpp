@@ -6,4 +6,5 @@
 #include "parley/errors.hpp"
 #include "parley/message.hpp"
 #include "parley/message_store.hpp"
+#include "parley/store.hpp"
 #include "parley/usage.hpp"
