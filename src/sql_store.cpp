@@ -120,7 +120,11 @@ std::vector<std::string> messageBodies(std::span<const Message> messages) {
     try {
       validate(messages[i]);
     } catch (const ValidationError& e) {
-      throw ValidationError(field + e.field().substr(std::string("message").size()), e.reason());
+      // validate() names fields "message.x"; name them after the turn's index instead.
+      const std::string& inner = e.field();
+      throw ValidationError(
+          inner.rfind("message", 0) == 0 ? field + inner.substr(7) : field + "." + inner,
+          e.reason());
     }
     bodies.push_back(dumpJson(toJson(messages[i]), field));
   }

@@ -221,7 +221,10 @@ struct PostgresStoreOptions {
 // expected version: one wins, the other gets StoreConflict. `conninfo` is anything libpq takes
 // ("host=/tmp/x dbname=app" or "postgresql://user@host/app"); tables are created in the first
 // schema of the search_path. A wrong password or an unreachable server is a StoreError naming
-// libpq's reason (the password itself is never in the message).
+// libpq's reason (the password itself is never in the message). One exception to "a call that
+// throws changed nothing": if the connection breaks during COMMIT, the outcome is unknown; the
+// thread's version tells (a committed turn bumped it), and retrying with the old expected
+// version is safe: it either commits once or raises StoreConflict.
 class PostgresStore : public ConversationStore {
  public:
   explicit PostgresStore(const std::string& conninfo, PostgresStoreOptions options = {});
