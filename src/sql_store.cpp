@@ -470,7 +470,9 @@ ThreadData SqlStoreEngine::loadThread(const std::string& threadId) {
         int64_t seq = asInt(r.at(0));
         if (seq != expected) break;
         try {
-          data.messages.push_back(messageFromJson(json::parse(asText(r.at(1)))));
+          const auto* body = std::get_if<std::string>(&r.at(1));
+          if (!body) throw StoreError("the body is not text");
+          data.messages.push_back(messageFromJson(json::parse(*body)));
         } catch (const std::exception& e) {
           throw StoreError("store: thread " + named(threadId) + ": message " + std::to_string(seq) +
                            " (row " + named(segment->id) + "/" + std::to_string(seq) +
