@@ -17,6 +17,7 @@ packages=(
   libcpp-httplib-dev libcli11-dev libedit-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   tmux
+  libicu-dev
 )
 missing=()
 for p in "${packages[@]}"; do

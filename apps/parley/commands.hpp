@@ -14,5 +14,6 @@ inline constexpr int kExitUsage = 2;    // bad command line
 inline constexpr int kExitInterrupted = 130;
 
 // Subcommands register here (one line each, in alphabetical order).
+void addTokensCommand(CLI::App& app, int& exitCode);
 
 }  // namespace parley::cli

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.footer("Exit codes: 0 success, 1 the operation failed, 2 bad command line, 130 interrupted.");
   int exitCode = kExitOk;
   // Subcommands (one line each, in alphabetical order).
+  addTokensCommand(app, exitCode);
 
   try {
     app.parse(argc, argv);

@@ -7,4 +7,8 @@
 #include "parley/message.hpp"
 #include "parley/message_store.hpp"
 #include "parley/store.hpp"
+#include "parley/thread_pool.hpp"
+#include "parley/tools.hpp"
 #include "parley/usage.hpp"
+#include "parley/bpe.hpp"
+#include "parley/tokens.hpp"

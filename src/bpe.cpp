@@ -1,0 +1,653 @@
+#include "parley/bpe.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <queue>
+#include <unordered_map>
+
+#include "bpe_split.hpp"
+#include "parley/errors.hpp"
+
+namespace parley {
+
+namespace {
+
+// Special tokens and rank counts as npm tiktoken 1.0.22 defines them (encoders/*.json); the
+// parity test checks them against the package.
+const std::vector<EncodingSpec>& allSpecs() {
+  static const std::vector<EncodingSpec> kSpecs = {
+      {"cl100k_base",
+       SplitPattern::Cl100k,
+       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+       {{"<|endoftext|>", 100257},
+        {"<|fim_prefix|>", 100258},
+        {"<|fim_middle|>", 100259},
+        {"<|fim_suffix|>", 100260},
+        {"<|endofprompt|>", 100276}},
+       100256,
+       "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"},
+      {"o200k_base",
+       SplitPattern::O200k,
+       R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+       {{"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}},
+       199998,
+       "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"},
+  };
+  return kSpecs;
+}
+
+// ---- UTF-8 ----------------------------------------------------------------------------------
+
+// Length of the valid UTF-8 sequence at s[i], or 0 if the bytes there are ill-formed.
+// With `prefix`, also reports how many bytes form a maximal ill-formed prefix (>= 1).
+size_t utf8SequenceLength(const uint8_t* s, size_t n, size_t i, size_t* prefix) {
+  const uint8_t b = s[i];
+  size_t need;
+  uint8_t lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+  if (b < 0x80) return 1;
+  if (b >= 0xC2 && b <= 0xDF) {
+    need = 1;
+  } else if (b >= 0xE0 && b <= 0xEF) {
+    need = 2;
+    if (b == 0xE0) lo = 0xA0;
+    if (b == 0xED) hi = 0x9F;  // no surrogates
+  } else if (b >= 0xF0 && b <= 0xF4) {
+    need = 3;
+    if (b == 0xF0) lo = 0x90;
+    if (b == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
+  } else {
+    *prefix = 1;
+    return 0;
+  }
+  size_t k = 1;
+  for (; k <= need; ++k) {
+    if (i + k >= n) break;
+    const uint8_t c = s[i + k];
+    const uint8_t l = k == 1 ? lo : 0x80;
+    const uint8_t h = k == 1 ? hi : 0xBF;
+    if (c < l || c > h) break;
+  }
+  if (k > need) return need + 1;
+  *prefix = k;
+  return 0;
+}
+
+bool isValidUtf8(std::string_view text) {
+  const auto* s = reinterpret_cast<const uint8_t*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    if (i + 8 <= n) {
+      uint64_t w;
+      std::memcpy(&w, s + i, 8);
+      if (!(w & 0x8080808080808080ull)) {
+        i += 8;
+        continue;
+      }
+    }
+    size_t prefix = 0;
+    size_t len = utf8SequenceLength(s, n, i, &prefix);
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
+// Each maximal ill-formed subsequence becomes U+FFFD, as the WHATWG decoder does.
+std::string replaceInvalidUtf8(std::string_view text) {
+  const auto* s = reinterpret_cast<const uint8_t*>(text.data());
+  const size_t n = text.size();
+  std::string out;
+  out.reserve(n + 16);
+  size_t i = 0;
+  while (i < n) {
+    size_t prefix = 0;
+    size_t len = utf8SequenceLength(s, n, i, &prefix);
+    if (len) {
+      out.append(text.data() + i, len);
+      i += len;
+    } else {
+      out.append("\xEF\xBF\xBD");
+      i += prefix;
+    }
+  }
+  return out;
+}
+
+// ---- rank table -----------------------------------------------------------------------------
+
+inline uint64_t load8(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+inline uint64_t mix(uint64_t h) {
+  h ^= h >> 32;
+  h *= 0xd6e8feb86659fd93ull;
+  h ^= h >> 32;
+  return h;
+}
+
+// The first min(len, 8) bytes, zero-padded. `avail` bytes are readable from p.
+inline uint64_t loadHead(const uint8_t* p, size_t len, size_t avail) {
+  if (len >= 8) return load8(p);
+  if (avail >= 8) return load8(p) & ((uint64_t{1} << (len * 8)) - 1);
+  uint64_t v = 0;
+  for (size_t i = 0; i < len; ++i)
+    v |= uint64_t{p[i]} << (8 * i);
+  return v;
+}
+
+inline uint64_t hashBytes(const uint8_t* p, size_t len, uint64_t head) {
+  uint64_t h = (head ^ (len * 0x9E3779B97F4A7C15ull)) * 0xbf58476d1ce4e5b9ull;
+  if (len > 8) {
+    for (size_t i = 8; i + 8 < len; i += 8)
+      h = (h ^ load8(p + i)) * 0x94d049bb133111ebull;
+    h = (h ^ load8(p + len - 8)) * 0x94d049bb133111ebull;  // overlaps; stays in bounds
+  }
+  return mix(h);
+}
+
+constexpr uint32_t kNoRank = std::numeric_limits<uint32_t>::max();
+
+uint32_t nextGeneration() {
+  static std::atomic<uint32_t> counter{0};
+  return ++counter;
+}
+
+// The ids of recently seen pieces, per thread (so no locking), direct-mapped by hash. Entries
+// carry the generation of the encoding that wrote them: encodings never share entries, and a
+// new encoding at a dead one's address does not see its entries.
+struct PieceCache {
+  static constexpr size_t kEntries = 4096;
+  static constexpr size_t kMaxBytes = 22;
+  static constexpr size_t kMaxIds = 7;
+  struct Entry {
+    uint64_t hash = 0;
+    uint32_t owner = 0;  // 0: empty
+    uint8_t len = 0;
+    uint8_t count = 0;
+    char bytes[kMaxBytes];
+    uint32_t ids[kMaxIds];
+
+    void store(uint32_t gen, uint64_t h, const uint8_t* p, size_t n, const uint32_t* tokens,
+               size_t k) {
+      owner = gen;
+      hash = h;
+      len = static_cast<uint8_t>(n);
+      count = static_cast<uint8_t>(k);
+      std::memcpy(bytes, p, n);
+      std::memcpy(ids, tokens, k * sizeof(uint32_t));
+    }
+  };
+  std::vector<Entry> entries = std::vector<Entry>(kEntries);
+
+  Entry& slot(uint64_t hash) { return entries[(hash >> 20) & (kEntries - 1)]; }
+
+  // Longer pieces (rules of dashes, long identifiers) are rarer but cost a full merge each:
+  // a bounded map, emptied when full or when another encoding uses this thread.
+  struct TransparentHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  static constexpr size_t kMaxLongEntries = 4096;
+  uint32_t longOwner = 0;
+  std::unordered_map<std::string, std::vector<uint32_t>, TransparentHash, std::equal_to<>>
+      longPieces;
+
+  std::unordered_map<std::string, std::vector<uint32_t>, TransparentHash, std::equal_to<>>& longFor(
+      uint32_t gen) {
+    if (longOwner != gen || longPieces.size() >= kMaxLongEntries) {
+      longPieces.clear();
+      longOwner = gen;
+    }
+    return longPieces;
+  }
+};
+
+PieceCache& pieceCache() {
+  thread_local PieceCache cache;
+  return cache;
+}
+
+}  // namespace
+
+// ---- the encoding ---------------------------------------------------------------------------
+
+class Encoding::Impl {
+ public:
+  EncodingSpec spec;
+  std::string blob;               // token bytes, in rank order
+  std::vector<uint32_t> offsets;  // rank -> start in blob; offsets[rankCount] = blob.size()
+  struct Slot {
+    uint64_t head = 0;
+    uint32_t len = 0;  // 0: empty
+    uint32_t rank = kNoRank;
+  };
+  std::vector<Slot> slots;
+  uint64_t slotMask = 0;
+  std::array<uint32_t, 256> byteRank{};
+  std::vector<uint32_t> pairRanks;         // [b0 << 8 | b1] -> rank of the two bytes, or kNoRank
+  uint32_t generation = nextGeneration();  // tells this encoding's cache entries apart
+
+  size_t rankCount() const { return offsets.size() - 1; }
+
+  std::string_view bytesOf(uint32_t rank) const {
+    return std::string_view(blob).substr(offsets[rank], offsets[rank + 1] - offsets[rank]);
+  }
+
+  void buildTable() {
+    size_t size = 1;
+    while (size < rankCount() * 2)
+      size <<= 1;
+    slots.assign(size, Slot{});
+    slotMask = size - 1;
+    byteRank.fill(kNoRank);
+    pairRanks.assign(65536, kNoRank);
+    for (uint32_t r = 0; r < rankCount(); ++r) {
+      std::string_view b = bytesOf(r);
+      const auto* p = reinterpret_cast<const uint8_t*>(b.data());
+      // The blob may end right after this token; loadHead reads no further than it may.
+      const size_t avail = blob.size() - offsets[r];
+      const uint64_t head = loadHead(p, b.size(), avail);
+      uint64_t i = hashBytes(p, b.size(), head) & slotMask;
+      while (slots[i].len != 0) {
+        if (slots[i].len == b.size() && bytesOf(slots[i].rank) == b) {
+          throw Error(spec.name + ": duplicate token in the rank file at rank " +
+                      std::to_string(r));
+        }
+        i = (i + 1) & slotMask;
+      }
+      slots[i] = Slot{head, static_cast<uint32_t>(b.size()), r};
+      if (b.size() == 1) byteRank[static_cast<uint8_t>(b[0])] = r;
+      if (b.size() == 2) {
+        pairRanks[static_cast<uint8_t>(b[0]) << 8 | static_cast<uint8_t>(b[1])] = r;
+      }
+    }
+    for (uint32_t r : byteRank) {
+      if (r == kNoRank) throw Error(spec.name + ": the rank file lacks a single-byte token");
+    }
+  }
+
+  // The rank of bytes [p, p+len), or kNoRank. `avail` bytes are readable from p.
+  uint32_t find(const uint8_t* p, size_t len, size_t avail) const {
+    const uint64_t head = loadHead(p, len, avail);
+    return findHashed(p, len, head, hashBytes(p, len, head));
+  }
+
+  uint32_t findHashed(const uint8_t* p, size_t len, uint64_t head, uint64_t hash) const {
+    uint64_t i = hash & slotMask;
+    for (;;) {
+      const Slot& slot = slots[i];
+      if (slot.len == len && slot.head == head) {
+        if (len <= 8 || std::memcmp(blob.data() + offsets[slot.rank] + 8, p + 8, len - 8) == 0) {
+          return slot.rank;
+        }
+      } else if (slot.len == 0) {
+        return kNoRank;
+      }
+      i = (i + 1) & slotMask;
+    }
+  }
+
+  // The rank of a two-byte sequence, from a dense table: the first merges of every piece.
+  uint32_t pairRank2(const uint8_t* p) const { return pairRanks[p[0] << 8 | p[1]]; }
+
+  // BPE on one piece: repeatedly merge the adjacent pair whose concatenation has the lowest
+  // rank (leftmost on ties), as tiktoken's byte_pair_merge does. Pieces up to
+  // PieceCache::kMaxBytes go through this thread's cache first: words repeat.
+  template <class Sink>
+  void encodePiece(const uint8_t* p, size_t len, size_t avail, Sink& sink) const {
+    if (len == 1) {
+      sink(byteRank[p[0]]);
+      return;
+    }
+    const uint64_t head = loadHead(p, len, avail);
+    const uint64_t hash = hashBytes(p, len, head);
+    PieceCache::Entry* cached = nullptr;
+    if (len <= PieceCache::kMaxBytes) {
+      cached = &pieceCache().slot(hash);
+      if (cached->owner == generation && cached->hash == hash && cached->len == len &&
+          std::memcmp(cached->bytes, p, len) == 0) {
+        for (uint8_t i = 0; i < cached->count; ++i)
+          sink(cached->ids[i]);
+        return;
+      }
+    }
+    if (uint32_t r = findHashed(p, len, head, hash); r != kNoRank) {
+      if (cached) cached->store(generation, hash, p, len, &r, 1);
+      sink(r);
+      return;
+    }
+    if (len <= kSmallPiece) {
+      uint32_t ids[kSmallPiece];
+      const size_t count = mergeSmall(p, len, avail, ids);
+      if (cached && count <= PieceCache::kMaxIds)
+        cached->store(generation, hash, p, len, ids, count);
+      for (size_t i = 0; i < count; ++i)
+        sink(ids[i]);
+    } else {
+      mergeLarge(p, len, avail, sink);
+    }
+  }
+
+  static constexpr size_t kSmallPiece = 128;
+
+  // Quadratic in the piece length but with tiny constants: the common case. Writes the ids to
+  // `out` and returns how many.
+  size_t mergeSmall(const uint8_t* p, size_t len, size_t avail, uint32_t* out) const {
+    uint32_t start[kSmallPiece + 1];
+    uint32_t rank[kSmallPiece + 1];  // rank of parts i and i+1 joined
+    uint32_t self[kSmallPiece + 1];  // rank of part i itself
+    size_t parts = len;              // number of parts; start[parts] = len
+    for (size_t i = 0; i < len; ++i) {
+      start[i] = static_cast<uint32_t>(i);
+      self[i] = byteRank[p[i]];
+    }
+    start[len] = static_cast<uint32_t>(len);
+    for (size_t i = 0; i + 1 < len; ++i)
+      rank[i] = pairRank2(p + i);
+    rank[len - 1] = kNoRank;
+    rank[len] = kNoRank;
+    auto pairRank = [&](size_t i) -> uint32_t {
+      if (i + 2 > parts) return kNoRank;
+      return find(p + start[i], start[i + 2] - start[i], avail - start[i]);
+    };
+    for (;;) {
+      uint32_t best = kNoRank;
+      size_t at = 0;
+      for (size_t i = 0; i + 1 < parts; ++i) {
+        if (rank[i] < best) {
+          best = rank[i];
+          at = i;
+        }
+      }
+      if (best == kNoRank) break;
+      // Merge parts at and at+1: the joined part is the token `best`.
+      self[at] = best;
+      for (size_t i = at + 1; i < parts; ++i) {
+        start[i] = start[i + 1];
+        rank[i] = rank[i + 1];
+        self[i] = self[i + 1];
+      }
+      --parts;
+      start[parts] = static_cast<uint32_t>(len);
+      rank[at] = pairRank(at);
+      if (at > 0) rank[at - 1] = pairRank(at - 1);
+    }
+    std::memcpy(out, self, parts * sizeof(uint32_t));
+    return parts;
+  }
+
+  // Linear-logarithmic for long pieces: a linked list of parts and a heap of candidate merges
+  // keyed (rank, position); an entry is stale when its part died or its rank changed.
+  template <class Sink>
+  void mergeLarge(const uint8_t* p, size_t len, size_t avail, Sink& sink) const {
+    std::vector<uint32_t> next(len), prev(len), rank(len);
+    std::vector<uint8_t> alive(len, 1);
+    using Entry = uint64_t;  // rank << 32 | position
+    std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
+    for (size_t i = 0; i < len; ++i) {
+      next[i] = static_cast<uint32_t>(i + 1);
+      prev[i] = static_cast<uint32_t>(i) - 1;
+      rank[i] = i + 1 < len ? pairRank2(p + i) : kNoRank;
+      if (rank[i] != kNoRank) heap.push(Entry{rank[i]} << 32 | i);
+    }
+    auto pairRank = [&](uint32_t i) -> uint32_t {
+      uint32_t j = next[i];
+      if (j >= len) return kNoRank;
+      uint32_t end = next[j];
+      return find(p + i, end - i, avail - i);
+    };
+    while (!heap.empty()) {
+      const Entry e = heap.top();
+      heap.pop();
+      const auto i = static_cast<uint32_t>(e);
+      const auto r = static_cast<uint32_t>(e >> 32);
+      if (!alive[i] || rank[i] != r) continue;
+      const uint32_t j = next[i];
+      alive[j] = 0;
+      next[i] = next[j];
+      if (next[j] < len) prev[next[j]] = i;
+      rank[i] = pairRank(i);
+      if (rank[i] != kNoRank) heap.push(Entry{rank[i]} << 32 | i);
+      if (i > 0) {
+        const uint32_t h = prev[i];
+        rank[h] = pairRank(h);
+        if (rank[h] != kNoRank) heap.push(Entry{rank[h]} << 32 | h);
+      }
+    }
+    for (uint32_t i = 0; i < len; i = next[i])
+      sink(find(p + i, next[i] - i, avail - i));
+  }
+
+  template <class Sink>
+  void encodeOrdinary(std::string_view text, Sink& sink) const {
+    const auto* s = reinterpret_cast<const uint8_t*>(text.data());
+    const size_t n = text.size();
+    size_t pos = 0;
+    if (spec.pattern == SplitPattern::Cl100k) {
+      while (pos < n) {
+        const size_t end = detail::cl100kPieceEnd(s, n, pos);
+        encodePiece(s + pos, end - pos, n - pos, sink);
+        pos = end;
+      }
+    } else {
+      while (pos < n) {
+        const size_t end = detail::o200kPieceEnd(s, n, pos);
+        encodePiece(s + pos, end - pos, n - pos, sink);
+        pos = end;
+      }
+    }
+  }
+
+  template <class Sink>
+  void encode(std::string_view text, const EncodeOptions& options, Sink& sink) const {
+    std::string replaced;
+    if (!isValidUtf8(text)) {
+      replaced = replaceInvalidUtf8(text);
+      text = replaced;
+    }
+    std::vector<std::pair<std::string_view, TokenId>> allowed;
+    if (options.allowAllSpecial) {
+      for (const auto& [t, id] : spec.specialTokens)
+        allowed.emplace_back(t, id);
+    } else {
+      for (const std::string& name : options.allowedSpecial) {
+        auto it = std::find_if(spec.specialTokens.begin(), spec.specialTokens.end(),
+                               [&](const auto& s) { return s.first == name; });
+        if (it == spec.specialTokens.end()) {
+          throw ValidationError("allowedSpecial",
+                                "\"" + name + "\" is not a special token of " + spec.name);
+        }
+        allowed.emplace_back(it->first, it->second);
+      }
+    }
+    if (allowed.empty()) {
+      encodeOrdinary(text, sink);
+      return;
+    }
+    // Split at the earliest allowed special token (the longest one on a tie).
+    std::vector<size_t> nextAt(allowed.size());
+    for (size_t k = 0; k < allowed.size(); ++k)
+      nextAt[k] = text.find(allowed[k].first);
+    size_t pos = 0;
+    for (;;) {
+      size_t best = std::string_view::npos;
+      size_t which = 0;
+      for (size_t k = 0; k < allowed.size(); ++k) {
+        if (nextAt[k] != std::string_view::npos && nextAt[k] < pos) {
+          nextAt[k] = text.find(allowed[k].first, pos);
+        }
+        if (nextAt[k] < best || (nextAt[k] == best && best != std::string_view::npos &&
+                                 allowed[k].first.size() > allowed[which].first.size())) {
+          best = nextAt[k];
+          which = k;
+        }
+      }
+      if (best == std::string_view::npos) {
+        encodeOrdinary(text.substr(pos), sink);
+        return;
+      }
+      encodeOrdinary(text.substr(pos, best - pos), sink);
+      sink(allowed[which].second);
+      pos = best + allowed[which].first.size();
+    }
+  }
+};
+
+const EncodingSpec* findEncodingSpec(std::string_view name) noexcept {
+  for (const EncodingSpec& s : allSpecs()) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> knownEncodingNames() {
+  std::vector<std::string> names;
+  for (const EncodingSpec& s : allSpecs())
+    names.push_back(s.name);
+  return names;
+}
+
+Encoding::Encoding(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Encoding::~Encoding() = default;
+
+std::shared_ptr<const Encoding> Encoding::fromRankFile(const EncodingSpec& spec,
+                                                       const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary | std::ios::ate);
+  if (!in) throw Error("cannot read the rank file " + file.string());
+  std::string text(static_cast<size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  if (!in.read(text.data(), static_cast<std::streamsize>(text.size()))) {
+    throw Error("cannot read the rank file " + file.string());
+  }
+  return fromRankText(spec, text);
+}
+
+std::shared_ptr<const Encoding> Encoding::fromRankText(const EncodingSpec& spec,
+                                                       std::string_view rankText) {
+  static constexpr auto kBase64 = [] {
+    std::array<int8_t, 256> t{};
+    t.fill(-1);
+    const char* digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int i = 0; i < 64; ++i)
+      t[static_cast<uint8_t>(digits[i])] = static_cast<int8_t>(i);
+    return t;
+  }();
+  auto impl = std::make_unique<Impl>();
+  impl->spec = spec;
+  impl->blob.resize(rankText.size() * 3 / 4 + 16);  // base64 never expands
+  char* out = impl->blob.data();
+  size_t outLen = 0;
+  impl->offsets.reserve(spec.rankCount + 1);
+  auto malformed = [&](size_t line, const std::string& why) {
+    return Error(spec.name + " rank file, line " + std::to_string(line + 1) + ": " + why);
+  };
+  const char* s = rankText.data();
+  const size_t n = rankText.size();
+  size_t pos = 0;
+  for (size_t line = 0; pos < n; ++line) {
+    impl->offsets.push_back(static_cast<uint32_t>(outLen));
+    // base64 token
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t i = pos;
+    for (; i < n && s[i] != ' '; ++i) {
+      if (s[i] == '=') continue;
+      const int v = kBase64[static_cast<uint8_t>(s[i])];
+      if (v < 0) throw malformed(line, "bad base64");
+      acc = (acc << 6) | static_cast<uint32_t>(v);
+      bits += 6;
+      if (bits >= 8) {
+        bits -= 8;
+        out[outLen++] = static_cast<char>((acc >> bits) & 0xFF);
+      }
+    }
+    if (i >= n || outLen == impl->offsets.back()) {
+      throw malformed(line, "expected \"<base64> <rank>\"");
+    }
+    // rank: must equal the line number (the canonical files are in rank order).
+    ++i;
+    uint64_t rank = 0;
+    const size_t digitsAt = i;
+    for (; i < n && s[i] >= '0' && s[i] <= '9'; ++i)
+      rank = rank * 10 + (s[i] - '0');
+    if (i == digitsAt || (i < n && s[i] != '\n')) throw malformed(line, "bad rank");
+    if (rank != line) throw malformed(line, "ranks are not in order");
+    pos = i + 1;
+  }
+  if (impl->offsets.size() != spec.rankCount) {
+    throw Error(spec.name + " rank file has " + std::to_string(impl->offsets.size()) +
+                " tokens, expected " + std::to_string(spec.rankCount));
+  }
+  impl->offsets.push_back(static_cast<uint32_t>(outLen));
+  impl->blob.resize(outLen);
+  impl->blob.append(8, '\0');  // lets find() read 8 bytes past any token's start
+  impl->buildTable();
+  return std::shared_ptr<const Encoding>(new Encoding(std::move(impl)));
+}
+
+const std::string& Encoding::name() const noexcept {
+  return impl_->spec.name;
+}
+const EncodingSpec& Encoding::spec() const noexcept {
+  return impl_->spec;
+}
+std::size_t Encoding::rankCount() const noexcept {
+  return impl_->rankCount();
+}
+
+std::vector<TokenId> Encoding::encode(std::string_view text, const EncodeOptions& options) const {
+  std::vector<TokenId> out;
+  out.reserve(text.size() / 4 + 4);
+  encodeInto(text, out, options);
+  return out;
+}
+
+void Encoding::encodeInto(std::string_view text, std::vector<TokenId>& out,
+                          const EncodeOptions& options) const {
+  auto sink = [&out](TokenId id) { out.push_back(id); };
+  impl_->encode(text, options, sink);
+}
+
+std::size_t Encoding::count(std::string_view text, const EncodeOptions& options) const {
+  std::size_t n = 0;
+  auto sink = [&n](TokenId) { ++n; };
+  impl_->encode(text, options, sink);
+  return n;
+}
+
+std::optional<std::string_view> Encoding::tokenBytes(TokenId id) const noexcept {
+  if (id < impl_->rankCount()) return impl_->bytesOf(id);
+  for (const auto& [text, special] : impl_->spec.specialTokens) {
+    if (special == id) return std::string_view(text);
+  }
+  return std::nullopt;
+}
+
+std::string Encoding::decode(std::span<const TokenId> ids) const {
+  std::string out;
+  out.reserve(ids.size() * 4);
+  for (TokenId id : ids) {
+    auto bytes = tokenBytes(id);
+    if (!bytes) {
+      throw ValidationError("ids", std::to_string(id) + " is not a token of " + name());
+    }
+    out.append(*bytes);
+  }
+  return out;
+}
+
+std::optional<TokenId> Encoding::specialTokenId(std::string_view text) const noexcept {
+  for (const auto& [t, id] : impl_->spec.specialTokens) {
+    if (t == text) return id;
+  }
+  return std::nullopt;
+}
+
+}  // namespace parley

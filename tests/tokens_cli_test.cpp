@@ -1,0 +1,134 @@
+// `parley tokens`: counts, ids, chat requests, and the estimate fallback, run as a user would.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "parley/tokens.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int status;
+  std::string out;
+};
+
+// Runs the parley binary with `args` (a shell fragment); stdout is captured, stderr kept apart.
+CliRun parley(const std::string& args, const std::string& env = "") {
+  std::string cmd = env + "'" + PARLEY_CLI + "' " + args;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  CliRun r{-1, ""};
+  if (!pipe) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0)
+    r.out.append(buf.data(), n);
+  int status = ::pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class TokensCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("parley-tokens-cli-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path write(const std::string& name, const std::string& text) {
+    fs::path p = dir_ / name;
+    std::ofstream(p, std::ios::binary) << text;
+    return p;
+  }
+  fs::path dir_;
+};
+
+TEST_F(TokensCli, CountsFilesAndStdin) {
+  const std::string text = "Hello, world! Counting tokens from the command line.\n";
+  fs::path a = write("a.txt", text);
+  fs::path b = write("b.txt", text + text);
+  auto enc = parley::loadEncoding("cl100k_base");
+  const size_t n = enc->count(text);
+
+  CliRun one = parley("tokens --encoding cl100k_base '" + a.string() + "'");
+  EXPECT_EQ(one.status, 0);
+  EXPECT_EQ(one.out, std::to_string(n) + "\n");
+
+  CliRun two = parley("tokens --encoding cl100k_base '" + a.string() + "' '" + b.string() + "'");
+  EXPECT_EQ(two.status, 0);
+  EXPECT_EQ(two.out, std::to_string(n) + "\t" + a.string() + "\n" +
+                         std::to_string(enc->count(text + text)) + "\t" + b.string() + "\n");
+
+  CliRun in = parley("tokens --encoding cl100k_base < '" + a.string() + "'");
+  EXPECT_EQ(in.out, std::to_string(n) + "\n");
+}
+
+TEST_F(TokensCli, IdsAreOneJsonArrayPerFile) {
+  fs::path a = write("a.txt", "first file");
+  fs::path b = write("b.txt", "second <|endoftext|> file");
+  CliRun r = parley("tokens --ids '" + a.string() + "' '" + b.string() + "'");
+  ASSERT_EQ(r.status, 0);
+  auto enc = parley::loadEncoding("o200k_base");  // the default encoding
+  const size_t nl = r.out.find('\n');
+  ASSERT_NE(nl, std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(r.out.substr(0, nl)), nlohmann::json(enc->encode("first file")));
+  EXPECT_EQ(nlohmann::json::parse(r.out.substr(nl + 1)),
+            nlohmann::json(enc->encode("second <|endoftext|> file")));
+  CliRun special = parley("tokens --ids --allow-special '" + b.string() + "'");
+  parley::EncodeOptions all;
+  all.allowAllSpecial = true;
+  EXPECT_EQ(nlohmann::json::parse(special.out),
+            nlohmann::json(enc->encode("second <|endoftext|> file", all)));
+}
+
+TEST_F(TokensCli, CountsChatRequest) {
+  fs::path chat = write("chat.json", R"({
+    "messages": [
+      {"role": "system", "content": "You are a helpful assistant that can answer to questions about the weather."},
+      {"role": "user", "content": "What's the weather like in San Francisco?"}],
+    "tools": [{"type": "function", "function": {"name": "get_current_weather",
+      "description": "Get the current weather in a given location",
+      "parameters": {"type": "object", "properties": {
+        "location": {"type": "string", "description": "The city and state, e.g. San Francisco, CA"},
+        "unit": {"type": "string", "description": "The unit of temperature to return", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["location"]}}}]})");
+  CliRun r = parley("tokens --chat '" + chat.string() + "'");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.out, "101\n");  // the cookbook's prompt_tokens for gpt-4o
+  CliRun bad =
+      parley("tokens --chat '" + write("bad.json", "{\"nope\": 1}").string() + "' 2>/dev/null");
+  EXPECT_EQ(bad.status, 2);
+}
+
+TEST_F(TokensCli, EstimatesWithoutVocabulary) {
+  fs::path a = write("a.txt", "abcdefghij");  // 10 code points -> ceil(10 / 2.5) = 4
+  fs::create_directories(dir_ / "empty");
+  fs::path err = dir_ / "err";
+  CliRun r = parley("tokens '" + a.string() + "' 2>'" + err.string() + "'",
+                    "PARLEY_DATA_DIR='" + (dir_ / "empty").string() + "' ");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.out, "4\n");
+  std::ifstream in(err);
+  std::string message((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(message.find("estimates"), std::string::npos) << message;
+  CliRun ids = parley("tokens --ids '" + a.string() + "' 2>/dev/null",
+                      "PARLEY_DATA_DIR='" + (dir_ / "empty").string() + "' ");
+  EXPECT_EQ(ids.status, 1);
+}
+
+TEST_F(TokensCli, UnknownEncodingIsUsageError) {
+  CliRun r = parley("tokens --encoding p50k_base 2>/dev/null </dev/null");
+  EXPECT_EQ(r.status, 2);
+}
+
+}  // namespace
