@@ -13,6 +13,7 @@
 #include "parley/openai_client.hpp"
 #include "parley/profiles.hpp"
 #include "parley/sse.hpp"
+#include "parley/store.hpp"
 #include "parley/thread_pool.hpp"
 #include "parley/tokens.hpp"
 #include "parley/tools.hpp"

@@ -1,0 +1,258 @@
+// Conversation stores: threads of messages that outlive the process (SQLite, PostgreSQL).
+//
+// A thread is an append-only list of messages (one row per storage message of a
+// ConversationManager, in OpenAI JSON) plus one small state document (the manager's
+// createStateSnapshot(): mark map, batches, token usage), rewritten on every turn. Saving a turn
+// appends only the new rows and replaces the state in ONE transaction, so a turn costs the same
+// whatever the length of the thread. Each thread has a version that every turn bumps; a writer
+// names the version it started from and a stale writer gets StoreConflict (optimistic locking).
+//
+// A fork is stored as a parent and a position (a storage message count): it shares the parent's
+// first `position` rows, nothing is copied. Deleting a parent that has forks hides it and keeps
+// only the rows its forks need.
+//
+// Thread-safety: one store may be shared by any number of threads; each call is atomic. Any
+// number of processes may open the same database (file or server) at once.
+// Durability: when a writing call returns, its change survives a crash of this process. With
+// SqliteStore it also survives a power loss unless SqliteStoreOptions::synchronous is Normal.
+// Failure: a call that throws has changed nothing in the store. Errors are StoreError (the
+// database failed, is corrupt, of a newer schema, or the thread is unknown), StoreConflict (a
+// stale expected version) and ValidationError (bad arguments, named).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "parley/message.hpp"
+
+namespace parley {
+
+class ConversationManager;
+
+// What a store knows about one thread (listThreads, threadInfo).
+struct ThreadInfo {
+  std::string id;
+  std::string parentId;      // the thread this one was forked from; "" for none
+  int64_t forkPosition = 0;  // messages shared with the parent; 0 for none
+  int64_t messageCount = 0;  // storage messages, the shared prefix included
+  int64_t version = 0;
+  std::chrono::system_clock::time_point createdAt;
+  std::chrono::system_clock::time_point updatedAt;  // the last turn (or creation)
+  std::string title;
+  nlohmann::json metadata;  // an object, or null
+};
+
+// For createThread, forkThread and importThread.
+struct ThreadOptions {
+  std::string id{};  // "" generates a random id ("t-" + 32 hex digits)
+  std::string title{};
+  nlohmann::json metadata{};  // an object or null
+};
+
+// A whole thread as loadThread returns it.
+struct ThreadData {
+  ThreadInfo info;
+  std::vector<Message> messages;  // all storage messages, the shared prefix included
+  nlohmann::json state;           // as last saved; null when none was saved yet
+};
+
+// A page of listThreads.
+struct ThreadListOptions {
+  std::string parentId{};  // "" lists every thread; else only forks of this one
+  size_t limit = 0;        // 0: no limit
+  size_t offset = 0;
+};
+
+class ConversationStore {
+ public:
+  // Bumped by every turn; a new thread (or fork, or import) starts at version 1.
+  using Version = int64_t;
+
+  virtual ~ConversationStore() = default;
+
+  // Creates a thread holding `messages` (validated first) and `state`, in one transaction, and
+  // returns its info (version 1). Throws StoreError if the id is taken, ValidationError for an
+  // over-long id, an id with control characters, or metadata that is not an object or null.
+  virtual ThreadInfo createThread(const ThreadOptions& options = {},
+                                  std::span<const Message> messages = {},
+                                  const nlohmann::json& state = nullptr) = 0;
+
+  // Appends the messages of one turn and replaces the state, in one transaction; returns the new
+  // version. REQUIRES: the thread exists (else StoreError). Throws StoreConflict if
+  // `expectedVersion` is not the current version (nothing is written then). Every message is
+  // validated first (ValidationError "messages[i]...."); if `state` carries "storageSize" it must
+  // equal the thread's message count after the turn. A null state keeps the previous one.
+  virtual Version appendTurn(const std::string& threadId, std::span<const Message> messages,
+                             const nlohmann::json& state, Version expectedVersion) = 0;
+
+  // The whole thread. Throws StoreError if it does not exist or a row is corrupt (the error
+  // names the thread and the row).
+  virtual ThreadData loadThread(const std::string& threadId) = 0;
+  // The info alone, or nullopt if there is no such thread. Cheap.
+  virtual std::optional<ThreadInfo> threadInfo(const std::string& threadId) = 0;
+  // Threads oldest first (then by id).
+  virtual std::vector<ThreadInfo> listThreads(const ThreadListOptions& options = {}) = 0;
+
+  // Deletes a thread; returns false if there was none. Forks of it keep working.
+  virtual bool deleteThread(const std::string& threadId) = 0;
+
+  // Creates a thread that shares the first `position` storage messages of `parentId` (no copy)
+  // and returns its info (version 1). 0 <= position <= the parent's message count, else
+  // ValidationError. The fork's state is `state` when given, else the parent's state when
+  // position is the parent's whole length, else null (a plain history: everything visible).
+  virtual ThreadInfo forkThread(const std::string& parentId, int64_t position,
+                                const ThreadOptions& options = {},
+                                const nlohmann::json& state = nullptr) = 0;
+
+  // --- conveniences on top of the calls above (store.cpp) --------------------------------------
+
+  // Restores `manager` from the thread; returns the thread's version, to pass to save().
+  // The manager is unchanged if this throws.
+  Version load(const std::string& threadId, ConversationManager& manager);
+  // Saves what is new in `manager` since `expectedVersion`: the storage messages past the stored
+  // count, and the manager's state snapshot. Returns the new version. StoreConflict if stale;
+  // StoreError if the manager holds fewer messages than the thread.
+  Version save(const std::string& threadId, const ConversationManager& manager,
+               Version expectedVersion);
+
+  // The thread as the manager's snapshot document ({"format": "parley.snapshot/1",
+  // "messages": [...], "markMap": {...}, ...}), which ConversationManager::restoreFromSnapshot
+  // and importThread accept.
+  nlohmann::json exportThread(const std::string& threadId);
+  // Creates a thread from a snapshot document; validates it fully first (ValidationError naming
+  // the field, nothing stored).
+  ThreadInfo importThread(const nlohmann::json& snapshot, const ThreadOptions& options = {});
+};
+
+// Ties one conversation to one thread of a store, so that saving each committed turn is one call:
+//
+//   StoredThread thread(store, "ticket-42");
+//   thread.attach(manager);          // restores the thread, or creates it from the manager
+//   ... a turn commits ...
+//   thread.save(manager);            // appends what is new; StoreConflict if another writer won
+//
+// It remembers the version it last loaded or saved, and the manager's revision() then, so a
+// save with nothing new writes nothing.
+// Thread-safety: calls are serialised by an internal mutex; the store is shared.
+class StoredThread {
+ public:
+  StoredThread(std::shared_ptr<ConversationStore> store, std::string threadId);
+
+  // If the thread exists, restores `manager` from it (StoreError if it cannot be); else creates
+  // it (with `options`, whose id is ignored) holding what `manager` holds. Returns true if the
+  // thread existed.
+  bool attach(ConversationManager& manager, const ThreadOptions& options = {});
+  // Restores `manager` from the thread (StoreError if there is none).
+  void load(ConversationManager& manager);
+  // Saves what is new in `manager` since the last load/save. Throws StoreConflict if another
+  // writer saved meanwhile (then load() again to continue from the stored thread).
+  void save(const ConversationManager& manager);
+
+  const std::string& threadId() const noexcept { return threadId_; }
+  ConversationStore::Version version() const;
+  ConversationStore& store() const noexcept { return *store_; }
+
+ private:
+  std::shared_ptr<ConversationStore> store_;
+  std::string threadId_;
+  mutable std::mutex mutex_;
+  ConversationStore::Version version_ = 0;
+  uint64_t savedRevision_ = 0;
+  bool known_ = false;  // version_ and savedRevision_ are set
+};
+
+// --- SQLite ---------------------------------------------------------------------------------
+
+struct SqliteStoreOptions {
+  // Full: each commit is fsync'ed (survives power loss). Normal: WAL is synced at checkpoints
+  // only (a power loss may lose the last turns; a process crash loses nothing).
+  enum class Synchronous { Normal, Full };
+  Synchronous synchronous = Synchronous::Full;
+  std::chrono::milliseconds busyTimeout{5'000};  // how long one statement waits for a lock
+  int busyRetries = 10;       // whole-transaction retries after the busy timeout expired
+  size_t maxConnections = 4;  // per store object; a reader does not wait for a writer (WAL)
+  bool create = true;         // create the file if missing; else StoreError
+};
+
+// The embedded default: one file, WAL mode, each turn one BEGIN IMMEDIATE transaction. Several
+// threads and several processes may use one file at once. The schema is created (or migrated)
+// on first use; a file of an unknown newer schema version, or not a database, is refused with
+// StoreError when the store is constructed.
+class SqliteStore : public ConversationStore {
+ public:
+  explicit SqliteStore(const std::string& path, SqliteStoreOptions options = {});
+  ~SqliteStore() override;
+
+  ThreadInfo createThread(const ThreadOptions& options = {}, std::span<const Message> messages = {},
+                          const nlohmann::json& state = nullptr) override;
+  Version appendTurn(const std::string& threadId, std::span<const Message> messages,
+                     const nlohmann::json& state, Version expectedVersion) override;
+  ThreadData loadThread(const std::string& threadId) override;
+  std::optional<ThreadInfo> threadInfo(const std::string& threadId) override;
+  std::vector<ThreadInfo> listThreads(const ThreadListOptions& options = {}) override;
+  bool deleteThread(const std::string& threadId) override;
+  ThreadInfo forkThread(const std::string& parentId, int64_t position,
+                        const ThreadOptions& options = {},
+                        const nlohmann::json& state = nullptr) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// --- PostgreSQL -----------------------------------------------------------------------------
+
+struct PostgresStoreOptions {
+  size_t maxConnections = 4;  // per store object, opened on demand
+  int retries = 10;           // whole-transaction retries on serialization failure / deadlock
+  std::chrono::milliseconds connectTimeout{10'000};
+};
+
+// The shared store over libpq: the same schema as SqliteStore; many processes may append to many
+// threads at once. Writers of one thread are serialised by a row lock and checked against the
+// expected version: one wins, the other gets StoreConflict. `conninfo` is anything libpq takes
+// ("host=/tmp/x dbname=app" or "postgresql://user@host/app"); tables are created in the first
+// schema of the search_path. A wrong password or an unreachable server is a StoreError naming
+// libpq's reason (the password itself is never in the message). One exception to "a call that
+// throws changed nothing": if the connection breaks during COMMIT, the outcome is unknown; the
+// thread's version tells (a committed turn bumped it), and retrying with the old expected
+// version is safe: it either commits once or raises StoreConflict.
+class PostgresStore : public ConversationStore {
+ public:
+  explicit PostgresStore(const std::string& conninfo, PostgresStoreOptions options = {});
+  ~PostgresStore() override;
+
+  ThreadInfo createThread(const ThreadOptions& options = {}, std::span<const Message> messages = {},
+                          const nlohmann::json& state = nullptr) override;
+  Version appendTurn(const std::string& threadId, std::span<const Message> messages,
+                     const nlohmann::json& state, Version expectedVersion) override;
+  ThreadData loadThread(const std::string& threadId) override;
+  std::optional<ThreadInfo> threadInfo(const std::string& threadId) override;
+  std::vector<ThreadInfo> listThreads(const ThreadListOptions& options = {}) override;
+  bool deleteThread(const std::string& threadId) override;
+  ThreadInfo forkThread(const std::string& parentId, int64_t position,
+                        const ThreadOptions& options = {},
+                        const nlohmann::json& state = nullptr) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The schema version this build writes; a database with a higher one is refused.
+inline constexpr int kStoreSchemaVersion = 1;
+
+// Opens a store from a URL (the CLI's --db): "postgresql://..." or "postgres://..." ->
+// PostgresStore (the URL is given to libpq as is); "sqlite://PATH" or a plain path ->
+// SqliteStore. Throws StoreError when it cannot be opened, ValidationError for an empty url.
+std::unique_ptr<ConversationStore> openStore(const std::string& url);
+
+}  // namespace parley

@@ -1,0 +1,248 @@
+#include <libpq-fe.h>
+
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "parley/errors.hpp"
+#include "parley/store.hpp"
+#include "sql_store.hpp"
+
+namespace parley {
+
+namespace {
+
+using detail::SqlParams;
+using detail::SqlRow;
+using detail::SqlValue;
+
+// Any key for pg_advisory_xact_lock, shared by every parley process: "parley" in ASCII.
+constexpr const char* kMigrationLockKey = "112585106499961";
+
+std::string trimmed(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+    text.pop_back();
+  return text;
+}
+
+// A text[] literal: every element quoted, with " and \ escaped.
+std::string arrayLiteral(const std::vector<std::string>& items) {
+  size_t size = 2;
+  for (const auto& item : items)
+    size += item.size() + 3;
+  std::string out;
+  out.reserve(size + size / 8);
+  out += '{';
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += ',';
+    out += '"';
+    for (char ch : items[i]) {
+      if (ch == '"' || ch == '\\') out += '\\';
+      out += ch;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
+class Result {
+ public:
+  explicit Result(PGresult* result) : result_(result) {}
+  ~Result() { PQclear(result_); }
+  Result(const Result&) = delete;
+  Result& operator=(const Result&) = delete;
+  PGresult* get() const { return result_; }
+
+ private:
+  PGresult* result_;
+};
+
+class PostgresConnection : public detail::SqlConnection {
+ public:
+  PostgresConnection(const std::string& conninfo, const PostgresStoreOptions& options) {
+    // connect_timeout first: the keywords in `conninfo` (expanded from dbname) override it.
+    const std::string timeout =
+        std::to_string(std::max<int64_t>(1, (options.connectTimeout.count() + 999) / 1000));
+    const char* keys[] = {"connect_timeout", "application_name", "dbname", nullptr};
+    const char* values[] = {timeout.c_str(), "parley", conninfo.c_str(), nullptr};
+    conn_ = PQconnectdbParams(keys, values, 1);
+    if (!conn_ || PQstatus(conn_) != CONNECTION_OK) {
+      std::string reason = conn_ ? trimmed(PQerrorMessage(conn_)) : "out of memory";
+      PQfinish(conn_);
+      conn_ = nullptr;
+      throw StoreError("postgres: cannot connect: " + reason);
+    }
+    PQsetNoticeProcessor(
+        conn_, [](void*, const char*) {}, nullptr);
+  }
+
+  ~PostgresConnection() override { PQfinish(conn_); }
+
+  detail::SqlDialect dialect() const override { return detail::SqlDialect::Postgres; }
+
+  void begin(bool write) override {
+    // Writers lock the thread row (FOR UPDATE) under READ COMMITTED: the second writer waits,
+    // then reads the winner's version and reports the conflict. Readers take one snapshot so
+    // that a thread and its fork chain are read at a single point in time.
+    exec(write ? "BEGIN" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+  }
+  void commit() override { exec("COMMIT"); }
+  void rollback() noexcept override {
+    if (!conn_ || PQstatus(conn_) != CONNECTION_OK) return;
+    if (PQtransactionStatus(conn_) == PQTRANS_IDLE) return;
+    PQclear(PQexec(conn_, "ROLLBACK"));
+  }
+
+  void exec(const std::string& sql) override {
+    Result result(PQexec(conn_, sql.c_str()));
+    check(result.get(), sql);
+  }
+
+  std::vector<SqlRow> query(const std::string& sql, const SqlParams& params) override {
+    Result result(run(sql, params));
+    check(result.get(), sql);
+    std::vector<SqlRow> rows;
+    const int count = PQntuples(result.get());
+    const int columns = PQnfields(result.get());
+    rows.reserve(static_cast<size_t>(count));
+    for (int r = 0; r < count; ++r) {
+      SqlRow row;
+      row.reserve(static_cast<size_t>(columns));
+      for (int c = 0; c < columns; ++c) {
+        if (PQgetisnull(result.get(), r, c)) {
+          row.emplace_back(std::monostate{});
+        } else {
+          row.emplace_back(std::string(PQgetvalue(result.get(), r, c),
+                                       static_cast<size_t>(PQgetlength(result.get(), r, c))));
+        }
+      }
+      rows.push_back(std::move(row));
+    }
+    return rows;
+  }
+
+  int64_t execute(const std::string& sql, const SqlParams& params) override {
+    Result result(run(sql, params));
+    check(result.get(), sql);
+    const char* changed = PQcmdTuples(result.get());
+    return changed && *changed ? std::stoll(changed) : 0;
+  }
+
+  void insertMessages(const std::string& threadId, int64_t firstSeq,
+                      const std::vector<std::string>& bodies) override {
+    // One statement for the whole turn: a round trip per row would dominate a long import.
+    execute(
+        "INSERT INTO parley_messages (thread_id, seq, body) "
+        "SELECT $1, $2::bigint + t.ord - 1, t.body "
+        "FROM unnest($3::text[]) WITH ORDINALITY AS t(body, ord)",
+        {threadId, firstSeq, arrayLiteral(bodies)});
+  }
+
+  bool tableExists(const std::string& name) override {
+    // A query on pg_class, not to_regclass(): the latter may answer from a catalog cache that
+    // has not yet seen a table another session created while we waited for the migration lock.
+    auto rows = query(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+        "ON n.oid = c.relnamespace WHERE c.relname = $1 AND n.nspname = current_schema())",
+        {name});
+    return !rows.empty() && detail::asText(rows[0].at(0)) == "t";
+  }
+
+  void lockForMigration() override {
+    exec(std::string("SELECT pg_advisory_xact_lock(") + kMigrationLockKey + ")");
+  }
+
+  const char* forUpdate() const override { return " FOR UPDATE"; }
+  bool broken() const override { return !conn_ || PQstatus(conn_) != CONNECTION_OK; }
+
+ private:
+  // Prepared once per connection and SQL text.
+  PGresult* run(const std::string& sql, const SqlParams& params) {
+    auto found = prepared_.find(sql);
+    if (found == prepared_.end()) {
+      std::string name = "parley_" + std::to_string(prepared_.size());
+      Result prepared(PQprepare(conn_, name.c_str(), sql.c_str(), 0, nullptr));
+      check(prepared.get(), sql);
+      found = prepared_.emplace(sql, std::move(name)).first;
+    }
+    std::vector<std::string> text(params.size());
+    std::vector<const char*> values(params.size(), nullptr);
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (const auto* number = std::get_if<int64_t>(&params[i])) {
+        text[i] = std::to_string(*number);
+        values[i] = text[i].c_str();
+      } else if (const auto* string = std::get_if<std::string>(&params[i])) {
+        values[i] = string->c_str();
+      }
+    }
+    return PQexecPrepared(conn_, found->second.c_str(), static_cast<int>(params.size()),
+                          values.data(), nullptr, nullptr, 0);
+  }
+
+  void check(PGresult* result, const std::string& sql) {
+    ExecStatusType status = result ? PQresultStatus(result) : PGRES_FATAL_ERROR;
+    if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return;
+    std::string reason = result ? trimmed(PQresultErrorMessage(result)) : "";
+    if (reason.empty()) reason = trimmed(PQerrorMessage(conn_));
+    if (PQstatus(conn_) != CONNECTION_OK) {
+      throw StoreError("postgres: the connection was lost: " + reason);
+    }
+    const char* state = result ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
+    const std::string code = state ? state : "";
+    // 40001 serialization_failure, 40P01 deadlock_detected: run the transaction again.
+    if (code == "40001" || code == "40P01") {
+      throw detail::RetryableStoreError("postgres: " + reason);
+    }
+    (void)sql;
+    throw StoreError("postgres: " + reason);
+  }
+
+  PGconn* conn_ = nullptr;
+  std::unordered_map<std::string, std::string> prepared_;
+};
+
+}  // namespace
+
+struct PostgresStore::Impl {
+  Impl(const std::string& conninfo, const PostgresStoreOptions& options)
+      : engine(
+            [conninfo, options] { return std::make_unique<PostgresConnection>(conninfo, options); },
+            {options.maxConnections, options.retries}) {}
+  detail::SqlStoreEngine engine;
+};
+
+PostgresStore::PostgresStore(const std::string& conninfo, PostgresStoreOptions options)
+    : impl_(std::make_unique<Impl>(conninfo, options)) {}
+
+PostgresStore::~PostgresStore() = default;
+
+ThreadInfo PostgresStore::createThread(const ThreadOptions& options,
+                                       std::span<const Message> messages,
+                                       const nlohmann::json& state) {
+  return impl_->engine.createThread(options, messages, state);
+}
+ConversationStore::Version PostgresStore::appendTurn(const std::string& threadId,
+                                                     std::span<const Message> messages,
+                                                     const nlohmann::json& state,
+                                                     Version expectedVersion) {
+  return impl_->engine.appendTurn(threadId, messages, state, expectedVersion);
+}
+ThreadData PostgresStore::loadThread(const std::string& threadId) {
+  return impl_->engine.loadThread(threadId);
+}
+std::optional<ThreadInfo> PostgresStore::threadInfo(const std::string& threadId) {
+  return impl_->engine.threadInfo(threadId);
+}
+std::vector<ThreadInfo> PostgresStore::listThreads(const ThreadListOptions& options) {
+  return impl_->engine.listThreads(options);
+}
+bool PostgresStore::deleteThread(const std::string& threadId) {
+  return impl_->engine.deleteThread(threadId);
+}
+ThreadInfo PostgresStore::forkThread(const std::string& parentId, int64_t position,
+                                     const ThreadOptions& options, const nlohmann::json& state) {
+  return impl_->engine.forkThread(parentId, position, options, state);
+}
+
+}  // namespace parley

@@ -1,0 +1,588 @@
+#include "sql_store.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <random>
+#include <thread>
+#include <utility>
+
+namespace parley::detail {
+
+bool isNull(const SqlValue& value) {
+  return std::holds_alternative<std::monostate>(value);
+}
+
+int64_t asInt(const SqlValue& value) {
+  if (const auto* number = std::get_if<int64_t>(&value)) return *number;
+  if (const auto* text = std::get_if<std::string>(&value)) {
+    try {
+      size_t used = 0;
+      int64_t number = std::stoll(*text, &used);
+      if (used == text->size()) return number;
+    } catch (const std::exception&) {
+    }
+    throw StoreError("store: expected an integer column, got '" + *text + "'");
+  }
+  throw StoreError("store: expected an integer column, got NULL");
+}
+
+std::string asText(const SqlValue& value) {
+  if (const auto* text = std::get_if<std::string>(&value)) return *text;
+  if (const auto* number = std::get_if<int64_t>(&value)) return std::to_string(*number);
+  return {};
+}
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr size_t kMaxIdLength = 200;
+
+// Version 1. BIGINT has INTEGER affinity in SQLite, so one text serves both where it can.
+const std::vector<std::string> kSchemaV1Sqlite = {
+    "CREATE TABLE parley_schema (version INTEGER NOT NULL)",
+    "CREATE TABLE parley_threads ("
+    " id TEXT PRIMARY KEY,"
+    " parent_id TEXT,"                 // the thread forked from; NULL for none
+    " fork_position BIGINT NOT NULL,"  // rows below it come from the parent
+    " message_count BIGINT NOT NULL,"  // storage messages, shared prefix included
+    " version BIGINT NOT NULL,"
+    " created_at BIGINT NOT NULL,"  // milliseconds since the Unix epoch
+    " updated_at BIGINT NOT NULL,"
+    " title TEXT NOT NULL,"
+    " metadata TEXT,"                        // JSON object or NULL
+    " state TEXT,"                           // the manager's state snapshot, JSON, or NULL
+    " deleted INTEGER NOT NULL DEFAULT 0)",  // 1: deleted, kept for the forks that need it
+    "CREATE INDEX parley_threads_parent ON parley_threads (parent_id)",
+    "CREATE INDEX parley_threads_created ON parley_threads (created_at, id)",
+    // WITHOUT ROWID clusters a thread's rows in seq order: a load reads them sequentially.
+    "CREATE TABLE parley_messages ("
+    " thread_id TEXT NOT NULL,"
+    " seq BIGINT NOT NULL,"
+    " body TEXT NOT NULL,"  // one message, OpenAI JSON
+    " PRIMARY KEY (thread_id, seq)) WITHOUT ROWID",
+};
+
+std::vector<std::string> postgresVariant(std::vector<std::string> steps) {
+  for (auto& step : steps) {
+    if (auto at = step.find(" WITHOUT ROWID"); at != std::string::npos) step.erase(at);
+  }
+  return steps;
+}
+
+int64_t nowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::chrono::system_clock::time_point fromMs(int64_t ms) {
+  return std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
+}
+
+std::string generateId() {
+  thread_local std::mt19937_64 random{std::random_device{}() ^ static_cast<uint64_t>(nowMs()) ^
+                                      std::hash<std::thread::id>{}(std::this_thread::get_id())};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id = "t-";
+  for (int part = 0; part < 2; ++part) {
+    uint64_t bits = random();
+    for (int i = 0; i < 16; ++i, bits >>= 4)
+      id += kHex[bits & 0xf];
+  }
+  return id;
+}
+
+void checkId(const std::string& id, const std::string& field) {
+  if (id.empty()) throw ValidationError(field, "must not be empty");
+  if (id.size() > kMaxIdLength) {
+    throw ValidationError(field, "is longer than " + std::to_string(kMaxIdLength) + " bytes");
+  }
+  for (unsigned char c : id) {
+    if (c < 0x20 || c == 0x7f) throw ValidationError(field, "contains a control character");
+  }
+}
+
+std::string dumpJson(const json& value, const std::string& field) {
+  try {
+    return value.dump();
+  } catch (const json::exception& e) {
+    throw ValidationError(field, std::string("cannot be stored: ") + e.what());
+  }
+}
+
+std::vector<std::string> messageBodies(std::span<const Message> messages) {
+  std::vector<std::string> bodies;
+  bodies.reserve(messages.size());
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string field = "messages[" + std::to_string(i) + "]";
+    try {
+      validate(messages[i]);
+    } catch (const ValidationError& e) {
+      // validate() names fields "message.x"; name them after the turn's index instead.
+      const std::string& inner = e.field();
+      throw ValidationError(
+          inner.rfind("message", 0) == 0 ? field + inner.substr(7) : field + "." + inner,
+          e.reason());
+    }
+    bodies.push_back(dumpJson(toJson(messages[i]), field));
+  }
+  return bodies;
+}
+
+// The state column's text, or NULL for a null state. REQUIRES an object or null.
+SqlValue stateValue(const json& state) {
+  if (state.is_null()) return std::monostate{};
+  if (!state.is_object()) throw ValidationError("state", "must be a JSON object or null");
+  return dumpJson(state, "state");
+}
+
+void checkStateSize(const json& state, int64_t count) {
+  if (!state.is_object()) return;
+  auto size = state.find("storageSize");
+  if (size == state.end()) return;
+  if (!size->is_number_integer() || size->get<int64_t>() != count) {
+    throw ValidationError(
+        "state.storageSize",
+        "is " + size->dump() + " but the thread would hold " + std::to_string(count) + " messages");
+  }
+}
+
+SqlValue metadataValue(const json& metadata) {
+  if (metadata.is_null()) return std::monostate{};
+  if (!metadata.is_object()) throw ValidationError("metadata", "must be a JSON object or null");
+  return dumpJson(metadata, "metadata");
+}
+
+json parseColumn(const SqlValue& value, const std::string& what) {
+  if (isNull(value)) return nullptr;
+  try {
+    return json::parse(asText(value));
+  } catch (const json::exception& e) {
+    throw StoreError(what + " is corrupt: " + e.what());
+  }
+}
+
+std::string named(const std::string& id) {
+  return "'" + id + "'";
+}
+
+StoreError notFound(const std::string& threadId) {
+  return StoreError("store: no thread " + named(threadId));
+}
+
+constexpr const char* kInfoColumns =
+    "id, parent_id, fork_position, message_count, version, created_at, updated_at, title, "
+    "metadata";
+
+ThreadInfo infoFromRow(const SqlRow& row) {
+  ThreadInfo info;
+  info.id = asText(row.at(0));
+  info.parentId = asText(row.at(1));
+  info.forkPosition = asInt(row.at(2));
+  info.messageCount = asInt(row.at(3));
+  info.version = asInt(row.at(4));
+  info.createdAt = fromMs(asInt(row.at(5)));
+  info.updatedAt = fromMs(asInt(row.at(6)));
+  info.title = asText(row.at(7));
+  info.metadata = parseColumn(row.at(8), "thread " + named(info.id) + " metadata");
+  return info;
+}
+
+// The row of a thread, deleted ones included. Columns: kInfoColumns, state, deleted.
+std::optional<SqlRow> threadRow(SqlConnection& c, const std::string& id, bool lock) {
+  auto rows = c.query(std::string("SELECT ") + kInfoColumns +
+                          ", state, deleted FROM parley_threads WHERE id = $1" +
+                          (lock ? c.forUpdate() : ""),
+                      {id});
+  if (rows.empty()) return std::nullopt;
+  return std::move(rows.front());
+}
+
+bool rowDeleted(const SqlRow& row) {
+  return asInt(row.at(10)) != 0;
+}
+
+// Removes a thread's own rows at or above `fromSeq`.
+void trimRows(SqlConnection& c, const std::string& id, int64_t fromSeq) {
+  c.execute("DELETE FROM parley_messages WHERE thread_id = $1 AND seq >= $2", {id, fromSeq});
+}
+
+// After a thread left `parentId`, removes deleted ancestors no fork needs any more and trims
+// the rows of the one that is still needed to what its forks share.
+void collectAncestors(SqlConnection& c, std::string parentId) {
+  while (!parentId.empty()) {
+    auto parent = threadRow(c, parentId, true);
+    if (!parent || !rowDeleted(*parent)) return;
+    auto children = c.query(
+        "SELECT COUNT(*), MAX(fork_position) FROM parley_threads WHERE parent_id = $1", {parentId});
+    if (!children.empty() && asInt(children[0].at(0)) > 0) {
+      trimRows(c, parentId, asInt(children[0].at(1)));
+      return;
+    }
+    trimRows(c, parentId, 0);
+    c.execute("DELETE FROM parley_threads WHERE id = $1", {parentId});
+    parentId = asText(parent->at(1));
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& migrationSteps(SqlDialect dialect, int toVersion) {
+  static const std::vector<std::string> postgresV1 = postgresVariant(kSchemaV1Sqlite);
+  if (toVersion != 1)
+    throw StoreError("store: no migration to schema version " + std::to_string(toVersion));
+  return dialect == SqlDialect::Sqlite ? kSchemaV1Sqlite : postgresV1;
+}
+
+// --- the pool -------------------------------------------------------------------------------
+
+SqlStoreEngine::SqlStoreEngine(Connect connect, SqlEngineOptions options)
+    : connect_(std::move(connect)), options_(options) {
+  if (options_.maxConnections == 0) options_.maxConnections = 1;
+  auto connection = connect_();
+  ++open_;
+  migrate(*connection);
+  release(std::move(connection));
+}
+
+SqlStoreEngine::~SqlStoreEngine() = default;
+
+std::unique_ptr<SqlConnection> SqlStoreEngine::acquire() {
+  std::unique_lock lock(mutex_);
+  available_.wait(lock, [&] { return !idle_.empty() || open_ < options_.maxConnections; });
+  if (!idle_.empty()) {
+    auto connection = std::move(idle_.back());
+    idle_.pop_back();
+    return connection;
+  }
+  ++open_;
+  lock.unlock();
+  try {
+    return connect_();
+  } catch (...) {
+    lock.lock();
+    --open_;
+    available_.notify_one();
+    throw;
+  }
+}
+
+void SqlStoreEngine::release(std::unique_ptr<SqlConnection> connection) {
+  std::lock_guard lock(mutex_);
+  if (connection->broken()) {
+    --open_;
+  } else {
+    idle_.push_back(std::move(connection));
+  }
+  available_.notify_one();
+}
+
+// Runs fn(connection) in one transaction; a transient failure reruns the whole of it.
+template <class Fn>
+auto SqlStoreEngine::transact(bool write, Fn&& fn) {
+  thread_local std::minstd_rand jitter{std::random_device{}()};
+  for (int attempt = 0;; ++attempt) {
+    auto connection = acquire();
+    try {
+      connection->begin(write);
+      if constexpr (std::is_void_v<decltype(fn(*connection))>) {
+        fn(*connection);
+        connection->commit();
+        release(std::move(connection));
+        return;
+      } else {
+        auto result = fn(*connection);
+        connection->commit();
+        release(std::move(connection));
+        return result;
+      }
+    } catch (const RetryableStoreError&) {
+      connection->rollback();
+      release(std::move(connection));
+      if (attempt >= options_.retries) throw;
+      // Back off a little, randomly, so that two retrying writers do not collide again.
+      std::this_thread::sleep_for(std::chrono::microseconds(
+          100 + jitter() % (1000 * static_cast<unsigned>(std::min(attempt + 1, 20)))));
+    } catch (...) {
+      connection->rollback();
+      release(std::move(connection));
+      throw;
+    }
+  }
+}
+
+void SqlStoreEngine::migrate(SqlConnection& c) {
+  auto readVersion = [&]() -> int64_t {
+    if (!c.tableExists("parley_schema")) return 0;
+    auto rows = c.query("SELECT MAX(version) FROM parley_schema", {});
+    return rows.empty() || isNull(rows[0].at(0)) ? 0 : asInt(rows[0].at(0));
+  };
+  auto refuseNewer = [](int64_t version) {
+    if (version > kStoreSchemaVersion) {
+      throw StoreError("store: the database has schema version " + std::to_string(version) +
+                       ", newer than the " + std::to_string(kStoreSchemaVersion) +
+                       " this parley supports; use a newer parley");
+    }
+  };
+  auto run = [&](bool write, auto&& fn) {
+    c.begin(write);
+    try {
+      fn();
+      c.commit();
+    } catch (...) {
+      c.rollback();
+      throw;
+    }
+  };
+  int64_t version = 0;
+  run(false, [&] { version = readVersion(); });
+  refuseNewer(version);
+  if (version == kStoreSchemaVersion) return;
+  run(true, [&] {
+    c.lockForMigration();
+    version = readVersion();  // another process may have migrated meanwhile
+    refuseNewer(version);
+    for (int next = static_cast<int>(version) + 1; next <= kStoreSchemaVersion; ++next) {
+      for (const auto& step : migrationSteps(c.dialect(), next))
+        c.exec(step);
+    }
+    if (version == 0) {
+      c.execute("INSERT INTO parley_schema (version) VALUES ($1)",
+                {static_cast<int64_t>(kStoreSchemaVersion)});
+    } else {
+      c.execute("UPDATE parley_schema SET version = $1",
+                {static_cast<int64_t>(kStoreSchemaVersion)});
+    }
+  });
+}
+
+// --- operations -----------------------------------------------------------------------------
+
+ThreadInfo SqlStoreEngine::createThread(const ThreadOptions& options,
+                                        std::span<const Message> messages, const json& state) {
+  std::string id = options.id.empty() ? generateId() : options.id;
+  checkId(id, "id");
+  SqlValue metadata = metadataValue(options.metadata);
+  auto bodies = messageBodies(messages);
+  checkStateSize(state, static_cast<int64_t>(messages.size()));
+  SqlValue stateText = stateValue(state);
+  int64_t now = nowMs();
+  return transact(true, [&](SqlConnection& c) {
+    if (!c.query("SELECT 1 FROM parley_threads WHERE id = $1", {id}).empty()) {
+      throw StoreError("store: a thread " + named(id) + " already exists");
+    }
+    c.execute(
+        "INSERT INTO parley_threads (id, parent_id, fork_position, message_count, version, "
+        "created_at, updated_at, title, metadata, state) "
+        "VALUES ($1, NULL, 0, $2, 1, $3, $3, $4, $5, $6)",
+        {id, static_cast<int64_t>(bodies.size()), now, options.title, metadata, stateText});
+    if (!bodies.empty()) c.insertMessages(id, 0, bodies);
+    ThreadInfo info;
+    info.id = id;
+    info.messageCount = static_cast<int64_t>(bodies.size());
+    info.version = 1;
+    info.createdAt = info.updatedAt = fromMs(now);
+    info.title = options.title;
+    info.metadata = options.metadata;
+    return info;
+  });
+}
+
+SqlStoreEngine::Version SqlStoreEngine::appendTurn(const std::string& threadId,
+                                                   std::span<const Message> messages,
+                                                   const json& state, Version expectedVersion) {
+  auto bodies = messageBodies(messages);
+  SqlValue stateText = stateValue(state);
+  int64_t now = nowMs();
+  return transact(true, [&](SqlConnection& c) {
+    auto rows = c.query(std::string("SELECT version, message_count, deleted FROM parley_threads "
+                                    "WHERE id = $1") +
+                            c.forUpdate(),
+                        {threadId});
+    if (rows.empty() || asInt(rows[0].at(2)) != 0) throw notFound(threadId);
+    Version version = asInt(rows[0].at(0));
+    int64_t count = asInt(rows[0].at(1));
+    if (version != expectedVersion) {
+      throw StoreConflict("store: thread " + named(threadId) + " is at version " +
+                          std::to_string(version) + ", not the expected " +
+                          std::to_string(expectedVersion) + " (another writer saved a turn)");
+    }
+    int64_t newCount = count + static_cast<int64_t>(bodies.size());
+    checkStateSize(state, newCount);
+    if (!bodies.empty()) c.insertMessages(threadId, count, bodies);
+    c.execute(
+        "UPDATE parley_threads SET version = $1, message_count = $2, updated_at = $3, "
+        "state = COALESCE($4, state) WHERE id = $5",
+        {version + 1, newCount, now, stateText, threadId});
+    return version + 1;
+  });
+}
+
+ThreadData SqlStoreEngine::loadThread(const std::string& threadId) {
+  return transact(false, [&](SqlConnection& c) {
+    auto row = threadRow(c, threadId, false);
+    if (!row || rowDeleted(*row)) throw notFound(threadId);
+    ThreadData data;
+    data.info = infoFromRow(*row);
+    data.state = parseColumn(row->at(9), "thread " + named(threadId) + " state");
+
+    // Walk up the forks: each thread holds its own rows [fork_position, limit); the rest come
+    // from its parent, below the fork position.
+    struct Segment {
+      std::string id;
+      int64_t from, to;
+    };
+    std::vector<Segment> segments;
+    std::string id = threadId;
+    int64_t from = data.info.forkPosition;
+    int64_t to = data.info.messageCount;
+    std::string parent = data.info.parentId;
+    for (int depth = 0;; ++depth) {
+      if (to > from) segments.push_back({id, from, to});
+      to = std::min(to, from);
+      if (parent.empty() || to == 0) break;
+      if (depth > 10'000) throw StoreError("store: thread " + named(threadId) + " forks loop");
+      auto parentRow = threadRow(c, parent, false);
+      if (!parentRow) {
+        throw StoreError("store: thread " + named(id) + " needs rows of thread " + named(parent) +
+                         ", which is missing (database damaged)");
+      }
+      id = parent;
+      parent = asText(parentRow->at(1));
+      from = asInt(parentRow->at(2));
+    }
+    if (to != 0 && !segments.empty()) {
+      // The root's rows start at 0; a fork chain that does not reach 0 is damaged.
+      throw StoreError("store: thread " + named(threadId) + " has no rows below " +
+                       std::to_string(to));
+    }
+
+    data.messages.reserve(static_cast<size_t>(data.info.messageCount));
+    for (auto segment = segments.rbegin(); segment != segments.rend(); ++segment) {
+      auto rows = c.query(
+          "SELECT seq, body FROM parley_messages WHERE thread_id = $1 AND seq >= $2 AND seq < $3 "
+          "ORDER BY seq",
+          {segment->id, segment->from, segment->to});
+      int64_t expected = segment->from;
+      for (const auto& r : rows) {
+        int64_t seq = asInt(r.at(0));
+        if (seq != expected) break;
+        try {
+          const auto* body = std::get_if<std::string>(&r.at(1));
+          if (!body) throw StoreError("the body is not text");
+          data.messages.push_back(messageFromJson(json::parse(*body)));
+        } catch (const std::exception& e) {
+          throw StoreError("store: thread " + named(threadId) + ": message " + std::to_string(seq) +
+                           " (row " + named(segment->id) + "/" + std::to_string(seq) +
+                           ") is corrupt: " + e.what());
+        }
+        ++expected;
+      }
+      if (expected != segment->to) {
+        throw StoreError("store: thread " + named(threadId) + ": message " +
+                         std::to_string(expected) + " is missing (database damaged)");
+      }
+    }
+    return data;
+  });
+}
+
+std::optional<ThreadInfo> SqlStoreEngine::threadInfo(const std::string& threadId) {
+  return transact(false, [&](SqlConnection& c) -> std::optional<ThreadInfo> {
+    auto row = threadRow(c, threadId, false);
+    if (!row || rowDeleted(*row)) return std::nullopt;
+    return infoFromRow(*row);
+  });
+}
+
+std::vector<ThreadInfo> SqlStoreEngine::listThreads(const ThreadListOptions& options) {
+  const int64_t limit = options.limit == 0 ? std::numeric_limits<int64_t>::max()
+                                           : static_cast<int64_t>(options.limit);
+  const int64_t offset = static_cast<int64_t>(options.offset);
+  return transact(false, [&](SqlConnection& c) {
+    std::vector<SqlRow> rows;
+    if (options.parentId.empty()) {
+      rows = c.query(std::string("SELECT ") + kInfoColumns +
+                         " FROM parley_threads WHERE deleted = 0 ORDER BY created_at, id "
+                         "LIMIT $1 OFFSET $2",
+                     {limit, offset});
+    } else {
+      rows = c.query(std::string("SELECT ") + kInfoColumns +
+                         " FROM parley_threads WHERE deleted = 0 AND parent_id = $1 "
+                         "ORDER BY created_at, id LIMIT $2 OFFSET $3",
+                     {options.parentId, limit, offset});
+    }
+    std::vector<ThreadInfo> result;
+    result.reserve(rows.size());
+    for (const auto& row : rows)
+      result.push_back(infoFromRow(row));
+    return result;
+  });
+}
+
+bool SqlStoreEngine::deleteThread(const std::string& threadId) {
+  return transact(true, [&](SqlConnection& c) {
+    auto row = threadRow(c, threadId, true);
+    if (!row || rowDeleted(*row)) return false;
+    auto children = c.query(
+        "SELECT COUNT(*), MAX(fork_position) FROM parley_threads WHERE parent_id = $1", {threadId});
+    if (!children.empty() && asInt(children[0].at(0)) > 0) {
+      // Forks read the rows below their fork position: keep those, hidden.
+      c.execute(
+          "UPDATE parley_threads SET deleted = 1, state = NULL, metadata = NULL WHERE id = $1",
+          {threadId});
+      trimRows(c, threadId, asInt(children[0].at(1)));
+      return true;
+    }
+    trimRows(c, threadId, 0);
+    c.execute("DELETE FROM parley_threads WHERE id = $1", {threadId});
+    collectAncestors(c, asText(row->at(1)));
+    return true;
+  });
+}
+
+ThreadInfo SqlStoreEngine::forkThread(const std::string& parentId, int64_t position,
+                                      const ThreadOptions& options, const json& state) {
+  std::string id = options.id.empty() ? generateId() : options.id;
+  checkId(id, "id");
+  SqlValue metadata = metadataValue(options.metadata);
+  checkStateSize(state, position);
+  SqlValue stateText = stateValue(state);
+  if (position < 0) throw ValidationError("position", "must not be negative");
+  int64_t now = nowMs();
+  return transact(true, [&](SqlConnection& c) {
+    // Locking the parent keeps a concurrent delete from trimming the rows being shared.
+    auto parent = threadRow(c, parentId, true);
+    if (!parent || rowDeleted(*parent)) throw notFound(parentId);
+    int64_t parentCount = asInt(parent->at(3));
+    if (position > parentCount) {
+      throw ValidationError("position", std::to_string(position) + " is past the end of thread " +
+                                            named(parentId) + " (" + std::to_string(parentCount) +
+                                            " messages)");
+    }
+    if (!c.query("SELECT 1 FROM parley_threads WHERE id = $1", {id}).empty()) {
+      throw StoreError("store: a thread " + named(id) + " already exists");
+    }
+    SqlValue forkState = stateText;
+    if (state.is_null() && position == parentCount) forkState = parent->at(9);
+    c.execute(
+        "INSERT INTO parley_threads (id, parent_id, fork_position, message_count, version, "
+        "created_at, updated_at, title, metadata, state) "
+        "VALUES ($1, $2, $3, $3, 1, $4, $4, $5, $6, $7)",
+        {id, parentId, position, now, options.title, metadata, forkState});
+    ThreadInfo info;
+    info.id = id;
+    info.parentId = parentId;
+    info.forkPosition = position;
+    info.messageCount = position;
+    info.version = 1;
+    info.createdAt = info.updatedAt = fromMs(now);
+    info.title = options.title;
+    info.metadata = options.metadata;
+    return info;
+  });
+}
+
+}  // namespace parley::detail

@@ -1,0 +1,234 @@
+#include <sqlite3.h>
+
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "parley/errors.hpp"
+#include "parley/store.hpp"
+#include "sql_store.hpp"
+
+namespace parley {
+
+namespace {
+
+using detail::SqlParams;
+using detail::SqlRow;
+using detail::SqlValue;
+
+class SqliteConnection : public detail::SqlConnection {
+ public:
+  SqliteConnection(const std::string& path, const SqliteStoreOptions& options) : path_(path) {
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
+    if (options.create) flags |= SQLITE_OPEN_CREATE;
+    int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+    if (rc != SQLITE_OK) {
+      std::string reason = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+      sqlite3_close_v2(db_);
+      db_ = nullptr;
+      throw StoreError("sqlite: cannot open '" + path + "': " + reason);
+    }
+    sqlite3_extended_result_codes(db_, 1);
+    sqlite3_busy_timeout(db_, static_cast<int>(options.busyTimeout.count()));
+    try {
+      // The first statement that reads the file: a file that is not a database fails here.
+      auto mode = query("PRAGMA journal_mode=WAL", {});
+      if (mode.empty() || detail::asText(mode[0].at(0)) != "wal") {
+        throw StoreError("sqlite: '" + path + "': cannot switch to WAL mode");
+      }
+      exec(options.synchronous == SqliteStoreOptions::Synchronous::Full
+               ? "PRAGMA synchronous=FULL"
+               : "PRAGMA synchronous=NORMAL");
+    } catch (...) {
+      close();
+      throw;
+    }
+  }
+
+  ~SqliteConnection() override { close(); }
+
+  detail::SqlDialect dialect() const override { return detail::SqlDialect::Sqlite; }
+
+  void begin(bool write) override {
+    // IMMEDIATE takes the write lock before reading, so a writer never has to upgrade a read
+    // lock (which SQLite cannot wait for: it would fail with SQLITE_BUSY at once).
+    exec(write ? "BEGIN IMMEDIATE" : "BEGIN");
+  }
+  void commit() override { exec("COMMIT"); }
+  void rollback() noexcept override {
+    if (sqlite3_get_autocommit(db_)) return;
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+
+  void exec(const std::string& sql) override {
+    char* message = nullptr;
+    int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &message);
+    std::string reason = message ? message : "";
+    sqlite3_free(message);
+    if (rc != SQLITE_OK) fail(rc, reason);
+  }
+
+  std::vector<SqlRow> query(const std::string& sql, const SqlParams& params) override {
+    sqlite3_stmt* stmt = prepare(sql, params);
+    std::vector<SqlRow> rows;
+    for (;;) {
+      int rc = sqlite3_step(stmt);
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) {
+        sqlite3_reset(stmt);
+        fail(rc, sqlite3_errmsg(db_));
+      }
+      int columns = sqlite3_column_count(stmt);
+      SqlRow row;
+      row.reserve(static_cast<size_t>(columns));
+      for (int i = 0; i < columns; ++i) {
+        switch (sqlite3_column_type(stmt, i)) {
+          case SQLITE_NULL:
+            row.emplace_back(std::monostate{});
+            break;
+          case SQLITE_INTEGER:
+            row.emplace_back(static_cast<int64_t>(sqlite3_column_int64(stmt, i)));
+            break;
+          default: {
+            const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt, i));
+            row.emplace_back(
+                std::string(text ? text : "", static_cast<size_t>(sqlite3_column_bytes(stmt, i))));
+          }
+        }
+      }
+      rows.push_back(std::move(row));
+    }
+    sqlite3_reset(stmt);
+    return rows;
+  }
+
+  int64_t execute(const std::string& sql, const SqlParams& params) override {
+    sqlite3_stmt* stmt = prepare(sql, params);
+    int rc = sqlite3_step(stmt);
+    sqlite3_reset(stmt);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) fail(rc, sqlite3_errmsg(db_));
+    return sqlite3_changes64(db_);
+  }
+
+  void insertMessages(const std::string& threadId, int64_t firstSeq,
+                      const std::vector<std::string>& bodies) override {
+    for (size_t i = 0; i < bodies.size(); ++i) {
+      execute("INSERT INTO parley_messages (thread_id, seq, body) VALUES ($1, $2, $3)",
+              {threadId, firstSeq + static_cast<int64_t>(i), bodies[i]});
+    }
+  }
+
+  bool tableExists(const std::string& name) override {
+    return !query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = $1", {name}).empty();
+  }
+  void lockForMigration() override {}  // BEGIN IMMEDIATE already excludes other writers
+  const char* forUpdate() const override { return ""; }
+  bool broken() const override { return db_ == nullptr; }
+
+ private:
+  [[noreturn]] void fail(int rc, const std::string& reason) {
+    const std::string what = "sqlite: '" + path_ + "': " + reason + " (" + sqlite3_errstr(rc) + ")";
+    switch (rc & 0xff) {
+      case SQLITE_BUSY:
+      case SQLITE_LOCKED:
+        throw detail::RetryableStoreError(what);
+      case SQLITE_NOTADB:
+        throw StoreError("sqlite: '" + path_ + "' is not a SQLite database (" + reason + ")");
+      case SQLITE_CORRUPT:
+        throw StoreError("sqlite: '" + path_ + "' is damaged: " + reason);
+      default:
+        throw StoreError(what);
+    }
+  }
+
+  // SQL uses PostgreSQL's $n placeholders; SQLite reads ?n the same way.
+  sqlite3_stmt* prepare(const std::string& sql, const SqlParams& params) {
+    auto found = statements_.find(sql);
+    sqlite3_stmt* stmt = nullptr;
+    if (found != statements_.end()) {
+      stmt = found->second;
+    } else {
+      std::string text = sql;
+      for (char& ch : text) {
+        if (ch == '$') ch = '?';
+      }
+      int rc = sqlite3_prepare_v3(db_, text.c_str(), static_cast<int>(text.size()),
+                                  SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+      if (rc != SQLITE_OK) fail(rc, sqlite3_errmsg(db_));
+      statements_.emplace(sql, stmt);
+    }
+    sqlite3_clear_bindings(stmt);
+    for (size_t i = 0; i < params.size(); ++i) {
+      int index = static_cast<int>(i + 1);
+      int rc = SQLITE_OK;
+      if (const auto* number = std::get_if<int64_t>(&params[i])) {
+        rc = sqlite3_bind_int64(stmt, index, *number);
+      } else if (const auto* text = std::get_if<std::string>(&params[i])) {
+        rc = sqlite3_bind_text64(stmt, index, text->data(), text->size(), SQLITE_STATIC,
+                                 SQLITE_UTF8);
+      } else {
+        rc = sqlite3_bind_null(stmt, index);
+      }
+      if (rc != SQLITE_OK) fail(rc, sqlite3_errmsg(db_));
+    }
+    return stmt;
+  }
+
+  void close() {
+    for (auto& [sql, stmt] : statements_)
+      sqlite3_finalize(stmt);
+    statements_.clear();
+    if (db_) sqlite3_close_v2(db_);
+    db_ = nullptr;
+  }
+
+  std::string path_;
+  sqlite3* db_ = nullptr;
+  std::unordered_map<std::string, sqlite3_stmt*> statements_;
+};
+
+}  // namespace
+
+struct SqliteStore::Impl {
+  Impl(const std::string& path, const SqliteStoreOptions& options)
+      : engine([path, options] { return std::make_unique<SqliteConnection>(path, options); },
+               {options.maxConnections, options.busyRetries}) {}
+  detail::SqlStoreEngine engine;
+};
+
+SqliteStore::SqliteStore(const std::string& path, SqliteStoreOptions options) {
+  if (path.empty()) throw ValidationError("path", "must not be empty");
+  impl_ = std::make_unique<Impl>(path, options);
+}
+
+SqliteStore::~SqliteStore() = default;
+
+ThreadInfo SqliteStore::createThread(const ThreadOptions& options,
+                                     std::span<const Message> messages,
+                                     const nlohmann::json& state) {
+  return impl_->engine.createThread(options, messages, state);
+}
+ConversationStore::Version SqliteStore::appendTurn(const std::string& threadId,
+                                                   std::span<const Message> messages,
+                                                   const nlohmann::json& state,
+                                                   Version expectedVersion) {
+  return impl_->engine.appendTurn(threadId, messages, state, expectedVersion);
+}
+ThreadData SqliteStore::loadThread(const std::string& threadId) {
+  return impl_->engine.loadThread(threadId);
+}
+std::optional<ThreadInfo> SqliteStore::threadInfo(const std::string& threadId) {
+  return impl_->engine.threadInfo(threadId);
+}
+std::vector<ThreadInfo> SqliteStore::listThreads(const ThreadListOptions& options) {
+  return impl_->engine.listThreads(options);
+}
+bool SqliteStore::deleteThread(const std::string& threadId) {
+  return impl_->engine.deleteThread(threadId);
+}
+ThreadInfo SqliteStore::forkThread(const std::string& parentId, int64_t position,
+                                   const ThreadOptions& options, const nlohmann::json& state) {
+  return impl_->engine.forkThread(parentId, position, options, state);
+}
+
+}  // namespace parley

@@ -1,0 +1,644 @@
+// The ConversationStore conformance suite: every store passes the same tests. A store's test
+// program defines a Backend (how to open a fresh, empty store; raw SQL access to check what is
+// stored; the arguments of the writer process) and instantiates the suite with it:
+//
+//   INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, StoreConformance, ::testing::Types<SqliteBackend>);
+//
+// Backend requirements:
+//   Backend();                                 a fresh, empty database
+//   std::unique_ptr<ConversationStore> open(); a new store object on that database
+//   int64_t count(const std::string& sql);     runs "SELECT COUNT(*) ..." directly
+//   void exec(const std::string& sql);         runs SQL directly (to damage the database)
+//   std::vector<std::string> writerArgs();     "sqlite PATH" or "postgres CONNINFO"
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "child_process.hpp"
+#include "parley/conversation_manager.hpp"
+#include "parley/errors.hpp"
+#include "parley/store.hpp"
+
+namespace parley::testing {
+
+using nlohmann::json;
+
+template <class Backend>
+class StoreConformance : public ::testing::Test {
+ protected:
+  Backend backend;
+  std::unique_ptr<ConversationStore> store = backend.open();
+
+  static std::vector<Message> turn(const std::string& tag, int n) {
+    std::vector<Message> messages;
+    for (int i = 0; i < n; ++i) {
+      messages.push_back(i % 2 ? Message::assistant(tag + std::to_string(i))
+                               : Message::user(tag + std::to_string(i)));
+    }
+    return messages;
+  }
+  static std::vector<std::string> contents(const std::vector<Message>& messages) {
+    std::vector<std::string> out;
+    for (const auto& m : messages)
+      out.push_back(m.content);
+    return out;
+  }
+  int64_t messageRows() { return backend.count("SELECT COUNT(*) FROM parley_messages"); }
+
+  std::unique_ptr<ChildProcess> writer(const std::string& thread, long turns,
+                                       const std::string& tag, bool waitGo = false) {
+    std::vector<std::string> argv = {PARLEY_STORE_WRITER};
+    for (auto& a : backend.writerArgs())
+      argv.push_back(a);
+    argv.insert(argv.end(), {thread, std::to_string(turns), tag});
+    if (waitGo) argv.push_back("--wait-go");
+    return std::make_unique<ChildProcess>(argv);
+  }
+
+  // Checks that `messages` are whole turns of the writers' protocol (store_test_writer.cpp),
+  // each writer's turns numbered 1, 2, ... in order; returns the last turn of each tag.
+  static std::map<std::string, long> checkWholeTurns(const std::vector<Message>& messages) {
+    std::map<std::string, long> last;
+    size_t i = 0;
+    while (i < messages.size()) {
+      const std::string& first = messages[i].content;
+      auto colon = first.find(':');
+      EXPECT_NE(colon, std::string::npos) << first;
+      if (colon == std::string::npos) return last;
+      const std::string tag = first.substr(0, colon);
+      const long k = last[tag] + 1;
+      const long n = k % 3 + 1;
+      for (long j = 0; j < n; ++j, ++i) {
+        const std::string want = tag + ":" + std::to_string(k) + ":" + std::to_string(j);
+        if (i >= messages.size() || messages[i].content != want) {
+          ADD_FAILURE() << "message " << i << ": expected " << want << ", got "
+                        << (i < messages.size() ? messages[i].content : "<end>");
+          return last;
+        }
+      }
+      last[tag] = k;
+    }
+    return last;
+  }
+};
+
+TYPED_TEST_SUITE_P(StoreConformance);
+
+TYPED_TEST_P(StoreConformance, CreatesAnEmptyThread) {
+  json metadata = {{"owner", "ann"}};
+  ThreadInfo info = this->store->createThread({.id = "a", .title = "first", .metadata = metadata});
+  EXPECT_EQ(info.id, "a");
+  EXPECT_EQ(info.version, 1);
+  EXPECT_EQ(info.messageCount, 0);
+  auto stored = this->store->threadInfo("a");
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->title, "first");
+  EXPECT_EQ(stored->metadata, metadata);
+  EXPECT_EQ(stored->parentId, "");
+  EXPECT_EQ(stored->createdAt, info.createdAt);
+  ThreadData data = this->store->loadThread("a");
+  EXPECT_TRUE(data.messages.empty());
+  EXPECT_TRUE(data.state.is_null());
+}
+
+TYPED_TEST_P(StoreConformance, GeneratesDistinctIds) {
+  std::set<std::string> ids;
+  for (int i = 0; i < 20; ++i)
+    ids.insert(this->store->createThread().id);
+  EXPECT_EQ(ids.size(), 20u);
+  EXPECT_EQ(this->store->listThreads().size(), 20u);
+}
+
+TYPED_TEST_P(StoreConformance, RefusesATakenIdAndBadOptions) {
+  this->store->createThread({.id = "a"});
+  EXPECT_THROW(this->store->createThread({.id = "a"}), StoreError);
+  EXPECT_THROW(this->store->createThread({.id = std::string(300, 'x')}), ValidationError);
+  EXPECT_THROW(this->store->createThread({.id = "bad\nid"}), ValidationError);
+  EXPECT_THROW(this->store->createThread({.id = "b", .metadata = json::array({1})}),
+               ValidationError);
+  EXPECT_FALSE(this->store->threadInfo("b"));
+}
+
+TYPED_TEST_P(StoreConformance, AppendsTurnsAndLoadsThemInOrder) {
+  this->store->createThread({.id = "a"});
+  ConversationStore::Version v = 1;
+  std::vector<std::string> expected;
+  for (int t = 0; t < 5; ++t) {
+    auto messages = this->turn("t" + std::to_string(t) + "-", t + 1);
+    for (auto& m : messages)
+      expected.push_back(m.content);
+    v = this->store->appendTurn("a", messages, {{"turn", t}}, v);
+    EXPECT_EQ(v, t + 2);
+  }
+  ThreadData data = this->store->loadThread("a");
+  EXPECT_EQ(this->contents(data.messages), expected);
+  EXPECT_EQ(data.state, json({{"turn", 4}}));
+  EXPECT_EQ(data.info.version, 6);
+  EXPECT_EQ(data.info.messageCount, static_cast<int64_t>(expected.size()));
+  EXPECT_GE(data.info.updatedAt, data.info.createdAt);
+}
+
+TYPED_TEST_P(StoreConformance, KeepsEveryMessageFieldExactly) {
+  Message assistant = Message::assistant(
+      "", {{"call_1", "lookup", R"({"q": "a\"b\\c"})"}, {"call_2", "other", "{}"}});
+  assistant.extra = {{"reasoning_content", "hmm, {\"x\": [1, 2]}"}};
+  Message user = Message::user(
+      "quotes \" backslash \\ braces {} commas , newline\n tab\t "
+      "unicode é 漢字 😀 nul " +
+      std::string(1, '\0') + " end");
+  user.name = "ann";
+  std::vector<Message> messages = {Message::system("be brief"), user, assistant,
+                                   Message::tool("call_1", "{\"ok\":true}"),
+                                   Message::tool("call_2", "")};
+  messages.back().content = "null";
+  this->store->createThread({.id = "a"}, messages);
+  EXPECT_EQ(this->store->loadThread("a").messages, messages);
+}
+
+TYPED_TEST_P(StoreConformance, WritesOnlyTheNewRowsOfATurn) {
+  this->store->createThread({.id = "a"}, this->turn("x", 50));
+  EXPECT_EQ(this->messageRows(), 50);
+  this->store->appendTurn("a", this->turn("y", 2), {{"s", 1}}, 1);
+  EXPECT_EQ(this->messageRows(), 52);
+  this->store->appendTurn("a", {}, {{"s", 2}}, 2);  // a state-only turn (a context edit)
+  EXPECT_EQ(this->messageRows(), 52);
+  EXPECT_EQ(this->store->loadThread("a").state, json({{"s", 2}}));
+}
+
+TYPED_TEST_P(StoreConformance, StaleVersionIsAConflictAndWritesNothing) {
+  this->store->createThread({.id = "a"});
+  auto other = this->backend.open();
+  EXPECT_EQ(other->appendTurn("a", this->turn("w", 1), {{"by", "other"}}, 1), 2);
+  EXPECT_THROW(this->store->appendTurn("a", this->turn("l", 2), {{"by", "me"}}, 1), StoreConflict);
+  ThreadData data = this->store->loadThread("a");
+  EXPECT_EQ(this->contents(data.messages), std::vector<std::string>{"w0"});
+  EXPECT_EQ(data.state, json({{"by", "other"}}));
+  EXPECT_EQ(data.info.version, 2);
+  EXPECT_EQ(this->store->appendTurn("a", this->turn("l", 2), {{"by", "me"}}, 2), 3);
+}
+
+TYPED_TEST_P(StoreConformance, NullStateKeepsTheLastOne) {
+  this->store->createThread({.id = "a"}, {}, json{{"k", 1}});
+  this->store->appendTurn("a", this->turn("m", 1), nullptr, 1);
+  EXPECT_EQ(this->store->loadThread("a").state, json({{"k", 1}}));
+}
+
+TYPED_TEST_P(StoreConformance, RefusesBadTurnsAndChangesNothing) {
+  this->store->createThread({.id = "a"}, this->turn("m", 2));
+  Message orphan;
+  orphan.role = Role::Tool;
+  orphan.content = "result";
+  std::vector<Message> bad = {Message::user("fine"), orphan};
+  try {
+    this->store->appendTurn("a", bad, nullptr, 1);
+    ADD_FAILURE() << "no error";
+  } catch (const ValidationError& e) {
+    EXPECT_EQ(e.field(), "messages[1].tool_call_id");
+  }
+  Message invalidUtf8 = Message::user(std::string("bad \xff\xfe bytes"));
+  EXPECT_THROW(this->store->appendTurn("a", {&invalidUtf8, 1}, nullptr, 1), ValidationError);
+  EXPECT_THROW(this->store->appendTurn("a", this->turn("n", 1), {{"storageSize", 5}}, 1),
+               ValidationError);
+  EXPECT_THROW(this->store->appendTurn("a", this->turn("n", 1), json::array(), 1), ValidationError);
+  ThreadData data = this->store->loadThread("a");
+  EXPECT_EQ(data.info.version, 1);
+  EXPECT_EQ(data.messages.size(), 2u);
+  EXPECT_EQ(this->messageRows(), 2);
+  EXPECT_EQ(this->store->appendTurn("a", this->turn("n", 1), {{"storageSize", 3}}, 1), 2);
+}
+
+TYPED_TEST_P(StoreConformance, UnknownThreadsAreErrors) {
+  EXPECT_THROW(this->store->loadThread("nope"), StoreError);
+  EXPECT_THROW(this->store->appendTurn("nope", this->turn("m", 1), nullptr, 1), StoreError);
+  EXPECT_THROW(this->store->forkThread("nope", 0), StoreError);
+  EXPECT_FALSE(this->store->threadInfo("nope"));
+  EXPECT_FALSE(this->store->deleteThread("nope"));
+  try {
+    this->store->loadThread("nope");
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("'nope'"), std::string::npos) << e.what();
+  }
+}
+
+TYPED_TEST_P(StoreConformance, ListsThreadsOldestFirstWithPagesAndForks) {
+  for (const char* id : {"a", "b", "c", "d"})
+    this->store->createThread({.id = id});
+  this->store->appendTurn("b", this->turn("m", 3), nullptr, 1);
+  this->store->forkThread("b", 2, {.id = "e", .title = "fork"});
+  auto all = this->store->listThreads();
+  std::vector<std::string> ids;
+  for (auto& info : all)
+    ids.push_back(info.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"a", "b", "c", "d", "e"}));
+  EXPECT_EQ(all[1].messageCount, 3);
+  EXPECT_EQ(all[1].version, 2);
+  EXPECT_EQ(all[4].parentId, "b");
+  EXPECT_EQ(all[4].forkPosition, 2);
+  EXPECT_EQ(all[4].title, "fork");
+  auto page = this->store->listThreads({.limit = 2, .offset = 1});
+  ASSERT_EQ(page.size(), 2u);
+  EXPECT_EQ(page[0].id, "b");
+  EXPECT_EQ(page[1].id, "c");
+  auto forks = this->store->listThreads({.parentId = "b"});
+  ASSERT_EQ(forks.size(), 1u);
+  EXPECT_EQ(forks[0].id, "e");
+}
+
+TYPED_TEST_P(StoreConformance, ForkSharesThePrefixWithoutCopying) {
+  this->store->createThread({.id = "p"}, this->turn("p", 6), json{{"of", "p"}});
+  ThreadInfo fork = this->store->forkThread("p", 4, {.id = "f"});
+  EXPECT_EQ(fork.messageCount, 4);
+  EXPECT_EQ(fork.version, 1);
+  EXPECT_EQ(this->messageRows(), 6);  // nothing copied
+  this->store->appendTurn("f", this->turn("f", 2), nullptr, 1);
+  this->store->appendTurn("p", this->turn("q", 1), nullptr, 1);
+  EXPECT_EQ(this->contents(this->store->loadThread("f").messages),
+            (std::vector<std::string>{"p0", "p1", "p2", "p3", "f0", "f1"}));
+  EXPECT_EQ(this->contents(this->store->loadThread("p").messages),
+            (std::vector<std::string>{"p0", "p1", "p2", "p3", "p4", "p5", "q0"}));
+  EXPECT_EQ(this->messageRows(), 9);
+}
+
+TYPED_TEST_P(StoreConformance, ForksOfForksReadTheRightAncestors) {
+  this->store->createThread({.id = "p"}, this->turn("p", 6));
+  this->store->forkThread("p", 4, {.id = "f1"});
+  this->store->appendTurn("f1", this->turn("f", 3), nullptr, 1);  // p0..p3 f0 f1 f2
+  this->store->forkThread("f1", 5, {.id = "f2"});                 // p0..p3 f0
+  this->store->forkThread("f1", 2, {.id = "f3"});                 // p0 p1
+  this->store->appendTurn("f2", this->turn("g", 1), nullptr, 1);
+  EXPECT_EQ(this->contents(this->store->loadThread("f2").messages),
+            (std::vector<std::string>{"p0", "p1", "p2", "p3", "f0", "g0"}));
+  EXPECT_EQ(this->contents(this->store->loadThread("f3").messages),
+            (std::vector<std::string>{"p0", "p1"}));
+  EXPECT_EQ(this->store->forkThread("p", 0, {.id = "empty"}).messageCount, 0);
+  EXPECT_TRUE(this->store->loadThread("empty").messages.empty());
+}
+
+TYPED_TEST_P(StoreConformance, ForkPositionAndState) {
+  this->store->createThread({.id = "p"}, this->turn("p", 3), json{{"of", "p"}});
+  EXPECT_THROW(this->store->forkThread("p", 4), ValidationError);
+  EXPECT_THROW(this->store->forkThread("p", -1), ValidationError);
+  EXPECT_THROW(this->store->forkThread("p", 2, {}, {{"storageSize", 3}}), ValidationError);
+  EXPECT_EQ(this->store->listThreads().size(), 1u);
+  auto whole = this->store->forkThread("p", 3);
+  EXPECT_EQ(this->store->loadThread(whole.id).state, json({{"of", "p"}}));
+  auto part = this->store->forkThread("p", 2);
+  EXPECT_TRUE(this->store->loadThread(part.id).state.is_null());
+  auto given = this->store->forkThread("p", 1, {}, {{"mine", true}});
+  EXPECT_EQ(this->store->loadThread(given.id).state, json({{"mine", true}}));
+}
+
+TYPED_TEST_P(StoreConformance, DeletingAParentKeepsWhatItsForksNeed) {
+  this->store->createThread({.id = "p"}, this->turn("p", 8));
+  this->store->forkThread("p", 3, {.id = "f1"});
+  this->store->forkThread("p", 5, {.id = "f2"});
+  this->store->appendTurn("f2", this->turn("g", 2), nullptr, 1);
+  this->store->forkThread("f2", 6, {.id = "f3"});
+  EXPECT_TRUE(this->store->deleteThread("p"));
+  EXPECT_FALSE(this->store->threadInfo("p"));
+  EXPECT_THROW(this->store->loadThread("p"), StoreError);
+  EXPECT_THROW(this->store->forkThread("p", 1), StoreError);
+  EXPECT_EQ(this->messageRows(), 5 + 2);  // p's rows past the last fork position are gone
+  EXPECT_EQ(this->contents(this->store->loadThread("f2").messages),
+            (std::vector<std::string>{"p0", "p1", "p2", "p3", "p4", "g0", "g1"}));
+  EXPECT_TRUE(this->store->deleteThread("f2"));  // f3 still needs f2's g0
+  EXPECT_EQ(this->contents(this->store->loadThread("f3").messages),
+            (std::vector<std::string>{"p0", "p1", "p2", "p3", "p4", "g0"}));
+  EXPECT_TRUE(this->store->deleteThread("f3"));
+  // Now only f1 needs p, and only p's first 3 rows.
+  EXPECT_EQ(this->messageRows(), 3);
+  EXPECT_EQ(this->contents(this->store->loadThread("f1").messages),
+            (std::vector<std::string>{"p0", "p1", "p2"}));
+  EXPECT_TRUE(this->store->deleteThread("f1"));
+  EXPECT_FALSE(this->store->deleteThread("f1"));
+  EXPECT_EQ(this->messageRows(), 0);
+  EXPECT_EQ(this->backend.count("SELECT COUNT(*) FROM parley_threads"), 0);
+  EXPECT_TRUE(this->store->listThreads().empty());
+}
+
+TYPED_TEST_P(StoreConformance, DataOutlivesTheStoreObject) {
+  this->store->createThread({.id = "a", .title = "t"}, this->turn("m", 3), json{{"k", 1}});
+  this->store.reset();
+  auto reopened = this->backend.open();
+  ThreadData data = reopened->loadThread("a");
+  EXPECT_EQ(this->contents(data.messages), (std::vector<std::string>{"m0", "m1", "m2"}));
+  EXPECT_EQ(data.state, json({{"k", 1}}));
+  EXPECT_EQ(data.info.title, "t");
+}
+
+TYPED_TEST_P(StoreConformance, ACorruptRowIsAClearError) {
+  this->store->createThread({.id = "a"}, this->turn("m", 3));
+  this->backend.exec("UPDATE parley_messages SET body = '{not json' WHERE seq = 1");
+  try {
+    this->store->loadThread("a");
+    ADD_FAILURE() << "no error";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("message 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("corrupt"), std::string::npos) << e.what();
+  }
+  this->backend.exec(R"(UPDATE parley_messages SET body = '{"role":"robot"}' WHERE seq = 1)");
+  EXPECT_THROW(this->store->loadThread("a"), StoreError);
+  this->backend.exec("DELETE FROM parley_messages WHERE seq = 1");
+  try {
+    this->store->loadThread("a");
+    ADD_FAILURE() << "no error";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos) << e.what();
+  }
+}
+
+TYPED_TEST_P(StoreConformance, RefusesANewerSchema) {
+  this->store.reset();
+  this->backend.exec("UPDATE parley_schema SET version = 99");
+  try {
+    this->backend.open();
+    ADD_FAILURE() << "no error";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("newer"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("99"), std::string::npos) << e.what();
+  }
+}
+
+TYPED_TEST_P(StoreConformance, ThreadsOfOneProcessShareAStore) {
+  constexpr int kThreads = 4, kTurns = 30;
+  this->store->createThread({.id = "shared"});
+  std::vector<std::thread> workers;
+  std::atomic<int> conflicts{0};
+  for (int w = 0; w < kThreads; ++w) {
+    workers.emplace_back([&, w] {
+      const std::string own = "own" + std::to_string(w);
+      this->store->createThread({.id = own});
+      for (int t = 0; t < kTurns; ++t) {
+        this->store->appendTurn(own, this->turn("m", 1), nullptr, t + 1);
+        for (;;) {  // the shared thread: re-read the version after a conflict
+          auto version = this->store->threadInfo("shared")->version;
+          try {
+            this->store->appendTurn("shared", this->turn(own + "-", 1), nullptr, version);
+            break;
+          } catch (const StoreConflict&) {
+            ++conflicts;
+          }
+        }
+      }
+    });
+  }
+  for (auto& worker : workers)
+    worker.join();
+  for (int w = 0; w < kThreads; ++w) {
+    EXPECT_EQ(this->store->threadInfo("own" + std::to_string(w))->messageCount, kTurns);
+  }
+  ThreadData shared = this->store->loadThread("shared");
+  EXPECT_EQ(shared.messages.size(), size_t(kThreads * kTurns));
+  EXPECT_EQ(shared.info.version, 1 + kThreads * kTurns);
+}
+
+// A writer process killed at random moments never loses a reported turn nor leaves half a one.
+TYPED_TEST_P(StoreConformance, KilledWriterLosesNoCommittedTurn) {
+  constexpr int kKills = 40;
+  this->store->createThread({.id = "crash"});
+  std::mt19937 random(std::random_device{}());
+  long reported = 0;
+  for (int kill = 0; kill < kKills; ++kill) {
+    auto child = this->writer("crash", 1'000'000, "w");
+    const int reportsBeforeKill = 1 + static_cast<int>(random() % 6);
+    for (int seen = 0; seen < reportsBeforeKill;) {
+      auto line = child->readLine();
+      ASSERT_TRUE(line) << "the writer stopped early (exit " << child->wait() << ")";
+      if (line->rfind("committed ", 0) == 0) {
+        reported = std::stol(line->substr(10));
+        ++seen;
+      }
+    }
+    // Not a synchronisation: a random extra delay moves the kill to a random point of a turn.
+    std::this_thread::sleep_for(std::chrono::microseconds(random() % 3000));
+    child->kill(SIGKILL);
+    while (auto line = child->readLine()) {  // reports written before the kill count too
+      if (line->rfind("committed ", 0) == 0) reported = std::stol(line->substr(10));
+    }
+    EXPECT_EQ(child->wait(), 128 + SIGKILL);
+
+    auto reopened = this->backend.open();
+    ThreadData data = reopened->loadThread("crash");
+    auto last = this->checkWholeTurns(data.messages);
+    const long stored = last["w"];
+    ASSERT_GE(stored, reported) << "a reported turn was lost (kill " << kill << ")";
+    ASSERT_LE(stored, reported + 1) << "kill " << kill;  // at most one committed, not reported
+    EXPECT_EQ(data.info.version, 1 + stored);
+    EXPECT_EQ(data.state["last"], "w:" + std::to_string(stored));
+    EXPECT_EQ(data.state["storageSize"], static_cast<int64_t>(data.messages.size()));
+    reported = stored;
+  }
+}
+
+TYPED_TEST_P(StoreConformance, EightProcessesOnEightThreadsLoseNothing) {
+  constexpr int kWriters = 8;
+  constexpr long kTurns = 200;
+  std::vector<std::unique_ptr<ChildProcess>> children;
+  for (int w = 0; w < kWriters; ++w) {
+    this->store->createThread({.id = "th" + std::to_string(w)});
+  }
+  for (int w = 0; w < kWriters; ++w) {
+    children.push_back(this->writer("th" + std::to_string(w), kTurns, "w" + std::to_string(w)));
+  }
+  for (int w = 0; w < kWriters; ++w) {
+    long committed = 0;
+    while (auto line = children[w]->readLine()) {
+      if (line->rfind("committed ", 0) == 0) ++committed;
+    }
+    EXPECT_EQ(children[w]->wait(), 0) << "writer " << w;
+    EXPECT_EQ(committed, kTurns) << "writer " << w;
+  }
+  for (int w = 0; w < kWriters; ++w) {
+    ThreadData data = this->store->loadThread("th" + std::to_string(w));
+    auto last = this->checkWholeTurns(data.messages);
+    EXPECT_EQ(last.size(), 1u);
+    EXPECT_EQ(last["w" + std::to_string(w)], kTurns);
+    EXPECT_EQ(data.info.version, 1 + kTurns);
+  }
+}
+
+TYPED_TEST_P(StoreConformance, TwoProcessesOnOneThreadConflictAndLoseNothing) {
+  constexpr long kTurns = 150;
+  this->store->createThread({.id = "same"});
+  auto a = this->writer("same", kTurns, "a", true);
+  auto b = this->writer("same", kTurns, "b", true);
+  // Both read version 1 before either writes, so the first turn of one of them must conflict.
+  EXPECT_EQ(a->readLine(), "ready");
+  EXPECT_EQ(b->readLine(), "ready");
+  a->writeLine("go");
+  b->writeLine("go");
+  std::vector<long long> versions;
+  long conflicts = 0;
+  for (auto* child : {a.get(), b.get()}) {
+    while (auto line = child->readLine()) {
+      std::istringstream words(*line);
+      std::string word;
+      long turn = 0;
+      long long version = 0;
+      words >> word >> turn >> version;
+      if (word == "committed") versions.push_back(version);
+      if (word == "conflict") ++conflicts;
+    }
+    EXPECT_EQ(child->wait(), 0);
+  }
+  EXPECT_GE(conflicts, 1);
+  // Every version 2 .. 1 + 2 * kTurns was reported by exactly one writer.
+  std::sort(versions.begin(), versions.end());
+  ASSERT_EQ(versions.size(), size_t(2 * kTurns));
+  for (size_t i = 0; i < versions.size(); ++i)
+    EXPECT_EQ(versions[i], 2 + (long long)i);
+  ThreadData data = this->store->loadThread("same");
+  auto last = this->checkWholeTurns(data.messages);
+  EXPECT_EQ(last["a"], kTurns);
+  EXPECT_EQ(last["b"], kTurns);
+  EXPECT_EQ(data.info.version, 1 + 2 * kTurns);
+}
+
+TYPED_TEST_P(StoreConformance, SavesAManagerTurnByTurnWritingOnlyWhatIsNew) {
+  ConversationManager manager;
+  manager.addMessage(Message::system("be brief"));
+  manager.addMessage(Message::user("hello"));
+  this->store->createThread({.id = "m"});
+  auto v = this->store->save("m", manager, 1);
+  EXPECT_EQ(v, 2);
+  EXPECT_EQ(this->messageRows(), 2);
+  manager.addMessage(Message::assistant("hi"));
+  manager.addMessage(Message::user("more"));
+  v = this->store->save("m", manager, v);
+  EXPECT_EQ(this->messageRows(), 4);
+  manager.clearMessages(true);  // a context edit: a new batch, no new storage
+  v = this->store->save("m", manager, v);
+  EXPECT_EQ(v, 4);
+  EXPECT_EQ(this->messageRows(), 4);
+  manager.addMessage(Message::user("again"));
+  v = this->store->save("m", manager, v);
+
+  ConversationManager loaded;
+  EXPECT_EQ(this->store->load("m", loaded), v);
+  EXPECT_EQ(loaded.getMessages(), manager.getMessages());
+  EXPECT_EQ(loaded.getAllMessages(), manager.getAllMessages());
+  EXPECT_EQ(loaded.getMarkMap(), manager.getMarkMap());
+  EXPECT_EQ(loaded.getMessages().size(), 2u);  // the system prompt and "again"
+
+  // A second writer that loaded the same version loses.
+  loaded.addMessage(Message::assistant("from loaded"));
+  manager.addMessage(Message::assistant("from manager"));
+  EXPECT_EQ(this->store->save("m", loaded, v), v + 1);
+  EXPECT_THROW(this->store->save("m", manager, v), StoreConflict);
+  ConversationManager fresh;
+  this->store->load("m", fresh);
+  EXPECT_EQ(fresh.getMessages().back().content, "from loaded");
+}
+
+TYPED_TEST_P(StoreConformance, LoadRefusesADamagedStateAndLeavesTheManager) {
+  this->store->createThread({.id = "a"}, this->turn("m", 2),
+                            json{{"format", "parley.snapshot/1"}, {"markMap", "nonsense"}});
+  ConversationManager manager;
+  manager.addMessage(Message::user("mine"));
+  EXPECT_THROW(this->store->load("a", manager), StoreError);
+  EXPECT_EQ(manager.getMessages().size(), 1u);
+  this->store->createThread({.id = "plain"}, this->turn("m", 3));
+  this->store->load("plain", manager);  // no state: a plain history, all visible
+  EXPECT_EQ(this->contents(manager.getMessages()), (std::vector<std::string>{"m0", "m1", "m2"}));
+}
+
+TYPED_TEST_P(StoreConformance, ExportsAndImportsSnapshots) {
+  ConversationManager manager;
+  manager.addMessages({Message::system("s"), Message::user("u1"), Message::assistant("a1")});
+  manager.startNewBatch(1);
+  manager.addMessage(Message::user("u2"));
+  this->store->createThread({.id = "a"});
+  this->store->save("a", manager, 1);
+  json exported = this->store->exportThread("a");
+  EXPECT_EQ(exported, manager.createSnapshot());
+  ThreadInfo imported = this->store->importThread(exported, {.id = "b", .title = "copy"});
+  EXPECT_EQ(imported.messageCount, 4);
+  ConversationManager loaded;
+  this->store->load("b", loaded);
+  EXPECT_EQ(loaded.getMessages(), manager.getMessages());
+  EXPECT_EQ(loaded.getMarkMap(), manager.getMarkMap());
+  EXPECT_EQ(this->store->threadInfo("b")->title, "copy");
+
+  json bad = exported;
+  bad["messages"][1]["role"] = "robot";
+  try {
+    this->store->importThread(bad, {.id = "c"});
+    ADD_FAILURE() << "no error";
+  } catch (const ValidationError& e) {
+    EXPECT_EQ(e.field(), "snapshot.messages[1].role");
+  }
+  EXPECT_FALSE(this->store->threadInfo("c"));
+}
+
+TYPED_TEST_P(StoreConformance, AForkOfAManagerThreadRestoresItsView) {
+  ConversationManager manager;
+  manager.addMessages({Message::system("s"), Message::user("u1"), Message::assistant("a1")});
+  manager.clearMessages(true);
+  manager.addMessage(Message::user("u2"));
+  this->store->createThread({.id = "p"});
+  this->store->save("p", manager, 1);
+  ThreadInfo fork = this->store->forkThread("p", 4, {.id = "f"});
+  ConversationManager forked;
+  auto version = this->store->load("f", forked);
+  EXPECT_EQ(version, 1);
+  EXPECT_EQ(forked.getMessages(), manager.getMessages());
+  forked.addMessage(Message::assistant("in the fork"));
+  EXPECT_EQ(this->store->save("f", forked, version), 2);
+  EXPECT_EQ(this->messageRows(), 5);
+  ConversationManager parent;
+  this->store->load("p", parent);
+  EXPECT_EQ(parent.getMessages(), manager.getMessages());
+}
+
+TYPED_TEST_P(StoreConformance, StoredThreadSavesEachTurnWithOneCall) {
+  std::shared_ptr<ConversationStore> shared = std::move(this->store);
+  ConversationManager manager;
+  manager.addMessage(Message::system("s"));
+  StoredThread thread(shared, "bound");
+  EXPECT_FALSE(thread.attach(manager, {.title = "bound thread"}));
+  EXPECT_EQ(thread.version(), 1);
+  EXPECT_EQ(shared->threadInfo("bound")->title, "bound thread");
+  EXPECT_EQ(shared->threadInfo("bound")->messageCount, 1);
+  thread.save(manager);  // nothing new: nothing written
+  EXPECT_EQ(thread.version(), 1);
+  manager.addMessage(Message::user("u"));
+  thread.save(manager);
+  EXPECT_EQ(thread.version(), 2);
+  EXPECT_EQ(this->messageRows(), 2);
+
+  ConversationManager other;
+  StoredThread second(shared, "bound");
+  EXPECT_TRUE(second.attach(other));
+  EXPECT_EQ(other.getMessages(), manager.getMessages());
+  other.addMessage(Message::assistant("from second"));
+  second.save(other);
+  manager.addMessage(Message::assistant("from first"));
+  EXPECT_THROW(thread.save(manager), StoreConflict);
+  thread.load(manager);
+  EXPECT_EQ(manager.getMessages().back().content, "from second");
+  EXPECT_EQ(thread.version(), 3);
+  EXPECT_THROW(StoredThread(shared, "never-attached").save(manager), StoreError);
+}
+
+REGISTER_TYPED_TEST_SUITE_P(
+    StoreConformance, CreatesAnEmptyThread, GeneratesDistinctIds, RefusesATakenIdAndBadOptions,
+    AppendsTurnsAndLoadsThemInOrder, KeepsEveryMessageFieldExactly, WritesOnlyTheNewRowsOfATurn,
+    StaleVersionIsAConflictAndWritesNothing, NullStateKeepsTheLastOne,
+    RefusesBadTurnsAndChangesNothing, UnknownThreadsAreErrors,
+    ListsThreadsOldestFirstWithPagesAndForks, ForkSharesThePrefixWithoutCopying,
+    ForksOfForksReadTheRightAncestors, ForkPositionAndState, DeletingAParentKeepsWhatItsForksNeed,
+    DataOutlivesTheStoreObject, ACorruptRowIsAClearError, RefusesANewerSchema,
+    ThreadsOfOneProcessShareAStore, KilledWriterLosesNoCommittedTurn,
+    EightProcessesOnEightThreadsLoseNothing, TwoProcessesOnOneThreadConflictAndLoseNothing,
+    SavesAManagerTurnByTurnWritingOnlyWhatIsNew, LoadRefusesADamagedStateAndLeavesTheManager,
+    ExportsAndImportsSnapshots, AForkOfAManagerThreadRestoresItsView,
+    StoredThreadSavesEachTurnWithOneCall);
+
+}  // namespace parley::testing

@@ -1,0 +1,170 @@
+// SqliteStore: the conformance suite, plus what only a file can do wrong.
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "store_conformance.hpp"
+
+namespace parley::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "parley-store-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+struct SqliteBackend {
+  TempDir dir;
+  std::string path = (dir.path() / "store.db").string();
+
+  std::unique_ptr<ConversationStore> open() { return std::make_unique<SqliteStore>(path); }
+  std::vector<std::string> writerArgs() { return {"sqlite", path}; }
+
+  int64_t count(const std::string& sql) {
+    int64_t result = -1;
+    withDb([&](sqlite3* db) {
+      sqlite3_stmt* stmt = nullptr;
+      if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) != SQLITE_OK) {
+        throw std::runtime_error(sqlite3_errmsg(db));
+      }
+      if (sqlite3_step(stmt) == SQLITE_ROW) result = sqlite3_column_int64(stmt, 0);
+      sqlite3_finalize(stmt);
+    });
+    return result;
+  }
+  void exec(const std::string& sql) {
+    withDb([&](sqlite3* db) {
+      char* error = nullptr;
+      if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
+        std::string reason = error ? error : "";
+        sqlite3_free(error);
+        throw std::runtime_error(sql + ": " + reason);
+      }
+    });
+  }
+
+ private:
+  template <class Fn>
+  void withDb(Fn&& fn) {
+    sqlite3* db = nullptr;
+    sqlite3_open(path.c_str(), &db);
+    sqlite3_busy_timeout(db, 5000);
+    try {
+      fn(db);
+    } catch (...) {
+      sqlite3_close(db);
+      throw;
+    }
+    sqlite3_close(db);
+  }
+};
+
+}  // namespace
+
+INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, StoreConformance, ::testing::Types<SqliteBackend>);
+
+namespace {
+
+std::string errorOf(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const StoreError& e) {
+    return e.what();
+  }
+  return "<no StoreError>";
+}
+
+TEST(SqliteStore, UsesWalMode) {
+  SqliteBackend backend;
+  backend.open();
+  std::ifstream(backend.path);
+  EXPECT_TRUE(fs::exists(backend.path + "-wal") || fs::exists(backend.path));
+  sqlite3* db = nullptr;
+  sqlite3_open(backend.path.c_str(), &db);
+  sqlite3_stmt* stmt = nullptr;
+  sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &stmt, nullptr);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)), "wal");
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+}
+
+TEST(SqliteStore, GarbageFileIsRefusedClearly) {
+  TempDir dir;
+  const std::string path = (dir.path() / "garbage.db").string();
+  {
+    std::ofstream out(path, std::ios::binary);
+    for (int i = 0; i < 4096; ++i)
+      out.put(static_cast<char>((i * 7919) % 251));
+  }
+  std::string error = errorOf([&] { SqliteStore store(path); });
+  EXPECT_NE(error.find("is not a SQLite database"), std::string::npos) << error;
+}
+
+TEST(SqliteStore, TruncatedFileIsAClearError) {
+  TempDir dir;
+  const std::string path = (dir.path() / "store.db").string();
+  {
+    SqliteStore store(path);
+    std::vector<Message> messages;
+    for (int i = 0; i < 400; ++i)
+      messages.push_back(Message::user(std::string(500, 'x')));
+    store.createThread({.id = "a"}, messages);
+  }
+  // Fold the WAL into the file, then cut the file in the middle of the message pages.
+  {
+    sqlite3* db = nullptr;
+    sqlite3_open(path.c_str(), &db);
+    sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE", nullptr,
+                 nullptr, nullptr);
+    sqlite3_close(db);
+  }
+  const auto size = fs::file_size(path);
+  ASSERT_GT(size, 100'000u);
+  fs::resize_file(path, size / 2);
+  std::string error = errorOf([&] {
+    SqliteStore store(path);
+    store.loadThread("a");
+  });
+  EXPECT_TRUE(error.find("damaged") != std::string::npos ||
+              error.find("not a SQLite database") != std::string::npos)
+      << error;
+}
+
+TEST(SqliteStore, MissingFileWithoutCreateIsRefused) {
+  TempDir dir;
+  const std::string path = (dir.path() / "none.db").string();
+  std::string error = errorOf([&] { SqliteStore store(path, {.create = false}); });
+  EXPECT_NE(error.find("cannot open"), std::string::npos) << error;
+  EXPECT_FALSE(fs::exists(path));
+}
+
+TEST(OpenStore, PathsAndSqliteUrlsOpenSqliteStores) {
+  TempDir dir;
+  const std::string path = (dir.path() / "a.db").string();
+  openStore(path)->createThread({.id = "x"});
+  EXPECT_TRUE(openStore("sqlite://" + path)->threadInfo("x"));
+  EXPECT_TRUE(openStore("sqlite:" + path)->threadInfo("x"));
+  EXPECT_NE(dynamic_cast<SqliteStore*>(openStore(path).get()), nullptr);
+  EXPECT_THROW(openStore(""), ValidationError);
+  EXPECT_THROW(openStore("sqlite://"), ValidationError);
+  EXPECT_THROW(openStore("mysql://host/db"), ValidationError);
+}
+
+}  // namespace
+}  // namespace parley::testing
