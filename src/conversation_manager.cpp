@@ -263,8 +263,10 @@ std::string ConversationManager::checkConsistency() const {
 nlohmann::json ConversationManager::createStateSnapshot() const {
   std::shared_lock lock(state_->mutex);
   const MessageStore& s = state_->store;
-  return {
-      {"format", kSnapshotFormat}, {"storageSize", s.storageSize()}, {"markMap", s.markMapJson()}};
+  return {{"format", kSnapshotFormat},
+          {"storageSize", s.storageSize()},
+          {"markMap", s.markMapJson()},
+          {"tokenUsage", tokenUsageJson()}};
 }
 
 nlohmann::json ConversationManager::createSnapshot() const {
