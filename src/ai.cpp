@@ -9,6 +9,7 @@
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/openai_client.hpp"
+#include "parley/store.hpp"
 
 namespace parley {
 
@@ -215,6 +216,22 @@ Conversation AI::createConversation() {
   options.maxIterations = 1;
   conversation->manager = ConversationManager(std::move(options));
   return Conversation(std::move(conversation));
+}
+
+Conversation AI::createConversation(std::shared_ptr<ConversationStore> store,
+                                    const std::string& threadId) {
+  Conversation conversation = createConversation();
+  try {
+    auto thread = std::make_shared<StoredThread>(std::move(store), threadId);
+    ConversationOptions options = conversation.state_->manager.options();
+    options.persist = thread;
+    ConversationManager persisted(std::move(options));
+    thread->attach(persisted);
+    conversation.state_->manager = std::move(persisted);
+  } catch (const std::exception& e) {
+    conversation.state_->lastError = describe(e);
+  }
+  return conversation;
 }
 
 Embedding AI::createEmbedding(const std::string& text, int timeoutMs) {

@@ -9,6 +9,7 @@
 
 #include "parley/context_ops.hpp"
 #include "parley/errors.hpp"
+#include "parley/store.hpp"
 
 namespace parley {
 
@@ -539,7 +540,22 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
     st.usageViewSize = st.store.viewSize();
   }
   ++st.revision;
+  lock.unlock();
+  persistIfWhole();
   return result;
+}
+
+void ConversationManager::persistIfWhole() {
+  if (!state_->options.persist) return;
+  {
+    std::shared_lock lock(state_->mutex);
+    const MessageStore& s = state_->store;
+    if (s.viewSize() > 0) {
+      const Message& last = s.visible(s.viewSize() - 1);
+      if (last.role == Role::Assistant && !last.toolCalls.empty()) return;  // results to come
+    }
+  }
+  state_->options.persist->save(*this);
 }
 
 ChatResult ConversationManager::executeLlmCall(const LlmCallOptions& options) {
@@ -567,6 +583,7 @@ std::vector<ToolResult> ConversationManager::runTools(const std::vector<ToolCall
     state_->store.appendAll(std::move(messages));
     ++state_->revision;
   }
+  persistIfWhole();
   if (hooks && hooks->onToolResult) {
     for (const ToolResult& r : results)
       hooks->onToolResult(r);

@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
+#include "parley/store.hpp"
 
 namespace parley {
 namespace {
@@ -266,6 +268,28 @@ TEST_F(Facade, EmbeddingsCompareByMeaningOfWords) {
   AI nowhere("http://127.0.0.1:1", "KEY", "model");
   EXPECT_TRUE(nowhere.createEmbedding("x").isEmpty());
   EXPECT_FALSE(nowhere.lastError().empty());
+}
+
+TEST_F(Facade, PersistedConversationSurvivesTheProcessState) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("parley-facade-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::shared_ptr<ConversationStore> store = openStore((dir / "chats.db").string());
+  {
+    AI ai = makeAI();
+    Conversation convo = ai.createConversation(store, "support-1");
+    EXPECT_EQ(convo.lastError(), "");
+    convo.ask("Hello");
+    convo.ask("Still there?");
+    EXPECT_EQ(convo.ask("please fail"), "");
+  }
+  AI again = makeAI();
+  Conversation resumed = again.createConversation(store, "support-1");
+  auto list = resumed.getConversationList();
+  ASSERT_EQ(list.size(), 4u);
+  EXPECT_EQ(list[2], "Still there?");
+  EXPECT_EQ(resumed.ask("And now?"), "echo: And now? (turn 3)");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

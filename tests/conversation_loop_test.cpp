@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <filesystem>
 #include <latch>
 #include <mutex>
 
@@ -14,6 +15,7 @@
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/openai_client.hpp"
+#include "parley/store.hpp"
 #include "printers.hpp"
 
 namespace parley {
@@ -399,6 +401,34 @@ TEST_F(ConversationLoop, SummarizeAndTruncateCompressesAndTheRunContinues) {
   // The compression is a batch: rollback restores the full view (without the later turn).
   c.rollbackToBatch(0);
   EXPECT_EQ(c.getMessageCount(), 3u);
+}
+
+TEST_F(ConversationLoop, PersistSavesEachWholeTurnAndNothingOnFailure) {
+  startMock(R"(
+{"match": {"user_contains": "broken"}, "error": {"status": 400, "message": "no"}}
+{"match": {"last_role": "tool"}, "reply": {"content": "It is {{last_tool}}"}}
+{"match": {"user_contains": "weather"}, "reply": {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]}}
+)");
+  addWeatherTool();
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("parley-persist-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::shared_ptr<ConversationStore> store = openStore((dir / "chats.db").string());
+  auto thread = std::make_shared<StoredThread>(store, "t1");
+  ConversationOptions o = options();
+  o.persist = thread;
+  ConversationManager c(o);
+  thread->attach(c);
+  c.run("weather?");
+  EXPECT_EQ(store->threadInfo("t1")->messageCount, 5);
+  const auto version = thread->version();
+  EXPECT_THROW(c.run("broken"), HttpError);
+  EXPECT_EQ(thread->version(), version) << "a failed call saves nothing";
+
+  ConversationManager reloaded(options());
+  StoredThread(store, "t1").load(reloaded);
+  EXPECT_EQ(reloaded.getMessages(), c.getMessages());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

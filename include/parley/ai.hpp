@@ -31,6 +31,7 @@
 namespace parley {
 
 class Conversation;
+class ConversationStore;
 class LlmClient;
 
 // An embedding vector (createEmbedding). Empty when the call failed.
@@ -86,6 +87,12 @@ class AI {
   std::string lastError() const;        // of the last failed call on this AI ("" before any)
 
   Conversation createConversation();
+  // A conversation kept in `store` under `threadId`: restored when the thread exists, created
+  // otherwise; each successful ask is saved as one turn. If the store fails here, the returned
+  // conversation is in memory only and its lastError() says why. Two handles asking at once on
+  // one persisted conversation: the later save loses with a conflict and that ask returns "".
+  Conversation createConversation(std::shared_ptr<ConversationStore> store,
+                                  const std::string& threadId);
   // POST {baseUrl}/embeddings. An empty Embedding on failure; see lastError().
   Embedding createEmbedding(const std::string& text, int timeoutMs = -1);
 

@@ -43,6 +43,7 @@
 namespace parley {
 
 class ConversationManager;
+class StoredThread;
 
 // What checkTokenUsage() found.
 struct TokenCheck {
@@ -83,6 +84,12 @@ struct ConversationOptions {
   // or the ceil(code points / 2.5) estimate when its vocabulary is not installed.
   std::shared_ptr<const TokenCounter> tokenCounter;
   TokenLimitHandler onTokenLimitExceeded;  // the compression trigger; see summarizeAndTruncate()
+  // When set, each complete turn is saved through it as soon as it is committed: a reply without
+  // tool calls, or the tool results that complete an iteration (never an assistant tool-call
+  // message without its results). A failed model call saves nothing. Attach it to its thread
+  // first (StoredThread::attach). A failed save throws (StoreError, StoreConflict) from the call
+  // that committed the turn; the turn stays in memory and the next save writes it.
+  std::shared_ptr<StoredThread> persist;
   // Where diagnostics go (a failing trigger, ...). Null: stderr.
   std::function<void(const std::string&)> log;
 };
@@ -224,6 +231,7 @@ class ConversationManager {
   std::vector<ToolResult> runTools(const std::vector<ToolCall>& calls, std::stop_token cancel,
                                    const RunOptions* hooks);
   nlohmann::json tokenUsageJson() const;  // REQUIRES the lock
+  void persistIfWhole();                  // saves through options.persist at a turn's end
   TokenCheck contextTokens() const;       // REQUIRES the lock
 
   std::unique_ptr<State> state_;
