@@ -1,6 +1,7 @@
 #include "parley/executor.hpp"
 
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
 #include <deque>
 #include <future>
@@ -378,29 +379,9 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     const auto timeout = std::chrono::milliseconds(
         request.requestData.parameters.value("timeoutMs", options.interactionTimeout.count()));
     const std::string id = "ui-" + request.traceId + "-" + request.nodeId;
-    auto wait = std::make_shared<PendingInteraction>();
-    wait->threadId = request.threadId;
-    {
-      std::lock_guard lock(interactionMutex);
-      interactions[id] = wait;
-    }
-    auto ask = causedBy<UserInteractionRequested>(request);
-    ask.nodeId = request.nodeId;
-    ask.interactionId = id;
-    ask.prompt = request.requestData.prompt;
-    ask.timeout = timeout;
-    bus.publish(ask);
     std::stop_token stop = state.stop.get_token();
-    std::optional<std::string> response;
-    {
-      std::unique_lock lock(wait->mutex);
-      wait->answered.wait_for(lock, stop, timeout, [&] { return wait->response.has_value(); });
-      response = wait->response;
-    }
-    {
-      std::lock_guard lock(interactionMutex);
-      interactions.erase(id);
-    }
+    std::optional<std::string> response =
+        askUser(request, id, request.requestData.prompt, timeout, stop);
     if (!response) {
       if (stop.stop_requested()) throw CancelledError("the thread was cleaned up");
       throw TimeoutError("no UserInteractionResponded for \"" + id + "\" within " +
@@ -414,6 +395,66 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     result.content = *response;
     result.finishReason = "user_response";
     return result;
+  }
+
+  // Publishes UserInteractionRequested and waits for its answer; nullopt on timeout or stop.
+  std::optional<std::string> askUser(const LlmExecutionRequest& request, const std::string& id,
+                                     const std::string& prompt, std::chrono::milliseconds timeout,
+                                     std::stop_token stop) {
+    auto wait = std::make_shared<PendingInteraction>();
+    wait->threadId = request.threadId;
+    {
+      std::lock_guard lock(interactionMutex);
+      interactions[id] = wait;
+    }
+    auto ask = causedBy<UserInteractionRequested>(request);
+    ask.nodeId = request.nodeId;
+    ask.interactionId = id;
+    ask.prompt = prompt;
+    ask.timeout = timeout;
+    bus.publish(ask);
+    std::optional<std::string> response;
+    {
+      std::unique_lock lock(wait->mutex);
+      wait->answered.wait_for(lock, stop, timeout, [&] { return wait->response.has_value(); });
+      response = wait->response;
+    }
+    {
+      std::lock_guard lock(interactionMutex);
+      interactions.erase(id);
+    }
+    return response;
+  }
+
+  static bool approves(std::string answer) {
+    for (char& c : answer)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return answer == "y" || answer == "yes" || answer == "approve" || answer == "approved" ||
+           answer == "ok" || answer == "true";
+  }
+
+  // For a tool that requiresApproval: asks the user; an error result unless approved.
+  std::optional<ToolResult> approval(const LlmExecutionRequest& request, const ToolCall& call,
+                                     std::stop_token stop) {
+    if (!options.tools) return std::nullopt;
+    auto info = options.tools->find(call.name);
+    if (!info || !info->options.requiresApproval) return std::nullopt;
+    const std::string id = "approve-" + call.id;
+    auto answer = askUser(request, id,
+                          "Approve the call of tool \"" + call.name + "\" with arguments " +
+                              (call.arguments.empty() ? "{}" : call.arguments) + "? (yes/no)",
+                          options.toolCallTimeout, stop);
+    if (!answer && stop.stop_requested()) {
+      throw CancelledError("the thread was cleaned up while a tool call awaited approval");
+    }
+    if (answer && approves(*answer)) return std::nullopt;
+    ToolResult r;
+    r.toolCallId = call.id;
+    r.name = call.name;
+    r.errorKind = ToolErrorKind::Cancelled;
+    r.error = answer ? "the user rejected this call of \"" + call.name + "\""
+                     : "no approval for this call of \"" + call.name + "\" arrived in time";
+    return r;
   }
 
   void onInteractionResponded(const UserInteractionResponded& e) {
@@ -515,10 +556,17 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     auto batch = std::make_shared<PendingBatch>();
     batch->results.resize(calls.size());
     std::vector<bool> registered(calls.size(), false);
+    std::vector<std::optional<ToolResult>> refused(calls.size());
+    for (size_t i = 0; i < calls.size(); ++i)
+      refused[i] = approval(request, calls[i], stop);
     {
       std::lock_guard lock(pendingMutex);
       std::lock_guard batchLock(batch->mutex);
       for (size_t i = 0; i < calls.size(); ++i) {
+        if (refused[i]) {
+          batch->results[i] = std::move(*refused[i]);
+          continue;
+        }
         if (pending.count(calls[i].id)) {
           log("parley: tool call id \"" + calls[i].id +
               "\" is already pending for another request; the call gets an error result");

@@ -498,6 +498,34 @@ TEST_F(Executor, UserInteractionWithoutAnAnswerTimesOut) {
   EXPECT_TRUE(server_->requests().empty());
 }
 
+TEST_F(Executor, ToolsNeedingApprovalAskFirstAndARejectionIsTheToolsError) {
+  startMock(kToolScript);
+  ToolOptions needsApproval;
+  needsApproval.requiresApproval = true;
+  tools_->add(
+      "alpha", "first", nullptr, [](const json&, ToolContext&) -> json { return "A"; },
+      needsApproval);
+  tools_->add(
+      "beta", "second", nullptr, [](const json&, ToolContext&) -> json { return "B"; },
+      needsApproval);
+  std::vector<std::string> asked;
+  // Answers inline, on the executor's thread: alpha approved, beta rejected.
+  auto user = bus_.subscribe<UserInteractionRequested>([&](const UserInteractionRequested& e) {
+    asked.push_back(e.prompt);
+    UserInteractionResponded answer;
+    answer.threadId = e.threadId;
+    answer.interactionId = e.interactionId;
+    answer.response = e.prompt.find("alpha") != std::string::npos ? "yes" : "no";
+    bus_.publish(answer);
+  });
+  LlmExecutor executor(bus_, options());
+  auto result = executor.execute(request("t", "use tools"));
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_NE(asked[0].find("alpha"), std::string::npos);
+  EXPECT_EQ(result.content.rfind("got A; {\"error\":", 0), 0u) << result.content;
+  EXPECT_NE(result.content.find("rejected"), std::string::npos);
+}
+
 TEST_F(Executor, EventLogWritesJsonLinesWithoutSecrets) {
   startMock(kToolScript);
   addTools();

@@ -18,7 +18,10 @@
 // "user_interaction" publishes UserInteractionRequested {interactionId, prompt, timeout} and
 // waits for the UserInteractionResponded of that id: the answer is appended as a user message
 // and, when the request names a profile, the model is called with it (the tool loop goes on);
-// no answer in time fails the node.
+// no answer in time fails the node. A tool registered with ToolOptions::requiresApproval is
+// asked about first (UserInteractionRequested, interactionId "approve-<toolCallId>"); an answer
+// of yes/y/approve/ok runs it, anything else, or no answer within toolCallTimeout, becomes the
+// tool's error result.
 //
 // Threads are isolated: one ConversationManager each. Requests of one thread run in order,
 // requests of different threads concurrently, at most maxConcurrentThreads at once.
