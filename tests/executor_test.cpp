@@ -526,6 +526,34 @@ TEST_F(Executor, ToolsNeedingApprovalAskFirstAndARejectionIsTheToolsError) {
   EXPECT_NE(result.content.find("rejected"), std::string::npos);
 }
 
+TEST_F(Executor, OverTheTokenLimitPublishesTokenLimitExceeded) {
+  startMock(R"({"reply": {"content": "a reply of several words"}})");
+  std::vector<TokenLimitExceeded> seen;
+  std::mutex m;
+  auto sub = bus_.subscribe<TokenLimitExceeded>([&](const TokenLimitExceeded& e) {
+    std::lock_guard lock(m);
+    seen.push_back(e);
+  });
+  auto o = options();
+  o.tokenLimit = 1;
+  LlmExecutor executor(bus_, o);
+  auto first = request("k", "first");
+  first.traceId = "trace-first";
+  executor.execute(first);
+  auto second = request("k", "second");
+  second.traceId = "trace-limit";
+  executor.execute(second);
+  std::lock_guard lock(m);
+  // The second call at least is over the limit (its view holds the first turn).
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back().traceId, "trace-limit");
+  EXPECT_EQ(seen.back().threadId, "k");
+  EXPECT_EQ(seen.back().tokenLimit, 1);
+  EXPECT_GT(seen.back().contextTokens, 1);
+  for (const auto& e : seen)
+    EXPECT_TRUE(e.traceId == "trace-first" || e.traceId == "trace-limit") << e.traceId;
+}
+
 TEST_F(Executor, EventLogWritesJsonLinesWithoutSecrets) {
   startMock(kToolScript);
   addTools();
