@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -14,6 +16,7 @@
 #include "parley/errors.hpp"
 #include "parley/event_log.hpp"
 #include "parley/executor.hpp"
+#include "parley/store.hpp"
 #include "printers.hpp"
 
 namespace parley {
@@ -552,6 +555,25 @@ TEST_F(Executor, OverTheTokenLimitPublishesTokenLimitExceeded) {
   EXPECT_GT(seen.back().contextTokens, 1);
   for (const auto& e : seen)
     EXPECT_TRUE(e.traceId == "trace-first" || e.traceId == "trace-limit") << e.traceId;
+}
+
+TEST_F(Executor, ThreadsPersistInTheStoreAcrossExecutors) {
+  startMock(R"({"reply": {"content": "turn {{turn}}"}})");
+  std::string dir = (std::filesystem::temp_directory_path() / "parley-exec-XXXXXX").string();
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  {
+    auto store = std::make_shared<SqliteStore>(dir + "/threads.db");
+    auto o = options();
+    o.store = store;
+    {
+      LlmExecutor first(bus_, o);
+      EXPECT_EQ(first.execute(request("kept", "one")).content, "turn 1");
+    }
+    LlmExecutor second(bus_, o);  // a new process, as far as the conversation knows
+    EXPECT_EQ(second.execute(request("kept", "two")).content, "turn 2");
+    EXPECT_EQ(store->loadThread("kept").messages.size(), 4u);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(Executor, EventLogWritesJsonLinesWithoutSecrets) {
