@@ -562,6 +562,11 @@ ChatResult ConversationManager::executeLlmCall(const LlmCallOptions& options) {
   return call({}, options);
 }
 
+ChatResult ConversationManager::executeLlmCall(const std::vector<Message>& pending,
+                                               const LlmCallOptions& options) {
+  return call(pending, options);
+}
+
 std::vector<ToolResult> ConversationManager::runTools(const std::vector<ToolCall>& calls,
                                                       std::stop_token cancel,
                                                       const RunOptions* hooks) {

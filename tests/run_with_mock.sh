@@ -1,13 +1,20 @@
-#!/usr/bin/env bash
-# Runs a program against a fresh `parley mock` (the demo agent) on a free loopback port:
-#   run_with_mock.sh PARLEY_CLI PROGRAM [ARGS...]   -> PROGRAM ARGS... BASE_URL
-set -euo pipefail
+#!/bin/sh
+# run_with_mock.sh PARLEY_CLI PROGRAM [ARGS...]: starts `parley mock` on a free port, runs
+# PROGRAM with the mock's base URL appended to its arguments, stops the mock, exits as PROGRAM.
+set -eu
 cli=$1
 shift
-fifo=$(mktemp -u)
-mkfifo "$fifo"
-"$cli" mock --port 0 > "$fifo" &
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+mkfifo "$dir/out"
+"$cli" mock --port 0 >"$dir/out" &
 mock=$!
-trap 'kill "$mock" 2>/dev/null; wait "$mock" 2>/dev/null; rm -f "$fifo"' EXIT
-read -r url < "$fifo"
-"$@" "$url"
+exec 3<"$dir/out"
+# The mock's first line is its base URL, written once it accepts connections.
+IFS= read -r url <&3
+status=0
+"$@" "$url" || status=$?
+kill "$mock" 2>/dev/null || true
+wait "$mock" 2>/dev/null || true
+exec 3<&-
+exit $status

@@ -171,6 +171,10 @@ class ConversationManager {
   // run. Throws the client's errors (HttpError, TimeoutError, ...) having added nothing; an
   // empty reply (no text, no tool calls) is a ProtocolError.
   ChatResult executeLlmCall(const LlmCallOptions& options = {});
+  // The same call with `pending` messages (a user prompt) sent after the view and appended
+  // together with the reply, only if the call succeeds: a failed call adds neither. For loops
+  // built outside run(), such as the event-driven executor's.
+  ChatResult executeLlmCall(const std::vector<Message>& pending, const LlmCallOptions& options);
   // Runs one tool call and appends its tool message. Never throws for a tool's failure: it
   // becomes the result's error and the message's {"error": ...} content.
   ToolResult executeToolCall(const ToolCall& call, std::stop_token cancel = {});

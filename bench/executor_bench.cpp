@@ -1,0 +1,114 @@
+// Benchmarks of the event-driven executor (issue 6), against an in-process `parley mock` with
+// zero latency.
+//
+//   BM_ManagerRun          the peer: ConversationManager::run() of one prompt on a fresh
+//                          conversation (one model call, no events)
+//   BM_ExecutorExecute     LlmExecutor::execute() of the same prompt on a fresh thread: the
+//                          same model call plus validation, queueing, the pool hop, the events
+//                          and the snapshot. The executor's overhead per request is
+//                          BM_ExecutorExecute - BM_ManagerRun.
+//   BM_ExecutorThroughput/N  N threads publish one request each at once; waitIdle();
+//                          requests per second (items_per_second).
+#include <benchmark/benchmark.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "mock/mock_server.hpp"
+#include "mock/script.hpp"
+#include "parley/conversation_manager.hpp"
+#include "parley/executor.hpp"
+#include "parley/openai_client.hpp"
+
+namespace {
+
+using namespace parley;
+
+struct Fixture {
+  Fixture() {
+    mock::MockOptions options;
+    options.script = mock::readScript(R"({"reply": {"content": "Hello {{last_user}}"}})");
+    options.threads = 128;
+    server = std::make_unique<mock::MockServer>(options);
+    server->start();
+    client.baseUrl = server->baseUrl();
+    client.model = "parley-mock";
+    client.maxRetries = 0;
+    profiles->add("default", client);
+  }
+  std::unique_ptr<mock::MockServer> server;
+  ClientOptions client;
+  std::shared_ptr<ProfileRegistry> profiles = std::make_shared<ProfileRegistry>();
+};
+
+Fixture& fixture() {
+  static Fixture f;
+  return f;
+}
+
+LlmExecutionRequest request(const std::string& thread) {
+  LlmExecutionRequest r;
+  r.workflowId = "wf";
+  r.threadId = thread;
+  r.nodeId = "n";
+  r.requestData.prompt = "hi";
+  r.requestData.profileId = "default";
+  return r;
+}
+
+void BM_ManagerRun(benchmark::State& state) {
+  auto& f = fixture();
+  ConversationOptions options;
+  options.llm = f.profiles->client("default");
+  for (auto _ : state) {
+    ConversationManager manager(options);
+    benchmark::DoNotOptimize(manager.run("hi"));
+  }
+}
+BENCHMARK(BM_ManagerRun)->UseRealTime();
+
+void BM_ExecutorExecute(benchmark::State& state) {
+  auto& f = fixture();
+  EventBus bus;
+  ExecutorOptions options;
+  options.profiles = f.profiles;
+  LlmExecutor executor(bus, options);
+  uint64_t n = 0;
+  for (auto _ : state) {
+    const std::string thread = "t" + std::to_string(n++);
+    benchmark::DoNotOptimize(executor.execute(request(thread)));
+    executor.cleanupThread(thread);
+  }
+}
+BENCHMARK(BM_ExecutorExecute)->UseRealTime();
+
+void BM_ExecutorThroughput(benchmark::State& state) {
+  auto& f = fixture();
+  const int threads = static_cast<int>(state.range(0));
+  EventBus bus;
+  ExecutorOptions options;
+  options.profiles = f.profiles;
+  options.maxConcurrentThreads = threads;
+  LlmExecutor executor(bus, options);
+  std::atomic<int> failed{0};
+  auto sub = bus.subscribe<LlmExecutionFailed>([&](const LlmExecutionFailed&) { ++failed; });
+  uint64_t round = 0;
+  for (auto _ : state) {
+    ++round;
+    for (int i = 0; i < threads; ++i)
+      bus.publish(request("r" + std::to_string(round) + "-" + std::to_string(i)));
+    executor.waitIdle();
+    state.PauseTiming();
+    for (int i = 0; i < threads; ++i)
+      executor.cleanupThread("r" + std::to_string(round) + "-" + std::to_string(i));
+    state.ResumeTiming();
+  }
+  if (failed > 0) state.SkipWithError("requests failed");
+  state.SetItemsProcessed(state.iterations() * threads);
+}
+BENCHMARK(BM_ExecutorThroughput)->Arg(1)->Arg(10)->Arg(100)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

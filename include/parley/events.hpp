@@ -1,0 +1,244 @@
+// The events of the event-driven executor (seed 001) and the EventBus that carries them.
+//
+// Every event carries type (a constant per event struct, e.g. "llm_execution_request"),
+// timestamp, workflowId, threadId and traceId. Events are plain values.
+//
+// EventBus: subscribe<E>(handler) registers a handler for events of type E and returns a
+// Subscription that unregisters it when destroyed (or reset()); publish(event) calls the
+// handlers of E synchronously, on the publishing thread, in the order they subscribed.
+//
+// Ownership: the caller owns the bus; a Subscription may outlive its bus (it then does nothing).
+// Thread-safety: every member may be called from any thread at any time, also from inside a
+// handler (publishing another event, subscribing, unsubscribing itself or another handler).
+// Unsubscribing waits for calls of that handler running on other threads to return, so once
+// reset() returns the handler is not running and will not run again (except when a handler
+// unsubscribes itself: that call cannot wait for itself and returns at once). A handler that
+// throws is logged and the other handlers still run.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <typeindex>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "parley/message.hpp"
+#include "parley/usage.hpp"
+
+namespace parley {
+
+// The fields every event carries.
+struct EventHeader {
+  std::string type;  // set by each event's default constructor; do not change it
+  std::chrono::system_clock::time_point timestamp = std::chrono::system_clock::now();
+  std::string workflowId;
+  std::string threadId;
+  std::string traceId;  // the request that caused the event (LLM -> tools -> LLM)
+};
+
+// --- LLM execution -------------------------------------------------------------------------
+
+struct LlmRequestData {
+  // The user message appended before the call; for a user_interaction node, the question.
+  std::string prompt;
+  // Names of registered tools to offer; empty: every tool of the executor's registry.
+  std::vector<std::string> tools;
+  std::string profileId;  // a ProfileRegistry name
+  // Request body fields merged into every call of this request (temperature, max_tokens,
+  // model, ...). For a context_processor node: the context operation (context_ops.hpp).
+  nlohmann::json parameters = nlohmann::json::object();
+  bool stream = false;  // stream the replies (LlmStreamChunk per delta)
+};
+
+struct LlmExecutionRequest : EventHeader {
+  static constexpr const char* kType = "llm_execution_request";
+  LlmExecutionRequest() { type = kType; }
+  std::string nodeId;
+  // "llm" (the default; "" is read as "llm"), "context_processor" or "user_interaction"
+  // (executor.hpp).
+  std::string nodeType = "llm";
+  LlmRequestData requestData;
+  // Non-null: a ConversationManager snapshot (createSnapshot()) the thread is restored from
+  // before the prompt is appended; it replaces the thread's current conversation.
+  nlohmann::json contextSnapshot;
+};
+
+struct LlmExecutionResult {
+  std::string content;       // the last reply's text
+  TokenUsage usage;          // summed over the request's model calls
+  std::string finishReason;  // the last reply's, or "max_iterations"
+  // Every tool call the model made during the request, in order.
+  std::vector<ToolCall> toolCalls;
+  int iterations = 0;  // model calls made
+};
+
+struct LlmExecutionCompleted : EventHeader {
+  static constexpr const char* kType = "llm_execution_completed";
+  LlmExecutionCompleted() { type = kType; }
+  std::string nodeId;
+  LlmExecutionResult result;
+  nlohmann::json updatedContext;  // the thread's snapshot after the request
+};
+
+struct LlmExecutionFailed : EventHeader {
+  static constexpr const char* kType = "llm_execution_failed";
+  LlmExecutionFailed() { type = kType; }
+  std::string nodeId;
+  std::string error;  // what went wrong, for people
+  // {"kind": "validation"|"cancelled"|"timeout"|"http"|"connection"|"protocol"|"error",
+  //  "field": "..." (validation only), "status": n (http only)}
+  nlohmann::json errorDetails = nlohmann::json::object();
+};
+
+// One streamed delta of a model reply.
+struct LlmStreamChunk : EventHeader {
+  static constexpr const char* kType = "llm_stream_chunk";
+  LlmStreamChunk() { type = kType; }
+  std::string nodeId;
+  int iteration = 0;  // which model call of the request (1-based)
+  std::string content;
+  std::string reasoning;
+};
+
+// The thread's context went over its token limit before a model call.
+struct TokenLimitExceeded : EventHeader {
+  static constexpr const char* kType = "token_limit_exceeded";
+  TokenLimitExceeded() { type = kType; }
+  std::string nodeId;
+  int64_t contextTokens = 0;
+  int64_t tokenLimit = 0;
+};
+
+// A message was appended to the thread's conversation.
+struct MessageAdded : EventHeader {
+  static constexpr const char* kType = "message_added";
+  MessageAdded() { type = kType; }
+  std::string nodeId;
+  Message message;
+};
+
+// --- tools -------------------------------------------------------------------------------------
+
+struct ToolExecutionOptions {
+  std::chrono::milliseconds timeout{60'000};  // how long the executor waits for the result
+  int retries = 0;                            // the tool's registered retries
+  std::chrono::milliseconds retryDelay{0};
+};
+
+struct ToolExecutionRequest : EventHeader {
+  static constexpr const char* kType = "tool_execution_request";
+  ToolExecutionRequest() { type = kType; }
+  std::string nodeId;
+  ToolCall toolCall;
+  ToolExecutionOptions executionOptions;
+};
+
+struct ToolExecutionOutcome {
+  bool success = false;
+  nlohmann::json result;  // the tool's return value (success)
+  std::string error;      // for the model (failure)
+  std::chrono::microseconds executionTime{0};
+  int retryCount = 0;
+};
+
+// The tool ran (successfully or not: see result.success).
+struct ToolExecutionCompleted : EventHeader {
+  static constexpr const char* kType = "tool_execution_completed";
+  ToolExecutionCompleted() { type = kType; }
+  std::string toolCallId;
+  ToolExecutionOutcome result;
+};
+
+// The tool could not be run at all; `error` becomes the tool's error result.
+struct ToolExecutionFailed : EventHeader {
+  static constexpr const char* kType = "tool_execution_failed";
+  ToolExecutionFailed() { type = kType; }
+  std::string toolCallId;
+  std::string error;
+};
+
+// --- human interaction ----------------------------------------------------------------------
+
+struct UserInteractionRequested : EventHeader {
+  static constexpr const char* kType = "user_interaction_requested";
+  UserInteractionRequested() { type = kType; }
+  std::string nodeId;
+  std::string interactionId;
+  std::string prompt;
+  std::chrono::milliseconds timeout{0};
+};
+
+struct UserInteractionResponded : EventHeader {
+  static constexpr const char* kType = "user_interaction_responded";
+  UserInteractionResponded() { type = kType; }
+  std::string interactionId;
+  std::string response;
+};
+
+// --- the bus -----------------------------------------------------------------------------------
+
+namespace detail {
+struct EventBusState;
+}
+
+// Unregisters its handler when destroyed. Move-only; a default-constructed one holds nothing.
+class Subscription {
+ public:
+  Subscription() = default;
+  ~Subscription();
+  Subscription(Subscription&& other) noexcept;
+  Subscription& operator=(Subscription&& other) noexcept;
+  Subscription(const Subscription&) = delete;
+  Subscription& operator=(const Subscription&) = delete;
+
+  // Unregisters now (see the header comment for when it waits). Idempotent.
+  void reset();
+  bool active() const noexcept { return id_ != 0; }
+
+ private:
+  friend class EventBus;
+  Subscription(std::weak_ptr<detail::EventBusState> bus, uint64_t id)
+      : bus_(std::move(bus)), id_(id) {}
+  std::weak_ptr<detail::EventBusState> bus_;
+  uint64_t id_ = 0;
+};
+
+class EventBus {
+ public:
+  // `log` receives handler failures; null: stderr.
+  explicit EventBus(std::function<void(const std::string&)> log = {});
+  ~EventBus();
+  EventBus(const EventBus&) = delete;
+  EventBus& operator=(const EventBus&) = delete;
+
+  template <typename Event>
+  [[nodiscard]] Subscription subscribe(std::function<void(const Event&)> handler) {
+    return subscribeRaw(
+        std::type_index(typeid(Event)),
+        [h = std::move(handler)](const void* event) { h(*static_cast<const Event*>(event)); });
+  }
+
+  template <typename Event>
+  void publish(const Event& event) {
+    publishRaw(std::type_index(typeid(Event)), &event, event.type);
+  }
+
+  // Handlers registered for `Event` now.
+  template <typename Event>
+  size_t subscriberCount() const {
+    return subscriberCountRaw(std::type_index(typeid(Event)));
+  }
+
+ private:
+  Subscription subscribeRaw(std::type_index type, std::function<void(const void*)> handler);
+  void publishRaw(std::type_index type, const void* event, const std::string& typeName);
+  size_t subscriberCountRaw(std::type_index type) const;
+  std::shared_ptr<detail::EventBusState> state_;
+};
+
+}  // namespace parley

@@ -1,0 +1,132 @@
+// LlmExecutor: the event-driven executor of seed 001. A workflow engine publishes an
+// LlmExecutionRequest for a node of a thread on an EventBus and listens for the
+// LlmExecutionCompleted / LlmExecutionFailed of the same traceId.
+//
+// Per request: validate (workflowId, threadId, nodeId, requestData.prompt, requestData.profileId,
+// requestData.tools; a failure is an LlmExecutionFailed whose errorDetails.field names the field),
+// queue it on its thread, and on the pool: get the thread's ConversationManager (made on first
+// use, loaded from the store when one is set, or restored from contextSnapshot), call the model
+// with the prompt, send each tool call of a reply out as a ToolExecutionRequest and wait for
+// the ToolExecutionCompleted/Failed of its toolCallId (or the tool timeout: then the tool gets
+// an error result), append the tool messages in call order, call again, until a reply without
+// tool calls or maxIterations calls. Every event a request causes carries its traceId (one is
+// generated when the request has none).
+//
+// A request of nodeType "context_processor" applies the context operation in
+// requestData.parameters (context_ops.hpp) to the thread's conversation; its result's content is
+// {"operation", "messageCount", "removedForPairing"} as JSON. A request of nodeType
+// "user_interaction" publishes UserInteractionRequested {interactionId, prompt, timeout} and
+// waits for the UserInteractionResponded of that id: the answer is appended as a user message
+// and, when the request names a profile, the model is called with it (the tool loop goes on);
+// no answer in time fails the node. A tool registered with ToolOptions::requiresApproval is
+// asked about first (UserInteractionRequested, interactionId "approve-<toolCallId>"); an answer
+// of yes/y/approve/ok runs it, anything else, or no answer within toolCallTimeout, becomes the
+// tool's error result.
+//
+// Threads are isolated: one ConversationManager each. Requests of one thread run in order,
+// requests of different threads concurrently, at most maxConcurrentThreads at once.
+//
+// Ownership: the caller owns the executor and the bus; the bus must outlive the executor.
+// Subscribes in the constructor; the destructor unsubscribes, cancels what is running and
+// waits for it to end.
+// Thread-safety: every member may be called from any thread, also from event handlers
+// (except waitIdle/execute/shutdown, which wait for the executor's own work).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "parley/events.hpp"
+#include "parley/profiles.hpp"
+#include "parley/tools.hpp"
+
+namespace parley {
+
+class ConversationStore;
+class ThreadPool;
+
+struct ExecutorOptions {
+  std::shared_ptr<ProfileRegistry> profiles;  // required: requests name a profile
+  std::shared_ptr<ToolRegistry> tools;        // null: no tools offered
+  int maxConcurrentThreads = 16;              // threads running a request at once; >= 1
+  // How long a tool call may stay unanswered; then it gets an error result.
+  std::chrono::milliseconds toolCallTimeout{60'000};
+  // Each model call, retries included; 0: only the profile's own timeouts.
+  std::chrono::milliseconds llmTimeout{0};
+  int maxIterations = 10;  // model calls per request; >= 1
+  // How long a user_interaction node waits for its answer unless the request's
+  // parameters.timeoutMs says otherwise; then the node fails (errorDetails.kind "timeout").
+  std::chrono::milliseconds interactionTimeout{300'000};
+  std::string systemPrompt;  // non-empty: the first message of every new thread
+  int64_t tokenLimit = 0;    // per thread; over it a TokenLimitExceeded is published
+  // Non-null: a thread not in memory is loaded from the store (or created there), and every
+  // completed request is saved to it.
+  std::shared_ptr<ConversationStore> store;
+  // Runs the requests; null: a pool of the executor's own.
+  std::shared_ptr<ThreadPool> pool;
+  // Run a ToolWorker for `tools` on the same bus, so tool calls are answered without a
+  // worker of your own. false: you answer ToolExecutionRequest events yourself.
+  bool toolWorker = true;
+  std::function<void(const std::string&)> log;  // diagnostics; null: stderr
+};
+
+class LlmExecutor {
+ public:
+  // Throws ValidationError for null profiles ("options.profiles") or out-of-range limits.
+  LlmExecutor(EventBus& bus, ExecutorOptions options);
+  ~LlmExecutor();
+  LlmExecutor(const LlmExecutor&) = delete;
+  LlmExecutor& operator=(const LlmExecutor&) = delete;
+
+  // Publishes the request on the bus and waits for its completion. Throws ValidationError
+  // (naming the field) for an invalid request, CancelledError when it was cancelled, Error
+  // with the failure's message otherwise. A request without traceId gets one.
+  LlmExecutionResult execute(LlmExecutionRequest request);
+
+  // Returns once no request is queued or running.
+  void waitIdle();
+
+  // Cancels the thread's running request (its model call and tool waits end; it fails with
+  // "cancelled") and its queued ones, and forgets the thread's conversation. Returns whether
+  // the thread was known.
+  bool cleanupThread(const std::string& threadId);
+
+  // cleanupThread() for every thread, refuses new requests, and waits until idle. Idempotent.
+  void shutdown();
+
+  // Threads with a conversation in memory.
+  size_t threadCount() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+struct ToolWorkerOptions {
+  int maxConcurrent = 8;             // tool calls running at once; >= 1
+  std::shared_ptr<ThreadPool> pool;  // null: ThreadPool::shared()
+};
+
+// Answers ToolExecutionRequest events by running the registry's tools (ToolExecutor: schema
+// checks, the tool's own timeout and retries) and publishing a ToolExecutionCompleted (with
+// result.success false for a failed tool). Calls run on a pool, not on the publisher's thread.
+// Replace it with your own subscriber to run tools elsewhere.
+// Ownership: the bus must outlive the worker. The destructor unsubscribes and waits for the
+// calls in flight (each ends by its tool's timeout).
+class ToolWorker {
+ public:
+  ToolWorker(EventBus& bus, std::shared_ptr<ToolRegistry> tools, ToolWorkerOptions options = {});
+  ~ToolWorker();
+  ToolWorker(const ToolWorker&) = delete;
+  ToolWorker& operator=(const ToolWorker&) = delete;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+  Subscription subscription_;
+};
+
+}  // namespace parley

@@ -1,0 +1,613 @@
+// LlmExecutor against `parley mock`: events of a request, tool calls over events (answered out
+// of order, never, with an unknown id), many threads at once, snapshots, validation, cleanup.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "mock/mock_server.hpp"
+#include "mock/script.hpp"
+#include "parley/conversation_manager.hpp"
+#include "parley/errors.hpp"
+#include "parley/event_log.hpp"
+#include "parley/executor.hpp"
+#include "parley/store.hpp"
+#include "printers.hpp"
+
+namespace parley {
+namespace {
+
+using namespace std::chrono_literals;
+
+const char* kToolScript = R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "got {{tool_results}}"}}
+{"reply": {"tool_calls": [{"name": "alpha", "arguments": {"x": 1}}, {"name": "beta", "arguments": {}}]}}
+)";
+
+// Records every event of the bus, in order, under a lock.
+struct Recorder {
+  explicit Recorder(EventBus& bus) {
+    subs.push_back(bus.subscribe<LlmExecutionCompleted>([this](const LlmExecutionCompleted& e) {
+      std::lock_guard lock(mutex);
+      completed.push_back(e);
+      order.push_back(e.type);
+      traces.push_back(e.traceId);
+    }));
+    subs.push_back(bus.subscribe<LlmExecutionFailed>([this](const LlmExecutionFailed& e) {
+      std::lock_guard lock(mutex);
+      failed.push_back(e);
+      order.push_back(e.type);
+      traces.push_back(e.traceId);
+    }));
+    subs.push_back(bus.subscribe<MessageAdded>([this](const MessageAdded& e) {
+      std::lock_guard lock(mutex);
+      added.push_back(e.message);
+      order.push_back(e.type);
+      traces.push_back(e.traceId);
+    }));
+    subs.push_back(bus.subscribe<LlmStreamChunk>([this](const LlmStreamChunk& e) {
+      std::lock_guard lock(mutex);
+      chunks += e.content;
+      order.push_back(e.type);
+      traces.push_back(e.traceId);
+    }));
+    subs.push_back(bus.subscribe<ToolExecutionRequest>([this](const ToolExecutionRequest& e) {
+      std::lock_guard lock(mutex);
+      order.push_back(e.type);
+      traces.push_back(e.traceId);
+    }));
+  }
+  std::mutex mutex;
+  std::vector<LlmExecutionCompleted> completed;
+  std::vector<LlmExecutionFailed> failed;
+  std::vector<Message> added;
+  std::vector<std::string> order;
+  std::vector<std::string> traces;
+  std::string chunks;
+  std::vector<Subscription> subs;
+};
+
+class Executor : public ::testing::Test {
+ protected:
+  void startMock(const std::string& script) {
+    mock::MockOptions options;
+    options.script = mock::readScript(script);
+    options.threads = 48;
+    server_ = std::make_unique<mock::MockServer>(options);
+    server_->start();
+    ClientOptions client;
+    client.baseUrl = server_->baseUrl();
+    client.apiKey = "sk-test-secret";
+    client.model = "gpt-4o-mini";
+    client.maxRetries = 0;
+    profiles_->add("default", client);
+  }
+
+  ExecutorOptions options(bool toolWorker = true) {
+    ExecutorOptions o;
+    o.profiles = profiles_;
+    o.tools = tools_;
+    o.toolWorker = toolWorker;
+    o.log = [this](const std::string& line) {
+      std::lock_guard lock(logMutex_);
+      log_.push_back(line);
+    };
+    return o;
+  }
+
+  void addTools() {
+    tools_->add("alpha", "first", nullptr,
+                [](const json&, ToolContext&) -> json { return "A-by-registry"; });
+    tools_->add("beta", "second", nullptr,
+                [](const json&, ToolContext&) -> json { return "B-by-registry"; });
+  }
+
+  static LlmExecutionRequest request(const std::string& thread, const std::string& prompt) {
+    LlmExecutionRequest r;
+    r.workflowId = "wf-1";
+    r.threadId = thread;
+    r.nodeId = "llm-1";
+    r.requestData.prompt = prompt;
+    r.requestData.profileId = "default";
+    return r;
+  }
+
+  bool logContains(const std::string& text) {
+    std::lock_guard lock(logMutex_);
+    for (const auto& line : log_)
+      if (line.find(text) != std::string::npos) return true;
+    return false;
+  }
+
+  static std::vector<Message> history(const nlohmann::json& snapshot) {
+    return messagesFromJson(snapshot.at("messages"));
+  }
+
+  std::unique_ptr<mock::MockServer> server_;
+  std::shared_ptr<ProfileRegistry> profiles_ = std::make_shared<ProfileRegistry>();
+  std::shared_ptr<ToolRegistry> tools_ = std::make_shared<ToolRegistry>();
+  std::mutex logMutex_;
+  std::vector<std::string> log_;
+  EventBus bus_;
+};
+
+TEST_F(Executor, RequestCompletesWithItsEvents) {
+  startMock(R"({"reply": {"content": "Hello {{last_user}}"}})");
+  Recorder rec(bus_);
+  LlmExecutor executor(bus_, options());
+  auto r = request("thread-1", "there");
+  r.traceId = "trace-42";
+  bus_.publish(r);
+  executor.waitIdle();
+
+  std::lock_guard lock(rec.mutex);
+  ASSERT_EQ(rec.failed.size(), 0u);
+  ASSERT_EQ(rec.completed.size(), 1u);
+  const auto& done = rec.completed[0];
+  EXPECT_EQ(done.result.content, "Hello there");
+  EXPECT_EQ(done.result.finishReason, "stop");
+  EXPECT_EQ(done.result.iterations, 1);
+  EXPECT_GT(done.result.usage.totalTokens, 0);
+  EXPECT_EQ(done.nodeId, "llm-1");
+  EXPECT_EQ(done.workflowId, "wf-1");
+  EXPECT_EQ(done.threadId, "thread-1");
+  EXPECT_EQ(done.updatedContext.at("format"), kSnapshotFormat);
+  auto messages = history(done.updatedContext);
+  ASSERT_EQ(messages.size(), 2u);
+  EXPECT_EQ(messages[0], Message::user("there"));
+  EXPECT_EQ(messages[1].content, "Hello there");
+  EXPECT_EQ(rec.order, (std::vector<std::string>{"message_added", "message_added",
+                                                 "llm_execution_completed"}));
+  for (const auto& trace : rec.traces)
+    EXPECT_EQ(trace, "trace-42");
+}
+
+TEST_F(Executor, StreamingPublishesChunksAndTheDirectApiReturnsTheResult) {
+  startMock(R"({"reply": {"content": "one two three four"}})");
+  Recorder rec(bus_);
+  LlmExecutor executor(bus_, options());
+  auto r = request("s", "go");
+  r.requestData.stream = true;
+  LlmExecutionResult result = executor.execute(r);
+  EXPECT_EQ(result.content, "one two three four");
+  std::lock_guard lock(rec.mutex);
+  EXPECT_EQ(rec.chunks, "one two three four");
+  EXPECT_GE(std::count(rec.order.begin(), rec.order.end(), "llm_stream_chunk"), 4);
+  // Every event of the request carries the trace id execute() gave it.
+  ASSERT_FALSE(rec.traces.empty());
+  EXPECT_FALSE(rec.traces[0].empty());
+  for (const auto& trace : rec.traces)
+    EXPECT_EQ(trace, rec.traces[0]);
+}
+
+TEST_F(Executor, DefaultToolWorkerRunsRegisteredTools) {
+  startMock(kToolScript);
+  addTools();
+  LlmExecutor executor(bus_, options());
+  auto result = executor.execute(request("t", "use tools"));
+  EXPECT_EQ(result.content, "got A-by-registry; B-by-registry");
+  ASSERT_EQ(result.toolCalls.size(), 2u);
+  EXPECT_EQ(result.toolCalls[0].name, "alpha");
+  EXPECT_EQ(result.iterations, 2);
+}
+
+// A worker of the test's own: collects the requests and answers from another thread.
+struct ManualWorker {
+  explicit ManualWorker(EventBus& b) : bus(b) {
+    sub = bus.subscribe<ToolExecutionRequest>([this](const ToolExecutionRequest& e) {
+      std::lock_guard lock(mutex);
+      requests.push_back(e);
+      arrived.notify_all();
+    });
+  }
+  ~ManualWorker() {
+    for (auto& t : threads)
+      t.join();
+  }
+  std::vector<ToolExecutionRequest> waitFor(size_t n) {
+    std::unique_lock lock(mutex);
+    arrived.wait(lock, [&] { return requests.size() >= n; });
+    return requests;
+  }
+  void answer(const ToolExecutionRequest& r, const std::string& id, const std::string& value) {
+    ToolExecutionCompleted done;
+    done.workflowId = r.workflowId;
+    done.threadId = r.threadId;
+    done.traceId = r.traceId;
+    done.toolCallId = id;
+    done.result.success = true;
+    done.result.result = value;
+    bus.publish(done);
+  }
+  EventBus& bus;
+  std::mutex mutex;
+  std::condition_variable arrived;
+  std::vector<ToolExecutionRequest> requests;
+  std::vector<std::thread> threads;
+  Subscription sub;
+};
+
+TEST_F(Executor, ToolResultsAnsweredOutOfOrderAreAppendedInCallOrder) {
+  startMock(kToolScript);
+  addTools();
+  ManualWorker worker(bus_);
+  Recorder rec(bus_);
+  LlmExecutor executor(bus_, options(/*toolWorker=*/false));
+  auto r = request("t", "use tools");
+  r.traceId = "trace-tools";
+  bus_.publish(r);
+  auto calls = worker.waitFor(2);
+  ASSERT_EQ(calls[0].toolCall.name, "alpha");
+  ASSERT_EQ(calls[1].toolCall.name, "beta");
+  EXPECT_EQ(calls[0].traceId, "trace-tools");
+  EXPECT_EQ(calls[0].executionOptions.timeout, options().toolCallTimeout);
+  // Answer beta first, from another thread; then alpha, with an id nobody asked for between.
+  std::thread answering([&] {
+    worker.answer(calls[1], calls[1].toolCall.id, "B");
+    worker.answer(calls[0], "no-such-call", "X");
+    worker.answer(calls[0], calls[0].toolCall.id, "A");
+    worker.answer(calls[0], calls[0].toolCall.id, "A-again");  // repeated: ignored
+  });
+  answering.join();
+  executor.waitIdle();
+  EXPECT_TRUE(logContains("no-such-call"));
+  std::lock_guard lock(rec.mutex);
+  ASSERT_EQ(rec.completed.size(), 1u);
+  EXPECT_EQ(rec.completed[0].result.content, "got A; B");
+  auto messages = history(rec.completed[0].updatedContext);
+  ASSERT_EQ(messages.size(), 5u);
+  EXPECT_EQ(messages[1].toolCalls.size(), 2u);
+  EXPECT_EQ(messages[2].toolCallId, calls[0].toolCall.id);
+  EXPECT_EQ(messages[2].content, "A");
+  EXPECT_EQ(messages[3].toolCallId, calls[1].toolCall.id);
+  EXPECT_EQ(messages[3].content, "B");
+  for (const auto& trace : rec.traces)
+    EXPECT_EQ(trace, "trace-tools");
+}
+
+TEST_F(Executor, AToolThatNeverAnswersGetsATimeoutErrorResult) {
+  startMock(kToolScript);
+  addTools();
+  ManualWorker worker(bus_);
+  auto o = options(false);
+  o.toolCallTimeout = 150ms;
+  LlmExecutor executor(bus_, o);
+  auto r = request("t", "use tools");
+  std::thread answering([&] {
+    auto calls = worker.waitFor(2);
+    worker.answer(calls[0], calls[0].toolCall.id, "A");  // beta never answers
+  });
+  auto result = executor.execute(r);
+  answering.join();
+  EXPECT_EQ(result.content.rfind("got A; {\"error\":", 0), 0u) << result.content;
+  EXPECT_NE(result.content.find("did not answer"), std::string::npos);
+  EXPECT_TRUE(logContains("did not answer"));
+}
+
+TEST_F(Executor, HundredThreadsAtOnceKeepTheirOwnHistories) {
+  startMock(R"({"reply": {"content": "echo {{last_user}}"}})");
+  Recorder rec(bus_);
+  auto o = options();
+  o.maxConcurrentThreads = 32;
+  LlmExecutor executor(bus_, o);
+  constexpr int kThreads = 100;
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < kThreads; ++i)
+      bus_.publish(request("thread-" + std::to_string(i),
+                           (round == 0 ? "first-" : "second-") + std::to_string(i)));
+  }
+  executor.waitIdle();
+  EXPECT_EQ(executor.threadCount(), static_cast<size_t>(kThreads));
+  std::lock_guard lock(rec.mutex);
+  ASSERT_EQ(rec.failed.size(), 0u) << rec.failed[0].error;
+  ASSERT_EQ(rec.completed.size(), 2u * kThreads);
+  std::map<std::string, nlohmann::json> last;
+  std::map<std::string, int> count;
+  for (const auto& done : rec.completed) {
+    if (++count[done.threadId] == 2) last[done.threadId] = done.updatedContext;
+  }
+  ASSERT_EQ(last.size(), static_cast<size_t>(kThreads));
+  for (int i = 0; i < kThreads; ++i) {
+    const std::string n = std::to_string(i);
+    auto messages = history(last["thread-" + n]);
+    ASSERT_EQ(messages.size(), 4u) << "thread " << n;
+    EXPECT_EQ(messages[0].content, "first-" + n);
+    EXPECT_EQ(messages[1].content, "echo first-" + n);
+    EXPECT_EQ(messages[2].content, "second-" + n);
+    EXPECT_EQ(messages[3].content, "echo second-" + n);
+  }
+}
+
+TEST_F(Executor, RestoresAThreadFromASnapshot) {
+  startMock(R"({"reply": {"content": "turn {{turn}}: {{last_user}}"}})");
+  nlohmann::json snapshot;
+  Recorder rec(bus_);
+  {
+    LlmExecutor first(bus_, options());
+    bus_.publish(request("a", "remember 7"));
+    first.waitIdle();
+    std::lock_guard lock(rec.mutex);
+    ASSERT_EQ(rec.completed.size(), 1u);
+    EXPECT_EQ(rec.completed[0].result.content, "turn 1: remember 7");
+    snapshot = rec.completed[0].updatedContext;
+  }
+  LlmExecutor second(bus_, options());
+  auto r = request("b", "what number?");
+  r.contextSnapshot = snapshot;
+  auto result = second.execute(r);
+  EXPECT_EQ(result.content, "turn 2: what number?");
+  auto body = server_->requests().back()["body"];
+  ASSERT_EQ(body["messages"].size(), 3u);
+  EXPECT_EQ(body["messages"][0]["content"], "remember 7");
+
+  auto bad = request("c", "x");
+  bad.contextSnapshot = {{"format", "parley.snapshot/99"}};
+  EXPECT_THROW(second.execute(bad), ValidationError);
+}
+
+TEST_F(Executor, ValidationFailuresNameTheField) {
+  startMock(R"({"reply": {"content": "never"}})");
+  addTools();
+  Recorder rec(bus_);
+  LlmExecutor executor(bus_, options());
+  struct Case {
+    std::string field;
+    std::function<void(LlmExecutionRequest&)> breakIt;
+  };
+  const std::vector<Case> cases = {
+      {"workflowId", [](auto& r) { r.workflowId.clear(); }},
+      {"threadId", [](auto& r) { r.threadId.clear(); }},
+      {"nodeId", [](auto& r) { r.nodeId.clear(); }},
+      {"nodeType", [](auto& r) { r.nodeType = "teleport"; }},
+      {"requestData.prompt", [](auto& r) { r.requestData.prompt.clear(); }},
+      {"requestData.profileId", [](auto& r) { r.requestData.profileId.clear(); }},
+      {"requestData.profileId", [](auto& r) { r.requestData.profileId = "nope"; }},
+      {"requestData.tools[1]",
+       [](auto& r) {
+         r.requestData.tools = {"alpha", "gamma"};
+       }},
+      {"requestData.parameters", [](auto& r) { r.requestData.parameters = 3; }},
+      {"contextSnapshot", [](auto& r) { r.contextSnapshot = "text"; }},
+  };
+  for (const auto& c : cases) {
+    auto r = request("v", "hello");
+    c.breakIt(r);
+    try {
+      executor.execute(r);
+      ADD_FAILURE() << c.field << ": no error";
+    } catch (const ValidationError& e) {
+      EXPECT_EQ(e.field(), c.field);
+    }
+  }
+  std::lock_guard lock(rec.mutex);
+  ASSERT_EQ(rec.failed.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(rec.failed[i].errorDetails.at("kind"), "validation");
+    EXPECT_EQ(rec.failed[i].errorDetails.at("field"), cases[i].field);
+    EXPECT_FALSE(rec.failed[i].error.empty());
+  }
+  EXPECT_TRUE(server_->requests().empty());
+  EXPECT_EQ(executor.threadCount(), 0u);
+}
+
+TEST_F(Executor, CleanupWhileAToolCallIsPendingCancelsTheThread) {
+  startMock(kToolScript);
+  addTools();
+  ManualWorker worker(bus_);  // never answers
+  Recorder rec(bus_);
+  LlmExecutor executor(bus_, options(false));
+  bus_.publish(request("t", "use tools"));
+  bus_.publish(request("t", "queued behind"));
+  worker.waitFor(2);
+  EXPECT_TRUE(executor.cleanupThread("t"));
+  executor.waitIdle();
+  EXPECT_FALSE(executor.cleanupThread("t"));
+  EXPECT_EQ(executor.threadCount(), 0u);
+  std::lock_guard lock(rec.mutex);
+  EXPECT_TRUE(rec.completed.empty());
+  ASSERT_EQ(rec.failed.size(), 2u);
+  for (const auto& f : rec.failed)
+    EXPECT_EQ(f.errorDetails.at("kind"), "cancelled") << f.error;
+  EXPECT_EQ(server_->requests().size(), 1u);
+}
+
+TEST_F(Executor, ContextProcessorNodeAppliesTheOperation) {
+  startMock(R"({"reply": {"content": "ok {{last_user}}"}})");
+  LlmExecutor executor(bus_, options());
+  executor.execute(request("c", "one"));
+  executor.execute(request("c", "two"));
+  auto op = request("c", "");
+  op.nodeType = "context_processor";
+  op.requestData.parameters = {{"operation", "truncate"}, {"truncate", {{"keepLast", 2}}}};
+  auto result = executor.execute(op);
+  EXPECT_EQ(nlohmann::json::parse(result.content).at("messageCount"), 2);
+  auto next = executor.execute(request("c", "three"));
+  auto body = server_->requests().back()["body"];
+  ASSERT_EQ(body["messages"].size(), 3u);
+  EXPECT_EQ(body["messages"][0]["content"], "two");
+}
+
+TEST_F(Executor, ShutdownRefusesNewRequests) {
+  startMock(R"({"reply": {"content": "hi"}})");
+  LlmExecutor executor(bus_, options());
+  executor.execute(request("x", "a"));
+  executor.shutdown();
+  EXPECT_EQ(executor.threadCount(), 0u);
+  EXPECT_THROW(executor.execute(request("x", "b")), CancelledError);
+}
+
+TEST_F(Executor, UserInteractionPausesTheThreadUntilTheAnswer) {
+  startMock(R"({"reply": {"content": "Hello {{last_user}}"}})");
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<UserInteractionRequested> asked;
+  auto sub = bus_.subscribe<UserInteractionRequested>([&](const UserInteractionRequested& e) {
+    std::lock_guard lock(m);
+    asked.push_back(e);
+    cv.notify_all();
+  });
+  LlmExecutor executor(bus_, options());
+  auto r = request("u", "What is your name?");
+  r.nodeType = "user_interaction";
+  r.traceId = "trace-ui";
+  std::thread user([&] {
+    UserInteractionRequested question;
+    {
+      std::unique_lock lock(m);
+      cv.wait(lock, [&] { return !asked.empty(); });
+      question = asked[0];
+    }
+    UserInteractionResponded stray;
+    stray.interactionId = "nobody-asked";
+    stray.response = "?";
+    bus_.publish(stray);
+    UserInteractionResponded answer;
+    answer.threadId = question.threadId;
+    answer.traceId = question.traceId;
+    answer.interactionId = question.interactionId;
+    answer.response = "Ada";
+    bus_.publish(answer);
+  });
+  auto result = executor.execute(r);
+  user.join();
+  EXPECT_EQ(result.content, "Hello Ada");
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0].prompt, "What is your name?");
+  EXPECT_EQ(asked[0].traceId, "trace-ui");
+  EXPECT_FALSE(asked[0].interactionId.empty());
+  EXPECT_TRUE(logContains("nobody-asked"));
+  auto body = server_->requests().back()["body"];
+  ASSERT_EQ(body["messages"].size(), 1u);
+  EXPECT_EQ(body["messages"][0]["content"], "Ada");
+}
+
+TEST_F(Executor, UserInteractionWithoutAnAnswerTimesOut) {
+  startMock(R"({"reply": {"content": "never"}})");
+  LlmExecutor executor(bus_, options());
+  Recorder rec(bus_);
+  auto r = request("u", "Anyone?");
+  r.nodeType = "user_interaction";
+  r.requestData.profileId.clear();  // no model call after the answer
+  r.requestData.parameters = {{"timeoutMs", 50}};
+  EXPECT_THROW(executor.execute(r), TimeoutError);
+  std::lock_guard lock(rec.mutex);
+  ASSERT_EQ(rec.failed.size(), 1u);
+  EXPECT_EQ(rec.failed[0].errorDetails.at("kind"), "timeout");
+  EXPECT_TRUE(server_->requests().empty());
+}
+
+TEST_F(Executor, ToolsNeedingApprovalAskFirstAndARejectionIsTheToolsError) {
+  startMock(kToolScript);
+  ToolOptions needsApproval;
+  needsApproval.requiresApproval = true;
+  tools_->add(
+      "alpha", "first", nullptr, [](const json&, ToolContext&) -> json { return "A"; },
+      needsApproval);
+  tools_->add(
+      "beta", "second", nullptr, [](const json&, ToolContext&) -> json { return "B"; },
+      needsApproval);
+  std::vector<std::string> asked;
+  // Answers inline, on the executor's thread: alpha approved, beta rejected.
+  auto user = bus_.subscribe<UserInteractionRequested>([&](const UserInteractionRequested& e) {
+    asked.push_back(e.prompt);
+    UserInteractionResponded answer;
+    answer.threadId = e.threadId;
+    answer.interactionId = e.interactionId;
+    answer.response = e.prompt.find("alpha") != std::string::npos ? "yes" : "no";
+    bus_.publish(answer);
+  });
+  LlmExecutor executor(bus_, options());
+  auto result = executor.execute(request("t", "use tools"));
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_NE(asked[0].find("alpha"), std::string::npos);
+  EXPECT_EQ(result.content.rfind("got A; {\"error\":", 0), 0u) << result.content;
+  EXPECT_NE(result.content.find("rejected"), std::string::npos);
+}
+
+TEST_F(Executor, OverTheTokenLimitPublishesTokenLimitExceeded) {
+  startMock(R"({"reply": {"content": "a reply of several words"}})");
+  std::vector<TokenLimitExceeded> seen;
+  std::mutex m;
+  auto sub = bus_.subscribe<TokenLimitExceeded>([&](const TokenLimitExceeded& e) {
+    std::lock_guard lock(m);
+    seen.push_back(e);
+  });
+  auto o = options();
+  o.tokenLimit = 1;
+  LlmExecutor executor(bus_, o);
+  auto first = request("k", "first");
+  first.traceId = "trace-first";
+  executor.execute(first);
+  auto second = request("k", "second");
+  second.traceId = "trace-limit";
+  executor.execute(second);
+  std::lock_guard lock(m);
+  // The second call at least is over the limit (its view holds the first turn).
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back().traceId, "trace-limit");
+  EXPECT_EQ(seen.back().threadId, "k");
+  EXPECT_EQ(seen.back().tokenLimit, 1);
+  EXPECT_GT(seen.back().contextTokens, 1);
+  for (const auto& e : seen)
+    EXPECT_TRUE(e.traceId == "trace-first" || e.traceId == "trace-limit") << e.traceId;
+}
+
+TEST_F(Executor, ThreadsPersistInTheStoreAcrossExecutors) {
+  startMock(R"({"reply": {"content": "turn {{turn}}"}})");
+  std::string dir = (std::filesystem::temp_directory_path() / "parley-exec-XXXXXX").string();
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  {
+    auto store = std::make_shared<SqliteStore>(dir + "/threads.db");
+    auto o = options();
+    o.store = store;
+    {
+      LlmExecutor first(bus_, o);
+      EXPECT_EQ(first.execute(request("kept", "one")).content, "turn 1");
+    }
+    LlmExecutor second(bus_, o);  // a new process, as far as the conversation knows
+    EXPECT_EQ(second.execute(request("kept", "two")).content, "turn 2");
+    EXPECT_EQ(store->loadThread("kept").messages.size(), 4u);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(Executor, EventLogWritesJsonLinesWithoutSecrets) {
+  startMock(kToolScript);
+  addTools();
+  std::ostringstream out;
+  EventLog eventLog(bus_, out);
+  LlmExecutor executor(bus_, options());
+  auto r = request("t", "use tools");
+  r.traceId = "trace-log";
+  r.requestData.parameters = {{"temperature", 0.5}, {"api_key", "sk-leak"}, {"max_tokens", 50}};
+  executor.execute(r);
+  std::istringstream lines(out.str());
+  std::string line;
+  std::vector<std::string> types;
+  while (std::getline(lines, line)) {
+    auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j.at("traceId"), "trace-log");
+    EXPECT_EQ(j.at("threadId"), "t");
+    EXPECT_FALSE(j.at("time").get<std::string>().empty());
+    types.push_back(j.at("type"));
+    if (j["type"] == "llm_execution_request") {
+      EXPECT_EQ(j["parameters"]["api_key"], "[redacted]");
+      EXPECT_EQ(j["parameters"]["max_tokens"], 50);
+      EXPECT_EQ(j["profileId"], "default");
+    }
+  }
+  EXPECT_EQ(out.str().find("sk-leak"), std::string::npos);
+  EXPECT_EQ(out.str().find("sk-test-secret"), std::string::npos);
+  EXPECT_EQ(types.front(), "llm_execution_request");
+  EXPECT_EQ(types.back(), "llm_execution_completed");
+  EXPECT_EQ(std::count(types.begin(), types.end(), "tool_execution_request"), 2);
+  EXPECT_EQ(std::count(types.begin(), types.end(), "tool_execution_completed"), 2);
+}
+
+}  // namespace
+}  // namespace parley
