@@ -100,6 +100,12 @@ int64_t messageTokens(const MessageRecord& record, const TokenCounter& counter) 
   return tokens;
 }
 
+// The counter of a manager built without options (loaded once, on first use).
+const TokenCounter& defaultCounter() {
+  static const TokenCounter counter;
+  return counter;
+}
+
 void addUsage(TokenUsage& sum, const TokenUsage& usage) {
   sum.promptTokens += usage.promptTokens;
   sum.completionTokens += usage.completionTokens;
@@ -410,7 +416,7 @@ nlohmann::json ConversationManager::tokenUsageJson() const {
 TokenCheck ConversationManager::contextTokens() const {
   const State& st = *state_;
   const MessageStore& s = st.store;
-  const TokenCounter& counter = *st.counter;
+  const TokenCounter& counter = st.counter ? *st.counter : defaultCounter();
   TokenCheck check;
   check.tokenLimit = st.options.tokenLimit;
   size_t from = 0;

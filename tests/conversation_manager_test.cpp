@@ -279,6 +279,15 @@ TEST(ConversationManager, ReadersRunBesideOneWriter) {
   EXPECT_EQ(c.checkConsistency(), "");
 }
 
+TEST(ConversationManager, TokenAccountingWorksWithoutOptions) {
+  ConversationManager c = fiveMessages();
+  TokenCheck check = c.estimateContextTokens();
+  EXPECT_GT(check.contextTokens, 5);
+  EXPECT_TRUE(check.estimated);
+  EXPECT_FALSE(check.overLimit);
+  EXPECT_EQ(c.getTokenUsage().requests, 0);
+}
+
 TEST(ConversationManager, MovedManagerKeepsItsHistory) {
   ConversationManager a = fiveMessages();
   ConversationManager b = std::move(a);
