@@ -68,6 +68,12 @@ nlohmann::json parseJsonFile(const std::string& path) {
   }
 }
 
+// A manager without a model. Made from ConversationOptions rather than default-constructed: a
+// default-constructed manager has no token counter, and getTokenUsage() needs one.
+ConversationManager plainManager() {
+  return ConversationManager(ConversationOptions{});
+}
+
 void requireThread(ConversationStore& store, const std::string& id) {
   if (!store.threadInfo(id)) throw StoreError("no thread \"" + id + "\" in this store");
 }
@@ -96,7 +102,7 @@ void list(const HistoryArgs& args) {
 void show(const HistoryArgs& args) {
   auto store = openCliStore(args.db);
   requireThread(*store, args.id);
-  ConversationManager manager;
+  ConversationManager manager = plainManager();
   store->load(args.id, manager);
   std::cout << renderMarkdown(args.id, manager, /*includeHidden=*/false);
 }
@@ -108,7 +114,7 @@ void exportThreadCommand(const HistoryArgs& args) {
     std::cout << store->exportThread(args.id).dump(2) << "\n";
     return;
   }
-  ConversationManager manager;
+  ConversationManager manager = plainManager();
   store->load(args.id, manager);
   if (args.format == "markdown") {
     std::cout << renderMarkdown(args.id, manager, /*includeHidden=*/true);
@@ -140,7 +146,7 @@ void apply(const HistoryArgs& args) {
   auto store = openCliStore(args.db);
   requireThread(*store, args.id);
   StoredThread thread(store, args.id);
-  ConversationManager manager;
+  ConversationManager manager = plainManager();
   thread.load(manager);
   for (const auto& op : parsed) {
     ContextOperationResult result = applyContextOperation(manager, op);
