@@ -1,13 +1,20 @@
 // `parley chat` end to end in its line mode (stdin is not a terminal): a scripted session against
 // the in-process mock (no endpoint configured) and against a test-run mock.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <pty.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <csignal>
 
 #include <filesystem>
 #include <fstream>
 
 #include "cli_runner.hpp"
 #include "mock/mock_server.hpp"
+#include "mock/script.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/store.hpp"
 
@@ -100,6 +107,118 @@ TEST_F(ChatTest, ForkSwitchUndoSaveAndResume) {
     }
   }
   EXPECT_EQ(forks, 1u);
+  server.stop();
+}
+
+}  // namespace
+}  // namespace parley
+
+namespace parley {
+namespace {
+
+// The REPL on a pseudo-terminal: line editing is on, and Ctrl-C is the terminal's interrupt.
+class ChatPty {
+ public:
+  ChatPty(const std::vector<std::string>& args, const std::string& home) {
+    pid_ = ::forkpty(&fd_, nullptr, nullptr, nullptr);
+    if (pid_ == 0) {
+      ::setenv("HOME", home.c_str(), 1);
+      ::setenv("TERM", "dumb", 1);
+      ::unsetenv("OPENAI_BASE_URL");
+      ::unsetenv("OPENAI_API_KEY");
+      std::vector<char*> argv;
+      static std::string program = PARLEY_CLI_PATH;
+      argv.push_back(program.data());
+      std::vector<std::string> copy = args;
+      for (auto& a : copy)
+        argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(program.c_str(), argv.data());
+      ::_exit(127);
+    }
+  }
+  ~ChatPty() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  void send(const std::string& text) {
+    ASSERT_EQ(::write(fd_, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  }
+
+  // Reads until `needle` appears in the output after `from` (true) or 20 s pass (false).
+  bool waitFor(const std::string& needle, size_t from = 0) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (output_.find(needle, from) == std::string::npos) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) > 0) {
+        char buffer[4096];
+        ssize_t n = ::read(fd_, buffer, sizeof buffer);
+        if (n <= 0) {
+          closed_ = true;
+          return output_.find(needle, from) != std::string::npos;
+        }
+        output_.append(buffer, static_cast<size_t>(n));
+      }
+    }
+    return true;
+  }
+
+  // Waits (20 s at most) for the terminal to close, then reaps the child; -1 if it did not end.
+  int wait() {
+    waitFor("\x01never\x01");  // returns at end of output (EIO) or at the deadline
+    int status = 0;
+    // The terminal closes as the process exits, so once it has, waiting cannot hang.
+    if (!closed_ || ::waitpid(pid_, &status, 0) != pid_) return -1;
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  const std::string& output() const { return output_; }
+
+ private:
+  int fd_ = -1;
+  pid_t pid_ = -1;
+  std::string output_;
+  bool closed_ = false;
+};
+
+TEST_F(ChatTest, CtrlCCancelsTheReplyAndKeepsTheSession) {
+  mock::MockOptions options;
+  options.script = mock::readScript(
+      R"({"match": {"user_contains": "slow"}, "delay_ms": 30000, "reply": {"content": "late"}}
+{"reply": {"content": "quick {{last_user}}"}})");
+  mock::MockServer server(options);
+  server.start();
+  std::filesystem::create_directories(dir_);
+  ChatPty pty({"chat", "--db", db_, "--thread", "t1", "--base-url", server.baseUrl()},
+              dir_.string());
+  ASSERT_TRUE(pty.waitFor("/help for commands")) << pty.output();
+  pty.send("first\r");
+  ASSERT_TRUE(pty.waitFor("quick first")) << pty.output();
+  ASSERT_TRUE(pty.waitFor("tokens")) << pty.output();
+  pty.send("slow one\r");
+  ASSERT_TRUE(pty.waitFor("> slow one")) << pty.output();
+  ASSERT_TRUE(pty.waitFor("...", pty.output().find("> slow one"))) << pty.output();
+  pty.send("\x03");  // Ctrl-C
+  ASSERT_TRUE(pty.waitFor("[cancelled")) << pty.output();
+  pty.send("/history\r");
+  ASSERT_TRUE(pty.waitFor("[1] assistant: quick first")) << pty.output();
+  pty.send("again\r");
+  ASSERT_TRUE(pty.waitFor("quick again")) << pty.output();
+  pty.send("/quit\r");
+  EXPECT_EQ(pty.wait(), 0) << pty.output();
+
+  // The cancelled prompt left no trace: the store holds the two whole turns.
+  SqliteStore store(db_);
+  ConversationManager manager;
+  store.load("t1", manager);
+  ASSERT_EQ(manager.getMessageCount(), 4u);
+  EXPECT_EQ(manager.getAllMessages()[2].content, "again");
   server.stop();
 }
 

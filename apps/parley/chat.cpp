@@ -204,7 +204,6 @@ class ChatSession {
     std::optional<std::chrono::steady_clock::time_point> firstToken;
     bool waiting = interactive_;
     bool atLineStart = true;
-    if (waiting) out_ << "..." << std::flush;
     auto stopWaiting = [&] {
       if (waiting) out_ << "\r   \r";
       waiting = false;
@@ -245,6 +244,8 @@ class ChatSession {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     });
+    // The waiting indicator, until the first token; shown once Ctrl-C is handled.
+    if (waiting) out_ << "..." << std::flush;
     RunResult result;
     try {
       result = branch.manager.run(prompt, run);
