@@ -458,6 +458,8 @@ void addChatCommand(CLI::App& app, int& exitCode) {
   cmd->add_option("--tools", args->toolSets,
                   "Offer a built-in tool set: demo (calculate, get_time, get_weather)");
   cmd->add_option("--tools-file", args->toolFiles, "Offer the tools of a TOML file");
+  cmd->footer(std::string("\nIn the session:\n") + kHelp +
+              "Ctrl-C at the prompt ends the session; everything is already saved.");
   cmd->add_option("--system", args->system, "System prompt of a new conversation");
   cmd->add_option("--db", args->db,
                   "Conversation store: FILE, sqlite://FILE or postgresql://... (default: "
