@@ -116,6 +116,36 @@ TEST_F(ChatTest, ForkSwitchUndoSaveAndResume) {
 namespace parley {
 namespace {
 
+TEST_F(ChatTest, SystemModelClearAndLoad) {
+  mock::MockServer server(mock::MockOptions{});
+  server.start();
+  const std::string snapshot = (dir_ / "s.json").string();
+  CliRun run = chat({"--base-url", server.baseUrl(), "--no-stream"},
+                    "/help\none\n/save " + snapshot +
+                        "\n/system Be short.\n/model other-model\ntwo\n/truncate {\"keepLast\": "
+                        "-1}\n/clear\n/history\n/load " +
+                        snapshot + "\n/branches\nthree\n");
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("/fork [NAME]"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("You said: one\n"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("error: truncate.keepLast"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("cleared: 1 messages visible"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("[0] system: Be short."), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("* loaded-1"), std::string::npos) << run.out;
+  const auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  // /system put the prompt first; /model changed the model of the next call.
+  EXPECT_EQ(requests[1]["body"]["model"], "other-model");
+  EXPECT_EQ(requests[1]["body"]["messages"][0],
+            json({{"role", "system"}, {"content", "Be short."}}));
+  // The loaded branch continues from the saved snapshot (one turn, no system prompt).
+  const json last = requests[2]["body"]["messages"];
+  ASSERT_EQ(last.size(), 3u) << last.dump();
+  EXPECT_EQ(last[0]["content"], "one");
+  EXPECT_EQ(last[2]["content"], "three");
+  server.stop();
+}
+
 // The REPL on a pseudo-terminal: line editing is on, and Ctrl-C is the terminal's interrupt.
 class ChatPty {
  public:
