@@ -1,4 +1,4 @@
-// `parley ask`: one prompt, one model call, the reply on stdout.
+// `parley ask`: one prompt, one turn, the reply on stdout.
 //
 // The endpoint comes from --profile (a [profiles.NAME] table of the profiles file), else from
 // --base-url / OPENAI_BASE_URL; --base-url, --model and --api-key override a profile's values.
