@@ -1,35 +1,44 @@
-// `parley ask`: one prompt, one model call, the reply on stdout.
+// `parley ask`: one prompt, one turn, the reply on stdout.
 //
 // The endpoint comes from --profile (a [profiles.NAME] table of the profiles file), else from
 // --base-url / OPENAI_BASE_URL; --base-url, --model and --api-key override a profile's values.
-// The key defaults to OPENAI_API_KEY. --max-iterations is accepted for the tool loop to come:
-// until it lands, only 1 is allowed and tool calls are printed, not executed.
+// The key defaults to OPENAI_API_KEY. With tools (--tools demo, --tools-file FILE) the turn is
+// ConversationManager::run's tool loop (at most --max-iterations model calls; tool activity on
+// stderr); without tools it is one model call and tool calls the model makes are printed, not
+// run. --db/--thread continue a stored thread and save the turn when it completes.
 #include <atomic>
 #include <csignal>
-#include <cstdlib>
-#include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "cli_store.hpp"
 #include "commands.hpp"
+#include "demo_tools.hpp"
+#include "endpoint.hpp"
+#include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/openai_client.hpp"
-#include "parley/profiles.hpp"
+#include "parley/store.hpp"
+#include "tool_file.hpp"
 
 namespace parley::cli {
 namespace {
 
 struct AskArgs {
-  std::string baseUrl;
-  std::string model;
-  std::string apiKey;
-  std::string profile;
-  std::string profilesFile;
+  EndpointArgs endpoint;
   bool stream = true;
-  int maxIterations = 1;
+  int maxIterations = 10;
+  bool maxIterationsGiven = false;
+  std::vector<std::string> toolSets;
+  std::vector<std::string> toolFiles;
+  std::string system;
+  std::string db;
+  std::string thread;
   int64_t timeoutMs = -1;
   bool json = false;
   std::string prompt;
@@ -41,44 +50,6 @@ void onSigint(int) {
   interrupted.store(true);
 }
 
-std::string envOr(const char* name, std::string fallback) {
-  const char* value = std::getenv(name);
-  return value && *value ? std::string(value) : fallback;
-}
-
-// $PARLEY_PROFILES, else $XDG_CONFIG_HOME/parley/profiles.toml, else
-// ~/.config/parley/profiles.toml.
-std::string defaultProfilesFile() {
-  if (const char* path = std::getenv("PARLEY_PROFILES"); path && *path) return path;
-  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) {
-    return std::string(xdg) + "/parley/profiles.toml";
-  }
-  return envOr("HOME", ".") + "/.config/parley/profiles.toml";
-}
-
-ClientOptions resolveOptions(const AskArgs& args) {
-  ClientOptions options;
-  if (!args.profile.empty()) {
-    ProfileRegistry registry;
-    const std::string file = args.profilesFile.empty() ? defaultProfilesFile() : args.profilesFile;
-    if (!std::filesystem::exists(file)) {
-      throw ValidationError("--profile", "no profiles file at " + file +
-                                             " (give one with --profiles or PARLEY_PROFILES)");
-    }
-    registry.loadToml(file);
-    options = registry.get(args.profile);
-  } else {
-    options.baseUrl = envOr("OPENAI_BASE_URL", options.baseUrl);
-    options.apiKeyEnv = "OPENAI_API_KEY";
-    options.model = envOr("OPENAI_MODEL", "gpt-4o-mini");
-  }
-  if (!args.baseUrl.empty()) options.baseUrl = args.baseUrl;
-  if (!args.model.empty()) options.model = args.model;
-  if (!args.apiKey.empty()) options.apiKey = args.apiKey;
-  if (options.apiKey.empty() && options.apiKeyEnv.empty()) options.apiKeyEnv = "OPENAI_API_KEY";
-  return options;
-}
-
 std::string oneLine(std::string text) {
   for (char& c : text) {
     if (c == '\n' || c == '\r') c = ' ';
@@ -86,20 +57,79 @@ std::string oneLine(std::string text) {
   return text;
 }
 
+void printToolCall(const ToolCall& call) {
+  std::cerr << "[tool] " << call.name << " " << (call.arguments.empty() ? "{}" : call.arguments)
+            << "\n";
+}
+
+void printToolResult(const ToolResult& result) {
+  const double ms = static_cast<double>(result.executionTime.count()) / 1000.0;
+  std::cerr << "[tool] " << result.name << " -> " << oneLine(result.content()) << " (" << std::fixed
+            << std::setprecision(1) << ms << " ms)\n"
+            << std::defaultfloat;
+}
+
 int runAsk(const AskArgs& args) {
-  if (args.maxIterations != 1) {
+  if (args.maxIterations < 1) throw ValidationError("--max-iterations", "must be at least 1");
+  auto tools = makeToolRegistry(args.toolSets, args.toolFiles);
+  const bool loop = tools->size() > 0;
+  if (args.maxIterationsGiven && !loop) {
     throw ValidationError("--max-iterations",
-                          "only 1 is supported until the tool loop lands (tool calls are returned "
-                          "unexecuted)");
+                          "bounds the tool loop: offer tools with --tools or --tools-file");
   }
-  OpenAiClient client(resolveOptions(args));
-  ChatRequest request;
-  request.messages = {Message::user(args.prompt)};
-  if (args.timeoutMs > 0) request.timeout = std::chrono::milliseconds(args.timeoutMs);
+
+  ConversationOptions options;
+  options.llm = std::make_shared<OpenAiClient>(resolveEndpoint(args.endpoint));
+  if (loop) options.tools = tools;
+  options.systemPrompt = args.system;
+  options.stream = args.stream;
+  options.maxIterations = args.maxIterations;
+  ConversationManager manager(options);
+
+  // --db and/or --thread: continue (or start) a stored thread; the turn is saved only when it
+  // completes, in one transaction, so the thread only ever holds whole turns.
+  std::optional<StoredThread> stored;
+  bool resumed = false;
+  if (!args.db.empty() || !args.thread.empty()) {
+    auto store = openCliStore(args.db);
+    std::string id = args.thread;
+    if (id.empty()) id = store->createThread({}, manager.getAllMessages(), nullptr).id;
+    stored.emplace(std::move(store), id);
+    resumed = stored->attach(manager) && !args.thread.empty();
+    if (resumed && !args.system.empty()) {
+      auto first = manager.getMessages();
+      if (first.empty() || first.front().role != Role::System ||
+          first.front().content != args.system) {
+        std::cerr << "parley: note: --system is ignored: thread " << id
+                  << " already exists and keeps its own system prompt\n";
+      }
+    }
+  }
+
+  RunOptions run;
+  if (args.timeoutMs > 0) run.timeout = std::chrono::milliseconds(args.timeoutMs);
+  bool printedText = false;
+  bool atLineStart = true;
+  run.onChunk = [&](const StreamDelta& delta) {
+    if (!args.json && !delta.content.empty()) {
+      std::cout << delta.content << std::flush;
+      printedText = true;
+      atLineStart = delta.content.back() == '\n';
+    }
+    return true;
+  };
+  run.onToolCall = [&](const ToolCall& call) {
+    if (!atLineStart) std::cout << "\n" << std::flush;
+    atLineStart = true;
+    if (!args.json) printToolCall(call);
+  };
+  run.onToolResult = [&](const ToolResult& result) {
+    if (!args.json) printToolResult(result);
+  };
 
   // Ctrl-C cancels the call: the handler only sets a flag, a watcher turns it into a stop.
   std::stop_source stop;
-  request.stopToken = stop.get_token();
+  run.stopToken = stop.get_token();
   interrupted.store(false);
   auto previous = std::signal(SIGINT, onSigint);
   std::jthread watcher([&stop](std::stop_token done) {
@@ -112,20 +142,24 @@ int runAsk(const AskArgs& args) {
     }
   });
 
-  ChatResult result;
-  bool printedText = false;
+  Message reply;
+  std::string finishReason;
+  std::optional<TokenUsage> usage;
   try {
-    if (args.stream) {
-      result = client.generateStream(request, [&](const StreamDelta& delta) {
-        if (!args.json && !delta.content.empty()) {
-          std::cout << delta.content << std::flush;
-          printedText = true;
-        }
-        return true;
-      });
+    if (loop) {
+      RunResult result = manager.run(args.prompt, run);
+      reply = result.message;
+      finishReason = result.finishReason;
+      usage = result.usage;
     } else {
-      result = client.generate(request);
+      // No tools: one model call; tool calls the model makes anyway are printed, not run.
+      manager.addMessage(Message::user(args.prompt));
+      ChatResult result = manager.executeLlmCall(run);
+      reply = result.message;
+      finishReason = result.finishReason;
+      usage = result.usage;
     }
+    if (stored) stored->save(manager);
   } catch (const CancelledError&) {
     std::signal(SIGINT, previous);
     if (printedText) std::cout << "\n";
@@ -138,19 +172,28 @@ int runAsk(const AskArgs& args) {
     return dynamic_cast<const ValidationError*>(&e) ? kExitUsage : kExitFailure;
   }
   std::signal(SIGINT, previous);
+  if (stored && args.thread.empty()) {
+    std::cerr << "parley: saved as thread " << stored->threadId() << "\n";
+  }
 
   if (args.json) {
-    nlohmann::json out = {{"message", toJson(result.message)},
-                          {"finish_reason", result.finishReason},
-                          {"usage", result.usage ? toJson(*result.usage) : nlohmann::json()}};
+    nlohmann::json out = {{"message", toJson(reply)},
+                          {"finish_reason", finishReason},
+                          {"usage", usage ? toJson(*usage) : nlohmann::json()}};
     std::cout << out.dump() << "\n";
     return kExitOk;
   }
-  if (!args.stream) std::cout << result.message.content;
-  if (!result.message.content.empty()) std::cout << "\n";
-  for (const ToolCall& call : result.message.toolCalls) {
-    std::cout << "tool call (not executed): " << call.name << " " << call.arguments << " ["
-              << call.id << "]\n";
+  if (!args.stream) std::cout << reply.content;
+  if (!reply.content.empty() && (!args.stream || !atLineStart)) std::cout << "\n";
+  if (!loop) {
+    for (const ToolCall& call : reply.toolCalls) {
+      std::cout << "tool call (not executed): " << call.name << " " << call.arguments << " ["
+                << call.id << "]\n";
+    }
+  }
+  if (finishReason == "max_iterations") {
+    std::cerr << "parley: stopped after " << args.maxIterations
+              << " model calls (--max-iterations)\n";
   }
   return kExitOk;
 }
@@ -160,26 +203,31 @@ int runAsk(const AskArgs& args) {
 void addAskCommand(CLI::App& app, int& exitCode) {
   auto args = std::make_shared<AskArgs>();
   CLI::App* cmd = app.add_subcommand("ask", "Send one prompt to a model and print the reply");
-  cmd->add_option("--base-url", args->baseUrl,
-                  "Endpoint base URL, e.g. http://127.0.0.1:8080/v1 (default: $OPENAI_BASE_URL, "
-                  "else https://api.openai.com/v1)");
-  cmd->add_option("--model", args->model, "Model name (default: $OPENAI_MODEL, else gpt-4o-mini)");
-  cmd->add_option("--api-key", args->apiKey, "API key (default: $OPENAI_API_KEY)");
-  cmd->add_option("--profile", args->profile, "Use a named profile from the profiles file");
-  cmd->add_option("--profiles", args->profilesFile,
-                  "Profiles file (TOML; default: $PARLEY_PROFILES, else "
-                  "$XDG_CONFIG_HOME/parley/profiles.toml or ~/.config/parley/profiles.toml)");
+  addEndpointOptions(*cmd, args->endpoint);
   cmd->add_flag("--stream,!--no-stream", args->stream,
                 "Stream the reply as it is generated (default) or wait for all of it");
   cmd->add_option("--max-iterations", args->maxIterations,
-                  "Model calls allowed for tool use; only 1 until the tool loop lands (tool calls "
-                  "are printed, not executed)")
+                  "Model calls allowed in one turn when tools are offered (the tool loop)")
       ->capture_default_str();
+  cmd->add_option("--tools", args->toolSets,
+                  "Offer a built-in tool set: demo (calculate, get_time, get_weather)");
+  cmd->add_option("--tools-file", args->toolFiles,
+                  "Offer the tools of a TOML file ([[tool]] name, description, command, "
+                  "parameters, timeout_ms; see the README)");
+  cmd->add_option("--system", args->system, "System prompt of a new conversation");
+  cmd->add_option("--db", args->db,
+                  "Conversation store: FILE, sqlite://FILE or postgresql://... (default with "
+                  "--thread: $XDG_DATA_HOME/parley/parley.db)");
+  cmd->add_option("--thread", args->thread,
+                  "Continue (or start) this stored thread and save the turn to it");
   cmd->add_option("--timeout", args->timeoutMs, "Bound the whole call, retries included, in ms");
   cmd->add_flag("--json", args->json,
                 "Print one JSON object: {\"message\", \"finish_reason\", \"usage\"}");
   cmd->add_option("prompt", args->prompt, "The prompt")->required();
-  cmd->callback([args, &exitCode] { exitCode = runAsk(*args); });
+  cmd->callback([args, cmd, &exitCode] {
+    args->maxIterationsGiven = cmd->get_option("--max-iterations")->count() > 0;
+    exitCode = runAsk(*args);
+  });
 }
 
 }  // namespace parley::cli

@@ -17,5 +17,7 @@ inline constexpr int kExitInterrupted = 130;
 void addTokensCommand(CLI::App& app, int& exitCode);
 void addAskCommand(CLI::App& app, int& exitCode);
 void addMockCommand(CLI::App& app, int& exitCode);
+void addHistoryCommand(CLI::App& app, int& exitCode);
+void addChatCommand(CLI::App& app, int& exitCode);
 
 }  // namespace parley::cli

@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   addTokensCommand(app, exitCode);
   addAskCommand(app, exitCode);
   addMockCommand(app, exitCode);
+  addHistoryCommand(app, exitCode);
+  addChatCommand(app, exitCode);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,17 @@
+// Where the CLI keeps conversations: --db FILE | sqlite://FILE | postgresql://..., defaulting to
+// $XDG_DATA_HOME/parley/parley.db (else ~/.local/share/parley/parley.db).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "parley/store.hpp"
+
+namespace parley::cli {
+
+std::string defaultDbPath();
+
+// Opens `url` (the default database when empty), creating the default file's folder first.
+std::shared_ptr<ConversationStore> openCliStore(const std::string& url);
+
+}  // namespace parley::cli

@@ -1,0 +1,69 @@
+#include "endpoint.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "parley/errors.hpp"
+#include "parley/profiles.hpp"
+
+namespace parley::cli {
+namespace {
+
+std::string envOr(const char* name, std::string fallback) {
+  const char* value = std::getenv(name);
+  return value && *value ? std::string(value) : fallback;
+}
+
+// $PARLEY_PROFILES, else $XDG_CONFIG_HOME/parley/profiles.toml, else
+// ~/.config/parley/profiles.toml.
+std::string defaultProfilesFile() {
+  if (const char* path = std::getenv("PARLEY_PROFILES"); path && *path) return path;
+  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) {
+    return std::string(xdg) + "/parley/profiles.toml";
+  }
+  return envOr("HOME", ".") + "/.config/parley/profiles.toml";
+}
+
+}  // namespace
+
+void addEndpointOptions(CLI::App& cmd, EndpointArgs& args) {
+  cmd.add_option("--base-url", args.baseUrl,
+                 "Endpoint base URL, e.g. http://127.0.0.1:8080/v1 (default: $OPENAI_BASE_URL, "
+                 "else https://api.openai.com/v1)");
+  cmd.add_option("--model", args.model, "Model name (default: $OPENAI_MODEL, else gpt-4o-mini)");
+  cmd.add_option("--api-key", args.apiKey, "API key (default: $OPENAI_API_KEY)");
+  cmd.add_option("--profile", args.profile, "Use a named profile from the profiles file");
+  cmd.add_option("--profiles", args.profilesFile,
+                 "Profiles file (TOML; default: $PARLEY_PROFILES, else "
+                 "$XDG_CONFIG_HOME/parley/profiles.toml or ~/.config/parley/profiles.toml)");
+}
+
+ClientOptions resolveEndpoint(const EndpointArgs& args) {
+  ClientOptions options;
+  if (!args.profile.empty()) {
+    ProfileRegistry registry;
+    const std::string file = args.profilesFile.empty() ? defaultProfilesFile() : args.profilesFile;
+    if (!std::filesystem::exists(file)) {
+      throw ValidationError("--profile", "no profiles file at " + file +
+                                             " (give one with --profiles or PARLEY_PROFILES)");
+    }
+    registry.loadToml(file);
+    options = registry.get(args.profile);
+  } else {
+    options.baseUrl = envOr("OPENAI_BASE_URL", options.baseUrl);
+    options.apiKeyEnv = "OPENAI_API_KEY";
+    options.model = envOr("OPENAI_MODEL", "gpt-4o-mini");
+  }
+  if (!args.baseUrl.empty()) options.baseUrl = args.baseUrl;
+  if (!args.model.empty()) options.model = args.model;
+  if (!args.apiKey.empty()) options.apiKey = args.apiKey;
+  if (options.apiKey.empty() && options.apiKeyEnv.empty()) options.apiKeyEnv = "OPENAI_API_KEY";
+  return options;
+}
+
+bool endpointConfigured(const EndpointArgs& args) {
+  return !args.baseUrl.empty() || !args.apiKey.empty() || !args.profile.empty() ||
+         !envOr("OPENAI_BASE_URL", "").empty() || !envOr("OPENAI_API_KEY", "").empty();
+}
+
+}  // namespace parley::cli

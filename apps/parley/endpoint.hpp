@@ -1,0 +1,29 @@
+// The endpoint options `parley ask` and `parley chat` share: --profile/--profiles from the
+// profiles file, else --base-url / $OPENAI_BASE_URL; --base-url, --model and --api-key override a
+// profile's values; the key defaults to $OPENAI_API_KEY.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "parley/openai_client.hpp"
+
+namespace parley::cli {
+
+struct EndpointArgs {
+  std::string baseUrl;
+  std::string model;
+  std::string apiKey;
+  std::string profile;
+  std::string profilesFile;
+};
+
+void addEndpointOptions(CLI::App& cmd, EndpointArgs& args);
+
+// Throws ValidationError for a missing profiles file or an unknown profile.
+ClientOptions resolveEndpoint(const EndpointArgs& args);
+
+// True when anything names an endpoint: an option above, $OPENAI_BASE_URL or $OPENAI_API_KEY.
+bool endpointConfigured(const EndpointArgs& args);
+
+}  // namespace parley::cli

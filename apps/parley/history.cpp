@@ -1,0 +1,246 @@
+// `parley history`: the stored conversations (list, show, export, import, apply, rm).
+//
+// Every subcommand takes --db (FILE, sqlite://FILE or postgresql://...; default
+// $XDG_DATA_HOME/parley/parley.db). A thread is shown as its visible view; export --format json
+// prints the snapshot document (ConversationStore::exportThread), which import takes back.
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "cli_store.hpp"
+#include "commands.hpp"
+#include "history_export.hpp"
+#include "parley/context_ops.hpp"
+#include "parley/conversation_manager.hpp"
+#include "parley/errors.hpp"
+#include "parley/store.hpp"
+
+namespace parley::cli {
+namespace {
+
+struct HistoryArgs {
+  std::string db;
+  std::string id;
+  std::string format = "json";
+  std::string file;
+  std::string newId;
+  bool json = false;
+};
+
+std::string isoTime(std::chrono::system_clock::time_point at) {
+  const std::time_t t = std::chrono::system_clock::to_time_t(at);
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+nlohmann::json infoJson(const ThreadInfo& info) {
+  return {{"id", info.id},
+          {"parent_id", info.parentId},
+          {"fork_position", info.forkPosition},
+          {"message_count", info.messageCount},
+          {"version", info.version},
+          {"created_at", isoTime(info.createdAt)},
+          {"updated_at", isoTime(info.updatedAt)},
+          {"title", info.title}};
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ValidationError(path, "cannot read the file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+nlohmann::json parseJsonFile(const std::string& path) {
+  try {
+    return nlohmann::json::parse(readFile(path));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ValidationError(path, std::string("not valid JSON: ") + e.what());
+  }
+}
+
+// A manager without a model. Made from ConversationOptions rather than default-constructed: a
+// default-constructed manager has no token counter, and getTokenUsage() needs one.
+ConversationManager plainManager() {
+  return ConversationManager(ConversationOptions{});
+}
+
+void requireThread(ConversationStore& store, const std::string& id) {
+  if (!store.threadInfo(id)) throw StoreError("no thread \"" + id + "\" in this store");
+}
+
+void list(const HistoryArgs& args) {
+  auto store = openCliStore(args.db);
+  auto threads = store->listThreads();
+  if (args.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& info : threads)
+      out.push_back(infoJson(info));
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  for (const auto& info : threads) {
+    std::cout << info.id << "  " << info.messageCount << " messages  updated "
+              << isoTime(info.updatedAt);
+    if (!info.parentId.empty()) {
+      std::cout << "  fork of " << info.parentId << " at " << info.forkPosition;
+    }
+    if (!info.title.empty()) std::cout << "  " << info.title;
+    std::cout << "\n";
+  }
+}
+
+void show(const HistoryArgs& args) {
+  auto store = openCliStore(args.db);
+  requireThread(*store, args.id);
+  ConversationManager manager = plainManager();
+  store->load(args.id, manager);
+  std::cout << renderMarkdown(args.id, manager, /*includeHidden=*/false);
+}
+
+void exportThreadCommand(const HistoryArgs& args) {
+  auto store = openCliStore(args.db);
+  requireThread(*store, args.id);
+  if (args.format == "json") {
+    std::cout << store->exportThread(args.id).dump(2) << "\n";
+    return;
+  }
+  ConversationManager manager = plainManager();
+  store->load(args.id, manager);
+  if (args.format == "markdown") {
+    std::cout << renderMarkdown(args.id, manager, /*includeHidden=*/true);
+  } else if (args.format == "html") {
+    std::cout << renderHtml(args.id, manager);
+  } else {
+    throw ValidationError("--format", "must be json, markdown or html");
+  }
+}
+
+void importCommand(const HistoryArgs& args) {
+  auto store = openCliStore(args.db);
+  ThreadOptions options;
+  options.id = args.newId;
+  std::cout << store->importThread(parseJsonFile(args.file), options).id << "\n";
+}
+
+void apply(const HistoryArgs& args) {
+  nlohmann::json ops = parseJsonFile(args.file);
+  if (!ops.is_array()) ops = nlohmann::json::array({ops});
+  std::vector<ContextOperation> parsed;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    try {
+      parsed.push_back(parseContextOperation(ops[i]));
+    } catch (const ValidationError& e) {
+      throw ValidationError(args.file + "[" + std::to_string(i) + "]", e.what());
+    }
+  }
+  auto store = openCliStore(args.db);
+  requireThread(*store, args.id);
+  StoredThread thread(store, args.id);
+  ConversationManager manager = plainManager();
+  thread.load(manager);
+  for (const auto& op : parsed) {
+    ContextOperationResult result = applyContextOperation(manager, op);
+    std::cout << result.operation << ": " << result.messageCount << " messages visible";
+    if (result.removedForPairing) {
+      std::cout << " (" << result.removedForPairing << " dropped to keep tool calls paired)";
+    }
+    std::cout << "\n";
+  }
+  thread.save(manager);
+}
+
+void remove(const HistoryArgs& args) {
+  auto store = openCliStore(args.db);
+  if (!store->deleteThread(args.id)) throw StoreError("no thread \"" + args.id + "\"");
+  std::cout << "deleted " << args.id << "\n";
+}
+
+// Runs `body`, mapping failures to exit codes as the other commands do.
+int guarded(const std::function<void()>& body) {
+  try {
+    body();
+    return kExitOk;
+  } catch (const ValidationError& e) {
+    std::cerr << "parley: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const Error& e) {
+    std::cerr << "parley: error: " << e.what() << "\n";
+    return kExitFailure;
+  }
+}
+
+}  // namespace
+
+void addHistoryCommand(CLI::App& app, int& exitCode) {
+  auto args = std::make_shared<HistoryArgs>();
+  CLI::App* cmd = app.add_subcommand("history",
+                                     "List, show, export, import, edit and delete "
+                                     "stored conversations");
+  cmd->require_subcommand(1);
+  auto addDb = [&](CLI::App* sub) {
+    sub->add_option("--db", args->db,
+                    "Conversation store: FILE, sqlite://FILE or postgresql://... (default: "
+                    "$XDG_DATA_HOME/parley/parley.db, else ~/.local/share/parley/parley.db)");
+  };
+  auto run = [args, &exitCode](void (*body)(const HistoryArgs&)) {
+    return [args, &exitCode, body] { exitCode = guarded([&] { body(*args); }); };
+  };
+
+  CLI::App* listCmd = cmd->add_subcommand("list", "List the stored threads, oldest first");
+  addDb(listCmd);
+  listCmd->add_flag("--json", args->json, "Print a JSON array of thread descriptions");
+  listCmd->callback(run(&list));
+
+  CLI::App* showCmd = cmd->add_subcommand("show", "Print a thread's visible messages");
+  addDb(showCmd);
+  showCmd->add_option("id", args->id, "Thread id")->required();
+  showCmd->callback(run(&show));
+
+  CLI::App* exportCmd = cmd->add_subcommand("export", "Print a thread as JSON, Markdown or HTML");
+  addDb(exportCmd);
+  exportCmd->add_option("id", args->id, "Thread id")->required();
+  exportCmd
+      ->add_option("--format", args->format,
+                   "json: the snapshot document (messages in OpenAI format; `import` reads it); "
+                   "markdown: readable turns; html: one self-contained page")
+      ->check(CLI::IsMember({"json", "markdown", "html"}))
+      ->capture_default_str();
+  exportCmd->callback(run(&exportThreadCommand));
+
+  CLI::App* importCmd = cmd->add_subcommand("import", "Store a snapshot document as a new thread");
+  addDb(importCmd);
+  importCmd->add_option("file", args->file, "Snapshot JSON (as `export --format json` prints)")
+      ->required();
+  importCmd->add_option("--id", args->newId, "Id of the new thread (default: generated)");
+  importCmd->callback(run(&importCommand));
+
+  CLI::App* applyCmd =
+      cmd->add_subcommand("apply",
+                          "Run context operations (truncate, insert, replace, clear, "
+                          "filter) on a stored thread and save it");
+  addDb(applyCmd);
+  applyCmd->add_option("id", args->id, "Thread id")->required();
+  applyCmd
+      ->add_option("ops", args->file,
+                   "JSON file: one operation or an array, e.g. {\"operation\": \"truncate\", "
+                   "\"truncate\": {\"keepLast\": 4}}")
+      ->required();
+  applyCmd->callback(run(&apply));
+
+  CLI::App* rmCmd = cmd->add_subcommand("rm", "Delete a thread (its forks keep working)");
+  addDb(rmCmd);
+  rmCmd->add_option("id", args->id, "Thread id")->required();
+  rmCmd->callback(run(&remove));
+}
+
+}  // namespace parley::cli

@@ -1,0 +1,210 @@
+// `parley ask` with the tool loop, user tools and stored threads, end to end against the mock's
+// demo agent (which calls get_weather, get_time and calculate when they are offered).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "cli_runner.hpp"
+#include "demo_tools.hpp"
+#include "mock/mock_server.hpp"
+#include "parley/conversation_manager.hpp"
+#include "parley/errors.hpp"
+#include "parley/store.hpp"
+
+namespace parley {
+namespace {
+
+using nlohmann::json;
+using testing::CliRun;
+
+class AskToolsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<mock::MockServer>(mock::MockOptions{});  // the demo agent
+    server_->start();
+  }
+  void TearDown() override {
+    server_->stop();
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  CliRun ask(std::vector<std::string> args) {
+    args.insert(args.begin(), {"ask", "--base-url", server_->baseUrl()});
+    return testing::runCli(args, dir_);
+  }
+
+  std::string writeFile(const std::string& name, const std::string& text) {
+    std::filesystem::create_directories(dir_);
+    const auto path = dir_ / name;
+    std::ofstream(path) << text;
+    return path.string();
+  }
+
+  // The tool message the model saw on the last request.
+  json lastToolMessage() {
+    const json body = server_->requests().back()["body"];
+    for (auto it = body["messages"].rbegin(); it != body["messages"].rend(); ++it) {
+      if ((*it)["role"] == "tool") return *it;
+    }
+    return nullptr;
+  }
+
+  std::unique_ptr<mock::MockServer> server_;
+  std::filesystem::path dir_ = std::filesystem::temp_directory_path() /
+                               ("parley-ask-tools-test-" + std::to_string(::getpid()));
+};
+
+TEST(DemoTools, CalculatorFollowsArithmetic) {
+  using cli::evaluateExpression;
+  EXPECT_DOUBLE_EQ(evaluateExpression("2 + 3 * 4"), 2 + 3 * 4);
+  EXPECT_DOUBLE_EQ(evaluateExpression("(2 + 3) * 4"), (2 + 3) * 4);
+  EXPECT_DOUBLE_EQ(evaluateExpression("-2 ^ 2"), std::pow(-2.0, 2.0));
+  EXPECT_DOUBLE_EQ(evaluateExpression("2 ^ 3 ^ 2"), std::pow(2.0, 9.0));
+  EXPECT_DOUBLE_EQ(evaluateExpression("7 % 4 - 1.5 / 3"), std::fmod(7.0, 4.0) - 1.5 / 3);
+  for (const char* bad : {"", "2 +", "(1", "1 / 0", "2 x", "1..2"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_THROW(evaluateExpression(bad), ValidationError);
+  }
+}
+
+TEST_F(AskToolsTest, DemoToolsRunInTheLoop) {
+  CliRun run = ask({"--tools", "demo", "--json", "what is (2 + 3) * 4"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  json out = json::parse(run.out);
+  EXPECT_EQ(out["finish_reason"], "stop");
+  ASSERT_EQ(server_->requests().size(), 2u);  // the tool call, then the answer
+  json tool = lastToolMessage();
+  EXPECT_EQ(json::parse(tool["content"].get<std::string>())["result"], (2 + 3) * 4);
+  EXPECT_NE(out["message"]["content"].get<std::string>().find("calculate says"), std::string::npos);
+  // The tools were offered on every call.
+  EXPECT_EQ(server_->requests().front()["body"]["tools"].size(), 3u);
+
+  CliRun plain = ask({"--tools", "demo", "weather in Paris"});
+  ASSERT_EQ(plain.exitCode, 0) << plain.err;
+  EXPECT_NE(plain.err.find("[tool] get_weather {\"city\":\"Paris\"}"), std::string::npos)
+      << plain.err;
+  EXPECT_NE(plain.out.find("get_weather says:"), std::string::npos) << plain.out;
+  EXPECT_NE(plain.out.find("Paris"), std::string::npos) << plain.out;
+  // The fake weather is a function of the city.
+  CliRun again = ask({"--tools", "demo", "--no-stream", "weather in Paris"});
+  ASSERT_EQ(again.exitCode, 0) << again.err;
+  EXPECT_EQ(again.out, plain.out);
+}
+
+TEST_F(AskToolsTest, MaxIterationsBoundsTheLoop) {
+  CliRun run = ask({"--tools", "demo", "--max-iterations", "1", "--json", "what time is it"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_EQ(json::parse(run.out)["finish_reason"], "max_iterations");
+  EXPECT_EQ(server_->requests().size(), 1u);
+  CliRun zero = ask({"--tools", "demo", "--max-iterations", "0", "x"});
+  EXPECT_EQ(zero.exitCode, 2);
+  EXPECT_NE(zero.err.find("--max-iterations"), std::string::npos) << zero.err;
+}
+
+TEST_F(AskToolsTest, ToolsFileCommandsGetArgumentsOnStdin) {
+  const std::string file = writeFile("tools.toml", R"(
+[[tool]]
+name = "get_weather"
+description = "Upper-cases its arguments"
+command = ["tr", "a-z", "A-Z"]
+[tool.parameters]
+type = "object"
+properties = { city = { type = "string" } }
+required = ["city"]
+
+[[tool]]
+name = "get_time"
+command = ["sh", "-c", "echo broken clock >&2; exit 3"]
+)");
+  CliRun run = ask({"--tools-file", file, "--json", "weather in Oslo"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_EQ(json::parse(lastToolMessage()["content"].get<std::string>()), json({{"CITY", "OSLO"}}));
+
+  CliRun failing = ask({"--tools-file", file, "--json", "what time is it"});
+  ASSERT_EQ(failing.exitCode, 0) << failing.err;
+  const std::string error =
+      json::parse(lastToolMessage()["content"].get<std::string>())["error"].get<std::string>();
+  EXPECT_NE(error.find("exited with status 3: broken clock"), std::string::npos) << error;
+}
+
+TEST_F(AskToolsTest, ToolsFileTimeoutKillsTheCommand) {
+  const std::string file = writeFile("slow.toml", R"(
+[[tool]]
+name = "get_time"
+command = ["sleep", "30"]
+timeout_ms = 200
+)");
+  CliRun run = ask({"--tools-file", file, "--json", "what time is it"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  const json content = json::parse(lastToolMessage()["content"].get<std::string>());
+  ASSERT_TRUE(content.contains("error")) << content;
+}
+
+TEST_F(AskToolsTest, BadToolsFileIsAUsageErrorNamingTheField) {
+  const std::string file = writeFile("bad.toml", "[[tool]]\nname = \"x\"\n");
+  CliRun run = ask({"--tools-file", file, "hi"});
+  EXPECT_EQ(run.exitCode, 2);
+  EXPECT_NE(run.err.find("tool[0].command"), std::string::npos) << run.err;
+  CliRun unknownSet = ask({"--tools", "kitchen", "hi"});
+  EXPECT_EQ(unknownSet.exitCode, 2);
+  EXPECT_NE(unknownSet.err.find("kitchen"), std::string::npos) << unknownSet.err;
+  EXPECT_TRUE(server_->requests().empty());
+}
+
+TEST_F(AskToolsTest, ThreadContinuesAcrossRuns) {
+  const std::string db = (dir_ / "chat.db").string();
+  std::filesystem::create_directories(dir_);
+  CliRun first = ask({"--db", db, "--thread", "t1", "--system", "Be brief.", "hello"});
+  ASSERT_EQ(first.exitCode, 0) << first.err;
+  CliRun second = ask({"--db", db, "--thread", "t1", "--tools", "demo", "what is 6 * 7"});
+  ASSERT_EQ(second.exitCode, 0) << second.err;
+  CliRun third = ask({"--db", db, "--thread", "t1", "and again"});
+  ASSERT_EQ(third.exitCode, 0) << third.err;
+
+  // The last request carried the whole history.
+  const json messages = server_->requests().back()["body"]["messages"];
+  ASSERT_EQ(messages.size(), 8u) << messages.dump();
+  EXPECT_EQ(messages[0], json({{"role", "system"}, {"content", "Be brief."}}));
+  EXPECT_EQ(messages[1]["content"], "hello");
+  EXPECT_EQ(messages[2]["content"], "You said: hello");
+  EXPECT_EQ(messages[3]["content"], "what is 6 * 7");
+  EXPECT_EQ(messages[5]["role"], "tool");
+  EXPECT_EQ(messages[7]["content"], "and again");
+
+  // And the store holds every turn, whole.
+  SqliteStore store(db);
+  ConversationManager manager;
+  store.load("t1", manager);
+  EXPECT_EQ(manager.getMessageCount(), 9u);
+  EXPECT_EQ(manager.getAllMessages().back().content, "You said: and again");
+}
+
+TEST_F(AskToolsTest, FailedTurnLeavesTheThreadAsItWas) {
+  const std::string db = (dir_ / "chat.db").string();
+  std::filesystem::create_directories(dir_);
+  ASSERT_EQ(ask({"--db", db, "--thread", "t2", "hello"}).exitCode, 0);
+  server_->stop();
+  CliRun failed = ask({"--db", db, "--thread", "t2", "lost"});
+  EXPECT_EQ(failed.exitCode, 1);
+  SqliteStore store(db);
+  EXPECT_EQ(store.threadInfo("t2")->messageCount, 2);
+}
+
+TEST_F(AskToolsTest, DbWithoutThreadStartsANewOne) {
+  const std::string db = (dir_ / "chat.db").string();
+  std::filesystem::create_directories(dir_);
+  CliRun run = ask({"--db", db, "hi"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  SqliteStore store(db);
+  auto threads = store.listThreads();
+  ASSERT_EQ(threads.size(), 1u);
+  EXPECT_NE(run.err.find("saved as thread " + threads[0].id), std::string::npos) << run.err;
+  EXPECT_EQ(threads[0].messageCount, 2);
+}
+
+}  // namespace
+}  // namespace parley

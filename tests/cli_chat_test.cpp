@@ -1,0 +1,256 @@
+// `parley chat` end to end in its line mode (stdin is not a terminal): a scripted session against
+// the in-process mock (no endpoint configured) and against a test-run mock.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <pty.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+
+#include <filesystem>
+#include <fstream>
+
+#include "cli_runner.hpp"
+#include "mock/mock_server.hpp"
+#include "mock/script.hpp"
+#include "parley/conversation_manager.hpp"
+#include "parley/store.hpp"
+
+namespace parley {
+namespace {
+
+using nlohmann::json;
+using testing::CliRun;
+
+class ChatTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  CliRun chat(std::vector<std::string> args, const std::string& input,
+              const std::string& env = "") {
+    args.insert(args.begin(), {"chat", "--db", db_});
+    return testing::runCli(args, dir_, env, input);
+  }
+
+  std::filesystem::path dir_ =
+      std::filesystem::temp_directory_path() / ("parley-chat-test-" + std::to_string(::getpid()));
+  std::string db_ = (dir_ / "chat.db").string();
+};
+
+TEST_F(ChatTest, WithoutAnEndpointItTalksToTheBuiltInMock) {
+  CliRun run = chat({}, "hello there\nweather in Paris\n/usage\n/quit\nnot read\n");
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  const std::string firstLine = run.out.substr(0, run.out.find('\n'));
+  EXPECT_NE(firstLine.find("built-in mock"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("You said: hello there"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("[tool] get_weather {\"city\":\"Paris\"}"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("[tool] get_weather -> {\"city\":\"Paris\""), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("get_weather says:"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("all calls:"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("You said: not read"), std::string::npos) << run.out;
+
+  // The session was saved: one thread, both turns whole.
+  SqliteStore store(db_);
+  auto threads = store.listThreads();
+  ASSERT_EQ(threads.size(), 1u);
+  EXPECT_EQ(threads[0].messageCount, 2 + 4);
+}
+
+TEST_F(ChatTest, ForkSwitchUndoSaveAndResume) {
+  mock::MockServer server(mock::MockOptions{});
+  server.start();
+  const std::string snapshot = (dir_ / "snap.json").string();
+  CliRun run = chat({"--base-url", server.baseUrl(), "--thread", "t1", "--system", "Be kind."},
+                    "one\n/fork side\ntwo\n/branches\n/switch main\n/history\n"
+                    "/truncate {\"keepLast\": 1}\n/undo\n/save " +
+                        snapshot + "\n/bogus\n/switch nowhere\n");
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("model gpt-4o-mini at " + server.baseUrl()), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("forked: now on side"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("* side"), std::string::npos) << run.out;
+  // main's history does not hold the turn made on the fork.
+  const size_t history = run.out.find("[0] system: Be kind.");
+  ASSERT_NE(history, std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("[3] user: two", history), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("truncate: 1 messages visible"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("undone: 3 messages visible"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("error: /bogus: unknown command (try /help)"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("no branch \"nowhere\""), std::string::npos) << run.out;
+  ASSERT_TRUE(std::filesystem::exists(snapshot));
+  EXPECT_EQ(json::parse(std::ifstream(snapshot))["messages"].size(), 3u);
+
+  // Resume: the next request carries the stored history.
+  CliRun resumed = chat({"--base-url", server.baseUrl(), "--thread", "t1"}, "three\n");
+  ASSERT_EQ(resumed.exitCode, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("thread t1 (resumed)"), std::string::npos) << resumed.out;
+  const json messages = server.requests().back()["body"]["messages"];
+  ASSERT_EQ(messages.size(), 4u) << messages.dump();
+  EXPECT_EQ(messages[1]["content"], "one");
+  EXPECT_EQ(messages[3]["content"], "three");
+
+  // The fork is a stored thread of its own, forked from t1.
+  SqliteStore store(db_);
+  size_t forks = 0;
+  for (const auto& info : store.listThreads()) {
+    if (info.parentId == "t1") {
+      ++forks;
+      ConversationManager fork;
+      store.load(info.id, fork);
+      EXPECT_EQ(fork.getAllMessages().back().content, "You said: two");
+    }
+  }
+  EXPECT_EQ(forks, 1u);
+  server.stop();
+}
+
+}  // namespace
+}  // namespace parley
+
+namespace parley {
+namespace {
+
+TEST_F(ChatTest, SystemModelClearAndLoad) {
+  mock::MockServer server(mock::MockOptions{});
+  server.start();
+  const std::string snapshot = (dir_ / "s.json").string();
+  CliRun run = chat({"--base-url", server.baseUrl(), "--no-stream"},
+                    "/help\none\n/save " + snapshot +
+                        "\n/system Be short.\n/model other-model\ntwo\n/truncate {\"keepLast\": "
+                        "-1}\n/clear\n/history\n/load " +
+                        snapshot + "\n/branches\nthree\n");
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("/fork [NAME]"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("You said: one\n"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("error: truncate.keepLast"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("cleared: 1 messages visible"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("[0] system: Be short."), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("* loaded-1"), std::string::npos) << run.out;
+  const auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  // /system put the prompt first; /model changed the model of the next call.
+  EXPECT_EQ(requests[1]["body"]["model"], "other-model");
+  EXPECT_EQ(requests[1]["body"]["messages"][0],
+            json({{"role", "system"}, {"content", "Be short."}}));
+  // The loaded branch continues from the saved snapshot (one turn, no system prompt).
+  const json last = requests[2]["body"]["messages"];
+  ASSERT_EQ(last.size(), 3u) << last.dump();
+  EXPECT_EQ(last[0]["content"], "one");
+  EXPECT_EQ(last[2]["content"], "three");
+  server.stop();
+}
+
+// The REPL on a pseudo-terminal: line editing is on, and Ctrl-C is the terminal's interrupt.
+class ChatPty {
+ public:
+  ChatPty(const std::vector<std::string>& args, const std::string& home) {
+    pid_ = ::forkpty(&fd_, nullptr, nullptr, nullptr);
+    if (pid_ == 0) {
+      ::setenv("HOME", home.c_str(), 1);
+      ::setenv("TERM", "dumb", 1);
+      ::unsetenv("OPENAI_BASE_URL");
+      ::unsetenv("OPENAI_API_KEY");
+      std::vector<char*> argv;
+      static std::string program = PARLEY_CLI_PATH;
+      argv.push_back(program.data());
+      std::vector<std::string> copy = args;
+      for (auto& a : copy)
+        argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(program.c_str(), argv.data());
+      ::_exit(127);
+    }
+  }
+  ~ChatPty() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  void send(const std::string& text) {
+    ASSERT_EQ(::write(fd_, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  }
+
+  // Reads until `needle` appears in the output after `from` (true) or 20 s pass (false).
+  bool waitFor(const std::string& needle, size_t from = 0) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (output_.find(needle, from) == std::string::npos) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) > 0) {
+        char buffer[4096];
+        ssize_t n = ::read(fd_, buffer, sizeof buffer);
+        if (n <= 0) {
+          closed_ = true;
+          return output_.find(needle, from) != std::string::npos;
+        }
+        output_.append(buffer, static_cast<size_t>(n));
+      }
+    }
+    return true;
+  }
+
+  // Waits (20 s at most) for the terminal to close, then reaps the child; -1 if it did not end.
+  int wait() {
+    waitFor("\x01never\x01");  // returns at end of output (EIO) or at the deadline
+    int status = 0;
+    // The terminal closes as the process exits, so once it has, waiting cannot hang.
+    if (!closed_ || ::waitpid(pid_, &status, 0) != pid_) return -1;
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  const std::string& output() const { return output_; }
+
+ private:
+  int fd_ = -1;
+  pid_t pid_ = -1;
+  std::string output_;
+  bool closed_ = false;
+};
+
+TEST_F(ChatTest, CtrlCCancelsTheReplyAndKeepsTheSession) {
+  mock::MockOptions options;
+  options.script = mock::readScript(
+      R"({"match": {"user_contains": "slow"}, "delay_ms": 30000, "reply": {"content": "late"}}
+{"reply": {"content": "quick {{last_user}}"}})");
+  mock::MockServer server(options);
+  server.start();
+  std::filesystem::create_directories(dir_);
+  ChatPty pty({"chat", "--db", db_, "--thread", "t1", "--base-url", server.baseUrl()},
+              dir_.string());
+  ASSERT_TRUE(pty.waitFor("/help for commands")) << pty.output();
+  pty.send("first\r");
+  ASSERT_TRUE(pty.waitFor("quick first")) << pty.output();
+  ASSERT_TRUE(pty.waitFor("tokens")) << pty.output();
+  pty.send("slow one\r");
+  ASSERT_TRUE(pty.waitFor("> slow one")) << pty.output();
+  ASSERT_TRUE(pty.waitFor("...", pty.output().find("> slow one"))) << pty.output();
+  pty.send("\x03");  // Ctrl-C
+  ASSERT_TRUE(pty.waitFor("[cancelled")) << pty.output();
+  pty.send("/history\r");
+  ASSERT_TRUE(pty.waitFor("[1] assistant: quick first")) << pty.output();
+  pty.send("again\r");
+  ASSERT_TRUE(pty.waitFor("quick again")) << pty.output();
+  pty.send("/quit\r");
+  EXPECT_EQ(pty.wait(), 0) << pty.output();
+
+  // The cancelled prompt left no trace: the store holds the two whole turns.
+  SqliteStore store(db_);
+  ConversationManager manager;
+  store.load("t1", manager);
+  ASSERT_EQ(manager.getMessageCount(), 4u);
+  EXPECT_EQ(manager.getAllMessages()[2].content, "again");
+  server.stop();
+}
+
+}  // namespace
+}  // namespace parley

@@ -1,0 +1,166 @@
+// `parley history` end to end: the real binary on a SQLite file the test fills directly.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "cli_runner.hpp"
+#include "parley/conversation_manager.hpp"
+#include "parley/store.hpp"
+
+namespace parley {
+namespace {
+
+using nlohmann::json;
+using testing::CliRun;
+
+class HistoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directories(dir_);
+    SqliteStore store(db_);
+    std::vector<Message> messages = {
+        Message::system("You are terse."),
+        Message::user("Is <b>2+2</b> four?"),
+        Message::assistant("", {ToolCall{"call_1", "calculate", R"({"expression":"2+2"})"}}),
+        Message::tool("call_1", R"({"result":4})"),
+        Message::assistant("Yes, it is 4."),
+    };
+    store.createThread({.id = "t1", .title = "sums"}, messages);
+  }
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  CliRun history(std::vector<std::string> args) {
+    args.insert(args.begin(), "history");
+    args.push_back("--db");
+    args.push_back(db_);
+    return testing::runCli(args, dir_);
+  }
+
+  std::string writeFile(const std::string& name, const std::string& text) {
+    const auto path = dir_ / name;
+    std::ofstream(path) << text;
+    return path.string();
+  }
+
+  std::filesystem::path dir_ = std::filesystem::temp_directory_path() /
+                               ("parley-history-test-" + std::to_string(::getpid()));
+  std::string db_ = (dir_ / "history.db").string();
+};
+
+TEST_F(HistoryTest, ListShowsEveryThread) {
+  SqliteStore(db_).forkThread("t1", 2, {.id = "t1-fork"});
+  CliRun run = history({"list"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("t1  5 messages"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("t1-fork  2 messages"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("fork of t1 at 2"), std::string::npos) << run.out;
+  CliRun asJson = history({"list", "--json"});
+  ASSERT_EQ(asJson.exitCode, 0) << asJson.err;
+  json list = json::parse(asJson.out);
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0]["id"], "t1");
+  EXPECT_EQ(list[0]["title"], "sums");
+  EXPECT_EQ(list[1]["parent_id"], "t1");
+}
+
+TEST_F(HistoryTest, ShowPrintsTheVisibleTurns) {
+  CliRun run = history({"show", "t1"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("## User\n\nIs <b>2+2</b> four?"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("Tool call `calculate` [call_1]"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("Yes, it is 4."), std::string::npos) << run.out;
+  CliRun missing = history({"show", "nope"});
+  EXPECT_EQ(missing.exitCode, 1);
+  EXPECT_NE(missing.err.find("nope"), std::string::npos) << missing.err;
+}
+
+TEST_F(HistoryTest, ExportJsonIsTheSnapshotAndImportTakesItBack) {
+  CliRun run = history({"export", "t1", "--format", "json"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  json snapshot = json::parse(run.out);
+  EXPECT_EQ(snapshot, SqliteStore(db_).exportThread("t1"));
+  ASSERT_EQ(snapshot["messages"].size(), 5u);
+  EXPECT_EQ(snapshot["messages"][2]["tool_calls"][0]["function"]["name"], "calculate");
+
+  const std::string file = writeFile("t1.json", run.out);
+  CliRun imported = history({"import", file, "--id", "copy"});
+  ASSERT_EQ(imported.exitCode, 0) << imported.err;
+  EXPECT_EQ(imported.out, "copy\n");
+  SqliteStore store(db_);
+  EXPECT_EQ(store.loadThread("copy").messages, store.loadThread("t1").messages);
+
+  CliRun bad = history({"import", writeFile("bad.json", "{\"format\": \"other\"}")});
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_EQ(store.listThreads().size(), 2u);
+}
+
+TEST_F(HistoryTest, ExportMarkdownAndHtml) {
+  CliRun md = history({"export", "t1", "--format", "markdown"});
+  ASSERT_EQ(md.exitCode, 0) << md.err;
+  EXPECT_EQ(md.out.rfind("# t1\n", 0), 0u) << md.out;
+  EXPECT_NE(md.out.find("## Assistant\n\nYes, it is 4."), std::string::npos) << md.out;
+
+  CliRun html = history({"export", "t1", "--format", "html"});
+  ASSERT_EQ(html.exitCode, 0) << html.err;
+  EXPECT_EQ(html.out.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(html.out.find("Is &lt;b&gt;2+2&lt;/b&gt; four?"), std::string::npos) << html.out;
+  EXPECT_EQ(html.out.find("<b>2+2"), std::string::npos);
+  EXPECT_NE(html.out.find("<details><summary>tool call <code>calculate</code>"), std::string::npos)
+      << html.out;
+  EXPECT_EQ(html.out.find("<script"), std::string::npos);  // self-contained, static
+  EXPECT_EQ(html.out.find("hidden by a context operation"), std::string::npos);
+
+  CliRun wrong = history({"export", "t1", "--format", "pdf"});
+  EXPECT_EQ(wrong.exitCode, 2);
+}
+
+TEST_F(HistoryTest, ApplyRunsContextOperationsAndSaves) {
+  const std::string ops = writeFile(
+      "ops.json",
+      R"([{"operation": "filter", "filter": {"roles": ["system", "user", "assistant", "tool"]}},
+          {"operation": "truncate", "truncate": {"keepLast": 1}}])");
+  CliRun run = history({"apply", "t1", ops});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("truncate: 1 messages visible"), std::string::npos) << run.out;
+  SqliteStore store(db_);
+  ConversationManager manager;
+  store.load("t1", manager);
+  ASSERT_EQ(manager.getMessageCount(), 1u);
+  EXPECT_EQ(manager.getMessages()[0].content, "Yes, it is 4.");
+  EXPECT_EQ(manager.storageSize(), 5u);  // hidden, not deleted
+
+  CliRun html = history({"export", "t1", "--format", "html"});
+  EXPECT_NE(html.out.find("hidden by a context operation"), std::string::npos);
+  CliRun shown = history({"show", "t1"});
+  EXPECT_EQ(shown.out.find("Is <b>2+2</b>"), std::string::npos) << shown.out;
+
+  const int64_t version = store.threadInfo("t1")->version;
+  CliRun bad = history({"apply", "t1", writeFile("bad.json", R"({"operation": "explode"})")});
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_NE(bad.err.find("bad.json[0]"), std::string::npos) << bad.err;
+  EXPECT_EQ(store.threadInfo("t1")->version, version);
+}
+
+TEST_F(HistoryTest, RmDeletesAThread) {
+  CliRun run = history({"rm", "t1"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_FALSE(SqliteStore(db_).threadInfo("t1"));
+  CliRun again = history({"rm", "t1"});
+  EXPECT_EQ(again.exitCode, 1);
+  EXPECT_NE(again.err.find("t1"), std::string::npos);
+}
+
+TEST_F(HistoryTest, DefaultDbIsInTheDataFolder) {
+  CliRun run =
+      testing::runCli({"history", "list"}, dir_, "XDG_DATA_HOME=" + (dir_ / "data").string());
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "data" / "parley" / "parley.db"));
+}
+
+}  // namespace
+}  // namespace parley

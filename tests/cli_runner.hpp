@@ -1,0 +1,64 @@
+// Runs the real `parley` binary (PARLEY_CLI_PATH) in a shell with a clean OPENAI_* environment
+// and collects its exit code, stdout and stderr.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace parley::testing {
+
+struct CliRun {
+  int exitCode = -1;
+  std::string out;
+  std::string err;
+};
+
+inline std::string shellQuote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      q += "'\\''";
+    } else {
+      q += c;
+    }
+  }
+  return q + "'";
+}
+
+// `env <env> parley <args> <input`; stdin and stderr go through files in `scratch`.
+inline CliRun runCli(const std::vector<std::string>& args, const std::filesystem::path& scratch,
+                     const std::string& env = "", const std::string& input = "") {
+  std::filesystem::create_directories(scratch);
+  const auto errFile = scratch / "stderr";
+  const auto inFile = scratch / "stdin";
+  std::ofstream(inFile, std::ios::binary) << input;
+  std::string command =
+      "env -u OPENAI_BASE_URL -u OPENAI_API_KEY -u OPENAI_MODEL -u "
+      "PARLEY_PROFILES " +
+      env + " " + shellQuote(PARLEY_CLI_PATH);
+  for (const auto& a : args)
+    command += " " + shellQuote(a);
+  command += " 2>" + shellQuote(errFile.string()) + " <" + shellQuote(inFile.string());
+  CliRun run;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return run;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0)
+    run.out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  run.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(errFile);
+  std::stringstream text;
+  text << err.rdbuf();
+  run.err = text.str();
+  return run;
+}
+
+}  // namespace parley::testing
