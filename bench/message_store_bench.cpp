@@ -28,7 +28,8 @@ void BM_AddMessage(benchmark::State& state) {
     state.PauseTiming();
     ConversationManager c;
     state.ResumeTiming();
-    for (int i = 0; i < 10000; ++i) c.addMessage(m);
+    for (int i = 0; i < 10000; ++i)
+      c.addMessage(m);
     benchmark::DoNotOptimize(c);
   }
   state.SetItemsProcessed(state.iterations() * 10000);
@@ -37,19 +38,22 @@ BENCHMARK(BM_AddMessage)->Unit(benchmark::kMillisecond);
 
 void BM_RecentUserMessages(benchmark::State& state) {
   ConversationManager c = history(state.range(0));
-  for (auto _ : state) benchmark::DoNotOptimize(c.getRecentMessagesByRole(Role::User, 3));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(c.getRecentMessagesByRole(Role::User, 3));
 }
 BENCHMARK(BM_RecentUserMessages)->Arg(1000)->Arg(100000)->Arg(1000000);
 
 void BM_MessageCountByRole(benchmark::State& state) {
   ConversationManager c = history(state.range(0));
-  for (auto _ : state) benchmark::DoNotOptimize(c.getMessageCountByRole(Role::User));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(c.getMessageCountByRole(Role::User));
 }
 BENCHMARK(BM_MessageCountByRole)->Arg(1000)->Arg(1000000);
 
 void BM_CreateSnapshot(benchmark::State& state) {
   ConversationManager c = history(state.range(0));
-  for (auto _ : state) benchmark::DoNotOptimize(c.createSnapshot());
+  for (auto _ : state)
+    benchmark::DoNotOptimize(c.createSnapshot());
 }
 BENCHMARK(BM_CreateSnapshot)->Arg(10000)->Unit(benchmark::kMillisecond);
 
@@ -65,13 +69,15 @@ BENCHMARK(BM_RestoreSnapshot)->Arg(10000)->Unit(benchmark::kMillisecond);
 
 void BM_StateSnapshot(benchmark::State& state) {
   ConversationManager c = history(state.range(0));
-  for (auto _ : state) benchmark::DoNotOptimize(c.createStateSnapshot());
+  for (auto _ : state)
+    benchmark::DoNotOptimize(c.createStateSnapshot());
 }
 BENCHMARK(BM_StateSnapshot)->Arg(10)->Arg(10000);
 
 void BM_Clone(benchmark::State& state) {
   ConversationManager c = history(state.range(0));
-  for (auto _ : state) benchmark::DoNotOptimize(c.clone());
+  for (auto _ : state)
+    benchmark::DoNotOptimize(c.clone());
 }
 BENCHMARK(BM_Clone)->Arg(10)->Arg(10000)->Arg(100000);
 
