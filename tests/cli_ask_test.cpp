@@ -1,14 +1,13 @@
 // `parley ask` end to end: the real binary against the mock server over loopback.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "cli_runner.hpp"
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
 
@@ -17,23 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-struct CliRun {
-  int exitCode = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      q += "'\\''";
-    } else {
-      q += c;
-    }
-  }
-  return q + "'";
-}
+using testing::CliRun;
 
 class AskTest : public ::testing::Test {
  protected:
@@ -50,29 +33,9 @@ class AskTest : public ::testing::Test {
   }
 
   // Runs `env <env> parley ask <args>` with a clean OPENAI_* environment.
-  CliRun ask(const std::vector<std::string>& args, const std::string& env = "") {
-    std::filesystem::create_directories(dir_);
-    const auto errFile = dir_ / "stderr";
-    std::string command =
-        "env -u OPENAI_BASE_URL -u OPENAI_API_KEY -u OPENAI_MODEL -u PARLEY_PROFILES " + env + " " +
-        quote(PARLEY_CLI_PATH) + " ask";
-    for (const auto& a : args)
-      command += " " + quote(a);
-    command += " 2>" + quote(errFile.string());
-    CliRun run;
-    FILE* pipe = ::popen(command.c_str(), "r");
-    if (!pipe) return run;
-    char buffer[4096];
-    size_t n;
-    while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0)
-      run.out.append(buffer, n);
-    const int status = ::pclose(pipe);
-    run.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::ifstream err(errFile);
-    std::stringstream text;
-    text << err.rdbuf();
-    run.err = text.str();
-    return run;
+  CliRun ask(std::vector<std::string> args, const std::string& env = "") {
+    args.insert(args.begin(), "ask");
+    return testing::runCli(args, dir_, env);
   }
 
   std::unique_ptr<mock::MockServer> server_;
