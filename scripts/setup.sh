@@ -16,7 +16,7 @@ packages=(
   libsqlite3-dev libpq-dev postgresql
   libcpp-httplib-dev libcli11-dev libedit-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  tmux
+  tmux chromium
   libicu-dev
   nodejs
 )

@@ -532,6 +532,7 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
                         result.reportedFinishReason + "\"); nothing was added");
   }
   result.message.role = Role::Assistant;
+  result.message.usage = result.usage;
 
   std::unique_lock lock(state_->mutex);
   State& st = *state_;

@@ -10,8 +10,8 @@ namespace parley {
 namespace {
 
 // Fields the Message struct models; extra may not hold them (except a content parts array).
-constexpr std::array<std::string_view, 5> kModelledFields = {"role", "content", "tool_calls",
-                                                             "tool_call_id", "name"};
+constexpr std::array<std::string_view, 6> kModelledFields = {
+    "role", "content", "tool_calls", "tool_call_id", "name", "usage"};
 
 bool isModelled(std::string_view key) {
   for (auto field : kModelledFields) {
@@ -219,6 +219,12 @@ Message messageFromJson(const json& value) {
   if (auto name = value.find("name"); name != value.end() && !name->is_null()) {
     message.name = requireString(*name, "message.name");
   }
+  if (auto usage = value.find("usage"); usage != value.end() && !usage->is_null()) {
+    if (!usage->is_object()) {
+      throw ValidationError("message.usage", "must be an object, got " + typeName(*usage));
+    }
+    message.usage = usageFromJson(*usage);
+  }
   for (const auto& [key, field] : value.items()) {
     if (!isModelled(key)) message.extra[key] = field;
   }
@@ -261,6 +267,7 @@ json toJson(const Message& message, const MessageJsonOptions& options) {
   for (const auto& [key, value] : message.extra.items()) {
     if (!isModelled(key)) out[key] = value;
   }
+  if (message.usage) out["usage"] = toJson(*message.usage);
   return out;
 }
 

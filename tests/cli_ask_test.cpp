@@ -91,23 +91,26 @@ TEST_F(AskTest, EnvironmentGivesTheEndpointAndKey) {
   EXPECT_EQ(server_->requests().at(0)["headers"]["authorization"], "Bearer sk-env");
 }
 
-TEST_F(AskTest, ProfileFromTheProfilesFile) {
+TEST_F(AskTest, ProfileFromTheConfigFile) {
   serve(R"({"reply": {"content": "ok"}})");
-  std::filesystem::create_directories(dir_);
-  const auto file = dir_ / "profiles.toml";
+  std::filesystem::create_directories(dir_ / "parley");
+  const auto file = dir_ / "parley" / "config.toml";
   std::ofstream(file) << "[profiles.local]\nbase_url = \"" << server_->baseUrl()
                       << "\"\nmodel = \"profile-model\"\napi_key_env = \"LOCAL_KEY\"\n"
                       << "[profiles.local.parameters]\ntemperature = 0.25\n";
   CliRun run = ask({"--profile", "local", "--json", "x"},
-                   "PARLEY_PROFILES=" + file.string() + " LOCAL_KEY=sk-local");
+                   "XDG_CONFIG_HOME=" + dir_.string() + " LOCAL_KEY=sk-local");
   ASSERT_EQ(run.exitCode, 0) << run.err;
   auto seen = server_->requests().at(0);
   EXPECT_EQ(seen["body"]["model"], "profile-model");
   EXPECT_EQ(seen["body"]["temperature"], 0.25);
   EXPECT_EQ(seen["headers"]["authorization"], "Bearer sk-local");
-  CliRun unknown = ask({"--profile", "nope", "x"}, "PARLEY_PROFILES=" + file.string());
+  CliRun unknown = ask({"--profile", "nope", "x"}, "PARLEY_CONFIG=" + file.string());
   EXPECT_EQ(unknown.exitCode, 2);
   EXPECT_NE(unknown.err.find("unknown profile \"nope\""), std::string::npos) << unknown.err;
+  CliRun missing = ask({"--profile", "local", "--config", (dir_ / "none.toml").string(), "x"});
+  EXPECT_EQ(missing.exitCode, 2);
+  EXPECT_NE(missing.err.find("no config file at"), std::string::npos) << missing.err;
 }
 
 TEST_F(AskTest, FailuresAreOneLineNamingTheCause) {

@@ -40,7 +40,7 @@ inline CliRun runCli(const std::vector<std::string>& args, const std::filesystem
   std::ofstream(inFile, std::ios::binary) << input;
   std::string command =
       "env -u OPENAI_BASE_URL -u OPENAI_API_KEY -u OPENAI_MODEL -u "
-      "PARLEY_PROFILES " +
+      "PARLEY_CONFIG -u XDG_CONFIG_HOME " +
       env + " " + shellQuote(PARLEY_CLI_PATH);
   for (const auto& a : args)
     command += " " + shellQuote(a);

@@ -98,7 +98,12 @@ TEST_F(ConversationLoop, ExecuteLlmCallAppendsOneAssistantMessage) {
   EXPECT_EQ(result.message.content, "Hello there");
   EXPECT_EQ(result.finishReason, "stop");
   ASSERT_EQ(c.getMessageCount(), 3u);
-  EXPECT_EQ(c.getMessages()[2], Message::assistant("Hello there"));
+  // The reply keeps what its call cost (per-turn usage), and it is never sent back.
+  Message expected = Message::assistant("Hello there");
+  expected.usage = result.usage;
+  ASSERT_TRUE(expected.usage.has_value());
+  EXPECT_EQ(expected.usage->promptTokens, 12);
+  EXPECT_EQ(c.getMessages()[2], expected);
   // The request carried the view, and the tool definitions when there are tools.
   const json body = server_->requests().at(0)["body"];
   ASSERT_EQ(body["messages"].size(), 2u);
@@ -113,6 +118,11 @@ TEST_F(ConversationLoop, ExecuteLlmCallAppendsOneAssistantMessage) {
   EXPECT_EQ(usage.cumulative.totalTokens, 15);
   EXPECT_EQ(usage.context.contextTokens, 15);
   EXPECT_FALSE(usage.context.estimated);
+
+  c.addMessage(Message::user("Again"));
+  c.executeLlmCall();
+  ASSERT_EQ(server_->requests().at(1)["body"]["messages"].size(), 4u);
+  EXPECT_FALSE(server_->requests().at(1)["body"]["messages"][2].contains("usage"));
 }
 
 TEST_F(ConversationLoop, FailedCallLeavesHistoryAsItWas) {

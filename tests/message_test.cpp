@@ -75,6 +75,28 @@ TEST(MessageJson, RoundTripsEveryShape) {
   EXPECT_EQ(messageFromJson(samples.back()).content, "what is this");
 }
 
+TEST(MessageJson, UsageIsKeptOnTheMessage) {
+  json value = json::parse(
+      R"({"role":"assistant","content":"4","usage":{"prompt_tokens":9,"completion_tokens":1,
+          "total_tokens":10,"prompt_tokens_details":{"cached_tokens":8}}})");
+  Message m = messageFromJson(value);
+  ASSERT_TRUE(m.usage.has_value());
+  EXPECT_EQ(m.usage->promptTokens, 9);
+  EXPECT_EQ(m.usage->totalTokens, 10);
+  EXPECT_FALSE(m.extra.contains("usage"));
+  EXPECT_EQ(toJson(m), value);  // the raw object, details included
+  Message without = m;
+  without.usage.reset();
+  EXPECT_NE(without, m);
+  EXPECT_FALSE(toJson(without).contains("usage"));
+  try {
+    messageFromJson(json::parse(R"({"role":"assistant","content":"4","usage":7})"));
+    FAIL() << "a non-object usage was accepted";
+  } catch (const ValidationError& e) {
+    EXPECT_EQ(e.field(), "message.usage");
+  }
+}
+
 TEST(MessageJson, EmptyToolCallContentFollowsTheEndpointOption) {
   Message m = Message::assistant("", {{"c1", "f", ""}});
   EXPECT_TRUE(toJson(m)["content"].is_null());

@@ -1,6 +1,6 @@
 // `parley ask`: one prompt, one turn, the reply on stdout.
 //
-// The endpoint comes from --profile (a [profiles.NAME] table of the profiles file), else from
+// The endpoint comes from --profile (a [profiles.NAME] table of the config file), else from
 // --base-url / OPENAI_BASE_URL; --base-url, --model and --api-key override a profile's values.
 // The key defaults to OPENAI_API_KEY. With tools (--tools demo, --tools-file FILE) the turn is
 // ConversationManager::run's tool loop (at most --max-iterations model calls; tool activity on
@@ -177,6 +177,7 @@ int runAsk(const AskArgs& args) {
   }
 
   if (args.json) {
+    reply.usage.reset();  // printed beside it, as the API's response has it
     nlohmann::json out = {{"message", toJson(reply)},
                           {"finish_reason", finishReason},
                           {"usage", usage ? toJson(*usage) : nlohmann::json()}};

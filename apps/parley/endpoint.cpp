@@ -14,14 +14,13 @@ std::string envOr(const char* name, std::string fallback) {
   return value && *value ? std::string(value) : fallback;
 }
 
-// $PARLEY_PROFILES, else $XDG_CONFIG_HOME/parley/profiles.toml, else
-// ~/.config/parley/profiles.toml.
-std::string defaultProfilesFile() {
-  if (const char* path = std::getenv("PARLEY_PROFILES"); path && *path) return path;
+// $PARLEY_CONFIG, else $XDG_CONFIG_HOME/parley/config.toml, else ~/.config/parley/config.toml.
+std::string defaultConfigFile() {
+  if (const char* path = std::getenv("PARLEY_CONFIG"); path && *path) return path;
   if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) {
-    return std::string(xdg) + "/parley/profiles.toml";
+    return std::string(xdg) + "/parley/config.toml";
   }
-  return envOr("HOME", ".") + "/.config/parley/profiles.toml";
+  return envOr("HOME", ".") + "/.config/parley/config.toml";
 }
 
 }  // namespace
@@ -32,20 +31,21 @@ void addEndpointOptions(CLI::App& cmd, EndpointArgs& args) {
                  "else https://api.openai.com/v1)");
   cmd.add_option("--model", args.model, "Model name (default: $OPENAI_MODEL, else gpt-4o-mini)");
   cmd.add_option("--api-key", args.apiKey, "API key (default: $OPENAI_API_KEY)");
-  cmd.add_option("--profile", args.profile, "Use a named profile from the profiles file");
-  cmd.add_option("--profiles", args.profilesFile,
-                 "Profiles file (TOML; default: $PARLEY_PROFILES, else "
-                 "$XDG_CONFIG_HOME/parley/profiles.toml or ~/.config/parley/profiles.toml)");
+  cmd.add_option("--profile", args.profile,
+                 "Use a named profile, a [profiles.NAME] table of the config file");
+  cmd.add_option("--config", args.configFile,
+                 "Config file (TOML; default: $PARLEY_CONFIG, else "
+                 "$XDG_CONFIG_HOME/parley/config.toml or ~/.config/parley/config.toml)");
 }
 
 ClientOptions resolveEndpoint(const EndpointArgs& args) {
   ClientOptions options;
   if (!args.profile.empty()) {
     ProfileRegistry registry;
-    const std::string file = args.profilesFile.empty() ? defaultProfilesFile() : args.profilesFile;
+    const std::string file = args.configFile.empty() ? defaultConfigFile() : args.configFile;
     if (!std::filesystem::exists(file)) {
-      throw ValidationError("--profile", "no profiles file at " + file +
-                                             " (give one with --profiles or PARLEY_PROFILES)");
+      throw ValidationError(
+          "--profile", "no config file at " + file + " (give one with --config or PARLEY_CONFIG)");
     }
     registry.loadToml(file);
     options = registry.get(args.profile);

@@ -1,6 +1,7 @@
-// The endpoint options `parley ask` and `parley chat` share: --profile/--profiles from the
-// profiles file, else --base-url / $OPENAI_BASE_URL; --base-url, --model and --api-key override a
-// profile's values; the key defaults to $OPENAI_API_KEY.
+// The endpoint options `parley ask` and `parley chat` share: --profile from the config file
+// (--config, $PARLEY_CONFIG, else $XDG_CONFIG_HOME/parley/config.toml), else --base-url /
+// $OPENAI_BASE_URL; --base-url, --model and --api-key override a profile's values; the key defaults
+// to $OPENAI_API_KEY.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -15,12 +16,12 @@ struct EndpointArgs {
   std::string model;
   std::string apiKey;
   std::string profile;
-  std::string profilesFile;
+  std::string configFile;
 };
 
 void addEndpointOptions(CLI::App& cmd, EndpointArgs& args);
 
-// Throws ValidationError for a missing profiles file or an unknown profile.
+// Throws ValidationError for a missing config file or an unknown profile.
 ClientOptions resolveEndpoint(const EndpointArgs& args);
 
 // True when anything names an endpoint: an option above, $OPENAI_BASE_URL or $OPENAI_API_KEY.

@@ -1,6 +1,7 @@
 #include "history_export.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
 
 namespace parley::cli {
@@ -74,45 +75,137 @@ std::string renderMarkdown(const std::string& title, const ConversationManager& 
   return out.str();
 }
 
+namespace {
+
+struct TurnUsage {
+  int64_t prompt = 0;
+  int64_t completion = 0;
+  int64_t total = 0;
+  int calls = 0;  // replies that carried usage
+};
+
+// A turn: a user message and what followed it up to the next user message. Messages before
+// the first user message (the system prompt) form turn 0, the preamble.
+std::vector<size_t> turnStarts(const std::vector<Message>& all) {
+  std::vector<size_t> starts = {0};
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].role == Role::User && i != 0) starts.push_back(i);
+  }
+  starts.push_back(all.size());
+  return starts;
+}
+
+void renderMessage(std::ostringstream& out, const ConversationManager& manager,
+                   const std::vector<Message>& all, size_t i, size_t turnEnd,
+                   std::vector<bool>& rendered) {
+  const Message& m = all[i];
+  const bool hidden = manager.isModified(i);
+  out << "<div class=\"msg " << toString(m.role) << (hidden ? " hidden" : "") << "\">\n"
+      << "<div class=\"role\">" << heading(m.role);
+  if (m.role == Role::Tool) out << " <code>" << escapeHtml(m.toolCallId) << "</code>";
+  if (hidden) out << " <span class=\"tag\">hidden by a context operation</span>";
+  out << "</div>\n";
+  if (!m.content.empty()) out << "<pre>" << escapeHtml(m.content) << "</pre>\n";
+  for (const ToolCall& call : m.toolCalls) {
+    out << "<details><summary>tool call <code>" << escapeHtml(call.name) << "</code> "
+        << escapeHtml(call.id) << "</summary>\n<pre class=\"args\">"
+        << escapeHtml(prettyArguments(call.arguments)) << "</pre>\n";
+    // The tool message answering this call, folded here instead of standing alone.
+    for (size_t j = i + 1; j < turnEnd; ++j) {
+      if (rendered[j] || all[j].role != Role::Tool || all[j].toolCallId != call.id) continue;
+      rendered[j] = true;
+      const bool resultHidden = manager.isModified(j);
+      out << "<div class=\"result" << (resultHidden ? " hidden" : "") << "\">result"
+          << (resultHidden ? " <span class=\"tag\">hidden by a context operation</span>" : "")
+          << "<pre>" << escapeHtml(all[j].content) << "</pre></div>\n";
+      break;
+    }
+    out << "</details>\n";
+  }
+  if (m.usage) {
+    out << "<div class=\"call-usage\">" << m.usage->promptTokens << " prompt + "
+        << m.usage->completionTokens << " completion tokens</div>\n";
+  }
+  out << "</div>\n";
+}
+
+}  // namespace
+
 std::string renderHtml(const std::string& title, const ConversationManager& manager) {
+  const std::vector<Message> all = manager.getAllMessages();
+  const std::vector<size_t> starts = turnStarts(all);
+  std::vector<TurnUsage> usage(starts.size() - 1);
+  int64_t widest = 1;
+  size_t hiddenCount = 0;
+  for (size_t t = 0; t + 1 < starts.size(); ++t) {
+    for (size_t i = starts[t]; i < starts[t + 1]; ++i) {
+      if (manager.isModified(i)) ++hiddenCount;
+      if (!all[i].usage) continue;
+      usage[t].prompt += all[i].usage->promptTokens;
+      usage[t].completion += all[i].usage->completionTokens;
+      usage[t].total += all[i].usage->totalTokens;
+      ++usage[t].calls;
+    }
+    widest = std::max(widest, usage[t].prompt + usage[t].completion);
+  }
+
   std::ostringstream out;
   out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>"
       << escapeHtml(title) << "</title>\n<style>\n"
       << "body{font-family:system-ui,sans-serif;max-width:50rem;margin:2rem auto;padding:0 1rem;"
          "color:#222}\n"
+      << ".turn{border-top:1px solid #ddd;margin-top:1.5rem}.turn h2{font-size:1rem;color:#555}\n"
       << ".msg{border-left:4px solid #999;margin:1rem 0;padding:.5rem 1rem;background:#f7f7f7}\n"
       << ".user{border-color:#2a6fdb}.assistant{border-color:#2a9d5b}"
          ".system{border-color:#888}.tool{border-color:#c07a00}\n"
       << ".hidden{opacity:.5}.role{font-weight:bold}.tag{font-size:.8em;color:#a33}\n"
-      << "pre{white-space:pre-wrap;margin:.3rem 0}.bar{background:#2a6fdb;height:.8rem}\n"
+      << "pre{white-space:pre-wrap;margin:.3rem 0}.result{border-left:3px solid #c07a00;"
+         "padding-left:.5rem}\n"
+      << ".usage{display:flex;align-items:center;gap:.5rem;font-size:.85em;color:#555}\n"
+      << ".bars{display:flex;flex:0 0 20rem;height:.8rem;background:#eee}\n"
+      << ".bar{height:100%}.prompt{background:#2a6fdb}.completion{background:#2a9d5b}\n"
+      << ".call-usage{font-size:.8em;color:#777}\n"
       << "</style>\n</head>\n<body>\n<h1>" << escapeHtml(title) << "</h1>\n";
-  const std::vector<Message> all = manager.getAllMessages();
-  for (size_t i = 0; i < all.size(); ++i) {
-    const Message& m = all[i];
-    const bool hidden = manager.isModified(i);
-    out << "<div class=\"msg " << toString(m.role) << (hidden ? " hidden" : "") << "\">\n"
-        << "<div class=\"role\">" << heading(m.role);
-    if (m.role == Role::Tool) out << " <code>" << escapeHtml(m.toolCallId) << "</code>";
-    if (hidden) out << " <span class=\"tag\">hidden by a context operation</span>";
-    out << "</div>\n";
-    if (!m.content.empty()) out << "<pre>" << escapeHtml(m.content) << "</pre>\n";
-    for (const ToolCall& call : m.toolCalls) {
-      out << "<details><summary>tool call <code>" << escapeHtml(call.name) << "</code> "
-          << escapeHtml(call.id) << "</summary><pre>" << escapeHtml(prettyArguments(call.arguments))
-          << "</pre></details>\n";
+  const MessageStore store = manager.store();
+  out << "<p class=\"summary\">" << all.size() << " messages, " << store.viewSize()
+      << " in the current view (batch " << store.markMap().currentBatch << "); " << hiddenCount
+      << " hidden by context operations.</p>\n";
+
+  std::vector<bool> rendered(all.size(), false);
+  int turnNumber = 0;
+  for (size_t t = 0; t + 1 < starts.size(); ++t) {
+    const bool preamble = all.empty() || all[starts[t]].role != Role::User;
+    if (preamble && starts[t] == starts[t + 1]) continue;
+    if (preamble) {
+      out << "<section class=\"preamble\">\n";
+    } else {
+      ++turnNumber;
+      out << "<section class=\"turn\" id=\"turn-" << turnNumber << "\">\n<h2>Turn " << turnNumber
+          << "</h2>\n";
     }
-    out << "</div>\n";
+    if (usage[t].calls > 0) {
+      const TurnUsage& u = usage[t];
+      out << "<div class=\"usage\"><div class=\"bars\">"
+          << "<div class=\"bar prompt\" title=\"prompt\" style=\"width:"
+          << u.prompt * 100.0 / static_cast<double>(widest) << "%\"></div>"
+          << "<div class=\"bar completion\" title=\"completion\" style=\"width:"
+          << u.completion * 100.0 / static_cast<double>(widest) << "%\"></div></div>"
+          << "<span>" << u.prompt << " prompt + " << u.completion << " completion = " << u.total
+          << " tokens over " << u.calls << (u.calls == 1 ? " call" : " calls") << "</span></div>\n";
+    }
+    for (size_t i = starts[t]; i < starts[t + 1]; ++i) {
+      if (rendered[i]) continue;
+      rendered[i] = true;
+      renderMessage(out, manager, all, i, starts[t + 1], rendered);
+    }
+    out << "</section>\n";
   }
-  const TokenUsageStats usage = manager.getTokenUsage();
-  if (usage.requests > 0) {
-    const int64_t total = std::max<int64_t>(usage.cumulative.totalTokens, 1);
-    out << "<h2>Token usage</h2>\n<p>" << usage.cumulative.promptTokens << " prompt, "
-        << usage.cumulative.completionTokens << " completion, " << usage.cumulative.totalTokens
-        << " total over " << usage.requests << " calls</p>\n"
-        << "<div title=\"prompt\" class=\"bar\" style=\"width:"
-        << usage.cumulative.promptTokens * 100 / total << "%\"></div>\n"
-        << "<div title=\"completion\" class=\"bar\" style=\"background:#2a9d5b;width:"
-        << usage.cumulative.completionTokens * 100 / total << "%\"></div>\n";
+
+  const TokenUsageStats stats = manager.getTokenUsage();
+  if (stats.requests > 0) {
+    out << "<h2>Token usage</h2>\n<p class=\"total\">" << stats.cumulative.promptTokens
+        << " prompt, " << stats.cumulative.completionTokens << " completion, "
+        << stats.cumulative.totalTokens << " total over " << stats.requests << " calls</p>\n";
   }
   out << "</body>\n</html>\n";
   return out.str();

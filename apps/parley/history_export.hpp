@@ -12,8 +12,12 @@ namespace parley::cli {
 std::string renderMarkdown(const std::string& title, const ConversationManager& manager,
                            bool includeHidden);
 
-// One self-contained HTML page (inline CSS, no scripts): the turns, tool calls folded under
-// their message with <details>, hidden messages marked, the token usage when known.
+// One self-contained HTML page (inline CSS, no scripts, nothing fetched): one <section
+// class="turn"> per user message and what followed it (the system prompt before the first
+// one in a "preamble" section), each tool call folded under its assistant message with
+// <details> holding the arguments and the tool's result, messages a context operation hid
+// faded and tagged, and per turn the usage the API reported for its calls as prompt and
+// completion bars scaled to the largest turn.
 std::string renderHtml(const std::string& title, const ConversationManager& manager);
 
 // Escapes & < > " ' for HTML text and attributes.

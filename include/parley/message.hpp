@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "parley/usage.hpp"
+
 namespace parley {
 
 using json = nlohmann::json;
@@ -46,6 +48,10 @@ struct Message {
   std::string toolCallId;           // tool messages only: the call this message answers
   std::string name;                 // optional participant name
   json extra = json::object();      // fields parley does not model, written back verbatim
+  // On a model's reply: what the call that produced it cost, as the API reported it. Kept by
+  // snapshots and stores (JSON key "usage") so a history can show per-turn usage; never sent
+  // to a model.
+  std::optional<TokenUsage> usage;
 
   bool operator==(const Message&) const = default;
 
