@@ -172,9 +172,12 @@ int runAsk(const AskArgs& args) {
     return dynamic_cast<const ValidationError*>(&e) ? kExitUsage : kExitFailure;
   }
   std::signal(SIGINT, previous);
-  if (stored && args.thread.empty()) {
+  // After the reply, so a terminal shows the note on a line of its own.
+  const auto noteNewThread = [&] {
+    if (!stored || !args.thread.empty()) return;
+    std::cout << std::flush;
     std::cerr << "parley: saved as thread " << stored->threadId() << "\n";
-  }
+  };
 
   if (args.json) {
     reply.usage.reset();  // printed beside it, as the API's response has it
@@ -182,6 +185,7 @@ int runAsk(const AskArgs& args) {
                           {"finish_reason", finishReason},
                           {"usage", usage ? toJson(*usage) : nlohmann::json()}};
     std::cout << out.dump() << "\n";
+    noteNewThread();
     return kExitOk;
   }
   if (!args.stream) std::cout << reply.content;
@@ -192,6 +196,7 @@ int runAsk(const AskArgs& args) {
                 << call.id << "]\n";
     }
   }
+  noteNewThread();
   if (finishReason == "max_iterations") {
     std::cerr << "parley: stopped after " << args.maxIterations
               << " model calls (--max-iterations)\n";
