@@ -89,6 +89,12 @@ TEST_F(AskTest, EnvironmentGivesTheEndpointAndKey) {
   CliRun run = ask({"x"}, "OPENAI_BASE_URL=" + server_->baseUrl() + " OPENAI_API_KEY=sk-env");
   ASSERT_EQ(run.exitCode, 0) << run.err;
   EXPECT_EQ(server_->requests().at(0)["headers"]["authorization"], "Bearer sk-env");
+  // --api-key-env names another variable; OPENAI_API_KEY is then not used.
+  CliRun other =
+      ask({"--api-key-env", "TEAM_KEY", "x"},
+          "OPENAI_BASE_URL=" + server_->baseUrl() + " OPENAI_API_KEY=sk-env TEAM_KEY=sk-team");
+  ASSERT_EQ(other.exitCode, 0) << other.err;
+  EXPECT_EQ(server_->requests().at(1)["headers"]["authorization"], "Bearer sk-team");
 }
 
 TEST_F(AskTest, ProfileFromTheConfigFile) {

@@ -31,6 +31,8 @@ void addEndpointOptions(CLI::App& cmd, EndpointArgs& args) {
                  "else https://api.openai.com/v1)");
   cmd.add_option("--model", args.model, "Model name (default: $OPENAI_MODEL, else gpt-4o-mini)");
   cmd.add_option("--api-key", args.apiKey, "API key (default: $OPENAI_API_KEY)");
+  cmd.add_option("--api-key-env", args.apiKeyEnv,
+                 "Read the API key from this environment variable instead of OPENAI_API_KEY");
   cmd.add_option("--profile", args.profile,
                  "Use a named profile, a [profiles.NAME] table of the config file");
   cmd.add_option("--config", args.configFile,
@@ -56,14 +58,19 @@ ClientOptions resolveEndpoint(const EndpointArgs& args) {
   }
   if (!args.baseUrl.empty()) options.baseUrl = args.baseUrl;
   if (!args.model.empty()) options.model = args.model;
+  if (!args.apiKeyEnv.empty()) {
+    options.apiKey.clear();
+    options.apiKeyEnv = args.apiKeyEnv;
+  }
   if (!args.apiKey.empty()) options.apiKey = args.apiKey;
   if (options.apiKey.empty() && options.apiKeyEnv.empty()) options.apiKeyEnv = "OPENAI_API_KEY";
   return options;
 }
 
 bool endpointConfigured(const EndpointArgs& args) {
-  return !args.baseUrl.empty() || !args.apiKey.empty() || !args.profile.empty() ||
-         !envOr("OPENAI_BASE_URL", "").empty() || !envOr("OPENAI_API_KEY", "").empty();
+  return !args.baseUrl.empty() || !args.apiKey.empty() || !args.apiKeyEnv.empty() ||
+         !args.profile.empty() || !envOr("OPENAI_BASE_URL", "").empty() ||
+         !envOr("OPENAI_API_KEY", "").empty();
 }
 
 }  // namespace parley::cli

@@ -15,6 +15,7 @@ struct EndpointArgs {
   std::string baseUrl;
   std::string model;
   std::string apiKey;
+  std::string apiKeyEnv;
   std::string profile;
   std::string configFile;
 };
