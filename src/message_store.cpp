@@ -28,23 +28,6 @@ std::vector<size_t> toSizes(const MessageStore::IndexList& list) {
   return out;
 }
 
-json runsOf(const MessageStore::IndexList& list) {
-  json runs = json::array();
-  size_t start = 0;
-  size_t count = 0;
-  list.forEach(0, list.size(), [&](MessageStore::Index i) {
-    if (count > 0 && i == start + count) {
-      ++count;
-      return;
-    }
-    if (count > 0) runs.push_back({start, count});
-    start = i;
-    count = 1;
-  });
-  if (count > 0) runs.push_back({start, count});
-  return runs;
-}
-
 std::vector<MessageStore::Index> indicesFromRuns(const json& runs, const std::string& field,
                                                  size_t storageSize) {
   if (!runs.is_array()) throw ValidationError(field, "must be an array of [start, count] runs");
@@ -83,6 +66,7 @@ size_t MessageStore::append(Message message) {
   const Role role = message.role;
   storage_.push_back(makeRecord(std::move(message)));
   view_.push_back(index);
+  extendRuns(viewRuns_, index);
   roleIndex_[roleSlot(role)].push_back(index);
   return view_.size();
 }
@@ -112,10 +96,28 @@ MessageStore::Index MessageStore::appendHidden(Message message) {
 }
 
 void MessageStore::setView(IndexList view) {
-  saved_.push_back(SavedView{std::move(view_), roleIndex_});
+  saved_.push_back(SavedView{std::move(view_), std::move(viewRuns_), roleIndex_});
   view_ = std::move(view);
   rebuildRoleIndexes();
+  rebuildRuns();
   ++viewEpoch_;
+}
+
+void MessageStore::extendRuns(RunList& runs, Index index) {
+  if (!runs.empty()) {
+    Run last = runs.back();
+    if (last.start + last.count == index) {
+      ++last.count;
+      runs.set(runs.size() - 1, last);
+      return;
+    }
+  }
+  runs.push_back(Run{index, 1});
+}
+
+void MessageStore::rebuildRuns() {
+  viewRuns_.clear();
+  view_.forEach(0, view_.size(), [&](Index i) { extendRuns(viewRuns_, i); });
 }
 
 void MessageStore::rebuildRoleIndexes() {
@@ -173,6 +175,7 @@ void MessageStore::rollbackToBatch(size_t batch) {
   saved_.resize(batch);
   boundaries_.resize(batch + 1);
   view_ = std::move(restored.view);
+  viewRuns_ = std::move(restored.runs);
   roleIndex_ = std::move(restored.roleIndex);
   ++viewEpoch_;
 }
@@ -184,7 +187,9 @@ bool MessageStore::isModified(size_t storageIndex) const {
   }
   if (storageIndex < currentBoundary()) return true;
   bool found = false;
-  view_.forEach(0, view_.size(), [&](Index i) { found = found || i == storageIndex; });
+  viewRuns_.forEach(0, viewRuns_.size(), [&](const Run& run) {
+    found = found || (storageIndex >= run.start && storageIndex - run.start < run.count);
+  });
   return !found;
 }
 
@@ -231,14 +236,34 @@ std::string MessageStore::checkConsistency() const {
       return "the " + std::string(toString(role)) + " index does not match the view";
     }
   }
+  // The runs kept beside each view expand to exactly that view.
+  const auto expands = [](const RunList& runs, const IndexList& view) {
+    std::vector<size_t> expanded;
+    runs.forEach(0, runs.size(), [&](const Run& run) {
+      for (Index k = 0; k < run.count; ++k)
+        expanded.push_back(run.start + k);
+    });
+    return expanded == toSizes(view);
+  };
+  if (!expands(viewRuns_, view_)) return "the view's runs do not match the view";
+  for (size_t b = 0; b < saved_.size(); ++b) {
+    if (!expands(saved_[b].runs, saved_[b].view)) {
+      return "the runs of saved view " + std::to_string(b) + " do not match it";
+    }
+  }
   return {};
 }
 
 json MessageStore::markMapJson() const {
+  const auto runsJson = [](const RunList& runs) {
+    json out = json::array();
+    runs.forEach(0, runs.size(), [&](const Run& run) { out.push_back({run.start, run.count}); });
+    return out;
+  };
   json saved = json::array();
   for (const SavedView& s : saved_)
-    saved.push_back(runsOf(s.view));
-  return {{"view", runsOf(view_)},
+    saved.push_back(runsJson(s.runs));
+  return {{"view", runsJson(viewRuns_)},
           {"batchBoundaries", boundaries_},
           {"currentBatch", currentBatch()},
           {"savedViews", std::move(saved)}};
@@ -301,11 +326,13 @@ MessageStore MessageStore::fromJson(std::vector<Message> messages, const json& m
     const std::string field = "markMap.savedViews[" + std::to_string(b) + "]";
     store.view_ = checkedList(indicesFromRuns(saved[b], field, size), parsed[b], field);
     store.rebuildRoleIndexes();
-    store.saved_.push_back(SavedView{store.view_, store.roleIndex_});
+    store.rebuildRuns();
+    store.saved_.push_back(SavedView{store.view_, store.viewRuns_, store.roleIndex_});
   }
   store.view_ = checkedList(indicesFromRuns(member("view"), "markMap.view", size), parsed.back(),
                             "markMap.view");
   store.rebuildRoleIndexes();
+  store.rebuildRuns();
   store.boundaries_ = std::move(parsed);
   store.viewEpoch_ = 0;
   return store;

@@ -119,16 +119,28 @@ class MessageStore {
   static MessageStore fromJson(std::vector<Message> messages, const nlohmann::json& markMap);
 
  private:
+  // A view as runs of consecutive storage indices, kept beside it so the snapshot's markMap
+  // and isModified() cost O(runs), not O(messages): a history no context operation touched
+  // is one run however long it is.
+  struct Run {
+    Index start = 0;
+    Index count = 0;
+  };
+  using RunList = detail::PersistentVector<Run>;
   struct SavedView {
     IndexList view;
+    RunList runs;
     std::array<IndexList, 4> roleIndex;
   };
 
   void setView(IndexList view);
   void rebuildRoleIndexes();
+  void rebuildRuns();
+  static void extendRuns(RunList& runs, Index index);
 
   detail::PersistentVector<std::shared_ptr<const MessageRecord>> storage_;
   IndexList view_;
+  RunList viewRuns_;  // view_ as runs
   std::array<IndexList, 4> roleIndex_;
   std::vector<size_t> boundaries_;  // boundaries_[b] = boundary of batch b; never empty
   std::vector<SavedView> saved_;    // saved_[b] = the view while batch b was current
