@@ -7,9 +7,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "child_process.hpp"
 #include "cli_runner.hpp"
 #include "demo_tools.hpp"
 #include "mock/mock_server.hpp"
+#include "mock/script.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/store.hpp"
@@ -192,6 +194,33 @@ TEST_F(AskToolsTest, FailedTurnLeavesTheThreadAsItWas) {
   EXPECT_EQ(failed.exitCode, 1);
   SqliteStore store(db);
   EXPECT_EQ(store.threadInfo("t2")->messageCount, 2);
+}
+
+TEST_F(AskToolsTest, KilledRunLeavesWholeTurnsOnly) {
+  // The answer to a tool result never comes: the run is killed while it waits for it, after
+  // the model asked for a tool and the tool ran.
+  server_->setScript(mock::readScript(R"(
+{"match": {"last_role": "tool"}, "delay_ms": 60000, "reply": {"content": "too late"}}
+{"match": {"user_contains": "compute"}, "reply": {"tool_calls": [{"name": "calculate", "arguments": {"expression": "6*7"}}]}}
+{"reply": {"content": "ok"}}
+)"));
+  const std::string db = (dir_ / "chat.db").string();
+  std::filesystem::create_directories(dir_);
+  ASSERT_EQ(ask({"--db", db, "--thread", "t", "hello"}).exitCode, 0);
+  {
+    testing::ChildProcess run({PARLEY_CLI_PATH, "ask", "--base-url", server_->baseUrl(), "--db", db,
+                               "--thread", "t", "--tools", "demo", "compute"});
+    ASSERT_TRUE(server_->waitForRequests(3, std::chrono::seconds(30)));
+    EXPECT_EQ(server_->requests().back()["body"]["messages"].back()["role"], "tool");
+    run.kill(SIGKILL);
+    EXPECT_EQ(run.wait(), 128 + SIGKILL);
+  }
+  // The stored thread holds the first turn only, whole; the next run continues from it.
+  SqliteStore store(db);
+  EXPECT_EQ(store.threadInfo("t")->messageCount, 2);
+  ASSERT_EQ(ask({"--db", db, "--thread", "t", "again"}).exitCode, 0);
+  EXPECT_EQ(server_->requests().back()["body"]["messages"].size(), 3u);
+  EXPECT_EQ(SqliteStore(db).threadInfo("t")->messageCount, 4);
 }
 
 TEST_F(AskToolsTest, DbWithoutThreadStartsANewOne) {
