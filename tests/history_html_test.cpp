@@ -46,6 +46,30 @@ std::vector<std::string> sections(const std::string& dom) {
 
 class HistoryHtmlTest : public ::testing::Test {
  protected:
+  // Two turns with per-reply usage; the first turn's text hidden by a context operation.
+  void SetUp() override {
+    std::filesystem::create_directories(dir_);
+    {
+      ConversationManager conversation;
+      conversation.addMessage(Message::system("You are terse."));
+      conversation.addMessage(Message::user("Is <b>2+2</b> four?"));
+      conversation.addMessage(
+          reply("", 40, 10, {ToolCall{"call_1", "calculate", R"({"expression":"2+2"})"}}));
+      conversation.addMessage(Message::tool("call_1", R"({"result":4})"));
+      conversation.addMessage(reply("Yes, it is 4.", 60, 20));
+      conversation.addMessage(Message::user("And 3+3?"));
+      conversation.addMessage(reply("6.", 20, 5));
+      // Hide the first turn's text from the view: the page must still show it, marked.
+      applyContextOperation(conversation,
+                            parseContextOperation(nlohmann::json::parse(
+                                R"({"operation":"truncate","truncate":{"keepLast":3}})")));
+      auto store = std::shared_ptr<ConversationStore>(openStore(db_));
+      StoredThread thread(store, "t1");
+      thread.attach(conversation);
+      thread.save(conversation);
+    }
+  }
+
   void TearDown() override {
     std::error_code ignored;
     std::filesystem::remove_all(dir_, ignored);
@@ -53,34 +77,22 @@ class HistoryHtmlTest : public ::testing::Test {
 
   std::filesystem::path dir_ = std::filesystem::temp_directory_path() /
                                ("parley-history-html-" + std::to_string(::getpid()));
+  std::string db_ = (dir_ / "history.db").string();
 };
+
+TEST_F(HistoryHtmlTest, MarkdownCarriesEachReplysUsage) {
+  testing::CliRun md =
+      testing::runCli({"history", "export", "t1", "--format", "markdown", "--db", db_}, dir_);
+  ASSERT_EQ(md.exitCode, 0) << md.err;
+  EXPECT_NE(md.out.find("Yes, it is 4.\n\n*60 prompt + 20 completion tokens*"), std::string::npos)
+      << md.out;
+}
 
 TEST_F(HistoryHtmlTest, ChromiumShowsTheTurnsToolResultsHiddenMessagesAndUsageBars) {
   const std::string chromium = findChromium();
   ASSERT_FALSE(chromium.empty()) << "no chromium on PATH: scripts/setup.sh installs Debian's";
-  std::filesystem::create_directories(dir_);
-  const std::string db = (dir_ / "history.db").string();
-  {
-    ConversationManager conversation;
-    conversation.addMessage(Message::system("You are terse."));
-    conversation.addMessage(Message::user("Is <b>2+2</b> four?"));
-    conversation.addMessage(
-        reply("", 40, 10, {ToolCall{"call_1", "calculate", R"({"expression":"2+2"})"}}));
-    conversation.addMessage(Message::tool("call_1", R"({"result":4})"));
-    conversation.addMessage(reply("Yes, it is 4.", 60, 20));
-    conversation.addMessage(Message::user("And 3+3?"));
-    conversation.addMessage(reply("6.", 20, 5));
-    // Hide the first turn's text from the view: the page must still show it, marked.
-    applyContextOperation(conversation,
-                          parseContextOperation(nlohmann::json::parse(
-                              R"({"operation":"truncate","truncate":{"keepLast":3}})")));
-    auto store = std::shared_ptr<ConversationStore>(openStore(db));
-    StoredThread thread(store, "t1");
-    thread.attach(conversation);
-    thread.save(conversation);
-  }
   testing::CliRun html =
-      testing::runCli({"history", "export", "t1", "--format", "html", "--db", db}, dir_);
+      testing::runCli({"history", "export", "t1", "--format", "html", "--db", db_}, dir_);
   ASSERT_EQ(html.exitCode, 0) << html.err;
   const auto page = dir_ / "t1.html";
   std::ofstream(page) << html.out;

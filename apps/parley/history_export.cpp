@@ -65,6 +65,10 @@ std::string renderMarkdown(const std::string& title, const ConversationManager& 
       out << "\nTool call `" << call.name << "` [" << call.id << "]:\n\n```json\n"
           << prettyArguments(call.arguments) << "\n```\n";
     }
+    if (m.usage) {
+      out << "\n*" << m.usage->promptTokens << " prompt + " << m.usage->completionTokens
+          << " completion tokens*\n";
+    }
   }
   const TokenUsageStats usage = manager.getTokenUsage();
   if (usage.requests > 0) {
