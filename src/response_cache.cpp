@@ -142,11 +142,17 @@ std::optional<ChatResult> CachedLlmClient::replay(const std::optional<std::strin
   return hit;
 }
 
+void CachedLlmClient::store(const std::optional<std::string>& key, const ChatResult& result) {
+  // An empty reply is an error to the conversation (ProtocolError): not worth replaying.
+  if (!key || (result.message.content.empty() && result.message.toolCalls.empty())) return;
+  cache_->insert(*key, result);
+}
+
 ChatResult CachedLlmClient::generate(const ChatRequest& request) {
   const std::optional<std::string> k = key(request);
   if (auto hit = replay(k, request)) return std::move(*hit);
   ChatResult result = inner_->generate(request);
-  if (k) cache_->insert(*k, result);
+  store(k, result);
   return result;
 }
 
@@ -172,7 +178,7 @@ ChatResult CachedLlmClient::generateStream(const ChatRequest& request,
     return std::move(*hit);
   }
   ChatResult result = inner_->generateStream(request, onChunk);
-  if (k) cache_->insert(*k, result);
+  store(k, result);
   return result;
 }
 

@@ -69,7 +69,7 @@ class ResponseCache {
 // and stores the reply. The key is `profileId`, the profile's base URL and the request body
 // built as the client would send it (model, messages, tools, every parameter, the profile's
 // default parameters), without the stream flag: a streamed and a plain request of the same
-// body share a reply. Failed calls are not stored.
+// body share a reply. Failed calls and empty replies are not stored.
 //
 // A replayed reply is the stored one with fresh tool call ids (a model never repeats an id,
 // and the executor matches tool answers by id); a streamed request sees it as one delta
@@ -88,6 +88,7 @@ class CachedLlmClient : public LlmClient {
   std::optional<std::string> key(const ChatRequest& request) const;
   std::optional<ChatResult> replay(const std::optional<std::string>& key,
                                    const ChatRequest& request);
+  void store(const std::optional<std::string>& key, const ChatResult& result);
 
   std::shared_ptr<LlmClient> inner_;
   std::shared_ptr<ResponseCache> cache_;

@@ -228,5 +228,36 @@ TEST(CachedLlmClient, ProfilesDoNotShareReplies) {
   EXPECT_EQ(inner->calls.load(), 2);
 }
 
+// Fails, then answers with nothing, then answers.
+class FlakyClient : public LlmClient {
+ public:
+  ChatResult generate(const ChatRequest&) override {
+    const int n = ++calls;
+    if (n == 1) throw ConnectionError("down");
+    ChatResult r;
+    r.message.role = Role::Assistant;
+    if (n > 2) r.message.content = "finally";
+    return r;
+  }
+  ChatResult generateStream(const ChatRequest& request, const ChunkHandler&) override {
+    return generate(request);
+  }
+  std::atomic<int> calls{0};
+};
+
+TEST(CachedLlmClient, FailuresAndEmptyRepliesAreNotKept) {
+  auto inner = std::make_shared<FlakyClient>();
+  auto cache = std::make_shared<ResponseCache>(8);
+  ClientOptions profile;
+  profile.model = "m";
+  CachedLlmClient client(inner, cache, "p", profile);
+  EXPECT_THROW(client.generate(requestSaying("hi")), ConnectionError);
+  EXPECT_EQ(client.generate(requestSaying("hi")).message.content, "");
+  EXPECT_EQ(client.generate(requestSaying("hi")).message.content, "finally");
+  EXPECT_EQ(client.generate(requestSaying("hi")).message.content, "finally");
+  EXPECT_EQ(inner->calls.load(), 3);
+  EXPECT_EQ(cache->stats().hits, 1u);
+}
+
 }  // namespace
 }  // namespace parley::detail
