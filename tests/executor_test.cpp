@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -795,6 +796,38 @@ TEST_F(Executor, ResponseCacheAnswersAnIdenticalRequestWithoutTheModel) {
   EXPECT_EQ(stats.hits, 2u);
   EXPECT_EQ(stats.misses, 4u);
   EXPECT_EQ(stats.size, 4u);
+}
+
+TEST_F(Executor, ThreadsReplayingACachedToolCallGetIdsOfTheirOwn) {
+  startMock(kToolScript);
+  addTools();
+  Recorder rec(bus_);
+  auto o = options();
+  o.responseCacheSize = 64;
+  LlmExecutor executor(bus_, o);
+  ASSERT_EQ(executor.execute(request("first", "use tools")).content,
+            "got A-by-registry; B-by-registry");
+  ASSERT_EQ(server_->requests().size(), 2u);
+  // Every thread's first call is the cached one (same empty history, same prompt); its tool
+  // calls run concurrently with the other threads' and must not collide on their ids. The
+  // second call differs per thread (the ids are in it), so it reaches the model.
+  constexpr int kThreads = 20;
+  for (int i = 0; i < kThreads; ++i)
+    bus_.publish(request("t" + std::to_string(i), "use tools"));
+  executor.waitIdle();
+  EXPECT_EQ(server_->requests().size(), 2u + kThreads);
+  EXPECT_EQ(executor.responseCacheStats().hits, static_cast<uint64_t>(kThreads));
+  std::lock_guard lock(rec.mutex);
+  ASSERT_EQ(rec.failed.size(), 0u);
+  ASSERT_EQ(rec.completed.size(), kThreads + 1u);
+  std::set<std::string> ids;
+  for (const auto& done : rec.completed) {
+    EXPECT_EQ(done.result.content, "got A-by-registry; B-by-registry") << done.threadId;
+    for (const auto& call : done.result.toolCalls)
+      EXPECT_TRUE(ids.insert(call.id).second) << "tool call id " << call.id << " repeats";
+  }
+  EXPECT_EQ(ids.size(), 2u * (kThreads + 1));
+  EXPECT_FALSE(logContains("duplicate"));
 }
 
 TEST_F(Executor, WithoutTheCacheEveryRequestReachesTheModel) {
