@@ -11,8 +11,8 @@
 // its toolCallId (or the tool timeout: then the tool gets an error result), append the tool
 // messages in call order, call again, until a reply without tool calls or maxIterations calls.
 // With responseCacheSize set, a model call whose request was answered before is replayed
-// from the cache instead (see the option). Every event a request causes carries its traceId (one is
-// generated when the request has none).
+// from the cache instead (see the option). Every event a request causes carries its traceId
+// (one is generated when the request has none).
 //
 // A request of nodeType "context_processor" applies the context operation in
 // requestData.parameters (context_ops.hpp) to the thread's conversation; its result's content is
