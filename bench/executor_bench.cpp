@@ -9,6 +9,11 @@
 //                          BM_ExecutorExecute - BM_ManagerRun.
 //   BM_ExecutorThroughput/N  N threads publish one request each at once; waitIdle();
 //                          requests per second (items_per_second).
+//   BM_ExecutorCacheMiss   BM_ExecutorExecute with responseCacheSize set and a prompt never
+//                          seen before: every request hashes its body, misses, calls the model
+//                          and stores the reply.
+//   BM_ExecutorCacheHit    the same with the same prompt on every (fresh) thread: every request
+//                          after the first is answered from the cache, without the model.
 #include <benchmark/benchmark.h>
 
 #include <atomic>
@@ -82,6 +87,39 @@ void BM_ExecutorExecute(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_ExecutorExecute)->UseRealTime();
+
+// One request per iteration on a fresh thread with the response cache on; `samePrompt`: every
+// request is the same (hits), else each is new (misses).
+void executeCached(benchmark::State& state, bool samePrompt) {
+  auto& f = fixture();
+  EventBus bus;
+  ExecutorOptions options;
+  options.profiles = f.profiles;
+  options.responseCacheSize = 1024;
+  LlmExecutor executor(bus, options);
+  uint64_t n = 0;
+  for (auto _ : state) {
+    const std::string thread = "t" + std::to_string(n++);
+    auto r = request(thread);
+    if (!samePrompt) r.requestData.prompt = "hi " + std::to_string(n);
+    benchmark::DoNotOptimize(executor.execute(r));
+    executor.cleanupThread(thread);
+  }
+  const auto stats = executor.responseCacheStats();
+  const uint64_t expected = samePrompt ? state.iterations() - 1 : 0;
+  if (stats.hits != expected) state.SkipWithError("unexpected cache hits");
+  state.counters["hits"] = static_cast<double>(stats.hits);
+}
+
+void BM_ExecutorCacheMiss(benchmark::State& state) {
+  executeCached(state, false);
+}
+BENCHMARK(BM_ExecutorCacheMiss)->UseRealTime();
+
+void BM_ExecutorCacheHit(benchmark::State& state) {
+  executeCached(state, true);
+}
+BENCHMARK(BM_ExecutorCacheHit)->UseRealTime();
 
 void BM_ExecutorThroughput(benchmark::State& state) {
   auto& f = fixture();

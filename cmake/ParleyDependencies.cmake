@@ -6,6 +6,7 @@ find_package(SQLite3 REQUIRED)
 find_package(PostgreSQL REQUIRED)
 find_package(simdjson REQUIRED)
 find_package(tomlplusplus REQUIRED)  # profiles.cpp (the library links it privately)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)  # SHA-256 of the executor's response cache
 
 # valijson is header-only; Debian's package drags in Qt and Poco, so setup.sh may unpack
 # the headers alone into .deps/valijson.

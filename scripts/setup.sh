@@ -19,6 +19,7 @@ packages=(
   tmux chromium
   libicu-dev
   nodejs
+  libssl-dev
 )
 missing=()
 for p in "${packages[@]}"; do

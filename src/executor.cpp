@@ -18,6 +18,7 @@
 #include "parley/errors.hpp"
 #include "parley/store.hpp"
 #include "parley/thread_pool.hpp"
+#include "response_cache.hpp"
 
 namespace parley {
 namespace {
@@ -66,7 +67,7 @@ struct PendingBatch {
   std::mutex mutex;
   std::condition_variable_any resolved;
   std::vector<std::optional<ToolResult>> results;
-  size_t remaining = 0;
+  size_t answers = 0;  // answers received: the runner wakes when it changes
 };
 
 // A user_interaction node waiting for its UserInteractionResponded.
@@ -92,6 +93,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
   EventBus& bus;
   ExecutorOptions options;
   std::shared_ptr<ThreadPool> pool;
+  std::shared_ptr<detail::ResponseCache> cache;  // null: responseCacheSize 0
 
   mutable std::mutex mutex;
   std::condition_variable idle;
@@ -288,7 +290,13 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
   std::unique_ptr<ConversationManager> makeManager(ThreadState& state,
                                                    const std::string& profileId) {
     ConversationOptions o;
-    if (!profileId.empty()) o.llm = options.profiles->client(profileId);
+    if (!profileId.empty()) {
+      o.llm = options.profiles->client(profileId);
+      if (cache) {
+        o.llm = std::make_shared<detail::CachedLlmClient>(std::move(o.llm), cache, profileId,
+                                                          options.profiles->get(profileId));
+      }
+    }
     o.tools = options.tools;
     o.systemPrompt = options.systemPrompt;
     o.maxIterations = options.maxIterations;
@@ -550,87 +558,132 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     return out;
   }
 
-  // Sends the calls out as events and waits for their results (in call order).
+  ToolResult errorResult(const ToolCall& call, std::string error, ToolErrorKind kind) {
+    ToolResult r;
+    r.toolCallId = call.id;
+    r.name = call.name;
+    r.error = std::move(error);
+    r.errorKind = kind;
+    return r;
+  }
+
+  void publishToolRequest(const LlmExecutionRequest& request, const ToolCall& call) {
+    auto event = causedBy<ToolExecutionRequest>(request);
+    event.nodeId = request.nodeId;
+    event.toolCall = call;
+    event.executionOptions.timeout = options.toolCallTimeout;
+    if (options.tools) {
+      if (auto info = options.tools->find(call.name)) {
+        event.executionOptions.retries = info->options.retries;
+        event.executionOptions.retryDelay = info->options.retryDelay;
+      }
+    }
+    bus.publish(event);
+  }
+
+  // Sends the calls out as events, at most maxToolCallsPerThread unanswered at once (the next
+  // goes out as an answer or a timeout frees a slot), and returns their results in call order.
+  // Each call's timeout runs from the moment it was sent.
   std::vector<ToolResult> runTools(const LlmExecutionRequest& request,
                                    const std::vector<ToolCall>& calls, std::stop_token stop) {
+    using Clock = std::chrono::steady_clock;
     auto batch = std::make_shared<PendingBatch>();
     batch->results.resize(calls.size());
-    std::vector<bool> registered(calls.size(), false);
-    std::vector<std::optional<ToolResult>> refused(calls.size());
-    for (size_t i = 0; i < calls.size(); ++i)
-      refused[i] = approval(request, calls[i], stop);
-    {
-      std::lock_guard lock(pendingMutex);
-      std::lock_guard batchLock(batch->mutex);
-      for (size_t i = 0; i < calls.size(); ++i) {
-        if (refused[i]) {
-          batch->results[i] = std::move(*refused[i]);
-          continue;
-        }
-        if (pending.count(calls[i].id)) {
-          log("parley: tool call id \"" + calls[i].id +
-              "\" is already pending for another request; the call gets an error result");
-          ToolResult r;
-          r.toolCallId = calls[i].id;
-          r.name = calls[i].name;
-          r.error = "duplicate tool call id \"" + calls[i].id + "\"";
-          r.errorKind = ToolErrorKind::HandlerFailed;
-          batch->results[i] = std::move(r);
-          continue;
-        }
-        pending.emplace(calls[i].id, PendingCall{batch, i, request.threadId, calls[i].name});
-        registered[i] = true;
-        ++batch->remaining;
+    std::vector<std::optional<ToolResult>> settled(calls.size());  // known without sending
+    std::unordered_set<std::string> ids;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      if (!ids.insert(calls[i].id).second) {
+        log("parley: tool call id \"" + calls[i].id +
+            "\" repeats within one reply; the repeated call gets an error result");
+        settled[i] = errorResult(calls[i], "duplicate tool call id \"" + calls[i].id + "\"",
+                                 ToolErrorKind::HandlerFailed);
       }
     }
     for (size_t i = 0; i < calls.size(); ++i) {
-      if (!registered[i]) continue;
-      auto event = causedBy<ToolExecutionRequest>(request);
-      event.nodeId = request.nodeId;
-      event.toolCall = calls[i];
-      event.executionOptions.timeout = options.toolCallTimeout;
-      if (options.tools) {
-        if (auto info = options.tools->find(calls[i].name)) {
-          event.executionOptions.retries = info->options.retries;
-          event.executionOptions.retryDelay = info->options.retryDelay;
-        }
-      }
-      bus.publish(event);
+      if (!settled[i]) settled[i] = approval(request, calls[i], stop);
     }
-    const auto deadline = std::chrono::steady_clock::now() + options.toolCallTimeout;
-    {
-      std::unique_lock lock(batch->mutex);
-      batch->resolved.wait_until(lock, stop, deadline, [&] { return batch->remaining == 0; });
-    }
-    // Whatever is still unanswered is forgotten: a late answer is then an unknown id.
-    {
+
+    struct InFlight {
+      size_t index;
+      Clock::time_point deadline;
+    };
+    std::vector<InFlight> inFlight;  // in send order, so deadlines never decrease
+    const size_t cap = static_cast<size_t>(options.maxToolCallsPerThread);
+    size_t next = 0;
+    size_t seenAnswers = 0;
+    // Forgets calls still waiting: a late answer is then an unknown id.
+    auto forget = [&](const std::vector<InFlight>& gone) {
       std::lock_guard lock(pendingMutex);
-      for (size_t i = 0; i < calls.size(); ++i) {
-        auto it = pending.find(calls[i].id);
-        if (registered[i] && it != pending.end() && it->second.batch == batch) pending.erase(it);
+      for (const InFlight& f : gone) {
+        auto it = pending.find(calls[f.index].id);
+        if (it != pending.end() && it->second.batch == batch) pending.erase(it);
       }
-    }
-    std::lock_guard lock(batch->mutex);
-    if (batch->remaining > 0 && stop.stop_requested()) {
-      throw CancelledError("the thread was cleaned up while tool calls were pending");
+    };
+    for (;;) {
+      while (inFlight.size() < cap && next < calls.size()) {
+        const size_t i = next++;
+        if (!settled[i]) {
+          std::lock_guard lock(pendingMutex);
+          if (!pending.emplace(calls[i].id, PendingCall{batch, i, request.threadId, calls[i].name})
+                   .second) {
+            log("parley: tool call id \"" + calls[i].id +
+                "\" is already pending for another request; the call gets an error result");
+            settled[i] = errorResult(calls[i], "duplicate tool call id \"" + calls[i].id + "\"",
+                                     ToolErrorKind::HandlerFailed);
+          }
+        }
+        if (settled[i]) {
+          std::lock_guard lock(batch->mutex);
+          batch->results[i] = std::move(*settled[i]);
+          continue;
+        }
+        inFlight.push_back({i, Clock::now() + options.toolCallTimeout});
+        // Not under a lock: a worker may answer inline, from within publish().
+        publishToolRequest(request, calls[i]);
+      }
+      if (inFlight.empty()) break;
+
+      {
+        std::unique_lock lock(batch->mutex);
+        batch->resolved.wait_until(lock, stop, inFlight.front().deadline,
+                                   [&] { return batch->answers != seenAnswers; });
+        seenAnswers = batch->answers;
+      }
+      if (stop.stop_requested()) {
+        forget(inFlight);
+        throw CancelledError("the thread was cleaned up while tool calls were pending");
+      }
+      // Drop the answered calls, then time out the overdue ones.
+      const auto now = Clock::now();
+      std::vector<InFlight> overdue;
+      {
+        std::lock_guard lock(batch->mutex);
+        std::erase_if(inFlight, [&](const InFlight& f) {
+          if (batch->results[f.index]) return true;
+          if (f.deadline > now) return false;
+          overdue.push_back(f);
+          return true;
+        });
+      }
+      if (overdue.empty()) continue;
+      forget(overdue);
+      std::lock_guard lock(batch->mutex);
+      for (const InFlight& f : overdue) {
+        if (batch->results[f.index]) continue;  // answered just before it was forgotten
+        ToolResult r = errorResult(calls[f.index],
+                                   "tool \"" + calls[f.index].name + "\" did not answer within " +
+                                       std::to_string(options.toolCallTimeout.count()) + " ms",
+                                   ToolErrorKind::Timeout);
+        log("parley: " + r.error + " (tool call " + r.toolCallId + ", trace " + request.traceId +
+            ")");
+        batch->results[f.index] = std::move(r);
+      }
     }
     std::vector<ToolResult> results;
     results.reserve(calls.size());
-    for (size_t i = 0; i < calls.size(); ++i) {
-      if (batch->results[i]) {
-        results.push_back(std::move(*batch->results[i]));
-        continue;
-      }
-      ToolResult r;
-      r.toolCallId = calls[i].id;
-      r.name = calls[i].name;
-      r.error = "tool \"" + calls[i].name + "\" did not answer within " +
-                std::to_string(options.toolCallTimeout.count()) + " ms";
-      r.errorKind = ToolErrorKind::Timeout;
-      log("parley: " + r.error + " (tool call " + r.toolCallId + ", trace " + request.traceId +
-          ")");
-      results.push_back(std::move(r));
-    }
+    std::lock_guard lock(batch->mutex);
+    for (auto& r : batch->results)
+      results.push_back(std::move(*r));
     return results;
   }
 
@@ -658,7 +711,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     {
       std::lock_guard lock(call.batch->mutex);
       call.batch->results[call.index] = std::move(result);
-      --call.batch->remaining;
+      ++call.batch->answers;
     }
     call.batch->resolved.notify_all();
   }
@@ -734,12 +787,18 @@ LlmExecutor::LlmExecutor(EventBus& bus, ExecutorOptions options) {
   }
   if (options.maxIterations < 1)
     throw ValidationError("options.maxIterations", "must be at least 1");
+  if (options.maxToolCallsPerThread < 1) {
+    throw ValidationError("options.maxToolCallsPerThread", "must be at least 1");
+  }
   if (options.toolCallTimeout.count() <= 0) {
     throw ValidationError("options.toolCallTimeout", "must be positive");
   }
   impl_ = std::make_shared<Impl>(bus, std::move(options));
   Impl& impl = *impl_;
   impl.pool = impl.options.pool ? impl.options.pool : std::make_shared<ThreadPool>();
+  if (impl.options.responseCacheSize > 0) {
+    impl.cache = std::make_shared<detail::ResponseCache>(impl.options.responseCacheSize);
+  }
   if (impl.options.toolWorker && impl.options.tools) {
     impl.worker = std::make_unique<ToolWorker>(bus, impl.options.tools);
   }
@@ -805,6 +864,17 @@ bool LlmExecutor::cleanupThread(const std::string& threadId) {
 
 void LlmExecutor::shutdown() {
   impl_->shutdown();
+}
+
+LlmExecutor::CacheStats LlmExecutor::responseCacheStats() const {
+  CacheStats out;
+  if (!impl_->cache) return out;
+  const detail::ResponseCache::Stats s = impl_->cache->stats();
+  out.hits = s.hits;
+  out.misses = s.misses;
+  out.evictions = s.evictions;
+  out.size = s.size;
+  return out;
 }
 
 size_t LlmExecutor::threadCount() const {

@@ -2,11 +2,13 @@
 // of order, never, with an unknown id), many threads at once, snapshots, validation, cleanup.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -268,6 +270,176 @@ TEST_F(Executor, ToolResultsAnsweredOutOfOrderAreAppendedInCallOrder) {
   EXPECT_EQ(messages[3].content, "B");
   for (const auto& trace : rec.traces)
     EXPECT_EQ(trace, "trace-tools");
+}
+
+const char* kFiveToolCalls = R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "got {{tool_results}}"}}
+{"reply": {"tool_calls": [{"name": "alpha", "arguments": {"n": "0"}}, {"name": "alpha", "arguments": {"n": "1"}}, {"name": "alpha", "arguments": {"n": "2"}}, {"name": "alpha", "arguments": {"n": "3"}}, {"name": "alpha", "arguments": {"n": "4"}}]}}
+)";
+
+// Answers tool calls, always the most recent one first, but only once a thread has as many
+// calls outstanding as the cap allows (or as are left): so the cap is reached, and a call sent
+// beyond it shows in `largest` (or stalls the worker) unless the answers happen to keep up;
+// OnlyTheCapOfToolCallsGoesOutBeforeAnAnswer checks the bound without that race.
+struct CappedWorker {
+  CappedWorker(EventBus& b, size_t callsPerThread, size_t cap)
+      : bus(b), perThread(callsPerThread), cap(cap) {
+    sub = bus.subscribe<ToolExecutionRequest>([this](const ToolExecutionRequest& e) {
+      std::lock_guard lock(mutex);
+      auto& waiting = outstanding[e.threadId];
+      waiting.push_back(e);
+      largest[e.threadId] = std::max(largest[e.threadId], waiting.size());
+      changed.notify_all();
+    });
+  }
+
+  // Answers every call of `threads` threads; false if the calls stopped coming.
+  bool answerAll(size_t threads) {
+    std::unique_lock lock(mutex);
+    size_t total = 0;
+    while (total < threads * perThread) {
+      std::string ready;
+      auto full = [&] {
+        for (auto& [thread, waiting] : outstanding) {
+          const size_t left = perThread - answered[thread];
+          if (!waiting.empty() && waiting.size() == std::min(cap, left)) {
+            ready = thread;
+            return true;
+          }
+        }
+        return false;
+      };
+      // The bound only turns a broken executor into a failure instead of a hang.
+      if (!changed.wait_for(lock, 10s, full)) return false;
+      ToolExecutionRequest last = outstanding[ready].back();
+      outstanding[ready].pop_back();
+      ++answered[ready];
+      ++total;
+      lock.unlock();
+      ToolExecutionCompleted done;
+      done.threadId = last.threadId;
+      done.traceId = last.traceId;
+      done.toolCallId = last.toolCall.id;
+      done.result.success = true;
+      done.result.result = "v" + json::parse(last.toolCall.arguments).at("n").get<std::string>() +
+                           "-" + last.threadId;
+      bus.publish(done);
+      lock.lock();
+    }
+    return true;
+  }
+
+  EventBus& bus;
+  const size_t perThread;
+  const size_t cap;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::map<std::string, std::vector<ToolExecutionRequest>> outstanding;
+  std::map<std::string, size_t> answered;
+  std::map<std::string, size_t> largest;
+  Subscription sub;
+};
+
+TEST_F(Executor, ToolCallsOfAThreadStayWithinTheCapAndKeepTheirOrder) {
+  startMock(kFiveToolCalls);
+  constexpr size_t kCalls = 5;
+  constexpr size_t kCap = 2;
+  const std::vector<std::string> threads = {"a", "b", "c"};
+  CappedWorker worker(bus_, kCalls, kCap);
+  Recorder rec(bus_);
+  auto o = options(/*toolWorker=*/false);
+  o.maxToolCallsPerThread = static_cast<int>(kCap);
+  LlmExecutor executor(bus_, o);
+  for (const auto& thread : threads)
+    bus_.publish(request(thread, "use tools"));
+  ASSERT_TRUE(worker.answerAll(threads.size()));
+  executor.waitIdle();
+
+  {
+    std::lock_guard lock(worker.mutex);
+    for (const auto& thread : threads) {
+      // Per thread, not per executor: every thread had its own kCap calls out at once.
+      EXPECT_EQ(worker.largest[thread], kCap) << thread;
+    }
+  }
+  std::lock_guard lock(rec.mutex);
+  ASSERT_EQ(rec.failed.size(), 0u);
+  ASSERT_EQ(rec.completed.size(), threads.size());
+  for (const auto& done : rec.completed) {
+    const std::string& t = done.threadId;
+    std::string expected = "got ";
+    for (size_t n = 0; n < kCalls; ++n)
+      expected += (n ? "; v" : "v") + std::to_string(n) + "-" + t;
+    EXPECT_EQ(done.result.content, expected);
+    auto messages = history(done.updatedContext);
+    ASSERT_EQ(messages.size(), kCalls + 3);
+    for (size_t n = 0; n < kCalls; ++n) {
+      EXPECT_EQ(messages[2 + n].toolCallId, messages[1].toolCalls[n].id);
+      EXPECT_EQ(messages[2 + n].content, "v" + std::to_string(n) + "-" + t);
+    }
+  }
+}
+
+TEST_F(Executor, OnlyTheCapOfToolCallsGoesOutBeforeAnAnswer) {
+  startMock(kFiveToolCalls);
+  constexpr size_t kCap = 3;
+  const std::vector<std::string> threads = {"a", "b"};
+  ManualWorker worker(bus_);  // records, never answers
+  auto o = options(/*toolWorker=*/false);
+  o.maxToolCallsPerThread = static_cast<int>(kCap);
+  LlmExecutor executor(bus_, o);
+  for (const auto& thread : threads)
+    bus_.publish(request(thread, "use tools"));
+  worker.waitFor(kCap * threads.size());
+  // A thread sends its calls from one loop and only then waits: once that wait is cancelled
+  // and the executor is idle, every call it would send without an answer has been sent.
+  for (const auto& thread : threads)
+    EXPECT_TRUE(executor.cleanupThread(thread));
+  executor.waitIdle();
+  std::lock_guard lock(worker.mutex);
+  std::map<std::string, size_t> sent;
+  for (const auto& r : worker.requests)
+    ++sent[r.threadId];
+  for (const auto& thread : threads)
+    EXPECT_EQ(sent[thread], kCap) << thread;
+}
+
+TEST_F(Executor, ATimedOutToolCallFreesItsSlotForTheNext) {
+  startMock(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "got {{tool_results}}"}}
+{"reply": {"tool_calls": [{"name": "alpha", "arguments": {"n": "0"}}, {"name": "alpha", "arguments": {"n": "1"}}, {"name": "alpha", "arguments": {"n": "2"}}]}}
+)");
+  // Answers every call but the first, inline; the first only times out.
+  std::atomic<int> seen{0};
+  auto sub = bus_.subscribe<ToolExecutionRequest>([&](const ToolExecutionRequest& e) {
+    if (seen++ == 0) return;
+    ToolExecutionCompleted done;
+    done.threadId = e.threadId;
+    done.toolCallId = e.toolCall.id;
+    done.result.success = true;
+    done.result.result = "v" + json::parse(e.toolCall.arguments).at("n").get<std::string>();
+    bus_.publish(done);
+  });
+  auto o = options(/*toolWorker=*/false);
+  o.maxToolCallsPerThread = 1;
+  o.toolCallTimeout = 100ms;
+  LlmExecutor executor(bus_, o);
+  auto result = executor.execute(request("t", "use tools"));
+  EXPECT_EQ(seen.load(), 3);
+  EXPECT_EQ(result.content.rfind("got {\"error\":", 0), 0u) << result.content;
+  EXPECT_NE(result.content.find("did not answer"), std::string::npos) << result.content;
+  EXPECT_EQ(result.content.substr(result.content.size() - 10), "\"}; v1; v2") << result.content;
+}
+
+TEST_F(Executor, ToolCallCapBelowOneIsRefused) {
+  auto o = options();
+  o.maxToolCallsPerThread = 0;
+  try {
+    LlmExecutor executor(bus_, o);
+    ADD_FAILURE() << "no error";
+  } catch (const ValidationError& e) {
+    EXPECT_EQ(e.field(), "options.maxToolCallsPerThread");
+  }
 }
 
 TEST_F(Executor, AToolThatNeverAnswersGetsATimeoutErrorResult) {
@@ -574,6 +746,97 @@ TEST_F(Executor, ThreadsPersistInTheStoreAcrossExecutors) {
     EXPECT_EQ(store->loadThread("kept").messages.size(), 4u);
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST_F(Executor, ResponseCacheAnswersAnIdenticalRequestWithoutTheModel) {
+  startMock(R"({"reply": {"content": "echo {{last_user}} #{{request}}"}})");
+  std::mutex m;
+  std::vector<LlmStreamChunk> chunks;
+  auto sub = bus_.subscribe<LlmStreamChunk>([&](const LlmStreamChunk& e) {
+    std::lock_guard lock(m);
+    chunks.push_back(e);
+  });
+  auto o = options();
+  o.responseCacheSize = 8;
+  LlmExecutor executor(bus_, o);
+
+  EXPECT_EQ(executor.execute(request("t1", "hello")).content, "echo hello #1");
+  ASSERT_EQ(server_->requests().size(), 1u);
+  // Another thread with the same (empty) history sends the same request: the model is not asked.
+  LlmExecutionResult cached = executor.execute(request("t2", "hello"));
+  EXPECT_EQ(cached.content, "echo hello #1");
+  EXPECT_EQ(cached.finishReason, "stop");
+  EXPECT_GT(cached.usage.totalTokens, 0);
+  EXPECT_EQ(server_->requests().size(), 1u);
+  // Streamed, it is one chunk with the whole content.
+  auto streamed = request("t3", "hello");
+  streamed.requestData.stream = true;
+  EXPECT_EQ(executor.execute(streamed).content, "echo hello #1");
+  EXPECT_EQ(server_->requests().size(), 1u);
+  {
+    std::lock_guard lock(m);
+    ASSERT_EQ(chunks.size(), 1u);
+    EXPECT_EQ(chunks[0].content, "echo hello #1");
+    EXPECT_EQ(chunks[0].threadId, "t3");
+  }
+  // The reply is in the thread's history as if the model had answered.
+  auto next = executor.execute(request("t2", "again"));
+  EXPECT_EQ(next.content, "echo again #2");
+  auto body = server_->requests().back()["body"];
+  ASSERT_EQ(body["messages"].size(), 3u);
+  EXPECT_EQ(body["messages"][1]["content"], "echo hello #1");
+
+  // A different prompt, or the same one with another parameter, reaches the model.
+  EXPECT_EQ(executor.execute(request("t4", "other")).content, "echo other #3");
+  auto warmer = request("t5", "hello");
+  warmer.requestData.parameters = {{"temperature", 0.9}};
+  EXPECT_EQ(executor.execute(warmer).content, "echo hello #4");
+  EXPECT_EQ(server_->requests().size(), 4u);
+  auto stats = executor.responseCacheStats();
+  EXPECT_EQ(stats.hits, 2u);
+  EXPECT_EQ(stats.misses, 4u);
+  EXPECT_EQ(stats.size, 4u);
+}
+
+TEST_F(Executor, ThreadsReplayingACachedToolCallGetIdsOfTheirOwn) {
+  startMock(kToolScript);
+  addTools();
+  Recorder rec(bus_);
+  auto o = options();
+  o.responseCacheSize = 64;
+  LlmExecutor executor(bus_, o);
+  ASSERT_EQ(executor.execute(request("first", "use tools")).content,
+            "got A-by-registry; B-by-registry");
+  ASSERT_EQ(server_->requests().size(), 2u);
+  // Every thread's first call is the cached one (same empty history, same prompt); its tool
+  // calls run concurrently with the other threads' and must not collide on their ids. The
+  // second call differs per thread (the ids are in it), so it reaches the model.
+  constexpr int kThreads = 20;
+  for (int i = 0; i < kThreads; ++i)
+    bus_.publish(request("t" + std::to_string(i), "use tools"));
+  executor.waitIdle();
+  EXPECT_EQ(server_->requests().size(), 2u + kThreads);
+  EXPECT_EQ(executor.responseCacheStats().hits, static_cast<uint64_t>(kThreads));
+  std::lock_guard lock(rec.mutex);
+  ASSERT_EQ(rec.failed.size(), 0u);
+  ASSERT_EQ(rec.completed.size(), kThreads + 1u);
+  std::set<std::string> ids;
+  for (const auto& done : rec.completed) {
+    EXPECT_EQ(done.result.content, "got A-by-registry; B-by-registry") << done.threadId;
+    for (const auto& call : done.result.toolCalls)
+      EXPECT_TRUE(ids.insert(call.id).second) << "tool call id " << call.id << " repeats";
+  }
+  EXPECT_EQ(ids.size(), 2u * (kThreads + 1));
+  EXPECT_FALSE(logContains("duplicate"));
+}
+
+TEST_F(Executor, WithoutTheCacheEveryRequestReachesTheModel) {
+  startMock(R"({"reply": {"content": "echo {{last_user}} #{{request}}"}})");
+  LlmExecutor executor(bus_, options());
+  EXPECT_EQ(executor.execute(request("t1", "hello")).content, "echo hello #1");
+  EXPECT_EQ(executor.execute(request("t2", "hello")).content, "echo hello #2");
+  EXPECT_EQ(server_->requests().size(), 2u);
+  EXPECT_EQ(executor.responseCacheStats().hits, 0u);
 }
 
 TEST_F(Executor, EventLogWritesJsonLinesWithoutSecrets) {

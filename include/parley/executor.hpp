@@ -6,11 +6,13 @@
 // requestData.tools; a failure is an LlmExecutionFailed whose errorDetails.field names the field),
 // queue it on its thread, and on the pool: get the thread's ConversationManager (made on first
 // use, loaded from the store when one is set, or restored from contextSnapshot), call the model
-// with the prompt, send each tool call of a reply out as a ToolExecutionRequest and wait for
-// the ToolExecutionCompleted/Failed of its toolCallId (or the tool timeout: then the tool gets
-// an error result), append the tool messages in call order, call again, until a reply without
-// tool calls or maxIterations calls. Every event a request causes carries its traceId (one is
-// generated when the request has none).
+// with the prompt, send each tool call of a reply out as a ToolExecutionRequest (at most
+// maxToolCallsPerThread unanswered at once) and wait for the ToolExecutionCompleted/Failed of
+// its toolCallId (or the tool timeout: then the tool gets an error result), append the tool
+// messages in call order, call again, until a reply without tool calls or maxIterations calls.
+// With responseCacheSize set, a model call whose request was answered before is replayed
+// from the cache instead (see the option). Every event a request causes carries its traceId
+// (one is generated when the request has none).
 //
 // A request of nodeType "context_processor" applies the context operation in
 // requestData.parameters (context_ops.hpp) to the thread's conversation; its result's content is
@@ -57,6 +59,10 @@ struct ExecutorOptions {
   // Each model call, retries included; 0: only the profile's own timeouts.
   std::chrono::milliseconds llmTimeout{0};
   int maxIterations = 10;  // model calls per request; >= 1
+  // Tool calls of one thread sent out (ToolExecutionRequest) and not yet answered, at most.
+  // A reply with more calls sends this many and the next one each time an answer or a
+  // timeout frees a slot; the results are still appended in call order. >= 1.
+  int maxToolCallsPerThread = 4;
   // How long a user_interaction node waits for its answer unless the request's
   // parameters.timeoutMs says otherwise; then the node fails (errorDetails.kind "timeout").
   std::chrono::milliseconds interactionTimeout{300'000};
@@ -70,6 +76,15 @@ struct ExecutorOptions {
   // Run a ToolWorker for `tools` on the same bus, so tool calls are answered without a
   // worker of your own. false: you answer ToolExecutionRequest events yourself.
   bool toolWorker = true;
+  // Replies of the model kept for identical requests, at most this many (least recently used
+  // evicted); 0: off. The key is the whole request the model would receive: profile, base
+  // URL, model, every message of the view, tools and parameters (its SHA-256 indexes it; a
+  // hit compares the full request). A hit does not call the model: its content, tool calls
+  // (with fresh ids), finish reason and usage are replayed as if the model had answered, and
+  // a streaming request gets ONE LlmStreamChunk holding the whole content. Failed calls are
+  // not kept. Shared by every thread of the executor; identical requests that miss at the
+  // same time both call the model.
+  size_t responseCacheSize = 0;
   std::function<void(const std::string&)> log;  // diagnostics; null: stderr
 };
 
@@ -99,6 +114,15 @@ class LlmExecutor {
 
   // Threads with a conversation in memory.
   size_t threadCount() const;
+
+  // The response cache's counters (all 0 when responseCacheSize is 0).
+  struct CacheStats {
+    uint64_t hits = 0;
+    uint64_t misses = 0;
+    uint64_t evictions = 0;
+    size_t size = 0;  // replies kept now
+  };
+  CacheStats responseCacheStats() const;
 
  private:
   struct Impl;

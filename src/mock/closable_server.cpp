@@ -15,6 +15,12 @@
 #include <cstring>
 
 namespace parley::mock {
+
+bool ClosableServer::raiseBacklog(int backlog) {
+  const socket_t sock = svr_sock_;
+  return sock != INVALID_SOCKET && ::listen(sock, backlog) == 0;
+}
+
 namespace {
 
 // Waits until `sock` is readable (or closed); false on timeout or error.

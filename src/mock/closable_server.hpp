@@ -20,6 +20,13 @@ class ClosableServer : public httplib::Server {
   // Shuts down every connection being served and refuses new ones; call after stop().
   void closeConnections();
 
+  // httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when Debian built
+  // it): a burst of new connections beyond that (100 client threads at once) has its SYNs or
+  // final ACKs dropped, which the client only retries after TCP's 1 s initial retransmission
+  // timeout. Call after bind_to_port(): a second listen() on a listening socket sets its
+  // backlog. Returns false if that fails (the server then works with the small backlog).
+  bool raiseBacklog(int backlog);
+
  private:
   bool process_and_close_socket(socket_t sock) override;
 

@@ -1,6 +1,7 @@
 #include "mock/mock_server.hpp"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -439,6 +440,7 @@ void MockServer::start() {
     }
     s.port = o.port;
   }
+  s.server.raiseBacklog(SOMAXCONN);
   s.started = true;
   s.thread = std::thread([&s] {
     s.server.listen_after_bind();
