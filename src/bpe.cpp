@@ -532,11 +532,11 @@ std::shared_ptr<const Encoding> Encoding::fromRankFile(const EncodingSpec& spec,
 std::shared_ptr<const Encoding> Encoding::fromRankText(const EncodingSpec& spec,
                                                        std::string_view rankText) {
   static constexpr auto kBase64 = [] {
-    std::array<int8_t, 256> t{};
+    std::array<int, 256> t{};
     t.fill(-1);
     const char* digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     for (int i = 0; i < 64; ++i)
-      t[static_cast<uint8_t>(digits[i])] = static_cast<int8_t>(i);
+      t[static_cast<uint8_t>(digits[i])] = i;
     return t;
   }();
   auto impl = std::make_unique<Impl>();

@@ -29,8 +29,8 @@ inline constexpr std::array<uint8_t, 128> kAsciiClass = [] {
     t[c] = kClassLetter | kClassLowerish;
   for (int c = '0'; c <= '9'; ++c)
     t[c] = kClassNumber;
-  for (int c : {'\t', '\n', '\v', '\f', '\r', ' '})
-    t[c] = kClassSpace;
+  for (char c : {'\t', '\n', '\v', '\f', '\r', ' '})
+    t[static_cast<unsigned char>(c)] = kClassSpace;
   return t;
 }();
 

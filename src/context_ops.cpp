@@ -207,7 +207,8 @@ struct Applier {
 void requireKeys(const json& object, const std::string& field,
                  std::initializer_list<const char*> allowed) {
   if (!object.is_object()) throw ValidationError(field, "must be an object");
-  for (const auto& [key, value] : object.items()) {
+  for (const auto& item : object.items()) {
+    const std::string& key = item.key();
     if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; })) {
       std::string list;
       for (const char* a : allowed)

@@ -940,7 +940,7 @@ struct ToolWorker::Impl : std::enable_shared_from_this<ToolWorker::Impl> {
 };
 
 ToolWorker::ToolWorker(EventBus& bus, std::shared_ptr<ToolRegistry> tools,
-                       ToolWorkerOptions options) {
+                       const ToolWorkerOptions& options) {
   if (!tools) throw ValidationError("tools", "must not be null");
   if (options.maxConcurrent < 1) {
     throw ValidationError("options.maxConcurrent", "must be at least 1");

@@ -27,7 +27,7 @@ using std::chrono::milliseconds;
 // wakes it at once through curl_multi_wakeup.
 constexpr milliseconds kPollInterval{50};
 constexpr size_t kMaxIdleConnections = 16;
-constexpr size_t kMaxErrorBodyBytes = 64 * 1024;
+constexpr size_t kMaxErrorBodyBytes = size_t{64} << 10;
 
 void initCurlOnce() {
   static std::once_flag once;

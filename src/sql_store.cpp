@@ -304,7 +304,7 @@ auto SqlStoreEngine::transact(bool write, Fn&& fn) {
       if (attempt >= options_.retries) throw;
       // Back off a little, randomly, so that two retrying writers do not collide again.
       std::this_thread::sleep_for(std::chrono::microseconds(
-          100 + jitter() % (1000 * static_cast<unsigned>(std::min(attempt + 1, 20)))));
+          100 + jitter() % (uint64_t{1000} * static_cast<uint64_t>(std::min(attempt + 1, 20)))));
     } catch (...) {
       connection->rollback();
       release(std::move(connection));

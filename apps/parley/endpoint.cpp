@@ -11,7 +11,7 @@ namespace {
 
 std::string envOr(const char* name, std::string fallback) {
   const char* value = std::getenv(name);
-  return value && *value ? std::string(value) : fallback;
+  return value && *value ? std::string(value) : std::move(fallback);
 }
 
 // $PARLEY_CONFIG, else $XDG_CONFIG_HOME/parley/config.toml, else ~/.config/parley/config.toml.

@@ -191,9 +191,10 @@ std::string renderHtml(const std::string& title, const ConversationManager& mana
       const TurnUsage& u = usage[t];
       out << "<div class=\"usage\"><div class=\"bars\">"
           << "<div class=\"bar prompt\" title=\"prompt\" style=\"width:"
-          << u.prompt * 100.0 / static_cast<double>(widest) << "%\"></div>"
+          << static_cast<double>(u.prompt) * 100.0 / static_cast<double>(widest) << "%\"></div>"
           << "<div class=\"bar completion\" title=\"completion\" style=\"width:"
-          << u.completion * 100.0 / static_cast<double>(widest) << "%\"></div></div>"
+          << static_cast<double>(u.completion) * 100.0 / static_cast<double>(widest)
+          << "%\"></div></div>"
           << "<span>" << u.prompt << " prompt + " << u.completion << " completion = " << u.total
           << " tokens over " << u.calls << (u.calls == 1 ? " call" : " calls") << "</span></div>\n";
     }

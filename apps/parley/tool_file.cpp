@@ -108,6 +108,7 @@ std::string runToolCommand(const std::vector<std::string>& argv, const std::stri
   posix_spawn_file_actions_adddup2(&actions, outWrite.fd, 1);
   posix_spawn_file_actions_adddup2(&actions, errWrite.fd, 2);
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& a : argv)
     args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);

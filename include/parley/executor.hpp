@@ -142,7 +142,8 @@ struct ToolWorkerOptions {
 // calls in flight (each ends by its tool's timeout).
 class ToolWorker {
  public:
-  ToolWorker(EventBus& bus, std::shared_ptr<ToolRegistry> tools, ToolWorkerOptions options = {});
+  ToolWorker(EventBus& bus, std::shared_ptr<ToolRegistry> tools,
+             const ToolWorkerOptions& options = {});
   ~ToolWorker();
   ToolWorker(const ToolWorker&) = delete;
   ToolWorker& operator=(const ToolWorker&) = delete;

@@ -49,8 +49,8 @@ struct ClientOptions {
   std::chrono::milliseconds idleTimeout{120'000};     // longest silence inside a stream
   int maxRetries = 2;  // connection errors, timeouts, 408, 409, 429, >= 500
 
-  size_t maxEventBytes = 8 * 1024 * 1024;      // one stream event; larger: ProtocolError
-  size_t maxResponseBytes = 64 * 1024 * 1024;  // a whole body or stream; larger: ProtocolError
+  size_t maxEventBytes = size_t{8} << 20;      // one stream event; larger: ProtocolError
+  size_t maxResponseBytes = size_t{64} << 20;  // a whole body or stream; larger: ProtocolError
 
   // Endpoint quirks.
   MaxTokensField maxTokensField = MaxTokensField::MaxCompletionTokens;

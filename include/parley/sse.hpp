@@ -32,7 +32,7 @@ class SseDecoder {
  public:
   struct Options {
     // Largest event (data, plus the line being read) before feed() throws ProtocolError.
-    size_t maxEventBytes = 8 * 1024 * 1024;
+    size_t maxEventBytes = size_t{8} << 20;
     // At finish(): dispatch an event whose lines are complete but whose blank line never came.
     // The standard discards it; some servers close right after "data: [DONE]\n". An unterminated
     // last line is always discarded (the connection may have broken inside it).

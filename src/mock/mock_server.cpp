@@ -22,7 +22,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::size_t kFlushBytes = 64 * 1024;
+constexpr std::size_t kFlushBytes = std::size_t{64} << 10;
 constexpr std::string_view kKeepAlive = ": keep-alive\n\n";
 
 std::string errorBody(const std::string& message, const std::string& type) {
@@ -162,7 +162,7 @@ void MockServer::Impl::sendBody(httplib::Response& res, int status, std::string 
                                 const std::string& type, long cutAfter) {
   res.status = status;
   if (cutAfter < 0 || static_cast<std::size_t>(cutAfter) >= body.size()) {
-    res.set_content(std::move(body), type.c_str());
+    res.set_content(body, type.c_str());
     return;
   }
   // Announce the full length, send part of it, then drop the connection.
