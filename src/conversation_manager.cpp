@@ -24,8 +24,8 @@ struct ConversationManager::State {
   MessageStore store;
   uint64_t revision = 0;
 
-  // Set at construction; not part of snapshots.
-  ConversationOptions options;
+  // Set at construction, never changed, so clones share them; not part of snapshots.
+  std::shared_ptr<const ConversationOptions> options;
   std::shared_ptr<ToolExecutor> executor;
   std::shared_ptr<const TokenCounter> counter;
 
@@ -118,7 +118,10 @@ json usageJson(const std::optional<TokenUsage>& usage) {
 
 }  // namespace
 
-ConversationManager::ConversationManager() : state_(std::make_unique<State>()) {}
+ConversationManager::ConversationManager() : state_(std::make_unique<State>()) {
+  static const auto kNoOptions = std::make_shared<const ConversationOptions>();
+  state_->options = kNoOptions;
+}
 
 ConversationManager::ConversationManager(ConversationOptions options)
     : state_(std::make_unique<State>()) {
@@ -140,7 +143,7 @@ ConversationManager::ConversationManager(ConversationOptions options)
     st.executor = std::make_shared<ToolExecutor>(registry, executorOptions);
   }
   if (!options.systemPrompt.empty()) st.store.append(Message::system(options.systemPrompt));
-  st.options = std::move(options);
+  st.options = std::make_shared<const ConversationOptions>(std::move(options));
 }
 ConversationManager::~ConversationManager() = default;
 ConversationManager::ConversationManager(ConversationManager&&) noexcept = default;
@@ -418,7 +421,7 @@ TokenCheck ConversationManager::contextTokens() const {
   const MessageStore& s = st.store;
   const TokenCounter& counter = st.counter ? *st.counter : defaultCounter();
   TokenCheck check;
-  check.tokenLimit = st.options.tokenLimit;
+  check.tokenLimit = st.options->tokenLimit;
   size_t from = 0;
   if (st.lastUsage && st.usageEpoch == s.viewEpoch() && s.viewSize() >= st.usageViewSize) {
     // The API's numbers cover the view up to usageViewSize; estimate only what came after.
@@ -428,9 +431,9 @@ TokenCheck ConversationManager::contextTokens() const {
   } else {
     check.contextTokens = kReplyPrimingTokens;
     check.estimated = true;
-    if (st.options.tools && st.options.tools->size() > 0) {
+    if (st.options->tools && st.options->tools->size() > 0) {
       std::lock_guard lock(st.toolTokensMutex);
-      auto definitions = st.options.tools->definitions();
+      auto definitions = st.options->tools->definitions();
       if (st.toolTokensRevision != definitions->revision) {
         st.toolTokens = countToolTokens(definitions->tools, counter).tokens;
         st.toolTokensRevision = definitions->revision;
@@ -492,14 +495,14 @@ TokenUsageStats ConversationManager::getTokenUsage() const {
 }
 
 const ConversationOptions& ConversationManager::options() const {
-  return state_->options;
+  return *state_->options;
 }
 
 // --- model and tools ----------------------------------------------------------------------
 
 ChatResult ConversationManager::call(const std::vector<Message>& pending,
                                      const LlmCallOptions& options) {
-  const ConversationOptions& config = state_->options;
+  const ConversationOptions& config = *state_->options;
   if (!config.llm) {
     throw ValidationError("options.llm", "this conversation has no model attached");
   }
@@ -553,7 +556,7 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
 }
 
 void ConversationManager::persistIfWhole() {
-  if (!state_->options.persist) return;
+  if (!state_->options->persist) return;
   {
     std::shared_lock lock(state_->mutex);
     const MessageStore& s = state_->store;
@@ -562,7 +565,7 @@ void ConversationManager::persistIfWhole() {
       if (last.role == Role::Assistant && !last.toolCalls.empty()) return;  // results to come
     }
   }
-  state_->options.persist->save(*this);
+  state_->options->persist->save(*this);
 }
 
 ChatResult ConversationManager::executeLlmCall(const LlmCallOptions& options) {
@@ -614,7 +617,7 @@ std::vector<ToolResult> ConversationManager::executeToolCalls(const std::vector<
 }
 
 RunResult ConversationManager::run(const std::string& prompt, const RunOptions& options) {
-  const int maxIterations = options.maxIterations.value_or(state_->options.maxIterations);
+  const int maxIterations = options.maxIterations.value_or(state_->options->maxIterations);
   if (maxIterations < 1) throw ValidationError("maxIterations", "must be at least 1");
   std::vector<Message> pending{Message::user(prompt)};
   validate(pending.front());
