@@ -263,7 +263,8 @@ std::string Conversation::ask(const std::string& prompt, int timeoutMs) {
     size_t baseStorage = 0;
     {
       std::lock_guard lock(st.mutex);
-      work = st.manager.clone();
+      // The working copy stands in for this conversation, so it saves to its thread.
+      work = st.manager.clone(st.manager.options().persist);
       revision = st.manager.revision();
       baseStorage = st.manager.storageSize();
     }
@@ -350,11 +351,21 @@ Conversation Conversation::duplicate() const {
   auto fork = std::make_shared<State>();
   std::lock_guard lock(state_->mutex);
   fork->ai = state_->ai;
-  fork->manager = state_->manager.clone();
+  // A stored conversation forks its thread too, so each saves its own turns.
+  if (const auto& parent = state_->manager.options().persist) {
+    try {
+      fork->manager = state_->manager.clone(parent->fork(state_->manager));
+    } catch (const std::exception& e) {
+      fork->manager = state_->manager.clone();
+      fork->lastError = "the fork is not saved: " + describe(e);
+    }
+  } else {
+    fork->manager = state_->manager.clone();
+  }
   fork->promptTokens = state_->promptTokens;
   fork->responseTokens = state_->responseTokens;
   fork->finishReason = state_->finishReason;
-  fork->lastError = state_->lastError;
+  if (fork->lastError.empty()) fork->lastError = state_->lastError;
   return Conversation(std::move(fork));
 }
 

@@ -370,12 +370,21 @@ void ConversationManager::restoreFromSnapshot(const nlohmann::json& snapshot) {
 }
 
 ConversationManager ConversationManager::clone() const {
+  return clone(nullptr);
+}
+
+ConversationManager ConversationManager::clone(std::shared_ptr<StoredThread> persist) const {
   ConversationManager copy;
   std::shared_lock lock(state_->mutex);
   State& to = *copy.state_;
   to.store = state_->store;
   to.revision = state_->revision;
   to.options = state_->options;
+  if (to.options->persist != persist) {
+    auto options = std::make_shared<ConversationOptions>(*to.options);
+    options->persist = std::move(persist);
+    to.options = std::move(options);
+  }
   to.executor = state_->executor;
   to.counter = state_->counter;
   to.copyAccountingFrom(*state_);

@@ -133,6 +133,18 @@ void StoredThread::save(const ConversationManager& manager) {
   savedRevision_ = revision;
 }
 
+std::shared_ptr<StoredThread> StoredThread::fork(const ConversationManager& manager,
+                                                 const ThreadOptions& options) {
+  save(manager);
+  const ThreadInfo info = store_->forkThread(threadId_, static_cast<int64_t>(manager.storageSize()),
+                                             options, manager.createStateSnapshot());
+  auto forked = std::make_shared<StoredThread>(store_, info.id);
+  forked->version_ = info.version;
+  forked->savedRevision_ = manager.revision();  // a clone starts at the same revision
+  forked->known_ = true;
+  return forked;
+}
+
 ConversationStore::Version StoredThread::version() const {
   std::lock_guard lock(mutex_);
   return version_;

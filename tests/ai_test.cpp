@@ -292,5 +292,36 @@ TEST_F(Facade, PersistedConversationSurvivesTheProcessState) {
   std::filesystem::remove_all(dir);
 }
 
+TEST_F(Facade, DuplicateOfAStoredConversationIsAStoredFork) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("parley-facade-fork-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::shared_ptr<ConversationStore> store = openStore((dir / "chats.db").string());
+  {
+    AI ai = makeAI();
+    Conversation main = ai.createConversation(store, "main");
+    main.ask("Hello");
+    Conversation fork = main.duplicate();
+    EXPECT_EQ(fork.lastError(), "");
+    fork.ask("Only on the fork");
+    main.ask("Only on main");
+    EXPECT_EQ(main.lastError(), "");  // the fork's save did not take main's thread
+  }
+  // Each thread holds its own turns; the fork shares main's first turn in the store.
+  const auto threads = store->listThreads();
+  ASSERT_EQ(threads.size(), 2u);
+  const ThreadInfo& forkInfo = threads[0].id == "main" ? threads[1] : threads[0];
+  EXPECT_EQ(forkInfo.parentId, "main");
+  AI again = makeAI();
+  auto mainList = again.createConversation(store, "main").getConversationList();
+  ASSERT_EQ(mainList.size(), 4u);
+  EXPECT_EQ(mainList[2], "Only on main");
+  auto forkList = again.createConversation(store, forkInfo.id).getConversationList();
+  ASSERT_EQ(forkList.size(), 4u);
+  EXPECT_EQ(forkList[0], "Hello");
+  EXPECT_EQ(forkList[2], "Only on the fork");
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace parley

@@ -627,6 +627,41 @@ TYPED_TEST_P(StoreConformance, StoredThreadSavesEachTurnWithOneCall) {
   EXPECT_THROW(StoredThread(shared, "never-attached").save(manager), StoreError);
 }
 
+TYPED_TEST_P(StoreConformance, AForkedStoredThreadKeepsACloneApart) {
+  std::shared_ptr<ConversationStore> shared = std::move(this->store);
+  auto thread = std::make_shared<StoredThread>(shared, "trunk");
+  ConversationOptions options;
+  options.persist = thread;
+  ConversationManager trunk(options);
+  thread->attach(trunk);
+  trunk.addMessage(Message::user("shared"));  // not saved yet: fork() saves it first
+
+  // A plain clone is not persisted: it must never write into the trunk's thread.
+  EXPECT_EQ(trunk.clone().options().persist, nullptr);
+  EXPECT_EQ(trunk.options().persist, thread);
+
+  std::shared_ptr<StoredThread> branch = thread->fork(trunk, {.title = "branch"});
+  ConversationManager fork = trunk.clone(branch);
+  EXPECT_EQ(fork.options().persist, branch);
+  EXPECT_EQ(shared->threadInfo("trunk")->messageCount, 1);
+  const ThreadInfo info = *shared->threadInfo(branch->threadId());
+  EXPECT_EQ(info.parentId, "trunk");
+  EXPECT_EQ(info.title, "branch");
+
+  fork.addMessage(Message::user("fork only"));
+  branch->save(fork);
+  trunk.addMessage(Message::user("trunk only"));
+  thread->save(trunk);  // no conflict: the fork saved elsewhere
+  ConversationManager trunkBack, forkBack;
+  shared->load("trunk", trunkBack);
+  shared->load(branch->threadId(), forkBack);
+  ASSERT_EQ(trunkBack.getMessageCount(), 2u);
+  ASSERT_EQ(forkBack.getMessageCount(), 2u);
+  EXPECT_EQ(trunkBack.getMessages()[1].content, "trunk only");
+  EXPECT_EQ(forkBack.getMessages()[0].content, "shared");
+  EXPECT_EQ(forkBack.getMessages()[1].content, "fork only");
+}
+
 REGISTER_TYPED_TEST_SUITE_P(
     StoreConformance, CreatesAnEmptyThread, GeneratesDistinctIds, RefusesATakenIdAndBadOptions,
     AppendsTurnsAndLoadsThemInOrder, KeepsEveryMessageFieldExactly, WritesOnlyTheNewRowsOfATurn,
@@ -639,6 +674,6 @@ REGISTER_TYPED_TEST_SUITE_P(
     EightProcessesOnEightThreadsLoseNothing, TwoProcessesOnOneThreadConflictAndLoseNothing,
     SavesAManagerTurnByTurnWritingOnlyWhatIsNew, LoadRefusesADamagedStateAndLeavesTheManager,
     ExportsAndImportsSnapshots, AForkOfAManagerThreadRestoresItsView,
-    StoredThreadSavesEachTurnWithOneCall);
+    StoredThreadSavesEachTurnWithOneCall, AForkedStoredThreadKeepsACloneApart);
 
 }  // namespace parley::testing

@@ -123,7 +123,7 @@ class ChatSession {
     ConversationManager manager(options);
     std::string id = args_.thread;
     if (id.empty()) id = store_->createThread({}, manager.getAllMessages(), nullptr).id;
-    auto stored = std::make_unique<StoredThread>(store_, id);
+    auto stored = std::make_shared<StoredThread>(store_, id);
     const bool resumed = stored->attach(manager) && !args_.thread.empty();
     branches_.emplace("main", Branch{std::move(manager), std::move(stored)});
     out_ << intro << "\n"
@@ -156,7 +156,7 @@ class ChatSession {
  private:
   struct Branch {
     ConversationManager manager;
-    std::unique_ptr<StoredThread> thread;
+    std::shared_ptr<StoredThread> thread;
   };
 
   static std::string joinNames(const std::vector<std::string>& names) {
@@ -301,7 +301,7 @@ class ChatSession {
   }
 
   void addBranch(const std::string& name, ConversationManager manager,
-                 std::unique_ptr<StoredThread> thread) {
+                 std::shared_ptr<StoredThread> thread) {
     branches_.emplace(name, Branch{std::move(manager), std::move(thread)});
     current_ = name;
   }
@@ -371,15 +371,10 @@ class ChatSession {
       if (branches_.count(branchName)) {
         throw ValidationError("/fork", "a branch named \"" + branchName + "\" exists");
       }
-      save();
-      ConversationManager copy = manager.clone();
-      const ThreadInfo info = store_->forkThread(current().thread->threadId(),
-                                                 static_cast<int64_t>(manager.storageSize()), {},
-                                                 manager.createStateSnapshot());
-      auto thread = std::make_unique<StoredThread>(store_, info.id);
-      thread->attach(copy);
-      addBranch(branchName, std::move(copy), std::move(thread));
-      out_ << "forked: now on " << branchName << " (thread " << info.id << ")\n";
+      std::shared_ptr<StoredThread> thread = current().thread->fork(manager);
+      const std::string threadId = thread->threadId();
+      addBranch(branchName, manager.clone(), std::move(thread));
+      out_ << "forked: now on " << branchName << " (thread " << threadId << ")\n";
     } else if (name == "branches") {
       for (const auto& [branchName, branch] : branches_) {
         out_ << (branchName == current_ ? "* " : "  ") << branchName << "  thread "
@@ -426,7 +421,7 @@ class ChatSession {
       ConversationManager loaded(manager.options());
       loaded.restoreFromSnapshot(snapshot);
       const ThreadInfo info = store_->importThread(snapshot);
-      auto thread = std::make_unique<StoredThread>(store_, info.id);
+      auto thread = std::make_shared<StoredThread>(store_, info.id);
       thread->attach(loaded);
       const std::string branchName = freshName("loaded");
       addBranch(branchName, std::move(loaded), std::move(thread));

@@ -121,7 +121,10 @@ class Conversation {
   // nothing changed, for a list it cannot take: an empty user entry.
   bool setConversationList(const std::vector<std::string>& list);
 
-  Conversation duplicate() const;  // a fork: same history and counters, then independent
+  // A fork: same history and counters, then independent. A conversation made with a store
+  // forks its stored thread too (the prefix is shared in the store), and the fork saves its
+  // own turns there; if that fails the fork still works, unsaved, and lastError() says why.
+  Conversation duplicate() const;
   AI getAI() const;
 
   int getPromptTokensUsed() const;

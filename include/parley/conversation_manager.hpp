@@ -216,8 +216,14 @@ class ConversationManager {
   // Replaces the whole state. Refuses (ValidationError naming the field, state unchanged) a
   // document of another or newer format, or one whose parts do not agree.
   void restoreFromSnapshot(const nlohmann::json& snapshot);
-  // An independent manager sharing this one's history prefix, options and token counters.
+  // An independent manager sharing this one's history prefix, options and token counters. It
+  // is not persisted: saving its turns into this one's stored thread would overwrite that
+  // thread's history, so the clone's options.persist is null. To keep a clone, fork the thread
+  // and give it the fork: clone(thread.fork(*this)).
   ConversationManager clone() const;
+  // The same, saving each whole turn through `persist` (attached to a thread that holds what
+  // this manager holds, e.g. StoredThread::fork()).
+  ConversationManager clone(std::shared_ptr<StoredThread> persist) const;
 
   // Bumps on every change; lets a caller (a store, a cache) see that something changed.
   uint64_t revision() const;

@@ -155,6 +155,11 @@ class StoredThread {
   // Saves what is new in `manager` since the last load/save. Throws StoreConflict if another
   // writer saved meanwhile (then load() again to continue from the stored thread).
   void save(const ConversationManager& manager);
+  // Saves `manager` (this thread's conversation), then forks the stored thread at its length
+  // (ConversationStore::forkThread: the prefix is shared, not copied) with its current state,
+  // and returns the fork's StoredThread, ready for manager.clone(fork).
+  std::shared_ptr<StoredThread> fork(const ConversationManager& manager,
+                                     const ThreadOptions& options = {});
 
   const std::string& threadId() const noexcept { return threadId_; }
   ConversationStore::Version version() const;
