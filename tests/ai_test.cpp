@@ -28,10 +28,21 @@ class Facade : public ::testing::Test {
     server_ = std::make_unique<mock::MockServer>(options);
     server_->start();
   }
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
   AI makeAI() { return AI(server_->baseUrl(), "KEY", "model"); }
   nlohmann::json lastBody() { return server_->requests().back()["body"]; }
+  // A SQLite store in a folder of this test's own, removed at the end.
+  std::shared_ptr<ConversationStore> openTestStore() {
+    std::filesystem::create_directories(dir_);
+    return openStore((dir_ / "chats.db").string());
+  }
 
   std::unique_ptr<mock::MockServer> server_;
+  std::filesystem::path dir_ =
+      std::filesystem::temp_directory_path() / ("parley-facade-" + std::to_string(::getpid()));
 };
 
 // Seed: "Conversation(const Conversation &other)": both handles act on one history.
@@ -271,10 +282,7 @@ TEST_F(Facade, EmbeddingsCompareByMeaningOfWords) {
 }
 
 TEST_F(Facade, PersistedConversationSurvivesTheProcessState) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("parley-facade-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  std::shared_ptr<ConversationStore> store = openStore((dir / "chats.db").string());
+  std::shared_ptr<ConversationStore> store = openTestStore();
   {
     AI ai = makeAI();
     Conversation convo = ai.createConversation(store, "support-1");
@@ -289,14 +297,10 @@ TEST_F(Facade, PersistedConversationSurvivesTheProcessState) {
   ASSERT_EQ(list.size(), 4u);
   EXPECT_EQ(list[2], "Still there?");
   EXPECT_EQ(resumed.ask("And now?"), "echo: And now? (turn 3)");
-  std::filesystem::remove_all(dir);
 }
 
 TEST_F(Facade, DuplicateOfAStoredConversationIsAStoredFork) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("parley-facade-fork-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  std::shared_ptr<ConversationStore> store = openStore((dir / "chats.db").string());
+  std::shared_ptr<ConversationStore> store = openTestStore();
   {
     AI ai = makeAI();
     Conversation main = ai.createConversation(store, "main");
@@ -320,7 +324,6 @@ TEST_F(Facade, DuplicateOfAStoredConversationIsAStoredFork) {
   ASSERT_EQ(forkList.size(), 4u);
   EXPECT_EQ(forkList[0], "Hello");
   EXPECT_EQ(forkList[2], "Only on the fork");
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
