@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -27,6 +28,16 @@
 #include "parley/store.hpp"
 
 namespace parley::testing {
+
+// The message of the StoreError `fn` throws, or "<no StoreError>".
+inline std::string errorOf(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const StoreError& e) {
+    return e.what();
+  }
+  return "<no StoreError>";
+}
 
 using nlohmann::json;
 

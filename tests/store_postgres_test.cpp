@@ -51,15 +51,6 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, StoreConformance, ::testing::Types<Post
 
 namespace {
 
-std::string errorOf(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const StoreError& e) {
-    return e.what();
-  }
-  return "<no StoreError>";
-}
-
 TEST(PostgresStore, WrongPasswordIsAClearError) {
   const std::string conninfo = PgTestCluster::shared().conninfo("not-the-password");
   std::string error = errorOf([&] { PostgresStore store(conninfo); });

@@ -80,15 +80,6 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, StoreConformance, ::testing::Types<Sqlite
 
 namespace {
 
-std::string errorOf(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const StoreError& e) {
-    return e.what();
-  }
-  return "<no StoreError>";
-}
-
 TEST(SqliteStore, UsesWalMode) {
   SqliteBackend backend;
   backend.open();

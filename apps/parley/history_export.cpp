@@ -172,7 +172,7 @@ std::string renderHtml(const std::string& title, const ConversationManager& mana
       << "</style>\n</head>\n<body>\n<h1>" << escapeHtml(title) << "</h1>\n";
   const MessageStore store = manager.store();
   out << "<p class=\"summary\">" << all.size() << " messages, " << store.viewSize()
-      << " in the current view (batch " << store.markMap().currentBatch << "); " << hiddenCount
+      << " in the current view (batch " << store.currentBatch() << "); " << hiddenCount
       << " hidden by context operations.</p>\n";
 
   std::vector<bool> rendered(all.size(), false);
