@@ -21,13 +21,13 @@
 #include <iostream>
 #include <thread>
 
+#include "client/request_body.hpp"
+#include "client/stream_assembler.hpp"
 #include "mock/mock_server.hpp"
 #include "parley/errors.hpp"
 #include "parley/llm.hpp"
 #include "parley/openai_client.hpp"
 #include "parley/sse.hpp"
-#include "request_body.hpp"
-#include "stream_assembler.hpp"
 
 namespace {
 
@@ -80,7 +80,8 @@ nlohmann::json streamScript() {
 }
 
 std::vector<Message> history(size_t n) {
-  // About 0.8 MB in all, as DESIGN.md's measurement: mixed roles, some tool calls, escapes.
+  // About 0.8 MB in all, as the measurement in docs/architecture.md: mixed roles, some tool calls,
+  // escapes.
   std::vector<Message> messages;
   messages.push_back(Message::system("You are a helpful assistant. Answer briefly."));
   const std::string text(700, 'x');

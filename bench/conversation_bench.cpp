@@ -5,15 +5,15 @@
 // body (as OpenAiClient does) and answers at once, so what is measured is everything except the
 // network and the model. The peer, BM_NaiveRequestBody, serialises the whole history with
 // nlohmann on every turn, as a library without per-message caching does.
-// BM_Duplicate / BM_ForkMemory: seed 002's duplicate() at growing histories, and the bytes
+// BM_Duplicate / BM_ForkMemory: the facade's duplicate() at growing histories, and the bytes
 // 1 000 forks cost, against deep copies of the history.
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 
+#include "client/request_body.hpp"
 #include "parley/ai.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/openai_client.hpp"
-#include "request_body.hpp"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <benchmark/benchmark.h>
 
 #include "parley/tools.hpp"
-#include "tool_schema.hpp"
+#include "tools/tool_schema.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Two threads of a workflow driven through the executor's events (seed 001).
+// Two threads of a workflow driven through the executor's events.
 // Run `parley mock` (or any OpenAI-compatible server) and pass its base URL:
 //   example_event_executor http://127.0.0.1:8080/v1
 #include <iostream>

@@ -10,7 +10,8 @@ int main() {
   conversation.addMessage(parley::Message::assistant("Hi."));
   auto lastUser = conversation.getRecentMessagesByRole(parley::Role::User, 1);  // O(1)
 
-  // Keep only the last user message in view (seed 003's node config); storage keeps everything.
+  // Keep only the last user message in view (a context-processor node's config); storage keeps
+  // everything.
   auto op = parley::parseContextOperation(
       nlohmann::json::parse(R"({"operation":"truncate","truncate":{"role":"user","keepLast":1}})"));
   auto result = parley::applyContextOperation(conversation, op);  // a new batch

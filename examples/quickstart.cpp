@@ -1,4 +1,4 @@
-// Seed 002's first example: an AI, a conversation, a question and a follow-up.
+// The first example of the facade: an AI, a conversation, a question and a follow-up.
 //   example_quickstart [BASE_URL]    (default http://127.0.0.1:8080/v1, e.g. `parley mock`)
 #include <iostream>
 #include <string>

@@ -1,5 +1,5 @@
 // A ConversationManager with a tool: the model asks for the weather, the tool answers, the
-// model replies (seeds 000 and 004).
+// model replies.
 //   example_tool_loop [BASE_URL]    (default http://127.0.0.1:8080/v1, e.g. `parley mock`)
 #include <iostream>
 

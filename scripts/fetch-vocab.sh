@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the BPE vocabularies (cl100k_base, o200k_base) into DEST_DIR as plain .tiktoken rank
 # files ("<base64 token> <rank>" per line), taken out of the npm `tiktoken` package at a pinned
-# version and checked against the sha256 upstream tiktoken pins (DESIGN.md, "Vocabularies").
+# version and checked against the sha256 upstream tiktoken pins (docs/architecture.md, "Tokens").
 # Idempotent: a file already present with the right hash is left alone. Nothing here runs at
 # library run time; the library only reads DEST_DIR.
 #   usage: scripts/fetch-vocab.sh DEST_DIR

@@ -1,5 +1,5 @@
-// The seed 002 facade against `parley mock`: every example of the seed, shared handles, forks,
-// counters, errors, timeouts and concurrent asks.
+// The AI/Conversation facade against `parley mock`: every example of its specification, shared
+// handles, forks, counters, errors, timeouts and concurrent asks.
 #include "parley/ai.hpp"
 
 #include <gtest/gtest.h>

@@ -5,12 +5,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "client/request_body.hpp"
+#include "client/retry_policy.hpp"
 #include "parley/errors.hpp"
 #include "parley/llm.hpp"
 #include "parley/openai_client.hpp"
 #include "parley/profiles.hpp"
-#include "request_body.hpp"
-#include "retry_policy.hpp"
 
 namespace parley {
 namespace {

@@ -1,5 +1,6 @@
 // ConversationManager calling a real client against `parley mock` over loopback: one call, tool
-// execution, the tool-call loop (seed 004 storage), failures, streaming, tokens, compression.
+// execution, the tool-call loop (stored as one assistant message per iteration), failures,
+// streaming, tokens, compression.
 #include <gtest/gtest.h>
 
 #include <atomic>

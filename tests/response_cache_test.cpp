@@ -1,6 +1,6 @@
 // The executor's response cache: SHA-256, LRU order, capacity 1, recency on hits, concurrent
 // use; and CachedLlmClient in front of a counting fake client.
-#include "response_cache.hpp"
+#include "executor/response_cache.hpp"
 
 #include <gtest/gtest.h>
 

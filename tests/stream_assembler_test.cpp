@@ -1,4 +1,4 @@
-#include "stream_assembler.hpp"
+#include "client/stream_assembler.hpp"
 
 #include <gtest/gtest.h>
 

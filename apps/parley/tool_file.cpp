@@ -15,7 +15,7 @@
 
 #include <toml++/toml.h>
 
-#include "toml_json.hpp"
+#include "model/toml_json.hpp"
 
 #include "demo_tools.hpp"
 #include "parley/errors.hpp"

@@ -1,4 +1,4 @@
-// The attoboy-style facade (seed 002): AI and Conversation handles that never throw.
+// The attoboy-style facade: AI and Conversation handles that never throw.
 //
 //   parley::AI ai("http://127.0.0.1:8080/v1", "sk-...", "gpt-4o-mini");
 //   parley::Conversation convo = ai.createConversation();

@@ -1,5 +1,5 @@
-// Ready compression triggers for ConversationOptions::onTokenLimitExceeded (seed 000:
-// the conversation only detects and triggers; what compression does is the caller's choice).
+// Ready compression triggers for ConversationOptions::onTokenLimitExceeded
+// (the conversation only detects and triggers; what compression does is the caller's choice).
 //
 // Thread-safety: the returned handler may be shared by several conversations; it uses only the
 // conversation it is called with.

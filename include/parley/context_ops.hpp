@@ -1,4 +1,4 @@
-// Context operations (seed 003): truncate, insert, replace, clear and filter the visible view.
+// Context operations: truncate, insert, replace, clear and filter the visible view.
 //
 // Every operation works on the visible view, never deletes from storage, and commits its
 // result as a new batch, so ConversationManager::rollbackToBatch() undoes it. Positions are
@@ -34,7 +34,7 @@ namespace parley {
 // keepFirst/keepLast 0 keep nothing; removeFirst/removeLast 0 do nothing; counts larger than
 // the view are clamped. Negative counts, and a range outside 0 <= start <= end <= size of the
 // view at that step, are a ValidationError.
-// With `role`: the view becomes that role's messages only, truncated (the seed's reference
+// With `role`: the view becomes that role's messages only, truncated (the reference
 // behaviour); with `keepOtherRoles` the truncation applies within that role and the other
 // roles' messages stay where they are.
 struct TruncateOp {
@@ -88,7 +88,7 @@ struct ContextOperationResult {
   std::chrono::microseconds executionTime{0};
 };
 
-// Reads the seed's node config, e.g.
+// Reads a context-processor node's config, e.g.
 //   {"operation": "truncate", "truncate": {"role": "user", "keepLast": 5}}
 // Unknown operations, missing or malformed configs and unknown keys are a ValidationError
 // naming the field ("truncate.keepLast: must be a non-negative integer").

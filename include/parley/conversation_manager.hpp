@@ -1,5 +1,5 @@
 // ConversationManager: one conversation's history, its visible view and batches, its model
-// calls, tool calls and token accounting (seeds 000, 003, 004).
+// calls, tool calls and token accounting (docs/architecture.md).
 //
 // A default-constructed manager has no model attached and serves as a plain message store.
 // Constructed from ConversationOptions it calls a model (executeLlmCall), runs the tools the
@@ -47,13 +47,14 @@ class StoredThread;
 
 // What checkTokenUsage() found.
 struct TokenCheck {
-  int64_t contextTokens = 0;  // the visible context's size, as DESIGN.md "Tokens" computes it
-  int64_t tokenLimit = 0;     // 0: no limit
-  bool overLimit = false;     // contextTokens > tokenLimit (strictly), with a limit set
-  bool estimated = false;     // part of contextTokens is an estimate, not the API's report
+  int64_t contextTokens =
+      0;  // the visible context's size, as docs/architecture.md, "Tokens", computes it
+  int64_t tokenLimit = 0;  // 0: no limit
+  bool overLimit = false;  // contextTokens > tokenLimit (strictly), with a limit set
+  bool estimated = false;  // part of contextTokens is an estimate, not the API's report
 };
 
-// The three numbers seed 000 keeps apart.
+// The three numbers kept apart (docs/architecture.md, "Tokens").
 struct TokenUsageStats {
   std::optional<TokenUsage> lastRequest;  // the last call's usage as the API reported it (raw kept)
   TokenUsage cumulative;                  // sum over every call (billing, the facade's counters)
@@ -145,7 +146,7 @@ class ConversationManager {
   std::vector<Message> getRecentMessages(size_t n) const;
   // View positions [start, end); end is clamped to the count; start > end gives nothing.
   std::vector<Message> getMessagesByRange(size_t start, size_t end) const;
-  // A scan of the view (seed 003 keeps it for compatibility); same result as getMessagesByRole.
+  // A scan of the view (kept for compatibility); same result as getMessagesByRole.
   std::vector<Message> filterMessagesByRole(Role role) const;
   // From the role index: O(k) for k results.
   std::vector<Message> getMessagesByRole(Role role) const;
@@ -154,7 +155,7 @@ class ConversationManager {
   std::vector<Message> getMessagesByRoleRange(Role role, size_t start, size_t end) const;
   size_t getMessageCountByRole(Role role) const;
 
-  // --- batches (seed 003) --------------------------------------------------------------------
+  // --- batches ---------------------------------------------------------------------------------
   // Clears the view to its system messages (keepSystem) or to nothing, as a new batch.
   void clearMessages(bool keepSystem = true);
   MessageMarkMap getMarkMap() const;
@@ -164,7 +165,7 @@ class ConversationManager {
   // Empty when every invariant holds, else a description of the first violation.
   std::string checkConsistency() const;
 
-  // --- model and tools (seed 000) ---------------------------------------------------------
+  // --- model and tools ----------------------------------------------------------------------
   // One model call: checks the token usage (the trigger fires when over the limit), sends the
   // visible view and the tool definitions, streams or not, updates the usage, appends the ONE
   // assistant message (all text, all tool calls) and returns the result. Tool calls are not
@@ -184,11 +185,11 @@ class ConversationManager {
                                            std::stop_token cancel = {});
   // Appends the user prompt and loops: call the model; if the reply has tool calls, run them
   // and call again; stop at a reply without tool calls or after maxIterations calls (finish
-  // reason "max_iterations"). Each iteration is stored as seed 004's option 2: one assistant
+  // reason "max_iterations"). Each iteration is stored as one assistant
   // message, then one tool message per call.
   RunResult run(const std::string& prompt, const RunOptions& options = {});
 
-  // --- tokens (seed 000) ----------------------------------------------------------------------
+  // --- tokens ----------------------------------------------------------------------------------
   // Records a call's usage; it covers the current view (call it after appending the reply).
   void updateTokenUsage(const TokenUsage& usage);
   TokenUsageStats getTokenUsage() const;

@@ -1,4 +1,4 @@
-// The events of the event-driven executor (seed 001) and the EventBus that carries them.
+// The events of the event-driven executor and the EventBus that carries them.
 //
 // Every event carries type (a constant per event struct, e.g. "llm_execution_request"),
 // timestamp, workflowId, threadId and traceId. Events are plain values.

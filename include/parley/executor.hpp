@@ -1,4 +1,4 @@
-// LlmExecutor: the event-driven executor of seed 001. A workflow engine publishes an
+// LlmExecutor: the event-driven executor. A workflow engine publishes an
 // LlmExecutionRequest for a node of a thread on an EventBus and listens for the
 // LlmExecutionCompleted / LlmExecutionFailed of the same traceId.
 //

@@ -1,5 +1,5 @@
 // One model call: the request, the result, the stream's deltas and the LlmClient interface
-// (seed 000's LLMWrapper: generate / generateStream).
+// (the LLM wrapper: generate / generateStream).
 //
 // ChatRequest and ChatResult are plain values. An LlmClient implementation documents its own
 // thread-safety; OpenAiClient (openai_client.hpp) may be called from many threads at once.
@@ -40,7 +40,7 @@ struct ChatRequest {
   // Messages already written as compact OpenAI JSON text (see encodeMessage() below), sent
   // before `messages`. A conversation that encodes each message once, when it is added, passes
   // its history here so that building a request is a join, not a re-serialisation
-  // (DESIGN.md, "Performance notes"). Shared pointers: copying a request copies no text.
+  // (docs/architecture.md, "Performance"). Shared pointers: copying a request copies no text.
   std::vector<std::shared_ptr<const std::string>> encodedMessages;
   nlohmann::json tools = nlohmann::json::array();  // OpenAI `tools` array; empty: not sent
   nlohmann::json toolChoice;                       // null: not sent; "auto", "none", {...}
@@ -57,7 +57,7 @@ struct ChatRequest {
 
   // generate() streams too when set (and assembles the reply); generateStream() always streams.
   bool stream = false;
-  // Bounds the whole call, retries and their waits included (seed 002's `timeout`).
+  // Bounds the whole call, retries and their waits included (the facade's `timeout`).
   // nullopt or <= 0: only the client's own timeouts apply.
   std::optional<std::chrono::milliseconds> timeout;
   // Requesting stop from another thread ends the call with CancelledError within 100 ms.
@@ -68,7 +68,8 @@ struct ChatResult {
   Message message;  // the assistant message: all text and all tool calls of the reply
   // Why generation stopped: "stop", "length", "tool_calls", "content_filter", ... When the reply
   // carries tool calls and the server said "stop" or nothing, this is "tool_calls": the tool calls
-  // collected decide (DESIGN.md). "" when the server never said and no tool was called.
+  // collected decide (docs/architecture.md, "The turn"). "" when the server never said and no tool
+  // was called.
   std::string finishReason;
   std::string reportedFinishReason;  // exactly what the server sent ("" if nothing)
   std::optional<TokenUsage> usage;   // nullopt when the server reported none

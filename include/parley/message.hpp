@@ -61,7 +61,7 @@ struct Message {
   static Message tool(std::string toolCallId, std::string content);
 };
 
-// Checks the rules every stored message obeys (DESIGN.md, "Messages and validation"):
+// Checks the rules every stored message obeys (docs/architecture.md, "Messages"):
 // - content is empty only on an assistant message that carries at least one tool call
 //   (a multi-part content array kept in extra["content"] counts as content);
 // - only assistant messages carry tool calls; each call has a non-empty id, unique in the

@@ -1,5 +1,5 @@
 // MessageStore: append-only message storage, the visible view with its batches, and per-role
-// indexes (seeds 000 and 003).
+// indexes (docs/architecture.md, "History").
 //
 // Storage only grows. What a model sees is the visible view: storage indices in view order
 // (MessageMarkMap::originalIndices). A context operation never deletes: it starts a new batch
@@ -33,7 +33,7 @@
 
 namespace parley {
 
-// The seed 003 mark map, as plain data (a copy of the store's state).
+// The mark map, as plain data (a copy of the store's state).
 struct MessageMarkMap {
   std::vector<size_t> originalIndices;             // storage indices of the view, in view order
   std::array<std::vector<size_t>, 4> typeIndices;  // per Role: storage indices, in view order

@@ -1,5 +1,5 @@
-// Named endpoint settings (seed 001's `profileId`): which server, which model, where the API key
-// comes from, default request parameters and the endpoint's quirks.
+// Named endpoint settings (the executor's `profileId`): which server, which model, where the API
+// key comes from, default request parameters and the endpoint's quirks.
 //
 // A profiles file is TOML, one table per profile:
 //

@@ -4,7 +4,7 @@
 // A tool failure never becomes an exception: an unknown tool, arguments that are not JSON or do
 // not match the schema, a handler that throws, a timeout and a cancellation each come back as a
 // ToolResult whose content() is `{"error":"..."}` with a message the model can act on
-// (DESIGN.md, "Calls, tools and the loop").
+// (docs/architecture.md, "The turn").
 #pragma once
 
 #include <chrono>

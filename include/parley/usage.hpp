@@ -1,4 +1,4 @@
-// Token usage as an API reports it (seed 000, "Token usage").
+// Token usage as an API reports it.
 //
 // Thread-safety: a value; no shared state.
 #pragma once

@@ -1,4 +1,4 @@
-#include "retry_policy.hpp"
+#include "client/retry_policy.hpp"
 
 #include <algorithm>
 #include <charconv>

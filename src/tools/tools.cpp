@@ -11,7 +11,7 @@
 
 #include "parley/errors.hpp"
 #include "parley/thread_pool.hpp"
-#include "tool_schema.hpp"
+#include "tools/tool_schema.hpp"
 
 namespace parley {
 

@@ -6,7 +6,7 @@
 
 #include "parley/errors.hpp"
 #include "parley/store.hpp"
-#include "sql_store.hpp"
+#include "store/sql_store.hpp"
 
 namespace parley {
 

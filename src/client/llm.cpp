@@ -2,7 +2,7 @@
 
 #include <simdjson.h>
 
-#include "json_writer.hpp"
+#include "client/json_writer.hpp"
 #include "parley/errors.hpp"
 
 namespace parley {

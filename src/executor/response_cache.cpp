@@ -1,12 +1,12 @@
-#include "response_cache.hpp"
+#include "executor/response_cache.hpp"
 
 #include <openssl/evp.h>
 
 #include <cstring>
 #include <random>
 
+#include "client/request_body.hpp"
 #include "parley/errors.hpp"
-#include "request_body.hpp"
 
 namespace parley::detail {
 

@@ -10,11 +10,11 @@
 #include <random>
 #include <vector>
 
+#include "client/request_body.hpp"
+#include "client/retry_policy.hpp"
+#include "client/stream_assembler.hpp"
 #include "parley/errors.hpp"
 #include "parley/sse.hpp"
-#include "request_body.hpp"
-#include "retry_policy.hpp"
-#include "stream_assembler.hpp"
 
 namespace parley {
 

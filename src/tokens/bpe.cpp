@@ -8,8 +8,8 @@
 #include <queue>
 #include <unordered_map>
 
-#include "bpe_split.hpp"
 #include "parley/errors.hpp"
+#include "tokens/bpe_split.hpp"
 
 namespace parley {
 

@@ -1,6 +1,6 @@
-#include "request_body.hpp"
+#include "client/request_body.hpp"
 
-#include "json_writer.hpp"
+#include "client/json_writer.hpp"
 #include "parley/errors.hpp"
 
 namespace parley::detail {

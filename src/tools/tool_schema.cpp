@@ -1,5 +1,5 @@
 #define VALIJSON_USE_EXCEPTIONS 1
-#include "tool_schema.hpp"
+#include "tools/tool_schema.hpp"
 
 #include <cctype>
 #include <regex>

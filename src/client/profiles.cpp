@@ -6,7 +6,7 @@
 
 #include <toml++/toml.h>
 
-#include "toml_json.hpp"
+#include "model/toml_json.hpp"
 
 #include "parley/errors.hpp"
 

@@ -13,12 +13,12 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "executor/response_cache.hpp"
 #include "parley/context_ops.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/store.hpp"
 #include "parley/thread_pool.hpp"
-#include "response_cache.hpp"
 
 namespace parley {
 namespace {

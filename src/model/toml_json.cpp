@@ -1,4 +1,4 @@
-#include "toml_json.hpp"
+#include "model/toml_json.hpp"
 
 #include <sstream>
 #include <string>

@@ -1,4 +1,4 @@
-#include "sql_store.hpp"
+#include "store/sql_store.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -1,5 +1,5 @@
 // Writing JSON text directly, for the request body (the one place where building nlohmann
-// values costs more than the network: DESIGN.md, "Performance notes").
+// values costs more than the network: docs/architecture.md, "Performance").
 #pragma once
 
 #include <string>

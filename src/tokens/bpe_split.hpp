@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "char_class.hpp"
+#include "tokens/char_class.hpp"
 
 namespace parley::detail {
 

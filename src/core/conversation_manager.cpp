@@ -29,8 +29,9 @@ struct ConversationManager::State {
   std::shared_ptr<ToolExecutor> executor;
   std::shared_ptr<const TokenCounter> counter;
 
-  // Token accounting (seed 000). The last usage covers the view while the view's epoch is
-  // usageEpoch and its first usageViewSize entries are the ones the usage was reported for.
+  // Token accounting (docs/architecture.md, "Tokens"). The last usage covers the view while the
+  // view's epoch is usageEpoch and its first usageViewSize entries are the ones the usage was
+  // reported for.
   std::optional<TokenUsage> lastUsage;
   TokenUsage cumulative;
   int64_t requests = 0;

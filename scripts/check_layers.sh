@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Checks the layering of the sources from their #include lines (docs/architecture.md, "Layers").
+#
+#   model  <  client | tools | tokens | store | mock  <  core  <  executor  <  runs  <  facade
+#          <  service  <  apps
+#
+# A file may include headers of its own layer and of lower layers only. The five layers of the
+# middle row are peers that do not include each other. The command line (apps/) includes only
+# the public headers (include/parley/) and the internal mock server. Prints each violation as
+# "file:line: <what> includes <header> (<layer>)" and exits 1 if there is any.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+# Rank of each layer; peers share a rank.
+declare -A rank=(
+  [model]=0 [client]=1 [tools]=1 [tokens]=1 [store]=1 [mock]=1
+  [core]=2 [executor]=3 [runs]=4 [facade]=5 [service]=6 [apps]=7
+)
+
+# The layer of each public header (include/parley/<name>.hpp). A public header that is not listed
+# here is itself a violation: every header must say where it belongs.
+declare -A public_layer=(
+  [errors]=model [message]=model [usage]=model [detail/persistent_vector]=model
+  [version]=model [json]=model
+  [llm]=client [openai_client]=client [sse]=client [profiles]=client [transport]=client
+  [anthropic_client]=client [responses_client]=client [protocol]=client
+  [tools]=tools [thread_pool]=tools [command_tools]=tools [mcp]=tools [tool_schema]=tools
+  [tokens]=tokens [bpe]=tokens
+  [store]=store [run_store]=store
+  [conversation_manager]=core [context_ops]=core [message_store]=core [compression]=core
+  [stored_thread]=core [turn_sink]=core [turn_loop]=core
+  [executor]=executor [events]=executor [event_log]=executor
+  [runs]=runs [worker]=runs
+  [ai]=facade [parley]=facade
+  [service]=service
+)
+
+failures=0
+report() {
+  echo "$1"
+  failures=$((failures + 1))
+}
+
+# Sets `target` to the layer of an included header, "unlisted" for a public header with no
+# layer, or "?" when the header is not one of ours.
+layer_of_include() {
+  local header=$1
+  case "$header" in
+    parley/*)
+      local name=${header#parley/}
+      name=${name%.hpp}
+      if [[ -n "${public_layer[$name]:-}" ]]; then
+        target=${public_layer[$name]}
+      else
+        target=unlisted
+      fi
+      ;;
+    */*)
+      local dir=${header%%/*}
+      if [[ -n "${rank[$dir]:-}" ]]; then target=$dir; else target="?"; fi
+      ;;
+    *) target="?" ;;
+  esac
+}
+
+# check <file> <layer> <public-only>
+check_file() {
+  local file=$1 layer=$2 public_only=$3
+  local line_no header target
+  while IFS=: read -r line_no header; do
+    layer_of_include "$header"
+    case "$target" in
+      "?") continue ;;
+      unlisted)
+        report "$file:$line_no: includes $header, a public header with no layer in scripts/check_layers.sh"
+        continue
+        ;;
+    esac
+    if [[ "$public_only" == yes && "$header" != parley/* && "$target" != mock ]]; then
+      report "$file:$line_no: the command line includes the internal header $header ($target)"
+      continue
+    fi
+    if ((rank[$target] > rank[$layer])); then
+      report "$file:$line_no: $layer includes $header ($target, a higher layer)"
+    elif ((rank[$target] == rank[$layer])) && [[ "$target" != "$layer" ]]; then
+      report "$file:$line_no: $layer includes $header ($target, a peer layer)"
+    fi
+  done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*["<]' "$file" \
+             | sed -E 's/^([0-9]+):[[:space:]]*#[[:space:]]*include[[:space:]]*["<]([^">]*)[">].*/\1:\2/')
+}
+
+# Public headers.
+while IFS= read -r file; do
+  name=${file#include/parley/}
+  name=${name%.hpp}
+  layer=${public_layer[$name]:-}
+  if [[ -z "$layer" ]]; then
+    report "$file: a public header with no layer in scripts/check_layers.sh"
+    continue
+  fi
+  check_file "$file" "$layer" no
+done < <(find include/parley -name '*.hpp' | sort)
+
+# Implementation, by folder.
+while IFS= read -r file; do
+  layer=${file#src/}
+  layer=${layer%%/*}
+  if [[ -z "${rank[$layer]:-}" ]]; then
+    report "$file: not in a layer folder (src/<layer>/)"
+    continue
+  fi
+  check_file "$file" "$layer" no
+done < <(find src -name '*.cpp' -o -name '*.hpp' | grep -v '/CMakeLists' | sort)
+
+# The command line.
+while IFS= read -r file; do
+  check_file "$file" apps yes
+done < <(find apps -name '*.cpp' -o -name '*.hpp' | sort)
+
+if ((failures > 0)); then
+  echo "check_layers: $failures violation(s)"
+  exit 1
+fi
+echo "check_layers: every include respects the layers"
