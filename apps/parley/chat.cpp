@@ -4,7 +4,8 @@
 // lines from stdin, so scripts and tests can pipe a session in. Each turn is
 // ConversationManager::run; the conversation is saved to the store after every change, so the
 // thread only ever holds whole turns. Ctrl-C during a reply cancels it and puts the conversation
-// back as it was before the prompt; Ctrl-D or /quit ends the session.
+// back as it was before the prompt; Ctrl-D, /quit or a bare `exit` or `quit` ends the session.
+// A line that is only `"""` starts a multi-line prompt that runs to the next such line.
 //
 // With no endpoint configured at all (no --base-url/--profile/--api-key, no OPENAI_BASE_URL or
 // OPENAI_API_KEY) it starts the mock's demo agent in-process and offers the demo tools, so a
@@ -14,6 +15,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <clocale>
+#include <csetjmp>
 #include <csignal>
 #include <fstream>
 #include <iomanip>
@@ -34,6 +37,7 @@
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/store.hpp"
+#include "prompt_input.hpp"
 #include "tool_file.hpp"
 
 namespace parley::cli {
@@ -46,6 +50,7 @@ struct ChatArgs {
   std::string system;
   std::string db;
   std::string thread;
+  bool continueLast = false;
   int maxIterations = 10;
   int64_t tokenLimit = 0;
   bool jsonMode = false;
@@ -56,6 +61,13 @@ std::atomic<bool> chatInterrupted{false};
 
 void onChatSigint(int) {
   chatInterrupted.store(true);
+}
+
+sigjmp_buf promptJump;
+volatile sig_atomic_t promptJumpArmed = 0;
+
+void onPromptSigint(int) {
+  if (promptJumpArmed) siglongjmp(promptJump, 1);
 }
 
 constexpr const char* kHelp =
@@ -74,7 +86,9 @@ constexpr const char* kHelp =
     "  /clear                clear the context (keeps the system prompt)\n"
     "  /save FILE            write the conversation as a snapshot JSON file\n"
     "  /load FILE            load a snapshot file as a new branch\n"
-    "  /quit                 end the session (so does Ctrl-D)\n"
+    "  /file PATH [PROMPT]   send a file's (or a directory's) text, after PROMPT if given\n"
+    "  /quit                 end the session (so do exit, quit and Ctrl-D)\n"
+    "  \"\"\"                   on a line of its own: starts and ends a multi-line prompt\n"
     "Ctrl-C during a reply cancels it.\n";
 
 std::string oneLine(std::string text, size_t max = 200) {
@@ -91,6 +105,18 @@ class ChatSession {
 
   int run() {
     interactive_ = ::isatty(STDIN_FILENO) != 0;
+    // libedit reads multibyte (UTF-8) input only under a UTF-8 character-type locale: the
+    // user's, else C.UTF-8 when the environment names none.
+    const char* locale = std::setlocale(LC_CTYPE, "");
+    if (!locale || std::string(locale) == "C" || std::string(locale) == "POSIX") {
+      std::setlocale(LC_CTYPE, "C.UTF-8");
+    }
+    if (interactive_) {
+      struct sigaction drop {};
+      drop.sa_handler = onPromptSigint;
+      sigemptyset(&drop.sa_mask);
+      ::sigaction(SIGINT, &drop, nullptr);
+    }
     std::string intro;
     ClientOptions client;
     std::vector<std::string> toolSets = args_.toolSets;
@@ -118,13 +144,20 @@ class ChatSession {
     if (args_.jsonMode) options.request.responseFormat = ResponseFormat::jsonObject();
     if (args_.maxIterations < 1) throw ValidationError("--max-iterations", "must be at least 1");
     if (args_.tokenLimit < 0) throw ValidationError("--token-limit", "must be >= 0");
+    if (args_.continueLast && !args_.thread.empty()) {
+      throw ValidationError("-c", "resumes the thread used last; it cannot go with --thread");
+    }
 
     store_ = openCliStore(args_.db);
     ConversationManager manager(options);
     std::string id = args_.thread;
+    if (args_.continueLast) {
+      id = mostRecentThread(*store_);
+      if (id.empty()) throw ValidationError("-c", "there is no stored thread to resume");
+    }
     if (id.empty()) id = store_->createThread({}, manager.getAllMessages(), nullptr).id;
     auto stored = std::make_shared<StoredThread>(store_, id);
-    const bool resumed = stored->attach(manager) && !args_.thread.empty();
+    const bool resumed = stored->attach(manager) && (!args_.thread.empty() || args_.continueLast);
     branches_.emplace("main", Branch{std::move(manager), std::move(stored)});
     out_ << intro << "\n"
          << "thread " << id << (resumed ? " (resumed)" : " (new)")
@@ -136,6 +169,14 @@ class ChatSession {
       std::optional<std::string> line = readLine();
       if (!line) break;  // Ctrl-D / end of input
       if (line->empty()) continue;
+      if (*line == "exit" || *line == "quit") break;
+      if (*line == "\"\"\"") {
+        line = readBlock();
+        if (!line) break;
+        if (line->empty()) continue;
+        turnOrError(*line);
+        continue;
+      }
       try {
         if ((*line)[0] == '/') {
           if (!command(*line)) break;
@@ -168,10 +209,24 @@ class ChatSession {
 
   Branch& current() { return branches_.at(current_); }
 
-  std::optional<std::string> readLine() {
+  std::optional<std::string> readLine(const std::string& continuation = "") {
     if (interactive_) {
-      const std::string prompt = (current_ == "main" ? "" : current_ + " ") + "> ";
+      const std::string prompt =
+          continuation.empty() ? (current_ == "main" ? "" : current_ + " ") + "> " : continuation;
+      // Ctrl-C at the prompt drops the line, as in a shell. libedit retries a read that a
+      // signal interrupted, so the handler jumps out of it; the next readline() call sets the
+      // terminal up afresh.
+      // Between prompts and replies the same handler only ignores Ctrl-C (installed in run()).
+      chatInterrupted.store(false);
+      if (sigsetjmp(promptJump, 1) != 0) {
+        promptJumpArmed = 0;
+        chatInterrupted.store(true);
+        out_ << "\n" << std::flush;
+        return std::string();
+      }
+      promptJumpArmed = 1;
       char* raw = ::readline(prompt.c_str());
+      promptJumpArmed = 0;
       if (!raw) {
         out_ << "\n";
         return std::nullopt;
@@ -185,6 +240,28 @@ class ChatSession {
     if (!std::getline(std::cin, line)) return std::nullopt;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     return line;
+  }
+
+  // The lines up to the closing `"""`, joined; nullopt at end of input (nothing is sent).
+  std::optional<std::string> readBlock() {
+    std::string text;
+    for (;;) {
+      std::optional<std::string> line = readLine("... ");
+      if (!line) return std::nullopt;
+      if (line->empty() && chatInterrupted.load()) return std::string();  // Ctrl-C: drop it
+      if (*line == "\"\"\"") return text;
+      if (!text.empty()) text += "\n";
+      text += *line;
+    }
+  }
+
+  void turnOrError(const std::string& prompt) {
+    try {
+      turn(prompt);
+    } catch (const Error& e) {
+      out_ << "error: " << oneLine(e.what(), 400) << "\n";
+    }
+    out_ << std::flush;
   }
 
   void save() { current().thread->save(current().manager); }
@@ -408,6 +485,17 @@ class ChatSession {
       file << manager.createSnapshot().dump(2) << "\n";
       if (!file) throw ValidationError(argument, "cannot write the file");
       out_ << "saved to " << argument << "\n";
+    } else if (name == "file") {
+      if (argument.empty()) throw ValidationError("/file", "give a path: /file PATH [PROMPT]");
+      const size_t split = argument.find(' ');
+      const std::string path = argument.substr(0, split);
+      const std::string prompt = split == std::string::npos ? "" : argument.substr(split + 1);
+      std::vector<std::string> skipped;
+      const std::string files = filesAsText({path}, skipped);
+      for (const std::string& file : skipped)
+        out_ << "skipped the binary file " << file << "\n";
+      if (files.empty()) throw ValidationError(path, "holds no text file");
+      turn(composePrompt(prompt, "", files));
     } else if (name == "load") {
       if (argument.empty()) throw ValidationError("/load", "give a file: /load FILE");
       std::ifstream file(argument, std::ios::binary);
@@ -451,15 +539,18 @@ void addChatCommand(CLI::App& app, int& exitCode) {
       "chat", "Talk with a model interactively: streaming, tools, forks, persistence");
   addEndpointOptions(*cmd, args->endpoint);
   cmd->add_option("--tools", args->toolSets,
-                  "Offer a built-in tool set: demo (calculate, get_time, get_weather)");
-  cmd->add_option("--tools-file", args->toolFiles, "Offer the tools of a TOML file");
+                  "Offer a built-in tool set: demo (calculate, get_time, get_weather)")
+      ->allow_extra_args(false);
+  cmd->add_option("--tools-file", args->toolFiles, "Offer the tools of a TOML file")
+      ->allow_extra_args(false);
   cmd->footer(std::string("\nIn the session:\n") + kHelp +
-              "Ctrl-C at the prompt ends the session; everything is already saved.");
+              "Ctrl-C at the prompt clears the line; everything is already saved.");
   cmd->add_option("--system", args->system, "System prompt of a new conversation");
   cmd->add_option("--db", args->db,
                   "Conversation store: FILE, sqlite://FILE or postgresql://... (default: "
                   "$XDG_DATA_HOME/parley/parley.db, else ~/.local/share/parley/parley.db)");
   cmd->add_option("--thread", args->thread, "Resume this stored thread (default: a new one)");
+  cmd->add_flag("-c,--continue", args->continueLast, "Resume the thread used last");
   cmd->add_option("--max-iterations", args->maxIterations, "Model calls allowed in one turn")
       ->capture_default_str();
   cmd->add_option("--token-limit", args->tokenLimit, "Context limit shown by /usage (0: none)")
