@@ -124,6 +124,38 @@ TEST_F(ChatTest, DashCResumesTheThreadUsedLast) {
   EXPECT_EQ(store.threadInfo("old")->messageCount, 2);
 }
 
+TEST_F(ChatTest, RegenerateSettingsContinueAndBranchesThatOutliveTheSession) {
+  mock::MockOptions options;
+  options.script = mock::readScript(R"({"reply": {"content": "re: {{last_user}}"}})");
+  mock::MockServer server(options);
+  server.start();
+  CliRun run = chat({"--base-url", server.baseUrl(), "--thread", "t1"},
+                    "one\n/fork alt\ntwo\n/regenerate\n/set temperature 0.5\n"
+                    "/set temperature 7\n/set colour blue\n/show settings\n/continue\n/quit\n");
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("regenerating on branch regen-1"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("temperature: 0.5"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("error: /set temperature: \"7\" is not a valid value"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("error: /set colour: unknown setting"), std::string::npos) << run.out;
+
+  const auto seen = server.requests();
+  ASSERT_EQ(seen.size(), 4u);  // one, two, two again, continue
+  const json redo = seen[2]["body"]["messages"];
+  ASSERT_EQ(redo.size(), 3u);  // one, its reply, two: the first reply to "two" is not sent
+  EXPECT_EQ(redo[2]["content"], "two");
+  EXPECT_FALSE(seen[2]["body"].contains("temperature"));
+  EXPECT_EQ(seen[3]["body"]["temperature"], 0.5);
+  EXPECT_EQ(seen[3]["body"]["messages"].back()["content"], "Continue.");
+
+  // A new session on the thread finds the branches again, by name.
+  CliRun again = chat({"--base-url", server.baseUrl(), "--thread", "t1"}, "/branches\n/quit\n");
+  ASSERT_EQ(again.exitCode, 0) << again.err;
+  EXPECT_NE(again.out.find("  alt  thread "), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("  regen-1  thread "), std::string::npos) << again.out;
+  server.stop();
+}
+
 }  // namespace
 }  // namespace parley
 

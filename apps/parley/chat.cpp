@@ -13,6 +13,7 @@
 #include <editline/readline.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <clocale>
@@ -77,6 +78,10 @@ constexpr const char* kHelp =
     "  /usage                tokens: last call, total, the context against the limit\n"
     "  /system TEXT          set the system prompt\n"
     "  /model NAME           use another model from the next reply on\n"
+    "  /set KEY [VALUE]      model, temperature, top_p, max_tokens or seed (no value: default)\n"
+    "  /show settings        the request settings in use\n"
+    "  /regenerate           redo the last reply on a new branch (the old one stays)\n"
+    "  /continue [TEXT]      ask the model to go on\n"
     "  /fork [NAME]          copy this conversation into a new branch and switch to it\n"
     "  /branches             list the branches\n"
     "  /switch NAME          continue another branch\n"
@@ -159,6 +164,7 @@ class ChatSession {
     auto stored = std::make_shared<StoredThread>(store_, id);
     const bool resumed = stored->attach(manager) && (!args_.thread.empty() || args_.continueLast);
     branches_.emplace("main", Branch{std::move(manager), std::move(stored)});
+    if (resumed) restoreBranches(options);
     out_ << intro << "\n"
          << "thread " << id << (resumed ? " (resumed)" : " (new)")
          << (tools->size() ? "; tools: " + joinNames(tools->names()) : std::string())
@@ -272,11 +278,7 @@ class ChatSession {
     // chat turn is all or nothing.
     ConversationManager before = branch.manager.clone();
     RunOptions run;
-    if (!model_.empty()) {
-      ChatRequest request = branch.manager.options().request;
-      request.model = model_;
-      run.request = request;
-    }
+    if (settings_.has_value()) run.request = requestWithSettings(branch.manager.options().request);
     const auto start = std::chrono::steady_clock::now();
     std::optional<std::chrono::steady_clock::time_point> firstToken;
     bool waiting = interactive_;
@@ -360,6 +362,122 @@ class ChatSession {
     (void)start;
   }
 
+  static constexpr const char* kSettings[] = {"model", "temperature", "top_p", "max_tokens",
+                                              "seed"};
+
+  // "" clears the setting. Values are checked here, so a bad one never reaches a request.
+  void setSetting(const std::string& key, const std::string& value) {
+    if (std::find(std::begin(kSettings), std::end(kSettings), key) == std::end(kSettings)) {
+      throw ValidationError("/set " + key,
+                            "unknown setting (model, temperature, top_p, max_tokens, seed)");
+    }
+    nlohmann::json settings = settings_.value_or(nlohmann::json::object());
+    if (value.empty()) {
+      settings.erase(key);
+    } else if (key == "model") {
+      settings[key] = value;
+    } else {
+      try {
+        size_t used = 0;
+        if (key == "max_tokens" || key == "seed") {
+          const long long number = std::stoll(value, &used);
+          if (key == "max_tokens" && number < 1) throw std::invalid_argument("range");
+          settings[key] = number;
+        } else {
+          const double number = std::stod(value, &used);
+          if (number < 0 || (key == "top_p" && number > 1) || number > 2) {
+            throw std::invalid_argument("range");
+          }
+          settings[key] = number;
+        }
+        if (used != value.size()) throw std::invalid_argument("trailing text");
+      } catch (const std::logic_error&) {
+        throw ValidationError("/set " + key,
+                              "\"" + value +
+                                  "\" is not a valid value (temperature 0-2, top_p 0-1, "
+                                  "max_tokens >= 1, seed an integer)");
+      }
+    }
+    settings_ = settings.empty() ? std::nullopt : std::optional<nlohmann::json>(settings);
+  }
+
+  ChatRequest requestWithSettings(ChatRequest request) const {
+    const nlohmann::json& s = *settings_;
+    if (s.contains("model")) request.model = s["model"].get<std::string>();
+    if (s.contains("temperature")) request.temperature = s["temperature"].get<double>();
+    if (s.contains("top_p")) request.topP = s["top_p"].get<double>();
+    if (s.contains("max_tokens")) request.maxTokens = s["max_tokens"].get<int64_t>();
+    if (s.contains("seed")) request.seed = s["seed"].get<int64_t>();
+    return request;
+  }
+
+  void showSettings() {
+    const ChatRequest request = settings_ ? requestWithSettings(current().manager.options().request)
+                                          : current().manager.options().request;
+    out_ << "model: " << (request.model.empty() ? "(the endpoint's)" : request.model) << "\n";
+    const auto show = [&](const char* key, const auto& value) {
+      out_ << key << ": ";
+      if (value) {
+        out_ << *value;
+      } else {
+        out_ << "(the server's default)";
+      }
+      out_ << "\n";
+    };
+    show("temperature", request.temperature);
+    show("top_p", request.topP);
+    show("max_tokens", request.maxTokens);
+    show("seed", request.seed);
+  }
+
+  // The last prompt again, on a new branch; the old reply stays on the branch it was on.
+  void regenerate() {
+    ConversationManager& manager = current().manager;
+    const std::vector<Message> view = manager.getMessages();
+    size_t last = view.size();
+    for (size_t i = view.size(); i-- > 0;) {
+      if (view[i].role == Role::User) {
+        last = i;
+        break;
+      }
+    }
+    if (last == view.size()) throw ValidationError("/regenerate", "there is no prompt to redo");
+    const std::string prompt = view[last].content;
+    const std::string branchName = freshName("regen");
+    ThreadOptions fork;
+    fork.metadata = {{"branch", branchName}};
+    std::shared_ptr<StoredThread> thread = current().thread->fork(manager, fork);
+    ConversationManager redo = manager.clone(thread);
+    TruncateOp drop;
+    drop.removeLast = static_cast<int64_t>(view.size() - last);
+    applyContextOperation(redo, drop);
+    addBranch(branchName, std::move(redo), std::move(thread));
+    out_ << "regenerating on branch " << branchName << " (the old reply stays on its branch)\n";
+    save();
+    turn(prompt);
+  }
+
+  // The branches of earlier sessions: stored forks named by /fork or /regenerate, recursively.
+  void restoreBranches(const ConversationOptions& options) {
+    std::vector<std::string> parents = {branches_.at("main").thread->threadId()};
+    while (!parents.empty()) {
+      const std::string parent = parents.back();
+      parents.pop_back();
+      ThreadListOptions list;
+      list.parentId = parent;
+      for (const ThreadInfo& info : store_->listThreads(list)) {
+        parents.push_back(info.id);
+        if (!info.metadata.is_object() || !info.metadata.contains("branch")) continue;
+        const std::string name = info.metadata["branch"].get<std::string>();
+        if (branches_.count(name)) continue;
+        ConversationManager manager(options);
+        auto thread = std::make_shared<StoredThread>(store_, info.id);
+        thread->attach(manager);
+        branches_.emplace(name, Branch{std::move(manager), std::move(thread)});
+      }
+    }
+  }
+
   void applyOperation(const std::string& name, const std::string& argument) {
     nlohmann::json config;
     try {
@@ -441,14 +559,29 @@ class ChatSession {
       out_ << "system prompt set\n";
     } else if (name == "model") {
       if (argument.empty()) throw ValidationError("/model", "give a model name: /model NAME");
-      model_ = argument;
-      out_ << "model: " << model_ << "\n";
+      setSetting("model", argument);
+      out_ << "model: " << argument << "\n";
+    } else if (name == "set") {
+      const size_t split = argument.find(' ');
+      const std::string key = argument.substr(0, split);
+      if (key.empty()) throw ValidationError("/set", "give a setting: /set KEY [VALUE]");
+      setSetting(key, split == std::string::npos ? "" : argument.substr(split + 1));
+      showSettings();
+    } else if (name == "show") {
+      if (argument != "settings") throw ValidationError("/show", "try /show settings");
+      showSettings();
+    } else if (name == "continue") {
+      turn(argument.empty() ? "Continue." : argument);
+    } else if (name == "regenerate") {
+      regenerate();
     } else if (name == "fork") {
       const std::string branchName = argument.empty() ? freshName("fork") : argument;
       if (branches_.count(branchName)) {
         throw ValidationError("/fork", "a branch named \"" + branchName + "\" exists");
       }
-      std::shared_ptr<StoredThread> thread = current().thread->fork(manager);
+      ThreadOptions fork;
+      fork.metadata = {{"branch", branchName}};
+      std::shared_ptr<StoredThread> thread = current().thread->fork(manager, fork);
       const std::string threadId = thread->threadId();
       addBranch(branchName, manager.clone(), std::move(thread));
       out_ << "forked: now on " << branchName << " (thread " << threadId << ")\n";
@@ -528,7 +661,8 @@ class ChatSession {
   std::shared_ptr<ConversationStore> store_;
   std::map<std::string, Branch> branches_;
   std::string current_ = "main";
-  std::string model_;
+  // /set overrides of the request (an unset key keeps the endpoint's value); nullopt: none.
+  std::optional<nlohmann::json> settings_;
 };
 
 }  // namespace
