@@ -78,13 +78,15 @@ TEST_F(ChatTest, ForkSwitchUndoSaveAndResume) {
   const size_t history = run.out.find("[0] system: Be kind.");
   ASSERT_NE(history, std::string::npos) << run.out;
   EXPECT_EQ(run.out.find("[3] user: two", history), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("truncate: 1 messages visible"), std::string::npos) << run.out;
+  // keepLast 1 keeps the reply; the chat keeps its system prompt before it.
+  EXPECT_NE(run.out.find("truncate: 2 messages visible"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("undone: 3 messages visible"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("error: /bogus: unknown command (try /help)"), std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find("no branch \"nowhere\""), std::string::npos) << run.out;
   ASSERT_TRUE(std::filesystem::exists(snapshot));
-  EXPECT_EQ(json::parse(std::ifstream(snapshot))["messages"].size(), 3u);
+  // Storage is append-only: the system prompt put back after the truncation is a fourth message.
+  EXPECT_EQ(json::parse(std::ifstream(snapshot))["messages"].size(), 4u);
 
   // Resume: the next request carries the stored history.
   CliRun resumed = chat({"--base-url", server.baseUrl(), "--thread", "t1"}, "three\n");
@@ -153,6 +155,30 @@ TEST_F(ChatTest, RegenerateSettingsContinueAndBranchesThatOutliveTheSession) {
   ASSERT_EQ(again.exitCode, 0) << again.err;
   EXPECT_NE(again.out.find("  alt  thread "), std::string::npos) << again.out;
   EXPECT_NE(again.out.find("  regen-1  thread "), std::string::npos) << again.out;
+  server.stop();
+}
+
+TEST_F(ChatTest, EditsKeepTheSystemPromptFirstAndAUserPromptNext) {
+  mock::MockOptions options;
+  options.script = mock::readScript(R"({"reply": {"content": "re: {{last_user}}"}})");
+  mock::MockServer server(options);
+  server.start();
+  CliRun run = chat({"--base-url", server.baseUrl(), "--thread", "t1", "--system", "Be kind."},
+                    "one\ntwo\nthree\n/truncate {\"keepLast\": 4}\n/history\n"
+                    "/truncate {\"keepLast\": 3}\n/history\n/undo\n/undo\n/history\n/quit\n");
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  // keepLast 4 keeps two, re: two, three, re: three, and the system prompt stays first.
+  EXPECT_NE(run.out.find("truncate: 5 messages visible\n[0] system: Be kind.\n[1] user: two\n"),
+            std::string::npos)
+      << run.out;
+  // keepLast 3 would start with a reply: that reply goes too.
+  EXPECT_NE(run.out.find("truncate: 3 messages visible\n[0] system: Be kind.\n[1] user: three\n"),
+            std::string::npos)
+      << run.out;
+  // Each /undo takes back one whole edit, repairs included.
+  EXPECT_NE(run.out.find("undone: 5 messages visible\nundone: 7 messages visible\n"),
+            std::string::npos)
+      << run.out;
   server.stop();
 }
 

@@ -204,6 +204,8 @@ class ChatSession {
   struct Branch {
     ConversationManager manager;
     std::shared_ptr<StoredThread> thread;
+    // The batch before each edit of this session, for /undo (an edit may take several batches).
+    std::vector<size_t> undo{};
   };
 
   static std::string joinNames(const std::vector<std::string>& names) {
@@ -485,14 +487,43 @@ class ChatSession {
     } catch (const nlohmann::json::parse_error&) {
       throw ValidationError("/" + name, "expects a JSON object, e.g. /truncate {\"keepLast\": 4}");
     }
+    ConversationManager& manager = current().manager;
+    const size_t batchBefore = manager.getMarkMap().currentBatch;
+    const std::vector<Message> before = manager.getMessages();
     ContextOperationResult result = applyContextOperation(
-        current().manager, parseContextOperation({{"operation", name}, {name, config}}));
+        manager, parseContextOperation({{"operation", name}, {name, config}}));
+    keepWellFormed(manager, before);
+    current().undo.push_back(batchBefore);
     save();
-    out_ << name << ": " << result.messageCount << " messages visible";
+    out_ << name << ": " << manager.getMessageCount() << " messages visible";
     if (result.removedForPairing) {
       out_ << " (" << result.removedForPairing << " dropped to keep tool calls paired)";
     }
     out_ << "\n";
+  }
+
+  // What the REPL keeps true of its view after an edit, whatever the operation did: its system
+  // prompt stays first, and the first message after it is not a reply to a prompt that is gone.
+  // Each repair is one more batch; /undo goes back over all of them at once.
+  static void keepWellFormed(ConversationManager& manager, const std::vector<Message>& before) {
+    std::vector<Message> view = manager.getMessages();
+    size_t firstPrompt = 0;
+    while (firstPrompt < view.size() && view[firstPrompt].role != Role::User)
+      ++firstPrompt;
+    const bool leadingReplies =
+        firstPrompt < view.size() &&
+        std::any_of(view.begin(), view.begin() + static_cast<std::ptrdiff_t>(firstPrompt),
+                    [](const Message& m) { return m.role != Role::System; });
+    if (leadingReplies) {
+      TruncateOp drop;
+      drop.removeFirst = static_cast<int64_t>(firstPrompt);
+      applyContextOperation(manager, drop);
+      view = manager.getMessages();
+    }
+    if (!before.empty() && before.front().role == Role::System &&
+        (view.empty() || view.front().role != Role::System)) {
+      applyContextOperation(manager, InsertOp{0, {before.front()}});
+    }
   }
 
   void addBranch(const std::string& name, ConversationManager manager,
@@ -554,6 +585,7 @@ class ChatSession {
       } else {
         op = InsertOp{0, {Message::system(argument)}};
       }
+      current().undo.push_back(manager.getMarkMap().currentBatch);
       applyContextOperation(manager, op);
       save();
       out_ << "system prompt set\n";
@@ -600,15 +632,20 @@ class ChatSession {
     } else if (name == "truncate" || name == "filter") {
       applyOperation(name, argument);
     } else if (name == "undo") {
+      std::vector<size_t>& undo = current().undo;
       const size_t batch = manager.getMarkMap().currentBatch;
       if (batch == 0) {
         out_ << "nothing to undo\n";
       } else {
-        manager.rollbackToBatch(batch - 1);
+        // An edit of an earlier session is undone one batch at a time.
+        const size_t target = undo.empty() ? batch - 1 : undo.back();
+        if (!undo.empty()) undo.pop_back();
+        manager.rollbackToBatch(target);
         save();
         out_ << "undone: " << manager.getMessageCount() << " messages visible\n";
       }
     } else if (name == "clear") {
+      current().undo.push_back(manager.getMarkMap().currentBatch);
       manager.clearMessages(true);
       save();
       out_ << "cleared: " << manager.getMessageCount() << " messages visible\n";
