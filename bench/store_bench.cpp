@@ -16,6 +16,7 @@
 #include <string>
 
 #include "parley/conversation_manager.hpp"
+#include "parley/postgres_store.hpp"
 #include "parley/store.hpp"
 #include "pg_test_cluster.hpp"
 

@@ -3,10 +3,9 @@ find_package(Threads REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CURL REQUIRED)
 find_package(SQLite3 REQUIRED)
-find_package(PostgreSQL REQUIRED)
+find_package(PostgreSQL REQUIRED)  # the parley::postgres component only
 find_package(simdjson REQUIRED)
 find_package(tomlplusplus REQUIRED)  # profiles.cpp (the library links it privately)
-find_package(OpenSSL REQUIRED COMPONENTS Crypto)  # SHA-256 of the executor's response cache
 
 # valijson is header-only; Debian's package drags in Qt and Poco, so setup.sh may unpack
 # the headers alone into .deps/valijson.

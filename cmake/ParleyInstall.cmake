@@ -4,8 +4,16 @@ install(TARGETS parley EXPORT parleyTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS parley_postgres EXPORT parleyPostgresTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY include/parley DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${PROJECT_BINARY_DIR}/include/parley/version.hpp
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/parley)
 install(EXPORT parleyTargets NAMESPACE parley:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/parley)
+install(EXPORT parleyPostgresTargets NAMESPACE parley::
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/parley)
 
 configure_package_config_file(cmake/parleyConfig.cmake.in
                               ${CMAKE_CURRENT_BINARY_DIR}/parleyConfig.cmake

@@ -19,7 +19,6 @@ packages=(
   tmux chromium
   libicu-dev
   nodejs
-  libssl-dev
 )
 missing=()
 for p in "${packages[@]}"; do

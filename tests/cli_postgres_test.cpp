@@ -8,6 +8,7 @@
 #include "cli_runner.hpp"
 #include "mock/mock_server.hpp"
 #include "parley/conversation_manager.hpp"
+#include "parley/postgres_store.hpp"
 #include "parley/store.hpp"
 #include "pg_test_cluster.hpp"
 
@@ -24,6 +25,7 @@ class CliPostgresTest : public ::testing::Test {
     // The demo agent: calls the calculator when asked for arithmetic, echoes otherwise.
     server_ = std::make_unique<mock::MockServer>(mock::MockOptions{});
     server_->start();
+    registerPostgresStore();  // for the checks that read the database back through openStore
     // A database of its own, named in a postgresql:// URL as a user would write it.
     PgTestCluster& cluster = PgTestCluster::shared();
     const std::string database = "cli_" + std::to_string(::getpid());

@@ -443,6 +443,59 @@ TEST_F(ClientTest, ExtraHeadersAndEncodedMessagesAreSent) {
   EXPECT_EQ(seen["body"]["messages"][1]["content"], "u");
 }
 
+// Records what the clients ask of the transport and hands it on to a real libcurl transport.
+class RecordingTransport : public HttpTransport {
+ public:
+  explicit RecordingTransport(HttpTransportOptions options)
+      : inner_(makeCurlTransport(std::move(options))) {}
+  void post(const HttpRequest& request, HttpReplySink& sink) override {
+    {
+      std::lock_guard lock(mutex);
+      urls.emplace_back(request.url);
+      headers.emplace_back(request.headers.begin(), request.headers.end());
+      streams.push_back(request.stream);
+    }
+    inner_->post(request, sink);
+  }
+  std::mutex mutex;
+  std::vector<std::string> urls;
+  std::vector<std::vector<std::string>> headers;
+  std::vector<bool> streams;
+
+ private:
+  std::shared_ptr<HttpTransport> inner_;
+};
+
+TEST_F(ClientTest, AnInjectedTransportCarriesEveryCallWithItsOwnRetries) {
+  serve(R"({"times": 1, "error": {"status": 503}}
+{"match": {"stream": true}, "reply": {"content": "streamed"}}
+{"reply": {"content": "plain"}})");
+  HttpTransportOptions http;
+  http.maxRetries = 0;  // the client's own maxRetries (2) no longer applies
+  auto transport = std::make_shared<RecordingTransport>(http);
+  ClientOptions o = options();
+  o.transport = transport;
+  OpenAiClient first(o);
+  OpenAiClient second(o);  // one transport may serve many clients
+  try {
+    first.generate(ask("x"));
+    FAIL() << "expected HttpError";
+  } catch (const HttpError& e) {
+    EXPECT_EQ(e.status(), 503);
+  }
+  EXPECT_EQ(chatRequests(), 1u);  // not retried
+  EXPECT_TRUE(sleeps().empty());
+  EXPECT_EQ(second.generate(ask("y")).message.content, "plain");
+  EXPECT_EQ(first.generateStream(ask("z"), [](const StreamDelta&) { return true; }).message.content,
+            "streamed");
+  std::lock_guard lock(transport->mutex);
+  ASSERT_EQ(transport->urls.size(), 3u);
+  for (const std::string& url : transport->urls)
+    EXPECT_EQ(url, server_->baseUrl() + "/chat/completions");
+  EXPECT_EQ(transport->streams, (std::vector<bool>{false, false, true}));
+  EXPECT_EQ(transport->headers[0], std::vector<std::string>{"Authorization: Bearer sk-test"});
+}
+
 TEST_F(ClientTest, OneClientFromManyThreads) {
   serve(R"({"match": {"stream": true}, "reply": {"content": "s {{last_user}}", "chunk_size": 3}}
 {"reply": {"content": "n {{last_user}}"}})");

@@ -1,6 +1,7 @@
 // PostgresStore: the conformance suite against a throwaway cluster, plus connection failures.
 #include <libpq-fe.h>
 
+#include "parley/postgres_store.hpp"
 #include "pg_test_cluster.hpp"
 #include "store_conformance.hpp"
 
@@ -84,8 +85,20 @@ TEST(PostgresStore, ManyStoresCreateTheSchemaOnceAtTheSameTime) {
   EXPECT_EQ(PostgresStore(conninfo).listThreads().size(), 6u);
 }
 
-TEST(OpenStore, PostgresUrlsOpenPostgresStores) {
+TEST(OpenStore, PostgresUrlsOpenPostgresStoresOnceRegistered) {
   const PgTestCluster& cluster = PgTestCluster::shared();
+  const std::string unregistered = "postgresql://postgres@/postgres?host=" + cluster.socketDir();
+  try {
+    openStore(unregistered);
+    ADD_FAILURE() << "expected a ValidationError";
+  } catch (const ValidationError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "link parley::postgres and call parley::registerPostgresStore()"),
+              std::string::npos)
+        << e.what();
+  }
+  registerPostgresStore();
+  registerPostgresStore();  // harmless twice
   for (const char* scheme : {"postgresql://", "postgres://"}) {
     const std::string url = std::string(scheme) + "postgres:" + PgTestCluster::kPassword +
                             "@/postgres?host=" + cluster.socketDir() +

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "parley/errors.hpp"
+#include "parley/postgres_store.hpp"
 #include "parley/store.hpp"
 
 using namespace parley;

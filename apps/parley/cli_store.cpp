@@ -3,6 +3,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
+
+#include "parley/postgres_store.hpp"
 
 namespace parley::cli {
 
@@ -15,6 +18,8 @@ std::string defaultDbPath() {
 }
 
 std::shared_ptr<ConversationStore> openCliStore(const std::string& url) {
+  static std::once_flag postgres;
+  std::call_once(postgres, registerPostgresStore);
   if (url.empty()) {
     const std::string path = defaultDbPath();
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());

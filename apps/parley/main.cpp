@@ -3,12 +3,13 @@
 
 #include "commands.hpp"
 #include "parley/errors.hpp"
+#include "parley/version.hpp"
 
 int main(int argc, char** argv) {
   using namespace parley::cli;
   CLI::App app{"parley: multi-turn LLM conversations from the command line"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "parley 0.1.0");
+  app.set_version_flag("--version", std::string("parley ") + parley::kVersion);
   app.footer("Exit codes: 0 success, 1 the operation failed, 2 bad command line, 130 interrupted.");
   int exitCode = kExitOk;
   // Subcommands (one line each, in alphabetical order).

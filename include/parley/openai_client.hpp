@@ -5,11 +5,12 @@
 // borrows a connection (a libcurl handle with its connection cache) from a pool and returns it,
 // so connections are reused across calls. The options are fixed at construction.
 //
-// Retries follow the official SDKs: connection errors, timeouts, 408, 409, 429 and >= 500 are
-// retried maxRetries times (an `x-should-retry: true|false` response header overrides), waiting
-// `retry-after-ms`, `Retry-After` (seconds or an HTTP date) when the server says and that is at
-// most 60 s, else min(0.5 s * 2^retry, 8 s) less up to 25 % jitter. A stream that has already
-// delivered a chunk to onChunk is never retried.
+// The HTTP exchange itself is the transport's (parley/transport.hpp: a libcurl one unless
+// ClientOptions::transport says otherwise). Retries follow the official SDKs: connection errors,
+// timeouts, 408, 409, 429 and >= 500 are retried maxRetries times (an `x-should-retry:
+// true|false` response header overrides), waiting `retry-after-ms`, `Retry-After` (seconds or an
+// HTTP date) when the server says and that is at most 60 s, else min(0.5 s * 2^retry, 8 s) less
+// up to 25 % jitter. A stream that has already delivered a chunk to onChunk is never retried.
 //
 // Timeouts: connectTimeout per connection attempt; requestTimeout for a whole non-streamed
 // response; idleTimeout for the longest silence inside a stream; ChatRequest::timeout for the
@@ -29,6 +30,7 @@
 
 #include "parley/llm.hpp"
 #include "parley/message.hpp"
+#include "parley/transport.hpp"
 
 namespace parley {
 
@@ -65,6 +67,11 @@ struct ClientOptions {
   // Empty: the real clock; a sleep that wakes on cancellation.
   std::function<std::chrono::system_clock::time_point()> now;
   std::function<void(std::chrono::milliseconds, std::stop_token)> sleep;
+
+  // The HTTP transport calls go through. Empty: a libcurl transport made from the timeouts,
+  // retries, caps and seams above (which an injected transport does not read). Shared: clients
+  // given the same transport share its connections.
+  std::shared_ptr<HttpTransport> transport;
 };
 
 struct EmbeddingResult {

@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -213,51 +214,20 @@ class SqliteStore : public ConversationStore {
   std::unique_ptr<Impl> impl_;
 };
 
-// --- PostgreSQL -----------------------------------------------------------------------------
-
-struct PostgresStoreOptions {
-  size_t maxConnections = 4;  // per store object, opened on demand
-  int retries = 10;           // whole-transaction retries on serialization failure / deadlock
-  std::chrono::milliseconds connectTimeout{10'000};
-};
-
-// The shared store over libpq: the same schema as SqliteStore; many processes may append to many
-// threads at once. Writers of one thread are serialised by a row lock and checked against the
-// expected version: one wins, the other gets StoreConflict. `conninfo` is anything libpq takes
-// ("host=/tmp/x dbname=app" or "postgresql://user@host/app"); tables are created in the first
-// schema of the search_path. A wrong password or an unreachable server is a StoreError naming
-// libpq's reason (the password itself is never in the message). One exception to "a call that
-// throws changed nothing": if the connection breaks during COMMIT, the outcome is unknown; the
-// thread's version tells (a committed turn bumped it), and retrying with the old expected
-// version is safe: it either commits once or raises StoreConflict.
-class PostgresStore : public ConversationStore {
- public:
-  explicit PostgresStore(const std::string& conninfo, PostgresStoreOptions options = {});
-  ~PostgresStore() override;
-
-  ThreadInfo createThread(const ThreadOptions& options = {}, std::span<const Message> messages = {},
-                          const nlohmann::json& state = nullptr) override;
-  Version appendTurn(const std::string& threadId, std::span<const Message> messages,
-                     const nlohmann::json& state, Version expectedVersion) override;
-  ThreadData loadThread(const std::string& threadId) override;
-  std::optional<ThreadInfo> threadInfo(const std::string& threadId) override;
-  std::vector<ThreadInfo> listThreads(const ThreadListOptions& options = {}) override;
-  bool deleteThread(const std::string& threadId) override;
-  ThreadInfo forkThread(const std::string& parentId, int64_t position,
-                        const ThreadOptions& options = {},
-                        const nlohmann::json& state = nullptr) override;
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
-
 // The schema version this build writes; a database with a higher one is refused.
 inline constexpr int kStoreSchemaVersion = 1;
 
-// Opens a store from a URL (the CLI's --db): "postgresql://..." or "postgres://..." ->
-// PostgresStore (the URL is given to libpq as is); "sqlite://PATH" or a plain path ->
-// SqliteStore. Throws StoreError when it cannot be opened, ValidationError for an empty url.
+// Opens a store from a URL (the CLI's --db): "sqlite://PATH" or a plain path -> SqliteStore;
+// "SCHEME://..." -> the opener registered for SCHEME (registerStoreScheme), e.g.
+// "postgresql://..." and "postgres://..." -> PostgresStore once registerPostgresStore()
+// (postgres_store.hpp, library parley::postgres) has run. Throws StoreError when the store
+// cannot be opened, ValidationError for an empty url or a scheme nothing registered.
 std::unique_ptr<ConversationStore> openStore(const std::string& url);
+
+// Makes openStore() open "SCHEME://..." URLs with `opener` (given the whole URL), replacing an
+// earlier opener of that scheme. For stores that live in their own library, so that a program
+// links their client library only when it uses them. Safe to call from any thread.
+using StoreOpener = std::function<std::unique_ptr<ConversationStore>(const std::string& url)>;
+void registerStoreScheme(const std::string& scheme, StoreOpener opener);
 
 }  // namespace parley

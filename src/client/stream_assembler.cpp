@@ -1,5 +1,7 @@
 #include "client/stream_assembler.hpp"
 
+#include "client/http_transport.hpp"
+
 #include <atomic>
 #include <cstring>
 #include <optional>
@@ -46,12 +48,6 @@ std::string_view argumentsText(ondemand::value value) {
   }
 }
 
-std::string apiCodeText(const nlohmann::json& code) {
-  if (code.is_string()) return code.get<std::string>();
-  if (code.is_null()) return {};
-  return code.dump();
-}
-
 }  // namespace
 
 std::string generateToolCallId() {
@@ -67,27 +63,6 @@ std::string generateToolCallId() {
 std::string normaliseFinishReason(const std::string& reported, bool hasToolCalls) {
   if (hasToolCalls && (reported.empty() || reported == "stop")) return "tool_calls";
   return reported;
-}
-
-void readApiError(std::string_view body, HttpError::Details& details) {
-  nlohmann::json value = nlohmann::json::parse(body, nullptr, false);
-  if (value.is_discarded() || !value.is_object()) return;
-  const nlohmann::json* error = &value;
-  if (auto it = value.find("error"); it != value.end()) {
-    if (it->is_string()) {  // {"error": "text"} (some proxies)
-      details.apiMessage = it->get<std::string>();
-      return;
-    }
-    if (!it->is_object()) return;
-    error = &*it;
-  }
-  if (auto it = error->find("message"); it != error->end() && it->is_string()) {
-    details.apiMessage = it->get<std::string>();
-  }
-  if (auto it = error->find("type"); it != error->end() && it->is_string()) {
-    details.apiType = it->get<std::string>();
-  }
-  if (auto it = error->find("code"); it != error->end()) details.apiCode = apiCodeText(*it);
 }
 
 struct StreamAssembler::State {
@@ -431,6 +406,66 @@ ChatResult resultFromCompletion(std::string_view body) {
       normaliseFinishReason(result.reportedFinishReason, !result.message.toolCalls.empty());
   result.raw = std::move(value);
   return result;
+}
+
+void ChatCompletionsReader::reset() {
+  assembler_ = std::make_unique<StreamAssembler>();
+  delivered_ = false;
+}
+
+bool ChatCompletionsReader::onEvent(const SseEvent& event, const HttpReplyInfo& reply) {
+  if (assembler_->sawDone()) return true;  // nothing after [DONE] counts
+  if (event.data == "[DONE]") {
+    assembler_->markDone();
+    return true;
+  }
+  if (event.type == "error") {
+    HttpError::Details details;
+    details.status = reply.status;
+    details.body = event.data;
+    details.requestId = reply.requestId;
+    readApiError(event.data, details);
+    if (details.apiMessage.empty()) details.apiMessage = "the server sent an error event";
+    throw HttpError(std::move(details));
+  }
+  if (event.data.empty()) return true;
+  const StreamDelta* delta;
+  try {
+    delta = &assembler_->addChunk(event.data);
+  } catch (const HttpError& e) {
+    HttpError::Details details = e.details();
+    if (details.status == 0) details.status = reply.status;
+    details.requestId = reply.requestId;
+    throw HttpError(std::move(details));
+  }
+  if (!delta->empty() && onChunk_) {
+    delivered_ = true;
+    return (*onChunk_)(*delta);
+  }
+  return true;
+}
+
+void ChatCompletionsReader::onStreamEnd(const HttpReplyInfo&) {
+  result_ = assembler_->finish();  // ProtocolError if the stream was cut short
+}
+
+void ChatCompletionsReader::onBody(std::string_view body, const HttpReplyInfo&) {
+  result_ = resultFromCompletion(body);
+  if (!stream_ || !onChunk_) return;
+  // The server ignored "stream": hand the whole reply over as one delta.
+  StreamDelta delta;
+  delta.content = result_.message.content;
+  if (auto r = result_.message.extra.find("reasoning_content");
+      r != result_.message.extra.end() && r->is_string()) {
+    delta.reasoning = r->get<std::string>();
+  }
+  for (size_t i = 0; i < result_.message.toolCalls.size(); ++i) {
+    const ToolCall& call = result_.message.toolCalls[i];
+    delta.toolCalls.push_back(ToolCallDelta{i, call.id, call.name, call.arguments});
+  }
+  delta.usage = result_.usage;
+  delta.finishReason = result_.reportedFinishReason;
+  if (!(*onChunk_)(delta)) throw CancelledError("the stream was stopped by its chunk handler");
 }
 
 }  // namespace parley::detail

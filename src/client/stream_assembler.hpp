@@ -20,6 +20,7 @@
 
 #include "parley/errors.hpp"
 #include "parley/llm.hpp"
+#include "parley/transport.hpp"
 
 namespace parley::detail {
 
@@ -55,6 +56,35 @@ class StreamAssembler {
   bool sawContent_ = false;
 };
 
+// The Chat Completions reply reader on the transport: a stream's events through a
+// StreamAssembler to `onChunk`, or a whole chat.completion body (handed to `onChunk` as one
+// delta when the server ignored "stream"). One per call.
+class ChatCompletionsReader final : public HttpReplySink {
+ public:
+  // `onChunk` may be null (generate() without streaming to a caller); it must outlive the call.
+  ChatCompletionsReader(const ChunkHandler* onChunk, bool stream)
+      : onChunk_(onChunk && *onChunk ? onChunk : nullptr), stream_(stream) {}
+
+  void reset() override;
+  bool onEvent(const SseEvent& event, const HttpReplyInfo& reply) override;
+  void onStreamEnd(const HttpReplyInfo& reply) override;
+  bool streamComplete() const noexcept override {
+    return assembler_ && assembler_->sawFinishReason();
+  }
+  bool delivered() const noexcept override { return delivered_; }
+  void onBody(std::string_view body, const HttpReplyInfo& reply) override;
+
+  // The reply, once the transport's post() has returned.
+  ChatResult& result() noexcept { return result_; }
+
+ private:
+  const ChunkHandler* onChunk_;
+  bool stream_;
+  bool delivered_ = false;
+  std::unique_ptr<StreamAssembler> assembler_;
+  ChatResult result_;
+};
+
 // Reads a whole (non-streamed) chat.completion body with the same tolerance: missing tool-call
 // ids generated, empty arguments stored as "{}", finish reason normalised, content null or
 // absent read as "". Throws ProtocolError if the body is not a chat.completion, HttpError if it
@@ -67,9 +97,5 @@ std::string generateToolCallId();
 // The finish reason a reply reports: "tool_calls" when calls were collected and the server
 // said "stop" or nothing; otherwise what the server said.
 std::string normaliseFinishReason(const std::string& reported, bool hasToolCalls);
-
-// HttpError details from an OpenAI error object {"message", "type", "code", ...} (or a body
-// that holds one under "error"). Fills apiMessage/apiType/apiCode; leaves status/requestId.
-void readApiError(std::string_view body, HttpError::Details& details);
 
 }  // namespace parley::detail

@@ -1,8 +1,6 @@
 #include "executor/response_cache.hpp"
 
-#include <openssl/evp.h>
-
-#include <cstring>
+#include <functional>
 #include <random>
 
 #include "client/request_body.hpp"
@@ -10,33 +8,25 @@
 
 namespace parley::detail {
 
-Sha256 sha256(std::string_view data) {
-  Sha256 digest{};
-  unsigned int size = 0;
-  if (EVP_Digest(data.data(), data.size(), digest.data(), &size, EVP_sha256(), nullptr) != 1 ||
-      size != digest.size()) {
-    throw Error("SHA-256 failed (OpenSSL)");
-  }
-  return digest;
+namespace {
+
+size_t hashOf(std::string_view key) noexcept {
+  return std::hash<std::string_view>{}(key);
 }
 
-size_t ResponseCache::DigestHash::operator()(const Sha256& d) const noexcept {
-  size_t h = 0;
-  std::memcpy(&h, d.data(), sizeof h);  // any bits of a SHA-256 are uniform
-  return h;
-}
+}  // namespace
 
 ResponseCache::ResponseCache(size_t capacity) : capacity_(capacity) {
   if (capacity == 0) throw ValidationError("capacity", "must be at least 1");
 }
 
 std::optional<ChatResult> ResponseCache::find(std::string_view key) {
-  const Sha256 digest = sha256(key);
+  const KeyRef ref{hashOf(key), key};
   std::shared_ptr<const ChatResult> value;
   {
     std::lock_guard lock(mutex_);
-    auto it = index_.find(digest);
-    if (it == index_.end() || it->second->key != key) {
+    auto it = index_.find(ref);
+    if (it == index_.end()) {
       ++stats_.misses;
       return std::nullopt;
     }
@@ -48,22 +38,24 @@ std::optional<ChatResult> ResponseCache::find(std::string_view key) {
 }
 
 void ResponseCache::insert(std::string key, ChatResult value) {
-  Entry entry{sha256(key), std::move(key), std::make_shared<const ChatResult>(std::move(value))};
+  const size_t hash = hashOf(key);
+  auto stored = std::make_shared<const ChatResult>(std::move(value));
   std::list<Entry> evicted;  // destroyed after the lock is released
   std::lock_guard lock(mutex_);
-  if (auto it = index_.find(entry.digest); it != index_.end()) {
-    // The same request (or, never seen yet, another one with the same digest): the newer wins.
-    *it->second = std::move(entry);
+  if (auto it = index_.find(KeyRef{hash, key}); it != index_.end()) {
+    // The same request again: the newer reply wins. The key stays, as the index points into it.
+    std::swap(it->second->value, stored);
     order_.splice(order_.begin(), order_, it->second);
     return;
   }
   if (order_.size() == capacity_) {
-    index_.erase(order_.back().digest);
+    const Entry& oldest = order_.back();
+    index_.erase(KeyRef{oldest.hash, oldest.key});
     evicted.splice(evicted.begin(), order_, std::prev(order_.end()));
     ++stats_.evictions;
   }
-  order_.push_front(std::move(entry));
-  index_.emplace(order_.front().digest, order_.begin());
+  order_.push_front(Entry{hash, std::move(key), std::move(stored)});
+  index_.emplace(KeyRef{hash, order_.front().key}, order_.begin());
 }
 
 ResponseCache::Stats ResponseCache::stats() const {

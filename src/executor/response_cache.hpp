@@ -1,15 +1,15 @@
 // The executor's opt-in LLM response cache (ExecutorOptions::responseCacheSize).
 //
 // ResponseCache is a bounded LRU of model replies. Its key is the text of the whole request
-// the model would receive; it is indexed by the key's SHA-256, and a hit compares the full key
-// too, so two requests can only share a reply when they are byte for byte the same.
+// the model would receive; it is indexed by a fast hash of the key (not a cryptographic one: no
+// one gains by forcing a collision), and a hit compares the full key too, so two requests can
+// only share a reply when they are byte for byte the same.
 // CachedLlmClient puts it in front of a profile's client.
 //
 // Thread-safety: both classes may be used from many threads at once; one mutex guards the
 // LRU and is never held while hashing, copying a key in, or calling the model.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <list>
@@ -24,9 +24,6 @@
 #include "parley/openai_client.hpp"
 
 namespace parley::detail {
-
-using Sha256 = std::array<unsigned char, 32>;
-Sha256 sha256(std::string_view data);
 
 class ResponseCache {
  public:
@@ -50,18 +47,26 @@ class ResponseCache {
 
  private:
   struct Entry {
-    Sha256 digest;
-    std::string key;
+    size_t hash;
+    std::string key;  // never changed while the entry is indexed: KeyRef points into it
     std::shared_ptr<const ChatResult> value;
   };
-  struct DigestHash {
-    size_t operator()(const Sha256& d) const noexcept;
+  // A key and its hash, computed before the lock is taken.
+  struct KeyRef {
+    size_t hash;
+    std::string_view text;
+    bool operator==(const KeyRef& other) const noexcept {
+      return hash == other.hash && text == other.text;
+    }
+  };
+  struct KeyRefHash {
+    size_t operator()(const KeyRef& key) const noexcept { return key.hash; }
   };
 
   const size_t capacity_;
   mutable std::mutex mutex_;
   std::list<Entry> order_;  // most recently used first
-  std::unordered_map<Sha256, std::list<Entry>::iterator, DigestHash> index_;
+  std::unordered_map<KeyRef, std::list<Entry>::iterator, KeyRefHash> index_;
   Stats stats_;
 };
 

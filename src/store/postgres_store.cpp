@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "parley/errors.hpp"
-#include "parley/store.hpp"
+#include "parley/postgres_store.hpp"
 #include "store/sql_store.hpp"
 
 namespace parley {
@@ -243,6 +243,14 @@ bool PostgresStore::deleteThread(const std::string& threadId) {
 ThreadInfo PostgresStore::forkThread(const std::string& parentId, int64_t position,
                                      const ThreadOptions& options, const nlohmann::json& state) {
   return impl_->engine.forkThread(parentId, position, options, state);
+}
+
+void registerPostgresStore() {
+  auto open = [](const std::string& url) -> std::unique_ptr<ConversationStore> {
+    return std::make_unique<PostgresStore>(url);
+  };
+  registerStoreScheme("postgresql", open);
+  registerStoreScheme("postgres", open);
 }
 
 }  // namespace parley

@@ -1,5 +1,7 @@
 #include "parley/store.hpp"
 
+#include <map>
+#include <mutex>
 #include <utility>
 
 #include "parley/conversation_manager.hpp"
@@ -150,18 +152,50 @@ ConversationStore::Version StoredThread::version() const {
   return version_;
 }
 
+namespace {
+
+struct StoreSchemes {
+  std::mutex mutex;
+  std::map<std::string, StoreOpener> openers;
+};
+
+StoreSchemes& storeSchemes() {
+  static StoreSchemes schemes;
+  return schemes;
+}
+
+}  // namespace
+
+void registerStoreScheme(const std::string& scheme, StoreOpener opener) {
+  if (scheme.empty()) throw ValidationError("scheme", "must not be empty");
+  if (!opener) throw ValidationError("opener", "must not be empty");
+  std::lock_guard lock(storeSchemes().mutex);
+  storeSchemes().openers[scheme] = std::move(opener);
+}
+
 std::unique_ptr<ConversationStore> openStore(const std::string& url) {
   if (url.empty()) throw ValidationError("url", "must not be empty");
-  if (startsWith(url, "postgresql://") || startsWith(url, "postgres://")) {
-    return std::make_unique<PostgresStore>(url);
-  }
   std::string path = url;
   if (startsWith(url, "sqlite://")) {
     path = url.substr(9);
   } else if (startsWith(url, "sqlite:")) {
     path = url.substr(7);
-  } else if (auto scheme = url.find("://"); scheme != std::string::npos) {
-    throw ValidationError("url", "unsupported store '" + url.substr(0, scheme) +
+  } else if (auto end = url.find("://"); end != std::string::npos) {
+    const std::string scheme = url.substr(0, end);
+    StoreOpener opener;
+    {
+      std::lock_guard lock(storeSchemes().mutex);
+      if (auto it = storeSchemes().openers.find(scheme); it != storeSchemes().openers.end()) {
+        opener = it->second;
+      }
+    }
+    if (opener) return opener(url);
+    if (scheme == "postgresql" || scheme == "postgres") {
+      throw ValidationError("url", "'" + scheme +
+                                       "://' needs the PostgreSQL store: link parley::postgres "
+                                       "and call parley::registerPostgresStore() first");
+    }
+    throw ValidationError("url", "unsupported store '" + scheme +
                                      "://': use a file path, sqlite://PATH or postgresql://...");
   }
   if (path.empty()) throw ValidationError("url", "names no file");

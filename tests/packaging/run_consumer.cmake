@@ -1,4 +1,5 @@
-# Script mode: install the built tree, configure + build + run the consumer against it.
+# Script mode: install the built tree, then configure + build + run the consumer against it,
+# with WITH_POSTGRES=ON (find_package(parley COMPONENTS postgres)) or OFF (the core alone).
 file(REMOVE_RECURSE ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${PARLEY_BINARY_DIR} --prefix ${prefix}
@@ -8,6 +9,7 @@ if(rc)
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${WORK_DIR}/build
                         -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
+                        -DWITH_POSTGRES=${WITH_POSTGRES}
                 RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "configuring the consumer failed: ${rc}")
@@ -16,8 +18,30 @@ execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build RESULT_VARIAB
 if(rc)
   message(FATAL_ERROR "building the consumer failed: ${rc}")
 endif()
+# What the consumer was linked with: libpq only with the component, OpenSSL's libcrypto never
+# directly (libcurl may bring its own TLS library in; that is libcurl's business).
+file(GLOB_RECURSE link_files ${WORK_DIR}/build/*link.txt)
+set(link_line "")
+foreach(file IN LISTS link_files)
+  file(READ ${file} content)
+  string(APPEND link_line "${content}")
+endforeach()
+if(WITH_POSTGRES AND NOT link_line MATCHES "libpq|-lpq")
+  message(FATAL_ERROR "the consumer with the postgres component does not link libpq: ${link_line}")
+endif()
+if(NOT WITH_POSTGRES AND link_line MATCHES "libpq|-lpq")
+  message(FATAL_ERROR "the consumer without components links libpq: ${link_line}")
+endif()
+if(link_line MATCHES "libcrypto|-lcrypto|libssl|-lssl")
+  message(FATAL_ERROR "the consumer links OpenSSL: ${link_line}")
+endif()
 execute_process(COMMAND ${WORK_DIR}/build/consumer RESULT_VARIABLE rc OUTPUT_VARIABLE out)
-if(rc OR NOT out MATCHES "parley consumer ok: 3 messages")
+if(WITH_POSTGRES)
+  set(expected "postgres: store error")
+else()
+  set(expected "postgres: not linked \\(url: 'postgresql://' needs the PostgreSQL store")
+endif()
+if(rc OR NOT out MATCHES "parley ${PARLEY_VERSION} consumer ok: 3 messages" OR NOT out MATCHES "${expected}")
   message(FATAL_ERROR "the consumer did not run as expected (${rc}): ${out}")
 endif()
 message(STATUS "${out}")
