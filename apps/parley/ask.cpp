@@ -23,6 +23,7 @@
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/openai_client.hpp"
+#include "parley/protocol.hpp"
 #include "parley/store.hpp"
 #include "tool_file.hpp"
 
@@ -79,7 +80,7 @@ int runAsk(const AskArgs& args) {
   }
 
   ConversationOptions options;
-  options.llm = std::make_shared<OpenAiClient>(resolveEndpoint(args.endpoint));
+  options.llm = makeClient(resolveEndpoint(args.endpoint));
   if (loop) options.tools = tools;
   options.systemPrompt = args.system;
   options.stream = args.stream;

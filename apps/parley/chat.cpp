@@ -33,6 +33,7 @@
 #include "parley/context_ops.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
+#include "parley/protocol.hpp"
 #include "parley/store.hpp"
 #include "tool_file.hpp"
 
@@ -108,7 +109,7 @@ class ChatSession {
       intro = "parley chat: model " + client.model + " at " + client.baseUrl;
     }
     ConversationOptions options;
-    options.llm = std::make_shared<OpenAiClient>(client);
+    options.llm = makeClient(client);
     auto tools = makeToolRegistry(toolSets, args_.toolFiles);
     if (tools->size() > 0) options.tools = tools;
     options.systemPrompt = args_.system;

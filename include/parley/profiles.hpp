@@ -20,8 +20,8 @@
 // Unknown keys are an error (a typo must not silently fall back to a default).
 //
 // Thread-safety: a ProfileRegistry may be used from many threads; every call is atomic.
-// client() hands out one shared OpenAiClient per profile, so calls through a profile share
-// its connection pool.
+// client() hands out one shared client per profile (of its protocol: makeClient()), so calls
+// through a profile share its connection pool.
 #pragma once
 
 #include <memory>

@@ -1,5 +1,7 @@
 #include "parley/llm.hpp"
 
+#include <algorithm>
+
 #include <simdjson.h>
 
 #include "client/json_writer.hpp"
@@ -80,7 +82,8 @@ std::string encodeMessage(const Message& message, const MessageJsonOptions& opti
 }
 
 void detail::appendMessageJson(std::string& out, const Message& message,
-                               const MessageJsonOptions& options) {
+                               const MessageJsonOptions& options,
+                               std::span<const std::string_view> skipExtra) {
   using detail::appendJsonString;
   out.append("{\"role\":\"");
   out.append(toString(message.role));
@@ -135,6 +138,7 @@ void detail::appendMessageJson(std::string& out, const Message& message,
           key == "name") {
         continue;
       }
+      if (std::find(skipExtra.begin(), skipExtra.end(), key) != skipExtra.end()) continue;
       out.push_back(',');
       appendJsonString(out, key, "message.extra");
       out.push_back(':');
