@@ -86,6 +86,14 @@ std::string oneLine(std::string text, size_t max = 200) {
   return text;
 }
 
+// Reasoning is shown folded to one line ("[reasoning] first words... (N chars)"), dimmed on a
+// terminal: it is there to glance at, not to read through while the answer streams.
+std::string foldedReasoning(const std::string& text, bool dim) {
+  std::string line =
+      "[reasoning] " + oneLine(text, 100) + " (" + std::to_string(text.size()) + " chars)";
+  return dim ? "\033[2m" + line + "\033[0m" : line;
+}
+
 class ChatSession {
  public:
   ChatSession(const ChatArgs& args, std::ostream& out) : args_(args), out_(out) {}
@@ -209,15 +217,29 @@ class ChatSession {
       if (waiting) out_ << "\r   \r";
       waiting = false;
     };
+    // Reasoning of the current model call, shown folded before its text or tool calls.
+    std::string reasoning;
+    const bool dim = ::isatty(STDOUT_FILENO) != 0;
+    auto showReasoning = [&] {
+      if (reasoning.empty()) return;
+      stopWaiting();
+      if (!atLineStart) out_ << "\n";
+      out_ << foldedReasoning(reasoning, dim) << "\n" << std::flush;
+      atLineStart = true;
+      reasoning.clear();
+    };
     run.onChunk = [&](const StreamDelta& delta) {
+      reasoning += delta.reasoning;
       if (delta.content.empty()) return true;
       if (!firstToken) firstToken = std::chrono::steady_clock::now();
+      showReasoning();
       stopWaiting();
       out_ << delta.content << std::flush;
       atLineStart = delta.content.back() == '\n';
       return true;
     };
     run.onToolCall = [&](const ToolCall& call) {
+      showReasoning();
       stopWaiting();
       if (!atLineStart) out_ << "\n";
       atLineStart = true;
@@ -265,6 +287,13 @@ class ChatSession {
     }
     std::signal(SIGINT, previous);
     stopWaiting();
+    if (!args_.stream) {
+      if (auto r = result.message.extra.find("reasoning_content");
+          r != result.message.extra.end() && r->is_string()) {
+        reasoning = r->get<std::string>();
+      }
+    }
+    showReasoning();
     if (!args_.stream) out_ << result.content;
     if (!result.content.empty() && (!args_.stream || !atLineStart)) out_ << "\n";
     save();
