@@ -4,7 +4,7 @@
 #   bench/stream/run.sh [BUILD_DIR]     (default: build)
 # Installs the pinned SDK (bench/stream/package-lock.json) into BUILD_DIR/bench/stream-node with npm ci.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 build=${1:-build}
 work="$build/bench/stream-node"
 mkdir -p "$work"

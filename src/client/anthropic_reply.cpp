@@ -1,6 +1,10 @@
 #include "client/anthropic_reply.hpp"
 
+#include <cstdint>
+#include <cstring>
 #include <vector>
+
+#include <simdjson.h>
 
 #include "client/http_transport.hpp"
 #include "client/provider_fields.hpp"
@@ -12,6 +16,7 @@ namespace parley::detail {
 namespace {
 
 using nlohmann::json;
+namespace ondemand = simdjson::ondemand;
 
 std::string finishReasonOf(const std::string& stopReason) {
   if (stopReason == "end_turn" || stopReason == "stop_sequence") return "stop";
@@ -113,31 +118,90 @@ struct AnthropicAssembler::State {
     blocks.push_back(std::move(b));
   }
 
+  // The piece a delta of `type` carries is in the field of that name.
+  static std::string_view pieceField(std::string_view type) {
+    if (type == "text_delta") return "text";
+    if (type == "input_json_delta") return "partial_json";
+    if (type == "thinking_delta") return "thinking";
+    if (type == "signature_delta") return "signature";
+    return {};
+  }
+
   void addDelta(const json& value) {
-    Block& b = block(value);
-    if (!b.open) throw ProtocolError("a delta for a content block that was already stopped");
+    const auto index = value.find("index");
     const json& d = value.contains("delta") ? value["delta"] : json();
     const std::string type = d.is_object() ? stringOf(d, "type") : std::string();
+    const std::string_view field = pieceField(type);
+    addDelta(index != value.end() && index->is_number_unsigned() ? index->get<size_t>() : SIZE_MAX,
+             type, field.empty() ? std::string() : stringOf(d, std::string(field).c_str()));
+  }
+
+  void addDelta(size_t index, std::string_view type, std::string_view piece) {
+    if (index >= blocks.size()) {
+      throw ProtocolError("a content block event names a block that was never started");
+    }
+    Block& b = blocks[index];
+    if (!b.open) throw ProtocolError("a delta for a content block that was already stopped");
     if (type == "text_delta") {
-      const std::string piece = stringOf(d, "text");
       b.text += piece;
       delta.content = piece;
     } else if (type == "input_json_delta") {
-      const std::string piece = stringOf(d, "partial_json");
       b.text += piece;
-      delta.toolCalls.push_back(ToolCallDelta{b.toolIndex, "", "", piece});
+      delta.toolCalls.push_back(ToolCallDelta{b.toolIndex, "", "", std::string(piece)});
     } else if (type == "thinking_delta") {
-      const std::string piece = stringOf(d, "thinking");
       b.text += piece;
       delta.reasoning = piece;
     } else if (type == "signature_delta") {
-      b.signature += stringOf(d, "signature");
+      b.signature += piece;
     } else if (type == "citations_delta") {
       // Citations are not modelled; the text they cite arrives in text_delta.
     } else {
-      throw ProtocolError("unknown content block delta type \"" + type + "\"");
+      throw ProtocolError("unknown content block delta type \"" + std::string(type) + "\"");
     }
   }
+
+  // Most events of a stream are content_block_delta: read those with simdjson, without building
+  // a json value. Returns false (nothing done) for any other event, which takes the full path.
+  bool fastDelta(std::string_view data) {
+    if (data.find("\"content_block_delta\"") == std::string_view::npos) return false;
+    padded.resize(data.size() + simdjson::SIMDJSON_PADDING);
+    std::memcpy(padded.data(), data.data(), data.size());
+    try {
+      ondemand::document doc = parser.iterate(padded.data(), data.size(), padded.size());
+      std::string_view type, deltaType, piece;
+      size_t index = SIZE_MAX;
+      for (auto field : doc.get_object()) {
+        const std::string_view key = field.unescaped_key();
+        if (key == "type") {
+          type = field.value().get_string();
+        } else if (key == "index") {
+          index = static_cast<size_t>(field.value().get_uint64());
+        } else if (key == "delta") {
+          std::string_view wanted;
+          for (auto d : field.value().get_object()) {
+            const std::string_view k = d.unescaped_key();
+            if (k == "type") {
+              deltaType = d.value().get_string();
+              wanted = pieceField(deltaType);
+            } else if (k == "text" || k == "partial_json" || k == "thinking" || k == "signature") {
+              if (!wanted.empty() && k != wanted) continue;
+              piece = d.value().get_string();
+            }
+          }
+          if (pieceField(deltaType).empty()) return false;  // rare kinds: the full path
+        }
+      }
+      if (type != "content_block_delta") return false;
+      if (!started || stopped) return false;  // the full path names the mistake
+      addDelta(index, deltaType, piece);
+      return true;
+    } catch (const simdjson::simdjson_error&) {
+      return false;  // the full path reports it
+    }
+  }
+
+  simdjson::ondemand::parser parser;
+  std::string padded;
 };
 
 AnthropicAssembler::AnthropicAssembler() : state_(std::make_unique<State>()) {}
@@ -149,7 +213,12 @@ bool AnthropicAssembler::sawStop() const noexcept {
 
 const StreamDelta& AnthropicAssembler::addEvent(std::string_view data, int status) {
   State& s = *state_;
-  s.delta = StreamDelta{};
+  s.delta.content.clear();
+  s.delta.reasoning.clear();
+  s.delta.toolCalls.clear();
+  s.delta.usage.reset();
+  s.delta.finishReason.clear();
+  if (s.fastDelta(data)) return s.delta;
   const json value = json::parse(data, nullptr, false);
   if (value.is_discarded() || !value.is_object()) {
     throw ProtocolError("a stream event is not a JSON object: " + std::string(data.substr(0, 120)));

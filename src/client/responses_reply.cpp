@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
+#include <cstring>
 #include <vector>
+
+#include <simdjson.h>
 
 #include "client/http_transport.hpp"
 #include "client/provider_fields.hpp"
@@ -89,6 +93,61 @@ struct ResponsesAssembler::State {
     return items[index->get<size_t>()];
   }
 
+  static bool isDelta(std::string_view type) {
+    return type == "response.output_text.delta" ||
+           type == "response.function_call_arguments.delta" ||
+           type == "response.reasoning_summary_text.delta" ||
+           type == "response.reasoning_text.delta";
+  }
+
+  void addDelta(std::string_view type, size_t index, std::string_view piece) {
+    if (index >= items.size()) {
+      throw ProtocolError("an event names an output item that was never added");
+    }
+    Item& it = items[index];
+    it.text += piece;
+    if (type == "response.output_text.delta") {
+      delta.content = piece;
+    } else if (type == "response.function_call_arguments.delta") {
+      delta.toolCalls.push_back(ToolCallDelta{it.toolIndex, "", "", std::string(piece)});
+    } else {
+      delta.reasoning = piece;
+    }
+  }
+
+  // Most events of a stream are deltas: read those with simdjson, without building a json value.
+  // Returns false (nothing done) for any other event, which takes the full path.
+  bool fastDelta(std::string_view data) {
+    if (data.find(".delta\"") == std::string_view::npos) return false;
+    padded.resize(data.size() + simdjson::SIMDJSON_PADDING);
+    std::memcpy(padded.data(), data.data(), data.size());
+    try {
+      simdjson::ondemand::document doc = parser.iterate(padded.data(), data.size(), padded.size());
+      std::string_view type, piece;
+      size_t index = SIZE_MAX;
+      bool havePiece = false;
+      for (auto field : doc.get_object()) {
+        const std::string_view key = field.unescaped_key();
+        if (key == "type") {
+          type = field.value().get_string();
+        } else if (key == "output_index") {
+          index = static_cast<size_t>(field.value().get_uint64());
+        } else if (key == "delta") {
+          piece = field.value().get_string();
+          havePiece = true;
+        }
+      }
+      if (!isDelta(type) || !havePiece || ended) return false;
+      addDelta(type, index, piece);
+      return true;
+    } catch (const simdjson::simdjson_error&) {
+      return false;  // the full path reports it
+    }
+  }
+
+  simdjson::ondemand::parser parser;
+  std::string padded;
+
   void readResponse(const ojson& response) {
     if (!response.is_object()) return;
     if (auto v = stringOf(response, "id"); !v.empty()) id = v;
@@ -164,7 +223,12 @@ bool ResponsesAssembler::sawEnd() const noexcept {
 
 const StreamDelta& ResponsesAssembler::addEvent(std::string_view data, int status) {
   State& s = *state_;
-  s.delta = StreamDelta{};
+  s.delta.content.clear();
+  s.delta.reasoning.clear();
+  s.delta.toolCalls.clear();
+  s.delta.usage.reset();
+  s.delta.finishReason.clear();
+  if (s.fastDelta(data)) return s.delta;
   const ojson value = ojson::parse(data, nullptr, false);
   if (value.is_discarded() || !value.is_object()) {
     throw ProtocolError("a stream event is not a JSON object: " + std::string(data.substr(0, 120)));
@@ -172,22 +236,11 @@ const StreamDelta& ResponsesAssembler::addEvent(std::string_view data, int statu
   const std::string type = stringOf(value, "type");
   if (type == "error") throwApiError(data, value, status);
   if (s.ended) throw ProtocolError("an event after the response ended: " + type);
-  if (type == "response.output_text.delta") {
-    Item& it = s.itemAt(value);
-    const std::string piece = stringOf(value, "delta");
-    it.text += piece;
-    s.delta.content = piece;
-  } else if (type == "response.function_call_arguments.delta") {
-    Item& it = s.itemAt(value);
-    const std::string piece = stringOf(value, "delta");
-    it.text += piece;
-    s.delta.toolCalls.push_back(ToolCallDelta{it.toolIndex, "", "", piece});
-  } else if (type == "response.reasoning_summary_text.delta" ||
-             type == "response.reasoning_text.delta") {
-    Item& it = s.itemAt(value);
-    const std::string piece = stringOf(value, "delta");
-    it.text += piece;
-    s.delta.reasoning = piece;
+  if (State::isDelta(type)) {
+    const auto index = value.find("output_index");
+    s.addDelta(
+        type, index != value.end() && index->is_number_unsigned() ? index->get<size_t>() : SIZE_MAX,
+        stringOf(value, "delta"));
   } else if (type == "response.refusal.delta") {
     s.itemAt(value).refusal += stringOf(value, "delta");
   } else if (type == "response.output_item.added") {
