@@ -28,9 +28,25 @@ nlohmann::json responseFormatJson(const ResponseFormat& format) {
   return nullptr;
 }
 
+// Whether an encoded message has fields parley does not model. encodeMessage() writes them right
+// after the role, so the answer is at a fixed place and most messages are never searched.
+bool hasExtraFields(std::string_view text) {
+  constexpr std::string_view kRole = "{\"role\":\"";
+  if (text.substr(0, kRole.size()) != kRole) return true;  // written elsewhere: search it
+  const size_t end = text.find('"', kRole.size());
+  if (end == std::string_view::npos) return true;
+  const std::string_view rest = text.substr(end + 1);
+  for (std::string_view next :
+       {",\"content\":", ",\"name\":", ",\"tool_calls\":", ",\"tool_call_id\":", "}"}) {
+    if (rest.substr(0, next.size()) == next) return false;
+  }
+  return true;
+}
+
 // Whether encoded message text may hold one of `keys` as a field name ("key":). A false hit
 // (the text of a content) only costs a re-encoding.
 bool mayHoldKey(std::string_view text, std::span<const std::string_view> keys) {
+  if (!hasExtraFields(text)) return false;
   for (std::string_view key : keys) {
     const void* at = memmem(text.data(), text.size(), key.data(), key.size());
     if (at) return true;
