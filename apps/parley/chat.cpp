@@ -86,6 +86,23 @@ std::string oneLine(std::string text, size_t max = 200) {
   return text;
 }
 
+// The details a usage carries, in the one meaning every protocol reports (docs/protocols.md):
+// " (N cached, N cache writes, N reasoning)", the zeros left out; "" when all are.
+std::string usageDetails(const TokenUsage& usage) {
+  std::string out;
+  auto add = [&](const char* group, const char* key, const char* label) {
+    const auto& raw = usage.raw;
+    if (!raw.is_object() || !raw.contains(group) || !raw[group].is_object()) return;
+    const auto& value = raw[group].value(key, nlohmann::json());
+    if (!value.is_number_integer() || value.get<int64_t>() == 0) return;
+    out += (out.empty() ? " (" : ", ") + std::to_string(value.get<int64_t>()) + " " + label;
+  };
+  add("prompt_tokens_details", "cached_tokens", "cached");
+  add("prompt_tokens_details", "cache_creation_tokens", "cache writes");
+  add("completion_tokens_details", "reasoning_tokens", "reasoning");
+  return out.empty() ? out : out + ")";
+}
+
 // Reasoning is shown folded to one line ("[reasoning] first words... (N chars)"), dimmed on a
 // terminal: it is there to glance at, not to read through while the answer streams.
 std::string foldedReasoning(const std::string& text, bool dim) {
@@ -370,7 +387,8 @@ class ChatSession {
       if (usage.lastRequest) {
         out_ << "last call: " << usage.lastRequest->promptTokens << " prompt, "
              << usage.lastRequest->completionTokens << " completion, "
-             << usage.lastRequest->totalTokens << " total\n";
+             << usage.lastRequest->totalTokens << " total" << usageDetails(*usage.lastRequest)
+             << "\n";
       }
       out_ << "all calls: " << usage.cumulative.promptTokens << " prompt, "
            << usage.cumulative.completionTokens << " completion, " << usage.cumulative.totalTokens
