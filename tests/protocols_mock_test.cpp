@@ -3,12 +3,16 @@
 // where the mock refuses (400, as the real APIs do) a follow-up that lacks the thinking signature
 // or the encrypted reasoning item; a conversation moved from one protocol to another; bad streams.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/protocol.hpp"
+#include "parley/store.hpp"
 #include "parley/tools.hpp"
 
 namespace parley {
@@ -127,6 +131,20 @@ TEST_P(ProtocolsAgainstMock, ToolLoopOfTwoCallsKeepsWhatTheProviderSent) {
       EXPECT_EQ(second["body"]["messages"][2]["reasoning_content"], "Oslo first.");
       break;
   }
+
+  // The store keeps what the provider sent (the message JSON is opaque to it): reloaded, the
+  // messages are the same, signatures and encrypted reasoning included.
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("parley-protocols-" + std::to_string(::getpid()) + "-" +
+                    std::string(toString(protocol)) + (stream ? "-s" : "-p"));
+  std::filesystem::create_directories(dir);
+  {
+    SqliteStore store((dir / "t.db").string());
+    store.createThread({.id = "t"}, view);
+    const std::vector<Message> loaded = store.loadThread("t").messages;
+    EXPECT_EQ(loaded, view);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST_P(ProtocolsAgainstMock, FailedCallLeavesTheHistoryAsItWas) {
