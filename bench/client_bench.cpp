@@ -7,6 +7,7 @@
 //                                the mock reading the 0.8 MB body + a short reply
 //   BM_StreamInMemory            SSE decoding + assembly of the benchmark stream, no network
 //   BM_StreamLoopback            generateStream() of the benchmark stream from the mock
+//   BM_ProtocolStreamLoopback/P  the same reply streamed in protocol P (chat, responses, anthropic)
 //   BM_CancelLatency             request_stop() on another thread -> CancelledError
 //
 // The stream benchmarks report chunks/s and bytes/s. bench/stream/run.sh runs
@@ -24,9 +25,11 @@
 #include "client/request_body.hpp"
 #include "client/stream_assembler.hpp"
 #include "mock/mock_server.hpp"
+#include "mock/protocol_replies.hpp"
 #include "parley/errors.hpp"
 #include "parley/llm.hpp"
 #include "parley/openai_client.hpp"
+#include "parley/protocol.hpp"
 #include "parley/sse.hpp"
 
 namespace {
@@ -65,18 +68,60 @@ const std::string& benchStream() {
   return stream;
 }
 
-// The mock rule sending benchStream() verbatim, in 64 KiB writes.
-nlohmann::json streamScript() {
+// The same reply (one word per delta, then usage) as the mock renders it in another protocol:
+// an OpenAI Responses or an Anthropic Messages stream.
+const std::string& protocolStream(mock::WireProtocol protocol) {
+  static const auto render = [](mock::WireProtocol p) {
+    const std::string words[] = {"The",   " quick", " brown", " fox", " jumps",
+                                 " over", " the",   " lazy",  " dog", "."};
+    mock::ConcreteReply r;
+    r.id = "bench";
+    r.model = "gpt-4o-mini";
+    r.created = 1700000000;
+    std::string content;
+    for (int i = 0; i < kStreamChunks; ++i)
+      content += words[i % 10];
+    r.content = std::move(content);
+    r.finishReason = "stop";
+    r.usage = {{"prompt_tokens", 10}, {"completion_tokens", kStreamChunks}};
+    std::string s;
+    auto append = [&s](std::string_view event) {
+      s.append(event);
+      return true;
+    };
+    if (p == mock::WireProtocol::Anthropic) {
+      mock::forEachAnthropicEvent(r, false, append);
+    } else {
+      mock::forEachResponsesEvent(r, false, append);
+    }
+    return s;
+  };
+  static const std::string responses = render(mock::WireProtocol::Responses);
+  static const std::string anthropic = render(mock::WireProtocol::Anthropic);
+  return protocol == mock::WireProtocol::Anthropic ? anthropic : responses;
+}
+
+nlohmann::json rawPieces(const std::string& s) {
   nlohmann::json pieces = nlohmann::json::array();
-  const std::string& s = benchStream();
   for (size_t at = 0; at < s.size(); at += kPieceBytes)
     pieces.push_back(s.substr(at, kPieceBytes));
+  return pieces;
+}
+
+// The mock rules: benchStream() verbatim in 64 KiB writes, and the same for the other protocols'
+// streams (matched by the user text, as the mock answers a raw rule on any protocol's route).
+nlohmann::json streamScript() {
+  const nlohmann::json pieces = rawPieces(benchStream());
   nlohmann::json cancel = {{"match", {{"user_contains", "cancel"}}},
                            {"reply", {{"content", "a b c"}}},
                            {"stream", {{"chunk_delay_ms", 10000}}}};
   nlohmann::json stream = {{"match", {{"stream", true}}}, {"raw", pieces}};
   nlohmann::json plain = {{"reply", {{"content", "ok"}}}};
-  return nlohmann::json::array({cancel, stream, plain});
+  nlohmann::json responses = {{"match", {{"user_contains", "responses stream"}}},
+                              {"raw", rawPieces(protocolStream(mock::WireProtocol::Responses))}};
+  nlohmann::json anthropic = {{"match", {{"user_contains", "anthropic stream"}}},
+                              {"raw", rawPieces(protocolStream(mock::WireProtocol::Anthropic))}};
+  return nlohmann::json::array({cancel, responses, anthropic, stream, plain});
 }
 
 std::vector<Message> history(size_t n) {
@@ -230,6 +275,50 @@ void BM_StreamLoopback(benchmark::State& state) {
 }
 BENCHMARK(BM_StreamLoopback)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// generateStream() of the same reply in each protocol from the mock: 0 Chat Completions (the
+// benchmark stream above), 1 OpenAI Responses, 2 Anthropic Messages. bench/stream/run.sh runs it
+// beside the official npm SDK of each protocol reading the same stream.
+void BM_ProtocolStreamLoopback(benchmark::State& state) {
+  static const Protocol kProtocols[] = {Protocol::OpenAiChat, Protocol::OpenAiResponses,
+                                        Protocol::Anthropic};
+  const Protocol protocol = kProtocols[state.range(0)];
+  ClientOptions options;
+  options.protocol = protocol;
+  options.baseUrl = baseUrl();
+  options.model = "gpt-4o-mini";
+  auto client = makeClient(options);
+  ChatRequest request;
+  request.messages = {Message::user(protocol == Protocol::Anthropic         ? "anthropic stream"
+                                    : protocol == Protocol::OpenAiResponses ? "responses stream"
+                                                                            : "stream please")};
+  size_t chunks = 0;
+  size_t contentBytes = 0;
+  for (auto _ : state) {
+    chunks = 0;
+    ChatResult r = client->generateStream(request, [&chunks](const StreamDelta&) {
+      ++chunks;
+      return true;
+    });
+    contentBytes = r.message.content.size();
+    benchmark::DoNotOptimize(r);
+  }
+  if (contentBytes == 0) state.SkipWithError("the stream assembled no content");
+  const size_t bytes =
+      protocol == Protocol::OpenAiChat
+          ? benchStream().size()
+          : protocolStream(protocol == Protocol::Anthropic ? mock::WireProtocol::Anthropic
+                                                           : mock::WireProtocol::Responses)
+                .size();
+  state.SetLabel(std::string(toString(protocol)));
+  state.counters["chunks/s"] = benchmark::Counter(static_cast<double>(chunks),
+                                                  benchmark::Counter::kIsIterationInvariantRate);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+}
+BENCHMARK(BM_ProtocolStreamLoopback)
+    ->DenseRange(0, 2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 // From request_stop() on another thread to CancelledError in the caller, while the call waits
 // inside a stream whose next chunk is 10 s away. The issue asks for < 100 ms.
 void BM_CancelLatency(benchmark::State& state) {
@@ -273,6 +362,8 @@ int main(int argc, char** argv) {
       for (const auto& rule : streamScript())
         out << rule.dump() << "\n";
       std::cout << "stream: " << kStreamChunks + 3 << " chunks, " << benchStream().size()
+                << " bytes; responses " << protocolStream(mock::WireProtocol::Responses).size()
+                << " bytes; anthropic " << protocolStream(mock::WireProtocol::Anthropic).size()
                 << " bytes\n";
       return out ? 0 : 1;
     }

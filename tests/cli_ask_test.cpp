@@ -64,6 +64,35 @@ TEST_F(AskTest, JsonPrintsMessageFinishReasonAndUsage) {
   EXPECT_EQ(seen[0]["headers"]["authorization"], "Bearer sk-1");
 }
 
+TEST_F(AskTest, EveryProtocolPrintsTheSameJsonObject) {
+  serve(
+      R"({"reply": {"reasoning_content": "Greet.", "content": "Hi {{last_user}}", "usage": {"prompt_tokens": 9, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 4}}}})");
+  for (const char* protocol : {"openai-chat", "openai-responses", "anthropic"}) {
+    for (const char* mode : {"--stream", "--no-stream"}) {
+      SCOPED_TRACE(std::string(protocol) + " " + mode);
+      server_->clearRequests();
+      CliRun run = ask({"--base-url", server_->baseUrl(), "--model", "m1", "--api-key", "sk-1",
+                        "--protocol", protocol, mode, "--json", "Bob"});
+      ASSERT_EQ(run.exitCode, 0) << run.err;
+      json out = json::parse(run.out);
+      EXPECT_EQ(out["message"]["role"], "assistant");
+      EXPECT_EQ(out["message"]["content"], "Hi Bob");
+      EXPECT_EQ(out["message"]["reasoning_content"], "Greet.");
+      EXPECT_EQ(out["finish_reason"], "stop");
+      EXPECT_EQ(out["usage"]["prompt_tokens"], 9);
+      EXPECT_EQ(out["usage"]["total_tokens"], 11);
+      EXPECT_EQ(out["usage"]["prompt_tokens_details"]["cached_tokens"], 4);
+      const std::string path = server_->requests().at(0)["path"];
+      EXPECT_EQ(path, std::string(protocol) == "anthropic"          ? "/v1/messages"
+                      : std::string(protocol) == "openai-responses" ? "/v1/responses"
+                                                                    : "/v1/chat/completions");
+    }
+  }
+  CliRun bad = ask({"--base-url", server_->baseUrl(), "--protocol", "carrier-pigeon", "x"});
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_NE(bad.err.find("--protocol"), std::string::npos) << bad.err;
+}
+
 TEST_F(AskTest, ToolCallsAreReturnedUnexecuted) {
   serve(R"({"reply": {"tool_calls": [{"id": "call_1", "name": "get_time", "arguments": {}}]}})");
   CliRun run = ask({"--base-url", server_->baseUrl(), "--json", "what time is it"});

@@ -62,6 +62,34 @@ TEST_F(ChatTest, WithoutAnEndpointItTalksToTheBuiltInMock) {
   EXPECT_EQ(threads[0].messageCount, 2 + 4);
 }
 
+TEST_F(ChatTest, ReasoningIsShownFoldedOverEveryProtocol) {
+  mock::MockOptions options;
+  options.script = mock::readScript(
+      R"({"reply": {"reasoning_content": "The user greets me.\nAnswer briefly.", "content": "Hello!", "usage": {"prompt_tokens": 30, "completion_tokens": 9, "prompt_tokens_details": {"cached_tokens": 12}, "completion_tokens_details": {"reasoning_tokens": 5}}}})");
+  mock::MockServer server(options);
+  server.start();
+  for (const char* protocol : {"openai-chat", "openai-responses", "anthropic"}) {
+    for (const char* mode : {"--stream", "--no-stream"}) {
+      SCOPED_TRACE(std::string(protocol) + " " + mode);
+      CliRun run = chat({"--base-url", server.baseUrl(), "--protocol", protocol, mode},
+                        "hi\n/usage\n/quit\n");
+      ASSERT_EQ(run.exitCode, 0) << run.err;
+      // One line, before the reply; not dimmed when stdout is not a terminal.
+      const size_t folded =
+          run.out.find("[reasoning] The user greets me. Answer briefly. (35 chars)\nHello!");
+      EXPECT_NE(folded, std::string::npos) << run.out;
+      EXPECT_EQ(run.out.find("\033["), std::string::npos) << run.out;
+      // Usage in one meaning over every protocol: cached tokens inside the prompt's 30.
+      const std::string reasoning =
+          std::string(protocol) == "anthropic" ? "" : ", 5 reasoning";  // Anthropic reports none
+      EXPECT_NE(
+          run.out.find("last call: 30 prompt, 9 completion, 39 total (12 cached" + reasoning + ")"),
+          std::string::npos)
+          << run.out;
+    }
+  }
+}
+
 TEST_F(ChatTest, ForkSwitchUndoSaveAndResume) {
   mock::MockServer server(mock::MockOptions{});
   server.start();

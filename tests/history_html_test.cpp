@@ -58,7 +58,9 @@ class HistoryHtmlTest : public ::testing::Test {
       conversation.addMessage(Message::tool("call_1", R"({"result":4})"));
       conversation.addMessage(reply("Yes, it is 4.", 60, 20));
       conversation.addMessage(Message::user("And 3+3?"));
-      conversation.addMessage(reply("6.", 20, 5));
+      Message six = reply("6.", 20, 5);
+      six.extra["reasoning_content"] = "Add <3> and 3.";
+      conversation.addMessage(six);
       // Hide the first turn's text from the view: the page must still show it, marked.
       applyContextOperation(conversation,
                             parseContextOperation(nlohmann::json::parse(
@@ -86,6 +88,16 @@ TEST_F(HistoryHtmlTest, MarkdownCarriesEachReplysUsage) {
   ASSERT_EQ(md.exitCode, 0) << md.err;
   EXPECT_NE(md.out.find("Yes, it is 4.\n\n*60 prompt + 20 completion tokens*"), std::string::npos)
       << md.out;
+}
+
+TEST_F(HistoryHtmlTest, ReasoningIsFoldedUnderTheReply) {
+  testing::CliRun html =
+      testing::runCli({"history", "export", "t1", "--format", "html", "--db", db_}, dir_);
+  ASSERT_EQ(html.exitCode, 0) << html.err;
+  EXPECT_NE(html.out.find("<pre>6.</pre>\n<details class=\"reasoning\"><summary>reasoning</summary>"
+                          "<pre>Add &lt;3&gt; and 3.</pre></details>"),
+            std::string::npos)
+      << html.out;
 }
 
 TEST_F(HistoryHtmlTest, ChromiumShowsTheTurnsToolResultsHiddenMessagesAndUsageBars) {

@@ -28,6 +28,7 @@
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/openai_client.hpp"
+#include "parley/protocol.hpp"
 #include "parley/store.hpp"
 #include "prompt_input.hpp"
 #include "tool_file.hpp"
@@ -102,7 +103,7 @@ int runAsk(const AskArgs& args) {
   }
 
   ConversationOptions options;
-  options.llm = std::make_shared<OpenAiClient>(resolveEndpoint(args.endpoint));
+  options.llm = makeClient(resolveEndpoint(args.endpoint));
   if (loop) options.tools = tools;
   options.systemPrompt = args.system;
   options.stream = args.stream;

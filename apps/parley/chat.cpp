@@ -37,6 +37,7 @@
 #include "parley/context_ops.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
+#include "parley/protocol.hpp"
 #include "parley/store.hpp"
 #include "prompt_input.hpp"
 #include "tool_file.hpp"
@@ -104,6 +105,31 @@ std::string oneLine(std::string text, size_t max = 200) {
   return text;
 }
 
+// The details a usage carries, in the one meaning every protocol reports (docs/protocols.md):
+// " (N cached, N cache writes, N reasoning)", the zeros left out; "" when all are.
+std::string usageDetails(const TokenUsage& usage) {
+  std::string out;
+  auto add = [&](const char* group, const char* key, const char* label) {
+    const auto& raw = usage.raw;
+    if (!raw.is_object() || !raw.contains(group) || !raw[group].is_object()) return;
+    const auto& value = raw[group].value(key, nlohmann::json());
+    if (!value.is_number_integer() || value.get<int64_t>() == 0) return;
+    out += (out.empty() ? " (" : ", ") + std::to_string(value.get<int64_t>()) + " " + label;
+  };
+  add("prompt_tokens_details", "cached_tokens", "cached");
+  add("prompt_tokens_details", "cache_creation_tokens", "cache writes");
+  add("completion_tokens_details", "reasoning_tokens", "reasoning");
+  return out.empty() ? out : out + ")";
+}
+
+// Reasoning is shown folded to one line ("[reasoning] first words... (N chars)"), dimmed on a
+// terminal: it is there to glance at, not to read through while the answer streams.
+std::string foldedReasoning(const std::string& text, bool dim) {
+  std::string line =
+      "[reasoning] " + oneLine(text, 100) + " (" + std::to_string(text.size()) + " chars)";
+  return dim ? "\033[2m" + line + "\033[0m" : line;
+}
+
 class ChatSession {
  public:
   ChatSession(const ChatArgs& args, std::ostream& out) : args_(args), out_(out) {}
@@ -139,7 +165,7 @@ class ChatSession {
       intro = "parley chat: model " + client.model + " at " + client.baseUrl;
     }
     ConversationOptions options;
-    options.llm = std::make_shared<OpenAiClient>(client);
+    options.llm = makeClient(client);
     auto tools = makeToolRegistry(toolSets, args_.toolFiles);
     if (tools->size() > 0) options.tools = tools;
     options.systemPrompt = args_.system;
@@ -289,15 +315,29 @@ class ChatSession {
       if (waiting) out_ << "\r   \r";
       waiting = false;
     };
+    // Reasoning of the current model call, shown folded before its text or tool calls.
+    std::string reasoning;
+    const bool dim = ::isatty(STDOUT_FILENO) != 0;
+    auto showReasoning = [&] {
+      if (reasoning.empty()) return;
+      stopWaiting();
+      if (!atLineStart) out_ << "\n";
+      out_ << foldedReasoning(reasoning, dim) << "\n" << std::flush;
+      atLineStart = true;
+      reasoning.clear();
+    };
     run.onChunk = [&](const StreamDelta& delta) {
+      reasoning += delta.reasoning;
       if (delta.content.empty()) return true;
       if (!firstToken) firstToken = std::chrono::steady_clock::now();
+      showReasoning();
       stopWaiting();
       out_ << delta.content << std::flush;
       atLineStart = delta.content.back() == '\n';
       return true;
     };
     run.onToolCall = [&](const ToolCall& call) {
+      showReasoning();
       stopWaiting();
       if (!atLineStart) out_ << "\n";
       atLineStart = true;
@@ -345,6 +385,13 @@ class ChatSession {
     }
     std::signal(SIGINT, previous);
     stopWaiting();
+    if (!args_.stream) {
+      if (auto r = result.message.extra.find("reasoning_content");
+          r != result.message.extra.end() && r->is_string()) {
+        reasoning = r->get<std::string>();
+      }
+    }
+    showReasoning();
     if (!args_.stream) out_ << result.content;
     if (!result.content.empty() && (!args_.stream || !atLineStart)) out_ << "\n";
     save();
@@ -566,7 +613,8 @@ class ChatSession {
       if (usage.lastRequest) {
         out_ << "last call: " << usage.lastRequest->promptTokens << " prompt, "
              << usage.lastRequest->completionTokens << " completion, "
-             << usage.lastRequest->totalTokens << " total\n";
+             << usage.lastRequest->totalTokens << " total" << usageDetails(*usage.lastRequest)
+             << "\n";
       }
       out_ << "all calls: " << usage.cumulative.promptTokens << " prompt, "
            << usage.cumulative.completionTokens << " completion, " << usage.cumulative.totalTokens

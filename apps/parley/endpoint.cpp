@@ -5,6 +5,7 @@
 
 #include "parley/errors.hpp"
 #include "parley/profiles.hpp"
+#include "parley/protocol.hpp"
 
 namespace parley::cli {
 namespace {
@@ -33,6 +34,9 @@ void addEndpointOptions(CLI::App& cmd, EndpointArgs& args) {
   cmd.add_option("--api-key", args.apiKey, "API key (default: $OPENAI_API_KEY)");
   cmd.add_option("--api-key-env", args.apiKeyEnv,
                  "Read the API key from this environment variable instead of OPENAI_API_KEY");
+  cmd.add_option("--protocol", args.protocol,
+                 "Wire protocol: openai-chat (default), openai-responses or anthropic")
+      ->check(CLI::IsMember({"openai-chat", "openai-responses", "anthropic"}));
   cmd.add_option("--profile", args.profile,
                  "Use a named profile, a [profiles.NAME] table of the config file");
   cmd.add_option("--config", args.configFile,
@@ -63,6 +67,7 @@ ClientOptions resolveEndpoint(const EndpointArgs& args) {
     options.apiKeyEnv = args.apiKeyEnv;
   }
   if (!args.apiKey.empty()) options.apiKey = args.apiKey;
+  if (!args.protocol.empty()) options.protocol = protocolFromString(args.protocol, "--protocol");
   if (options.apiKey.empty() && options.apiKeyEnv.empty()) options.apiKeyEnv = "OPENAI_API_KEY";
   return options;
 }

@@ -1,7 +1,7 @@
 // The endpoint options `parley ask` and `parley chat` share: --profile from the config file
 // (--config, $PARLEY_CONFIG, else $XDG_CONFIG_HOME/parley/config.toml), else --base-url /
-// $OPENAI_BASE_URL; --base-url, --model and --api-key override a profile's values; the key defaults
-// to $OPENAI_API_KEY.
+// $OPENAI_BASE_URL; --base-url, --model, --api-key and --protocol override a profile's values; the
+// key defaults to $OPENAI_API_KEY.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -18,6 +18,7 @@ struct EndpointArgs {
   std::string apiKeyEnv;
   std::string profile;
   std::string configFile;
+  std::string protocol;  // "" = the profile's, else openai-chat
 };
 
 void addEndpointOptions(CLI::App& cmd, EndpointArgs& args);

@@ -110,6 +110,11 @@ void renderMessage(std::ostringstream& out, const ConversationManager& manager,
   if (hidden) out << " <span class=\"tag\">hidden by a context operation</span>";
   out << "</div>\n";
   if (!m.content.empty()) out << "<pre>" << escapeHtml(m.content) << "</pre>\n";
+  // The model's reasoning, folded under the reply.
+  if (auto r = m.extra.find("reasoning_content"); r != m.extra.end() && r->is_string()) {
+    out << "<details class=\"reasoning\"><summary>reasoning</summary><pre>"
+        << escapeHtml(r->get<std::string>()) << "</pre></details>\n";
+  }
   for (const ToolCall& call : m.toolCalls) {
     out << "<details><summary>tool call <code>" << escapeHtml(call.name) << "</code> "
         << escapeHtml(call.id) << "</summary>\n<pre class=\"args\">"

@@ -4,11 +4,12 @@
 #   bench/stream/run.sh [BUILD_DIR]     (default: build)
 # Installs the pinned SDK (bench/stream/package-lock.json) into BUILD_DIR/bench/stream-node with npm ci.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 build=${1:-build}
 work="$build/bench/stream-node"
 mkdir -p "$work"
-cp bench/stream/package.json bench/stream/package-lock.json bench/stream/stream_bench.mjs "$work/"
+cp bench/stream/package.json bench/stream/package-lock.json bench/stream/stream_bench.mjs \
+  bench/stream/protocols_bench.mjs "$work/"
 if ! cmp -s bench/stream/package-lock.json "$work/node_modules/.parley-lock-stamp" 2>/dev/null; then
   (cd "$work" && npm ci --no-audit --no-fund --loglevel=error)
   cp bench/stream/package-lock.json "$work/node_modules/.parley-lock-stamp"
@@ -16,7 +17,9 @@ fi
 
 script="$work/stream.jsonl"
 info=$("$build/bench/client_bench" --write-stream-script="$script")
-bytes=$(echo "$info" | sed -E 's/.* ([0-9]+) bytes/\1/')
+bytes=$(echo "$info" | sed -E 's/^stream: [0-9]+ chunks, ([0-9]+) bytes.*/\1/')
+responses_bytes=$(echo "$info" | sed -E 's/.*responses ([0-9]+) bytes.*/\1/')
+anthropic_bytes=$(echo "$info" | sed -E 's/.*anthropic ([0-9]+) bytes.*/\1/')
 echo "$info"
 
 out="$work/mock.out"
@@ -49,5 +52,30 @@ for (const line of fs.readFileSync(npmFile, 'utf8').trim().split('\n')) {
   const npm = JSON.parse(line);
   console.log(`${npm.peer}: ${Math.round(npm.chunks_per_s)} chunks/s, ${npm.mb_per_s.toFixed(1)} MB/s` +
               ` -> parley is ${(parley.chunks_per_s / npm.chunks_per_s).toFixed(1)}x`);
+}
+JS
+
+# The other two protocols: the same reply as an OpenAI Responses and an Anthropic Messages stream,
+# parley's client of each against that protocol's official SDK.
+PARLEY_BENCH_BASE_URL="$url" "$build/bench/client_bench" \
+  --benchmark_filter='BM_ProtocolStreamLoopback/[12]' --benchmark_repetitions=3 \
+  --benchmark_format=json >"$work/protocols.json"
+node "$work/protocols_bench.mjs" "$url" "$responses_bytes" "$anthropic_bytes" 3 | tee "$work/protocols-npm.jsonl"
+node - "$work/protocols.json" "$work/protocols-npm.jsonl" <<'JS'
+const fs = require('fs');
+const [parleyFile, npmFile] = process.argv.slice(2);
+const runs = JSON.parse(fs.readFileSync(parleyFile)).benchmarks.filter((b) => b.run_type === 'iteration');
+const best = (label) => runs.filter((b) => b.label === label).reduce((a, b) => (a['chunks/s'] > b['chunks/s'] ? a : b));
+const npm = fs.readFileSync(npmFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+for (const [label, peers] of [['openai-responses', ['openai-node responses iterate']],
+                              ['anthropic', ['anthropic-sdk iterate', 'anthropic-sdk assemble']]]) {
+  const p = best(label);
+  console.log(`parley ${label}: ${Math.round(p['chunks/s'])} deltas/s (wall ${p.real_time.toFixed(1)} ms, ` +
+              `client CPU ${p.cpu_time.toFixed(1)} ms per stream)`);
+  for (const name of peers) {
+    const n = npm.find((x) => x.peer === name);
+    console.log(`  ${name}: ${Math.round(n.chunks_per_s)} events/s -> parley is ` +
+                `${(p['chunks/s'] / n.chunks_per_s).toFixed(1)}x`);
+  }
 }
 JS

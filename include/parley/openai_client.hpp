@@ -38,10 +38,28 @@ namespace parley {
 // models reject it); many other servers only know max_tokens.
 enum class MaxTokensField { MaxCompletionTokens, MaxTokens };
 
+// The wire protocol of an endpoint (protocol.hpp: names, makeClient()). The base URL ends in
+// /v1 for all three; requests go to {base}/chat/completions, {base}/responses, {base}/messages.
+enum class Protocol { OpenAiChat, OpenAiResponses, Anthropic };
+
+// Where Anthropic prompt-cache breakpoints (`cache_control`) go; the API takes at most 4.
+struct PromptCachePolicy {
+  enum class Mode {
+    Off,        // none
+    Automatic,  // the tools, the system prompt and the last `lastUserTurns` user messages
+    Explicit,   // the messages whose extra holds "cache_control" (more than 4: ValidationError)
+  };
+  Mode mode = Mode::Automatic;
+  int lastUserTurns = 2;  // Automatic; cut to what the limit of 4 leaves
+  std::string ttl;        // "" = the API's default (5 minutes); "1h" asks for an hour
+};
+
 struct ClientOptions {
+  Protocol protocol = Protocol::OpenAiChat;  // which client makeClient() builds
   std::string baseUrl =
-      "https://api.openai.com/v1";  // taken as given; "/chat/completions" is appended
-  std::string apiKey;     // sent as "Authorization: Bearer ..."; never logged; empty: no header
+      "https://api.openai.com/v1";  // taken as given; the protocol's path is appended
+  // Sent as "Authorization: Bearer ..." (Anthropic: "x-api-key"); never logged; empty: no header.
+  std::string apiKey;
   std::string apiKeyEnv;  // when apiKey is empty: read the key from this environment variable
   std::string model;      // used when ChatRequest::model is empty
   std::map<std::string, std::string> headers;  // extra request headers
@@ -61,6 +79,18 @@ struct ClientOptions {
   // Request fields the endpoint always gets (e.g. {"temperature": 0.2}); a request's own
   // values and ChatRequest::extra override them.
   nlohmann::json defaultParameters = nlohmann::json::object();
+
+  // Anthropic Messages. max_tokens is required there: this is sent when ChatRequest::maxTokens
+  // is unset.
+  int64_t defaultMaxTokens = 4096;
+  std::string anthropicVersion = "2023-06-01";  // the anthropic-version header
+  PromptCachePolicy promptCache;
+  // OpenAI (both protocols): `prompt_cache_key`, sent when not empty.
+  std::string promptCacheKey;
+  // OpenAI Responses: false (the default) sends `store: false` and asks for the reasoning's
+  // encrypted content, so each request carries its whole history; true lets the server keep
+  // responses (then ChatRequest::extra may name a "previous_response_id").
+  bool responsesStore = false;
 
   // Seams for tests. `now` is the wall clock used to read Retry-After dates. `sleep` waits
   // between retries and must return early (without throwing) once the stop token is stopped.

@@ -14,14 +14,22 @@
 //   max_tokens_field = "max_tokens"      # or "max_completion_tokens" (the default)
 //   include_usage = false                # stream_options.include_usage (default true)
 //   empty_tool_call_content = "empty_string"   # "null" (default), "empty_string" or "omit"
+//   protocol = "anthropic"               # "openai-chat" (default), "openai-responses"
+//   default_max_tokens = 4096            # anthropic: max_tokens when a request sets none
+//   anthropic_version = "2023-06-01"
+//   prompt_cache = "automatic"           # anthropic breakpoints: "automatic", "off", "explicit"
+//   prompt_cache_user_turns = 2          # automatic: the last N user turns (within 4 in all)
+//   prompt_cache_ttl = "1h"              # "" = the API's default (5 minutes)
+//   prompt_cache_key = "tenant-7"        # openai-chat / openai-responses: prompt_cache_key
+//   responses_store = false              # openai-responses: store (false: stateless)
 //   [profiles.local.parameters]          # sent with every request unless the request says
 //   otherwise temperature = 0.2
 //
 // Unknown keys are an error (a typo must not silently fall back to a default).
 //
 // Thread-safety: a ProfileRegistry may be used from many threads; every call is atomic.
-// client() hands out one shared OpenAiClient per profile, so calls through a profile share
-// its connection pool.
+// client() hands out one shared client per profile (of its protocol: makeClient()), so calls
+// through a profile share its connection pool.
 #pragma once
 
 #include <memory>

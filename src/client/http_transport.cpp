@@ -403,7 +403,17 @@ bool CurlTransport::attempt(const HttpRequest& request, HttpReplySink& sink,
       break;
   }
   if (transfer.sinkStopped) throwHandlerStopped();
-  if (transfer.error) return fail(transfer.error, false);
+  if (transfer.error) {
+    // An error the reply carried (an `error` event) is retried as its status would be.
+    bool retryable = false;
+    try {
+      std::rethrow_exception(transfer.error);
+    } catch (const HttpError& e) {
+      retryable = detail::shouldRetryStatus(e.status(), "");
+    } catch (...) {
+    }
+    return fail(transfer.error, retryable);
+  }
 
   // Status first: an error body is the server's answer even if the connection then broke.
   transfer.reply.status = static_cast<int>(status);

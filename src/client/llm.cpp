@@ -1,5 +1,7 @@
 #include "parley/llm.hpp"
 
+#include <algorithm>
+
 #include <simdjson.h>
 
 #include "client/json_writer.hpp"
@@ -80,11 +82,27 @@ std::string encodeMessage(const Message& message, const MessageJsonOptions& opti
 }
 
 void detail::appendMessageJson(std::string& out, const Message& message,
-                               const MessageJsonOptions& options) {
+                               const MessageJsonOptions& options,
+                               std::span<const std::string_view> skipExtra) {
   using detail::appendJsonString;
   out.append("{\"role\":\"");
   out.append(toString(message.role));
   out.push_back('"');
+  // Fields parley does not model come right after the role, so that a request writer sees at a
+  // fixed place whether a message has any (request_body.cpp).
+  if (message.extra.is_object()) {
+    for (const auto& [key, value] : message.extra.items()) {
+      if (key == "role" || key == "content" || key == "tool_calls" || key == "tool_call_id" ||
+          key == "name") {
+        continue;
+      }
+      if (std::find(skipExtra.begin(), skipExtra.end(), key) != skipExtra.end()) continue;
+      out.push_back(',');
+      appendJsonString(out, key, "message.extra");
+      out.push_back(':');
+      out.append(value.dump());
+    }
+  }
   // Content: the same rules as toJson() in message.cpp.
   if (auto parts = message.extra.find("content"); parts != message.extra.end()) {
     out.append(",\"content\":");
@@ -128,18 +146,6 @@ void detail::appendMessageJson(std::string& out, const Message& message,
   if (!message.toolCallId.empty()) {
     out.append(",\"tool_call_id\":");
     appendJsonString(out, message.toolCallId, "message.tool_call_id");
-  }
-  if (message.extra.is_object()) {
-    for (const auto& [key, value] : message.extra.items()) {
-      if (key == "role" || key == "content" || key == "tool_calls" || key == "tool_call_id" ||
-          key == "name") {
-        continue;
-      }
-      out.push_back(',');
-      appendJsonString(out, key, "message.extra");
-      out.push_back(':');
-      out.append(value.dump());
-    }
   }
   out.push_back('}');
 }

@@ -51,6 +51,11 @@ struct OpenAiClient::Impl {
 };
 
 OpenAiClient::OpenAiClient(ClientOptions options) : impl_(std::make_unique<Impl>()) {
+  if (options.protocol != Protocol::OpenAiChat) {
+    throw ValidationError("options.protocol",
+                          "OpenAiClient speaks openai-chat; makeClient() (protocol.hpp) builds the "
+                          "client of another protocol");
+  }
   impl_->options = detail::checkedClientOptions(std::move(options));
   const ClientOptions& o = impl_->options;
   impl_->transport = detail::transportFor(o);

@@ -9,6 +9,7 @@
 #include "model/toml_json.hpp"
 
 #include "parley/errors.hpp"
+#include "parley/protocol.hpp"
 
 namespace parley {
 
@@ -73,7 +74,15 @@ ClientOptions readProfile(const toml::table& table, const std::string& field) {
                                                "max_tokens_field",
                                                "include_usage",
                                                "empty_tool_call_content",
-                                               "parameters"};
+                                               "parameters",
+                                               "protocol",
+                                               "default_max_tokens",
+                                               "anthropic_version",
+                                               "prompt_cache",
+                                               "prompt_cache_user_turns",
+                                               "prompt_cache_ttl",
+                                               "prompt_cache_key",
+                                               "responses_store"};
   for (const auto& [key, value] : table) {
     if (std::find(std::begin(kKeys), std::end(kKeys), key.str()) == std::end(kKeys)) {
       throw ValidationError(field + "." + std::string(key.str()), "unknown key");
@@ -81,6 +90,7 @@ ClientOptions readProfile(const toml::table& table, const std::string& field) {
   }
   ProfileReader r(table, field);
   ClientOptions o;
+  o.protocol = protocolFromString(r.string("protocol", "openai-chat"), field + ".protocol");
   o.baseUrl = r.string("base_url", o.baseUrl);
   o.model = r.string("model", o.model);
   o.apiKey = r.string("api_key", "");
@@ -123,6 +133,24 @@ ClientOptions readProfile(const toml::table& table, const std::string& field) {
     throw ValidationError(field + ".empty_tool_call_content",
                           "must be \"null\", \"empty_string\" or \"omit\"");
   }
+  o.defaultMaxTokens = r.integer("default_max_tokens", o.defaultMaxTokens, 1);
+  o.anthropicVersion = r.string("anthropic_version", o.anthropicVersion);
+  const std::string cache = r.string("prompt_cache", "automatic");
+  if (cache == "automatic") {
+    o.promptCache.mode = PromptCachePolicy::Mode::Automatic;
+  } else if (cache == "off") {
+    o.promptCache.mode = PromptCachePolicy::Mode::Off;
+  } else if (cache == "explicit") {
+    o.promptCache.mode = PromptCachePolicy::Mode::Explicit;
+  } else {
+    throw ValidationError(field + ".prompt_cache",
+                          "must be \"automatic\", \"off\" or \"explicit\"");
+  }
+  o.promptCache.lastUserTurns =
+      static_cast<int>(r.integer("prompt_cache_user_turns", o.promptCache.lastUserTurns, 0));
+  o.promptCache.ttl = r.string("prompt_cache_ttl", o.promptCache.ttl);
+  o.promptCacheKey = r.string("prompt_cache_key", o.promptCacheKey);
+  o.responsesStore = r.boolean("responses_store", o.responsesStore);
   if (const toml::table* parameters = r.table("parameters")) {
     o.defaultParameters = tomlToJson(*parameters);
   }
@@ -175,7 +203,7 @@ std::shared_ptr<LlmClient> ProfileRegistry::client(const std::string& name) {
   ClientOptions options = get(name);
   std::lock_guard lock(mutex_);
   auto& slot = clients_[name];
-  if (!slot) slot = std::make_shared<OpenAiClient>(std::move(options));
+  if (!slot) slot = makeClient(std::move(options));
   return slot;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "parley/llm.hpp"
 #include "parley/openai_client.hpp"
@@ -13,5 +14,13 @@ namespace parley::detail {
 // Throws ValidationError naming the field for a request that cannot be sent (no model, no
 // messages, bad tools, an `extra` that is not an object or tries to replace `messages`).
 std::string buildRequestBody(const ChatRequest& request, const ClientOptions& options, bool stream);
+
+// The whole transcript of a request as messages: ChatRequest::encodedMessages read back, then
+// ChatRequest::messages. For the protocols whose wire shape is not OpenAI chat's. Throws
+// ValidationError naming the message when the request cannot be sent.
+std::vector<Message> requestMessages(const ChatRequest& request);
+
+// The model a request names, else the client's; ValidationError when neither does.
+const std::string& requestModel(const ChatRequest& request, const ClientOptions& options);
 
 }  // namespace parley::detail

@@ -315,19 +315,38 @@ ChatResult StreamAssembler::finish() {
   result.id = s.id;
   result.model = s.model;
 
-  nlohmann::json choice = {
-      {"index", 0},
-      {"message", toJson(result.message)},
-      {"finish_reason", reportedFinishReason_.empty() ? nlohmann::json(nullptr)
-                                                      : nlohmann::json(reportedFinishReason_)}};
-  result.raw = {{"id", s.id},
-                {"object", "chat.completion"},
-                {"created", s.created},
-                {"model", s.model},
-                {"choices", nlohmann::json::array({std::move(choice)})},
-                {"usage", s.usage ? toJson(*s.usage) : nlohmann::json(nullptr)}};
+  result.raw = completionObject(result, s.created);
   if (!s.systemFingerprint.empty()) result.raw["system_fingerprint"] = s.systemFingerprint;
   return result;
+}
+
+nlohmann::json completionObject(const ChatResult& result, int64_t created) {
+  nlohmann::json choice = {{"index", 0},
+                           {"message", toJson(result.message)},
+                           {"finish_reason", result.reportedFinishReason.empty()
+                                                 ? nlohmann::json(nullptr)
+                                                 : nlohmann::json(result.reportedFinishReason)}};
+  return {{"id", result.id},
+          {"object", "chat.completion"},
+          {"created", created},
+          {"model", result.model},
+          {"choices", nlohmann::json::array({std::move(choice)})},
+          {"usage", result.usage ? toJson(*result.usage) : nlohmann::json(nullptr)}};
+}
+
+TokenUsage normalisedUsage(int64_t prompt, int64_t completion, int64_t cacheRead,
+                           int64_t cacheWrite, int64_t reasoning) {
+  TokenUsage usage;
+  usage.promptTokens = prompt;
+  usage.completionTokens = completion;
+  usage.totalTokens = prompt + completion;
+  usage.raw = {{"prompt_tokens", prompt},
+               {"completion_tokens", completion},
+               {"total_tokens", usage.totalTokens},
+               {"prompt_tokens_details",
+                {{"cached_tokens", cacheRead}, {"cache_creation_tokens", cacheWrite}}},
+               {"completion_tokens_details", {{"reasoning_tokens", reasoning}}}};
+  return usage;
 }
 
 ChatResult resultFromCompletion(std::string_view body) {
@@ -451,21 +470,23 @@ void ChatCompletionsReader::onStreamEnd(const HttpReplyInfo&) {
 
 void ChatCompletionsReader::onBody(std::string_view body, const HttpReplyInfo&) {
   result_ = resultFromCompletion(body);
-  if (!stream_ || !onChunk_) return;
-  // The server ignored "stream": hand the whole reply over as one delta.
+  if (stream_ && onChunk_) deliverWhole(result_, *onChunk_);  // the server ignored "stream"
+}
+
+void deliverWhole(const ChatResult& result, const ChunkHandler& onChunk) {
   StreamDelta delta;
-  delta.content = result_.message.content;
-  if (auto r = result_.message.extra.find("reasoning_content");
-      r != result_.message.extra.end() && r->is_string()) {
+  delta.content = result.message.content;
+  if (auto r = result.message.extra.find("reasoning_content");
+      r != result.message.extra.end() && r->is_string()) {
     delta.reasoning = r->get<std::string>();
   }
-  for (size_t i = 0; i < result_.message.toolCalls.size(); ++i) {
-    const ToolCall& call = result_.message.toolCalls[i];
+  for (size_t i = 0; i < result.message.toolCalls.size(); ++i) {
+    const ToolCall& call = result.message.toolCalls[i];
     delta.toolCalls.push_back(ToolCallDelta{i, call.id, call.name, call.arguments});
   }
-  delta.usage = result_.usage;
-  delta.finishReason = result_.reportedFinishReason;
-  if (!(*onChunk_)(delta)) throw CancelledError("the stream was stopped by its chunk handler");
+  delta.usage = result.usage;
+  delta.finishReason = result.reportedFinishReason;
+  if (!onChunk(delta)) throw CancelledError("the stream was stopped by its chunk handler");
 }
 
 }  // namespace parley::detail

@@ -91,6 +91,21 @@ class ChatCompletionsReader final : public HttpReplySink {
 // is an error object.
 ChatResult resultFromCompletion(std::string_view body);
 
+// Hands a whole reply to `onChunk` as one delta (for a server that ignored "stream"). Throws
+// CancelledError when the handler stops.
+void deliverWhole(const ChatResult& result, const ChunkHandler& onChunk);
+
+// A reply of any protocol as a chat.completion object (ChatResult::raw): id, object, created,
+// model, choices[0] {message, finish_reason (the reported one)}, usage.
+nlohmann::json completionObject(const ChatResult& result, int64_t created);
+
+// Usage in the one meaning every protocol reports: `prompt` counts every input token, cached
+// ones included; raw is OpenAI's shape with prompt_tokens_details.cached_tokens (cache reads),
+// prompt_tokens_details.cache_creation_tokens (cache writes) and
+// completion_tokens_details.reasoning_tokens; total = prompt + completion.
+TokenUsage normalisedUsage(int64_t prompt, int64_t completion, int64_t cacheRead,
+                           int64_t cacheWrite, int64_t reasoning);
+
 // A tool-call id for a call the server sent without one: "call_" + 24 random [A-Za-z0-9].
 std::string generateToolCallId();
 

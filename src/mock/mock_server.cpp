@@ -14,6 +14,7 @@
 #include "mock/chat_reply.hpp"
 #include "mock/closable_server.hpp"
 #include "mock/embeddings.hpp"
+#include "mock/protocol_replies.hpp"
 #include "mock/script.hpp"
 #include "parley/errors.hpp"
 
@@ -109,8 +110,9 @@ struct MockServer::Impl {
   }
 
   void install();
-  void handleChat(const httplib::Request& req, httplib::Response& res);
-  void sendStream(httplib::Response& res, const Rule& rule, ConcreteReply reply, bool includeUsage);
+  void handleChat(const httplib::Request& req, httplib::Response& res, WireProtocol protocol);
+  void sendStream(httplib::Response& res, const Rule& rule, ConcreteReply reply, bool includeUsage,
+                  WireProtocol protocol);
   void sendRaw(httplib::Response& res, std::shared_ptr<const Script> held, const Rule& rule);
   void sendBody(httplib::Response& res, int status, std::string body, const std::string& type,
                 long cutAfter);
@@ -177,13 +179,13 @@ void MockServer::Impl::sendBody(httplib::Response& res, int status, std::string 
 }
 
 void MockServer::Impl::sendStream(httplib::Response& res, const Rule& rule, ConcreteReply reply,
-                                  bool includeUsage) {
+                                  bool includeUsage, WireProtocol protocol) {
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   const StreamSpec spec = rule.stream;
   long cutAfter = rule.disconnectAfterBytes;
   res.set_chunked_content_provider(
-      "text/event-stream", [this, spec, cutAfter, includeUsage, reply = std::move(reply)](
+      "text/event-stream", [this, spec, cutAfter, includeUsage, protocol, reply = std::move(reply)](
                                std::size_t, httplib::DataSink& sink) {
         SinkWriter out(sink, cutAfter);
         // Writes what is buffered, then waits; false when the peer left or the server stops.
@@ -205,8 +207,7 @@ void MockServer::Impl::sendStream(httplib::Response& res, const Rule& rule, Conc
             return false;
           }
           if (spec.errorAfter >= 0 && sent == spec.errorAfter) {
-            std::string event = "data: " + json{{"error", spec.errorObject}}.dump() + "\n\n";
-            alive = out.write(event);
+            alive = out.write(streamErrorEvent(protocol, spec.errorObject));
             ended = true;
             return false;
           }
@@ -218,7 +219,7 @@ void MockServer::Impl::sendStream(httplib::Response& res, const Rule& rule, Conc
           }
           return true;
         };
-        forEachStreamEvent(reply, includeUsage, spec.omitFinish, [&](std::string_view event) {
+        auto emit = [&](std::string_view event) {
           if (!beforeEvent()) return false;
           ++sent;
           if (spec.malformedAt == sent) {
@@ -227,9 +228,21 @@ void MockServer::Impl::sendStream(httplib::Response& res, const Rule& rule, Conc
             alive = out.write(event);
           }
           return alive;
-        });
-        // Every event went out: the faults placed after the last one, then [DONE].
-        if (alive && !ended && beforeEvent() && !spec.omitDone) {
+        };
+        switch (protocol) {
+          case WireProtocol::Chat:
+            forEachStreamEvent(reply, includeUsage, spec.omitFinish, emit);
+            break;
+          case WireProtocol::Anthropic:
+            forEachAnthropicEvent(reply, spec.omitFinish, emit);
+            break;
+          case WireProtocol::Responses:
+            forEachResponsesEvent(reply, spec.omitFinish, emit);
+            break;
+        }
+        // Every event went out: the faults placed after the last one, then [DONE] (Chat
+        // Completions only: the other protocols end with their own last event).
+        if (alive && !ended && beforeEvent() && !spec.omitDone && protocol == WireProtocol::Chat) {
           alive = out.write("data: [DONE]\n\n");
         }
         if (!alive || !out.flush()) return false;
@@ -266,7 +279,8 @@ void MockServer::Impl::sendRaw(httplib::Response& res, std::shared_ptr<const Scr
       });
 }
 
-void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response& res) {
+void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response& res,
+                                  WireProtocol protocol) {
   std::size_t index = record(req);
   // Reports the request once its rule is known, whichever way this handler returns.
   struct NotifyOnReturn {
@@ -290,7 +304,17 @@ void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response
     std::lock_guard lock(mutex);
     int number = ++chatRequests;
     try {
-      ctx = describeRequest(body, number);
+      switch (protocol) {
+        case WireProtocol::Chat:
+          ctx = describeRequest(body, number);
+          break;
+        case WireProtocol::Anthropic:
+          ctx = describeRequest(chatRequestFromAnthropic(body), number);
+          break;
+        case WireProtocol::Responses:
+          ctx = describeRequest(chatRequestFromResponses(body), number);
+          break;
+      }
     } catch (const ValidationError& e) {
       sendBody(res, 400, errorBody(e.what(), "invalid_request_error"), "application/json", -1);
       return;
@@ -336,10 +360,22 @@ void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response
   }
   ConcreteReply reply = makeReply(*rule.reply, ctx, groups, options.created);
   if (ctx.stream) {
-    sendStream(res, rule, std::move(reply), ctx.includeUsage);
-  } else {
-    sendBody(res, 200, completionBody(reply), "application/json", rule.disconnectAfterBytes);
+    sendStream(res, rule, std::move(reply), ctx.includeUsage, protocol);
+    return;
   }
+  std::string whole;
+  switch (protocol) {
+    case WireProtocol::Chat:
+      whole = completionBody(reply);
+      break;
+    case WireProtocol::Anthropic:
+      whole = anthropicMessageBody(reply);
+      break;
+    case WireProtocol::Responses:
+      whole = responsesBody(reply);
+      break;
+  }
+  sendBody(res, 200, std::move(whole), "application/json", rule.disconnectAfterBytes);
 }
 
 void MockServer::Impl::install() {
@@ -357,7 +393,14 @@ void MockServer::Impl::install() {
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
   server.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    handleChat(req, res);
+    handleChat(req, res, WireProtocol::Chat);
+  });
+  // The same scripts, answered in the protocol each request came in.
+  server.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) {
+    handleChat(req, res, WireProtocol::Anthropic);
+  });
+  server.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
+    handleChat(req, res, WireProtocol::Responses);
   });
   server.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     notify(record(req));

@@ -1,7 +1,9 @@
-# Test fixture: installs the pinned npm packages of tests/node into the build tree.
+# Test fixture: installs the pinned npm packages of a tests/node folder (and its scripts) into
+# the build tree.
 #   cmake -DSRC=<tests/node> -DDST=<build dir> -DNPM=<npm> -P npm_ci.cmake
 # Runs `npm ci` only when the lock file changed since the last install.
-foreach(file package.json package-lock.json openai_compat.mjs)
+file(GLOB scripts RELATIVE ${SRC} ${SRC}/*.mjs)
+foreach(file package.json package-lock.json ${scripts})
   configure_file(${SRC}/${file} ${DST}/${file} COPYONLY)
 endforeach()
 set(stamp ${DST}/node_modules/.parley-lock-stamp)

@@ -1,0 +1,63 @@
+// The peers of parley's BM_ProtocolStreamLoopback/1 and /2: the official openai SDK
+// (responses.create with stream: true) and @anthropic-ai/sdk (messages.create with stream: true,
+// and messages.stream -> finalMessage, its own assembler) reading the same streams from the same
+// `parley mock`. Prints one JSON line per peer.
+//   node protocols_bench.mjs BASE_URL RESPONSES_BYTES ANTHROPIC_BYTES [RUNS]
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
+
+const [baseURL, responsesBytes, anthropicBytes, runsArg] = process.argv.slice(2);
+const runs = Number(runsArg ?? 3);
+const openai = new OpenAI({ baseURL, apiKey: 'sk-bench', maxRetries: 0 });
+const anthropic = new Anthropic({ baseURL: baseURL.replace(/\/v1$/, ''), apiKey: 'sk-bench', maxRetries: 0 });
+
+async function responsesIterate() {
+  const stream = await openai.responses.create({ model: 'gpt-4o-mini', input: 'responses stream', stream: true });
+  let events = 0;
+  let text = '';
+  for await (const event of stream) {
+    events++;
+    if (event.type === 'response.output_text.delta') text += event.delta;
+  }
+  if (!text) throw new Error('no content');
+  return events;
+}
+
+const anthropicParams = { model: 'gpt-4o-mini', max_tokens: 1024, messages: [{ role: 'user', content: 'anthropic stream' }] };
+
+async function anthropicIterate() {
+  const stream = await anthropic.messages.create({ ...anthropicParams, stream: true });
+  let events = 0;
+  let text = '';
+  for await (const event of stream) {
+    events++;
+    if (event.type === 'content_block_delta' && event.delta.type === 'text_delta') text += event.delta.text;
+  }
+  if (!text) throw new Error('no content');
+  return events;
+}
+
+async function anthropicAssemble() {
+  const stream = anthropic.messages.stream(anthropicParams);
+  let events = 0;
+  stream.on('streamEvent', () => events++);
+  const message = await stream.finalMessage();
+  if (!message.content[0].text) throw new Error('no content');
+  return events;
+}
+
+for (const [peer, fn, bytes] of [
+  ['openai-node responses iterate', responsesIterate, Number(responsesBytes)],
+  ['anthropic-sdk iterate', anthropicIterate, Number(anthropicBytes)],
+  ['anthropic-sdk assemble', anthropicAssemble, Number(anthropicBytes)],
+]) {
+  await fn();  // warm-up
+  let best = Infinity;
+  let events = 0;
+  for (let i = 0; i < runs; i++) {
+    const t0 = performance.now();
+    events = await fn();
+    best = Math.min(best, (performance.now() - t0) / 1000);
+  }
+  console.log(JSON.stringify({ peer, chunks: events, seconds: best, chunks_per_s: events / best, mb_per_s: bytes / best / 1e6 }));
+}

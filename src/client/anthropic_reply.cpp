@@ -1,0 +1,397 @@
+#include "client/anthropic_reply.hpp"
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <simdjson.h>
+
+#include "client/http_transport.hpp"
+#include "client/provider_fields.hpp"
+#include "client/stream_assembler.hpp"
+#include "parley/errors.hpp"
+
+namespace parley::detail {
+
+namespace {
+
+using nlohmann::json;
+namespace ondemand = simdjson::ondemand;
+
+std::string finishReasonOf(const std::string& stopReason) {
+  if (stopReason == "end_turn" || stopReason == "stop_sequence") return "stop";
+  if (stopReason == "tool_use") return "tool_calls";
+  if (stopReason == "max_tokens") return "length";
+  return stopReason;
+}
+
+int64_t count(const json& usage, const char* key) {
+  auto it = usage.find(key);
+  return it != usage.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+std::string stringOf(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+[[noreturn]] void throwErrorEvent(std::string_view data, int status) {
+  HttpError::Details details;
+  details.status = status;
+  details.body.assign(data);
+  readApiError(data, details);
+  // Anthropic answers 529 when overloaded; inside a stream the status is already 200, so the
+  // error's type says it. Such an error is retried like the status.
+  if (details.apiType == "overloaded_error") details.status = 529;
+  if (details.apiMessage.empty()) details.apiMessage = "the server sent an error event";
+  throw HttpError(std::move(details));
+}
+
+struct Block {
+  std::string type;  // text, tool_use, thinking, redacted_thinking, or another kept as is
+  std::string text;  // text, thinking text, or tool_use arguments
+  std::string id, name, signature, data;
+  json other;  // a block type parley does not model, kept whole
+  size_t toolIndex = 0;
+  bool open = true;
+};
+
+}  // namespace
+
+struct AnthropicAssembler::State {
+  StreamDelta delta;
+  std::vector<Block> blocks;
+  size_t tools = 0;
+  std::string id, model, stopReason;
+  int64_t input = 0, output = 0, cacheRead = 0, cacheWrite = 0;
+  bool started = false, stopped = false, sawUsage = false;
+
+  void readUsage(const json& usage) {
+    if (!usage.is_object()) return;
+    sawUsage = true;
+    // message_delta repeats the totals so far; a field it leaves out keeps its value.
+    if (usage.contains("input_tokens")) input = count(usage, "input_tokens");
+    if (usage.contains("output_tokens")) output = count(usage, "output_tokens");
+    if (usage.contains("cache_read_input_tokens"))
+      cacheRead = count(usage, "cache_read_input_tokens");
+    if (usage.contains("cache_creation_input_tokens"))
+      cacheWrite = count(usage, "cache_creation_input_tokens");
+  }
+
+  Block& block(const json& value) {
+    auto index = value.find("index");
+    if (index == value.end() || !index->is_number_unsigned() ||
+        index->get<size_t>() >= blocks.size()) {
+      throw ProtocolError("a content block event names a block that was never started");
+    }
+    return blocks[index->get<size_t>()];
+  }
+
+  void startBlock(const json& value) {
+    const json& cb = value.contains("content_block") ? value["content_block"] : json();
+    if (!cb.is_object()) throw ProtocolError("content_block_start without a content_block");
+    const size_t index = value.value("index", blocks.size());
+    if (index != blocks.size()) {
+      throw ProtocolError("content block " + std::to_string(index) + " started out of order");
+    }
+    Block b;
+    b.type = stringOf(cb, "type");
+    if (b.type == "text") {
+      b.text = stringOf(cb, "text");
+      delta.content = b.text;
+    } else if (b.type == "tool_use") {
+      b.id = stringOf(cb, "id");
+      b.name = stringOf(cb, "name");
+      if (b.id.empty() || b.name.empty())
+        throw ProtocolError("a tool_use block without id or name");
+      b.toolIndex = tools++;
+      delta.toolCalls.push_back(ToolCallDelta{b.toolIndex, b.id, b.name, ""});
+    } else if (b.type == "thinking") {
+      b.text = stringOf(cb, "thinking");
+      b.signature = stringOf(cb, "signature");
+      delta.reasoning = b.text;
+    } else if (b.type == "redacted_thinking") {
+      b.data = stringOf(cb, "data");
+    } else {
+      b.other = cb;
+    }
+    blocks.push_back(std::move(b));
+  }
+
+  // The piece a delta of `type` carries is in the field of that name.
+  static std::string_view pieceField(std::string_view type) {
+    if (type == "text_delta") return "text";
+    if (type == "input_json_delta") return "partial_json";
+    if (type == "thinking_delta") return "thinking";
+    if (type == "signature_delta") return "signature";
+    return {};
+  }
+
+  void addDelta(const json& value) {
+    const auto index = value.find("index");
+    const json& d = value.contains("delta") ? value["delta"] : json();
+    const std::string type = d.is_object() ? stringOf(d, "type") : std::string();
+    const std::string_view field = pieceField(type);
+    addDelta(index != value.end() && index->is_number_unsigned() ? index->get<size_t>() : SIZE_MAX,
+             type, field.empty() ? std::string() : stringOf(d, std::string(field).c_str()));
+  }
+
+  void addDelta(size_t index, std::string_view type, std::string_view piece) {
+    if (index >= blocks.size()) {
+      throw ProtocolError("a content block event names a block that was never started");
+    }
+    Block& b = blocks[index];
+    if (!b.open) throw ProtocolError("a delta for a content block that was already stopped");
+    if (type == "text_delta") {
+      b.text += piece;
+      delta.content = piece;
+    } else if (type == "input_json_delta") {
+      b.text += piece;
+      delta.toolCalls.push_back(ToolCallDelta{b.toolIndex, "", "", std::string(piece)});
+    } else if (type == "thinking_delta") {
+      b.text += piece;
+      delta.reasoning = piece;
+    } else if (type == "signature_delta") {
+      b.signature += piece;
+    } else if (type == "citations_delta") {
+      // Citations are not modelled; the text they cite arrives in text_delta.
+    } else {
+      throw ProtocolError("unknown content block delta type \"" + std::string(type) + "\"");
+    }
+  }
+
+  // Most events of a stream are content_block_delta: read those with simdjson, without building
+  // a json value. Returns false (nothing done) for any other event, which takes the full path.
+  bool fastDelta(std::string_view data) {
+    if (data.find("\"content_block_delta\"") == std::string_view::npos) return false;
+    padded.resize(data.size() + simdjson::SIMDJSON_PADDING);
+    std::memcpy(padded.data(), data.data(), data.size());
+    try {
+      ondemand::document doc = parser.iterate(padded.data(), data.size(), padded.size());
+      std::string_view type, deltaType, piece;
+      size_t index = SIZE_MAX;
+      for (auto field : doc.get_object()) {
+        const std::string_view key = field.unescaped_key();
+        if (key == "type") {
+          type = field.value().get_string();
+        } else if (key == "index") {
+          index = static_cast<size_t>(field.value().get_uint64());
+        } else if (key == "delta") {
+          std::string_view wanted;
+          for (auto d : field.value().get_object()) {
+            const std::string_view k = d.unescaped_key();
+            if (k == "type") {
+              deltaType = d.value().get_string();
+              wanted = pieceField(deltaType);
+            } else if (k == "text" || k == "partial_json" || k == "thinking" || k == "signature") {
+              if (!wanted.empty() && k != wanted) continue;
+              piece = d.value().get_string();
+            }
+          }
+          if (pieceField(deltaType).empty()) return false;  // rare kinds: the full path
+        }
+      }
+      if (type != "content_block_delta") return false;
+      if (!started || stopped) return false;  // the full path names the mistake
+      addDelta(index, deltaType, piece);
+      return true;
+    } catch (const simdjson::simdjson_error&) {
+      return false;  // the full path reports it
+    }
+  }
+
+  simdjson::ondemand::parser parser;
+  std::string padded;
+};
+
+AnthropicAssembler::AnthropicAssembler() : state_(std::make_unique<State>()) {}
+AnthropicAssembler::~AnthropicAssembler() = default;
+
+bool AnthropicAssembler::sawStop() const noexcept {
+  return state_->stopped;
+}
+
+const StreamDelta& AnthropicAssembler::addEvent(std::string_view data, int status) {
+  State& s = *state_;
+  s.delta.content.clear();
+  s.delta.reasoning.clear();
+  s.delta.toolCalls.clear();
+  s.delta.usage.reset();
+  s.delta.finishReason.clear();
+  if (s.fastDelta(data)) return s.delta;
+  const json value = json::parse(data, nullptr, false);
+  if (value.is_discarded() || !value.is_object()) {
+    throw ProtocolError("a stream event is not a JSON object: " + std::string(data.substr(0, 120)));
+  }
+  const std::string type = stringOf(value, "type");
+  if (type == "error") throwErrorEvent(data, status);
+  if (type == "ping") return s.delta;
+  if (s.stopped) throw ProtocolError("an event after message_stop: " + type);
+  if (type != "message_start" && !s.started) {
+    throw ProtocolError("the stream did not begin with message_start (got \"" + type + "\")");
+  }
+  if (type == "message_start") {
+    if (s.started) throw ProtocolError("a second message_start");
+    s.started = true;
+    const json& message = value.contains("message") ? value["message"] : json();
+    if (!message.is_object()) throw ProtocolError("message_start without a message");
+    s.id = stringOf(message, "id");
+    s.model = stringOf(message, "model");
+    if (message.contains("usage")) s.readUsage(message["usage"]);
+  } else if (type == "content_block_start") {
+    s.startBlock(value);
+  } else if (type == "content_block_delta") {
+    s.addDelta(value);
+  } else if (type == "content_block_stop") {
+    s.block(value).open = false;
+  } else if (type == "message_delta") {
+    if (const auto d = value.find("delta"); d != value.end() && d->is_object()) {
+      if (const std::string stop = stringOf(*d, "stop_reason"); !stop.empty()) {
+        s.stopReason = stop;
+        s.delta.finishReason = stop;
+      }
+    }
+    if (value.contains("usage")) s.readUsage(value["usage"]);
+  } else if (type == "message_stop") {
+    for (const Block& b : s.blocks) {
+      if (b.open) throw ProtocolError("message_stop while a content block was still open");
+    }
+    s.stopped = true;
+    if (s.sawUsage) {
+      s.delta.usage = normalisedUsage(s.input + s.cacheRead + s.cacheWrite, s.output, s.cacheRead,
+                                      s.cacheWrite, 0);
+    }
+  } else {
+    throw ProtocolError("unknown stream event type \"" + type + "\"");
+  }
+  return s.delta;
+}
+
+ChatResult AnthropicAssembler::finish() {
+  State& s = *state_;
+  if (!s.stopped) {
+    throw ProtocolError("the stream ended before message_stop (the reply was cut short)");
+  }
+  ChatResult result;
+  Message& m = result.message;
+  m.role = Role::Assistant;
+  json thinking = json::array();
+  std::string reasoning;
+  json others = json::array();
+  for (Block& b : s.blocks) {
+    if (b.type == "text") {
+      m.content += b.text;
+    } else if (b.type == "tool_use") {
+      m.toolCalls.push_back(
+          ToolCall{std::move(b.id), std::move(b.name), b.text.empty() ? "{}" : std::move(b.text)});
+    } else if (b.type == "thinking") {
+      if (!reasoning.empty()) reasoning += "\n\n";
+      reasoning += b.text;
+      thinking.push_back({{"type", "thinking"}, {"thinking", b.text}, {"signature", b.signature}});
+    } else if (b.type == "redacted_thinking") {
+      thinking.push_back({{"type", "redacted_thinking"}, {"data", b.data}});
+    } else {
+      others.push_back(std::move(b.other));
+    }
+  }
+  if (!thinking.empty()) m.extra[std::string(kThinkingBlocks)] = std::move(thinking);
+  if (!reasoning.empty()) m.extra[std::string(kReasoningContent)] = std::move(reasoning);
+  if (!others.empty()) m.extra["anthropic_blocks"] = std::move(others);
+  result.reportedFinishReason = s.stopReason;
+  result.finishReason = normaliseFinishReason(finishReasonOf(s.stopReason), !m.toolCalls.empty());
+  if (s.sawUsage) {
+    result.usage = normalisedUsage(s.input + s.cacheRead + s.cacheWrite, s.output, s.cacheRead,
+                                   s.cacheWrite, 0);
+  }
+  result.id = s.id;
+  result.model = s.model;
+  result.raw = completionObject(result, 0);
+  return result;
+}
+
+ChatResult resultFromAnthropicMessage(std::string_view body) {
+  // Ordered, so that a tool_use input keeps its keys in the order the model wrote them.
+  using ojson = nlohmann::ordered_json;
+  const ojson value = ojson::parse(body, nullptr, false);
+  if (value.is_discarded() || !value.is_object()) {
+    throw ProtocolError("the response is not JSON: " + std::string(body.substr(0, 120)));
+  }
+  const std::string type = value.is_object() && value.contains("type") && value["type"].is_string()
+                               ? value["type"].get<std::string>()
+                               : std::string();
+  if (type == "error") throwErrorEvent(body, 200);
+  if (type != "message" || !value.contains("content") || !value["content"].is_array()) {
+    throw ProtocolError("the response is not an Anthropic message: " +
+                        std::string(body.substr(0, 120)));
+  }
+  // The same assembly as a stream: one event per block.
+  AnthropicAssembler assembler;
+  ojson start = {{"type", "message_start"}, {"message", value}};
+  start["message"]["content"] = ojson::array();
+  assembler.addEvent(start.dump());
+  const ojson& content = value["content"];
+  for (size_t i = 0; i < content.size(); ++i) {
+    ojson block = content[i];
+    ojson input;
+    if (block.value("type", "") == "tool_use") {
+      input = block.contains("input") ? block["input"] : ojson::object();
+      block.erase("input");
+    }
+    assembler.addEvent(
+        ojson{{"type", "content_block_start"}, {"index", i}, {"content_block", block}}.dump());
+    if (!input.is_null() && !input.empty()) {
+      assembler.addEvent(
+          ojson{{"type", "content_block_delta"},
+                {"index", i},
+                {"delta", {{"type", "input_json_delta"}, {"partial_json", input.dump()}}}}
+              .dump());
+    }
+    assembler.addEvent(ojson{{"type", "content_block_stop"}, {"index", i}}.dump());
+  }
+  ojson delta = {
+      {"type", "message_delta"},
+      {"delta", {{"stop_reason", value.contains("stop_reason") ? value["stop_reason"] : ojson()}}}};
+  if (value.contains("usage")) delta["usage"] = value["usage"];
+  assembler.addEvent(delta.dump());
+  assembler.addEvent(R"({"type":"message_stop"})");
+  return assembler.finish();
+}
+
+void AnthropicReader::reset() {
+  assembler_ = std::make_unique<AnthropicAssembler>();
+  delivered_ = false;
+}
+
+bool AnthropicReader::onEvent(const SseEvent& event, const HttpReplyInfo& reply) {
+  if (event.data.empty()) return true;
+  const StreamDelta* delta;
+  try {
+    delta = &assembler_->addEvent(event.data, reply.status);
+  } catch (const HttpError& e) {
+    HttpError::Details details = e.details();
+    details.requestId = reply.requestId;
+    throw HttpError(std::move(details));
+  }
+  if (!delta->empty() && onChunk_) {
+    delivered_ = true;
+    return (*onChunk_)(*delta);
+  }
+  return true;
+}
+
+void AnthropicReader::onStreamEnd(const HttpReplyInfo&) {
+  result_ = assembler_->finish();
+}
+
+void AnthropicReader::onBody(std::string_view body, const HttpReplyInfo& reply) {
+  try {
+    result_ = resultFromAnthropicMessage(body);
+  } catch (const HttpError& e) {
+    HttpError::Details details = e.details();
+    details.requestId = reply.requestId;
+    throw HttpError(std::move(details));
+  }
+  if (stream_ && onChunk_) deliverWhole(result_, *onChunk_);
+}
+
+}  // namespace parley::detail

@@ -1,0 +1,73 @@
+// The Anthropic Messages reply reader: the stream's events (message_start,
+// content_block_start/delta/stop with text_delta, input_json_delta, thinking_delta and
+// signature_delta, message_delta, message_stop, ping, error) or a whole message object, into
+// the same ChatResult and StreamDeltas as Chat Completions. Knows nothing about HTTP.
+//
+// - text blocks -> content; tool_use blocks -> tool calls whose arguments are the
+//   input_json_delta pieces joined, exactly as sent ("" -> "{}");
+// - thinking and redacted_thinking blocks -> extra["thinking_blocks"] unchanged (signature
+//   included) for the next request, and the thinking text -> extra["reasoning_content"] and
+//   StreamDelta::reasoning;
+// - stop_reason end_turn / stop_sequence -> "stop", tool_use -> "tool_calls", max_tokens ->
+//   "length", others as reported;
+// - usage: prompt = input + cache reads + cache writes (normalisedUsage()).
+// An `error` event is an HttpError (overloaded_error as status 529, so it is retried while
+// nothing has reached the caller); an unknown event type, a block index out of order or a
+// stream without message_stop is a ProtocolError.
+//
+// Thread-safety: one assembler or reader per call.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "parley/llm.hpp"
+#include "parley/transport.hpp"
+
+namespace parley::detail {
+
+class AnthropicAssembler {
+ public:
+  AnthropicAssembler();
+  ~AnthropicAssembler();
+  AnthropicAssembler(const AnthropicAssembler&) = delete;
+  AnthropicAssembler& operator=(const AnthropicAssembler&) = delete;
+
+  // Reads one event's data (the JSON object; its "type" names the event). Returns what it
+  // added (reused by the next call). `status` is the HTTP status for an error event.
+  const StreamDelta& addEvent(std::string_view data, int status = 200);
+  bool sawStop() const noexcept;
+  // The assembled reply; ProtocolError when message_stop never came. Call once.
+  ChatResult finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// A whole (non-streamed) message object as a ChatResult.
+ChatResult resultFromAnthropicMessage(std::string_view body);
+
+class AnthropicReader final : public HttpReplySink {
+ public:
+  AnthropicReader(const ChunkHandler* onChunk, bool stream)
+      : onChunk_(onChunk && *onChunk ? onChunk : nullptr), stream_(stream) {}
+
+  void reset() override;
+  bool onEvent(const SseEvent& event, const HttpReplyInfo& reply) override;
+  void onStreamEnd(const HttpReplyInfo& reply) override;
+  bool streamComplete() const noexcept override { return assembler_ && assembler_->sawStop(); }
+  bool delivered() const noexcept override { return delivered_; }
+  void onBody(std::string_view body, const HttpReplyInfo& reply) override;
+
+  ChatResult& result() noexcept { return result_; }
+
+ private:
+  const ChunkHandler* onChunk_;
+  bool stream_;
+  bool delivered_ = false;
+  std::unique_ptr<AnthropicAssembler> assembler_;
+  ChatResult result_;
+};
+
+}  // namespace parley::detail

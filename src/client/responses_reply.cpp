@@ -1,0 +1,381 @@
+#include "client/responses_reply.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <simdjson.h>
+
+#include "client/http_transport.hpp"
+#include "client/provider_fields.hpp"
+#include "client/stream_assembler.hpp"
+#include "parley/errors.hpp"
+
+namespace parley::detail {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::string stringOf(const ojson& object, const char* key) {
+  if (!object.is_object()) return {};
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+int64_t countOf(const ojson& object, const char* key) {
+  if (!object.is_object()) return 0;
+  auto it = object.find(key);
+  return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+// Events that carry nothing the reply needs beyond what other events bring.
+constexpr std::array<std::string_view, 13> kIgnoredEvents = {
+    "response.created",
+    "response.in_progress",
+    "response.queued",
+    "response.content_part.added",
+    "response.content_part.done",
+    "response.output_text.done",
+    "response.output_text.annotation.added",
+    "response.reasoning_summary_part.added",
+    "response.reasoning_summary_part.done",
+    "response.reasoning_summary_text.done",
+    "response.reasoning_text.done",
+    "response.refusal.done",
+    "response.function_call_arguments.done",  // read below when the deltas were missing
+};
+
+[[noreturn]] void throwApiError(std::string_view data, const ojson& error, int status) {
+  HttpError::Details details;
+  details.status = status;
+  details.body.assign(data);
+  details.apiMessage = stringOf(error, "message");
+  details.apiType = stringOf(error, "type");
+  if (auto code = error.find("code"); code != error.end()) {
+    details.apiCode = code->is_string() ? code->get<std::string>()
+                      : code->is_null() ? std::string()
+                                        : code->dump();
+  }
+  if (details.apiMessage.empty()) details.apiMessage = "the server reported an error";
+  throw HttpError(std::move(details));
+}
+
+struct Item {
+  std::string type;  // message, function_call, reasoning, or another kept as is
+  std::string id;
+  std::string callId, name;
+  std::string text;  // message text, arguments, or reasoning summary text
+  std::string refusal;
+  ojson done;  // the item as response.output_item.done sent it
+  size_t toolIndex = 0;
+};
+
+}  // namespace
+
+struct ResponsesAssembler::State {
+  StreamDelta delta;
+  std::vector<Item> items;
+  size_t tools = 0;
+  std::string id, model, status, incompleteReason;
+  int64_t created = 0;
+  std::optional<TokenUsage> usage;
+  bool ended = false;
+
+  Item& itemAt(const ojson& value) {
+    auto index = value.find("output_index");
+    if (index == value.end() || !index->is_number_unsigned() ||
+        index->get<size_t>() >= items.size()) {
+      throw ProtocolError("an event names an output item that was never added");
+    }
+    return items[index->get<size_t>()];
+  }
+
+  static bool isDelta(std::string_view type) {
+    return type == "response.output_text.delta" ||
+           type == "response.function_call_arguments.delta" ||
+           type == "response.reasoning_summary_text.delta" ||
+           type == "response.reasoning_text.delta";
+  }
+
+  void addDelta(std::string_view type, size_t index, std::string_view piece) {
+    if (index >= items.size()) {
+      throw ProtocolError("an event names an output item that was never added");
+    }
+    Item& it = items[index];
+    it.text += piece;
+    if (type == "response.output_text.delta") {
+      delta.content = piece;
+    } else if (type == "response.function_call_arguments.delta") {
+      delta.toolCalls.push_back(ToolCallDelta{it.toolIndex, "", "", std::string(piece)});
+    } else {
+      delta.reasoning = piece;
+    }
+  }
+
+  // Most events of a stream are deltas: read those with simdjson, without building a json value.
+  // Returns false (nothing done) for any other event, which takes the full path.
+  bool fastDelta(std::string_view data) {
+    if (data.find(".delta\"") == std::string_view::npos) return false;
+    padded.resize(data.size() + simdjson::SIMDJSON_PADDING);
+    std::memcpy(padded.data(), data.data(), data.size());
+    try {
+      simdjson::ondemand::document doc = parser.iterate(padded.data(), data.size(), padded.size());
+      std::string_view type, piece;
+      size_t index = SIZE_MAX;
+      bool havePiece = false;
+      for (auto field : doc.get_object()) {
+        const std::string_view key = field.unescaped_key();
+        if (key == "type") {
+          type = field.value().get_string();
+        } else if (key == "output_index") {
+          index = static_cast<size_t>(field.value().get_uint64());
+        } else if (key == "delta") {
+          piece = field.value().get_string();
+          havePiece = true;
+        }
+      }
+      if (!isDelta(type) || !havePiece || ended) return false;
+      addDelta(type, index, piece);
+      return true;
+    } catch (const simdjson::simdjson_error&) {
+      return false;  // the full path reports it
+    }
+  }
+
+  simdjson::ondemand::parser parser;
+  std::string padded;
+
+  void readResponse(const ojson& response) {
+    if (!response.is_object()) return;
+    if (auto v = stringOf(response, "id"); !v.empty()) id = v;
+    if (auto v = stringOf(response, "model"); !v.empty()) model = v;
+    if (auto v = countOf(response, "created_at")) created = v;
+    status = stringOf(response, "status");
+    if (auto u = response.find("usage"); u != response.end() && u->is_object()) {
+      const ojson none = ojson::object();
+      const auto in = u->find("input_tokens_details");
+      const auto out = u->find("output_tokens_details");
+      usage = normalisedUsage(countOf(*u, "input_tokens"), countOf(*u, "output_tokens"),
+                              countOf(in != u->end() ? *in : none, "cached_tokens"), 0,
+                              countOf(out != u->end() ? *out : none, "reasoning_tokens"));
+    }
+    if (auto d = response.find("incomplete_details"); d != response.end()) {
+      incompleteReason = stringOf(*d, "reason");
+    }
+  }
+
+  void addItem(const ojson& value) {
+    const ojson& item = value.contains("item") ? value["item"] : ojson();
+    if (!item.is_object()) throw ProtocolError("response.output_item.added without an item");
+    const size_t index = value.value("output_index", items.size());
+    if (index != items.size()) {
+      throw ProtocolError("output item " + std::to_string(index) + " added out of order");
+    }
+    Item it;
+    it.type = stringOf(item, "type");
+    it.id = stringOf(item, "id");
+    if (it.type == "function_call") {
+      it.callId = stringOf(item, "call_id");
+      it.name = stringOf(item, "name");
+      if (it.callId.empty() || it.name.empty()) {
+        throw ProtocolError("a function_call item without call_id or name");
+      }
+      it.text = stringOf(item, "arguments");
+      it.toolIndex = tools++;
+      delta.toolCalls.push_back(ToolCallDelta{it.toolIndex, it.callId, it.name, it.text});
+    }
+    items.push_back(std::move(it));
+  }
+
+  // The whole item: what the deltas left out (a server that sent none) is read from it.
+  void itemDone(Item& it, const ojson& item) {
+    if (!item.is_object()) throw ProtocolError("response.output_item.done without an item");
+    it.done = item;
+    if (it.id.empty()) it.id = stringOf(item, "id");
+    if (it.type == "message" && it.text.empty()) {
+      if (auto parts = item.find("content"); parts != item.end() && parts->is_array()) {
+        for (const auto& part : *parts) {
+          if (stringOf(part, "type") == "output_text") it.text += stringOf(part, "text");
+        }
+      }
+    } else if (it.type == "function_call" && it.text.empty()) {
+      it.text = stringOf(item, "arguments");
+    } else if (it.type == "reasoning" && it.text.empty()) {
+      if (auto parts = item.find("summary"); parts != item.end() && parts->is_array()) {
+        for (const auto& part : *parts) {
+          if (!it.text.empty()) it.text += "\n\n";
+          it.text += stringOf(part, "text");
+        }
+      }
+    }
+  }
+};
+
+ResponsesAssembler::ResponsesAssembler() : state_(std::make_unique<State>()) {}
+ResponsesAssembler::~ResponsesAssembler() = default;
+
+bool ResponsesAssembler::sawEnd() const noexcept {
+  return state_->ended;
+}
+
+const StreamDelta& ResponsesAssembler::addEvent(std::string_view data, int status) {
+  State& s = *state_;
+  s.delta.content.clear();
+  s.delta.reasoning.clear();
+  s.delta.toolCalls.clear();
+  s.delta.usage.reset();
+  s.delta.finishReason.clear();
+  if (s.fastDelta(data)) return s.delta;
+  const ojson value = ojson::parse(data, nullptr, false);
+  if (value.is_discarded() || !value.is_object()) {
+    throw ProtocolError("a stream event is not a JSON object: " + std::string(data.substr(0, 120)));
+  }
+  const std::string type = stringOf(value, "type");
+  if (type == "error") throwApiError(data, value, status);
+  if (s.ended) throw ProtocolError("an event after the response ended: " + type);
+  if (State::isDelta(type)) {
+    const auto index = value.find("output_index");
+    s.addDelta(
+        type, index != value.end() && index->is_number_unsigned() ? index->get<size_t>() : SIZE_MAX,
+        stringOf(value, "delta"));
+  } else if (type == "response.refusal.delta") {
+    s.itemAt(value).refusal += stringOf(value, "delta");
+  } else if (type == "response.output_item.added") {
+    s.addItem(value);
+  } else if (type == "response.output_item.done") {
+    s.itemDone(s.itemAt(value), value.contains("item") ? value["item"] : ojson());
+  } else if (type == "response.completed" || type == "response.incomplete") {
+    s.readResponse(value.contains("response") ? value["response"] : ojson());
+    s.ended = true;
+    s.delta.usage = s.usage;
+    s.delta.finishReason = type == "response.completed" ? "completed" : s.incompleteReason;
+    if (s.delta.finishReason.empty()) s.delta.finishReason = "incomplete";
+  } else if (type == "response.failed") {
+    const ojson& response = value.contains("response") ? value["response"] : ojson();
+    throwApiError(data,
+                  response.is_object() && response.contains("error") ? response["error"] : ojson(),
+                  status);
+  } else if (std::find(kIgnoredEvents.begin(), kIgnoredEvents.end(), type) !=
+             kIgnoredEvents.end()) {
+    if (type == "response.created" || type == "response.in_progress") {
+      s.readResponse(value.contains("response") ? value["response"] : ojson());
+    }
+  } else {
+    throw ProtocolError("unknown stream event type \"" + type + "\"");
+  }
+  return s.delta;
+}
+
+ChatResult ResponsesAssembler::finish() {
+  State& s = *state_;
+  if (!s.ended) {
+    throw ProtocolError("the stream ended before response.completed (the reply was cut short)");
+  }
+  ChatResult result;
+  Message& m = result.message;
+  m.role = Role::Assistant;
+  nlohmann::json reasoningItems = nlohmann::json::array();
+  nlohmann::json ids = nlohmann::json::object();
+  std::string reasoning, refusal;
+  for (Item& it : s.items) {
+    if (it.type == "message") {
+      m.content += it.text;
+      if (!it.id.empty()) ids["message"] = it.id;
+      refusal += it.refusal;
+    } else if (it.type == "function_call") {
+      if (!it.id.empty()) ids[it.callId] = it.id;
+      m.toolCalls.push_back(
+          ToolCall{it.callId, it.name, it.text.empty() ? "{}" : std::move(it.text)});
+    } else if (it.type == "reasoning") {
+      if (!it.text.empty()) {
+        if (!reasoning.empty()) reasoning += "\n\n";
+        reasoning += it.text;
+      }
+      if (it.done.is_object()) reasoningItems.push_back(nlohmann::json::parse(it.done.dump()));
+    }
+  }
+  if (!reasoningItems.empty()) m.extra[std::string(kReasoningItems)] = std::move(reasoningItems);
+  if (!reasoning.empty()) m.extra[std::string(kReasoningContent)] = std::move(reasoning);
+  if (!ids.empty()) m.extra[std::string(kResponseItemIds)] = std::move(ids);
+  if (!refusal.empty()) m.extra["refusal"] = std::move(refusal);
+  if (s.status == "incomplete") {
+    result.reportedFinishReason = s.incompleteReason.empty() ? "incomplete" : s.incompleteReason;
+    result.finishReason =
+        result.reportedFinishReason == "max_output_tokens" ? "length" : result.reportedFinishReason;
+  } else {
+    result.reportedFinishReason = s.status.empty() ? "completed" : s.status;
+    result.finishReason = m.toolCalls.empty() ? "stop" : "tool_calls";
+  }
+  result.usage = s.usage;
+  result.id = s.id;
+  result.model = s.model;
+  result.raw = completionObject(result, s.created);
+  return result;
+}
+
+ChatResult resultFromResponse(std::string_view body) {
+  const ojson value = ojson::parse(body, nullptr, false);
+  if (value.is_discarded() || !value.is_object()) {
+    throw ProtocolError("the response is not JSON: " + std::string(body.substr(0, 120)));
+  }
+  if (auto error = value.find("error"); error != value.end() && error->is_object()) {
+    throwApiError(body, *error, 200);
+  }
+  if (stringOf(value, "object") != "response" || !value.contains("output") ||
+      !value["output"].is_array()) {
+    throw ProtocolError("the response is not a Responses object: " +
+                        std::string(body.substr(0, 120)));
+  }
+  ResponsesAssembler assembler;
+  ResponsesAssembler::State& s = *assembler.state_;
+  const ojson& output = value["output"];
+  for (size_t i = 0; i < output.size(); ++i) {
+    s.addItem(ojson{{"output_index", i}, {"item", output[i]}});
+    s.itemDone(s.items.back(), output[i]);
+  }
+  s.readResponse(value);
+  s.ended = true;
+  return assembler.finish();
+}
+
+void ResponsesReader::reset() {
+  assembler_ = std::make_unique<ResponsesAssembler>();
+  delivered_ = false;
+}
+
+bool ResponsesReader::onEvent(const SseEvent& event, const HttpReplyInfo& reply) {
+  if (event.data.empty()) return true;
+  const StreamDelta* delta;
+  try {
+    delta = &assembler_->addEvent(event.data, reply.status);
+  } catch (const HttpError& e) {
+    HttpError::Details details = e.details();
+    details.requestId = reply.requestId;
+    throw HttpError(std::move(details));
+  }
+  if (!delta->empty() && onChunk_) {
+    delivered_ = true;
+    return (*onChunk_)(*delta);
+  }
+  return true;
+}
+
+void ResponsesReader::onStreamEnd(const HttpReplyInfo&) {
+  result_ = assembler_->finish();
+}
+
+void ResponsesReader::onBody(std::string_view body, const HttpReplyInfo& reply) {
+  try {
+    result_ = resultFromResponse(body);
+  } catch (const HttpError& e) {
+    HttpError::Details details = e.details();
+    details.requestId = reply.requestId;
+    throw HttpError(std::move(details));
+  }
+  if (stream_ && onChunk_) deliverWhole(result_, *onChunk_);
+}
+
+}  // namespace parley::detail

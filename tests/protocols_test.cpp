@@ -1,0 +1,513 @@
+// The Anthropic Messages and OpenAI Responses protocols without a server: their request writers
+// (roles, tools, caching breakpoints, byte-stable bodies), their reply readers over sample streams
+// cut at every byte, bad streams, usage in one meaning, and the provider-field rules.
+#include <gtest/gtest.h>
+
+#include "client/anthropic_reply.hpp"
+#include "client/anthropic_request.hpp"
+#include "client/provider_fields.hpp"
+#include "client/request_body.hpp"
+#include "client/responses_reply.hpp"
+#include "client/responses_request.hpp"
+#include "parley/errors.hpp"
+#include "parley/llm.hpp"
+#include "parley/protocol.hpp"
+#include "parley/sse.hpp"
+
+namespace parley::detail {
+namespace {
+
+using nlohmann::json;
+
+// A Claude reply with thinking (and its signature), text and a tool call, as the API streams it.
+const std::string kAnthropicStream =
+    "event: message_start\n"
+    R"(data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":10,"cache_creation_input_tokens":5,"cache_read_input_tokens":100,"output_tokens":1}}})"
+    "\n\nevent: ping\ndata: {\"type\":\"ping\"}\n\n"
+    "event: content_block_start\n"
+    R"(data: {"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}})"
+    "\n\nevent: content_block_delta\n"
+    R"(data: {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Need the "}})"
+    "\n\nevent: content_block_delta\n"
+    R"(data: {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"weather é."}})"
+    "\n\nevent: content_block_delta\n"
+    R"(data: {"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"EqQBsig=="}})"
+    "\n\nevent: content_block_stop\n"
+    R"(data: {"type":"content_block_stop","index":0})"
+    "\n\nevent: content_block_start\n"
+    R"(data: {"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}})"
+    "\n\nevent: content_block_delta\n"
+    R"(data: {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Checking"}})"
+    "\n\nevent: content_block_delta\n"
+    R"(data: {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":" Oslo."}})"
+    "\n\nevent: content_block_stop\n"
+    R"(data: {"type":"content_block_stop","index":1})"
+    "\n\nevent: content_block_start\n"
+    R"(data: {"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{}}})"
+    "\n\nevent: content_block_delta\n"
+    R"(data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"city\": \"Os"}})"
+    "\n\nevent: content_block_delta\n"
+    R"(data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"lo\", \"a\": 1}"}})"
+    "\n\nevent: content_block_stop\n"
+    R"(data: {"type":"content_block_stop","index":2})"
+    "\n\nevent: message_delta\n"
+    R"(data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":42}})"
+    "\n\nevent: message_stop\n"
+    R"(data: {"type":"message_stop"})"
+    "\n\n";
+
+// An OpenAI reasoning model's reply: a reasoning item with encrypted content, text, a call.
+const std::string kResponsesStream =
+    R"(data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","created_at":7,"status":"in_progress","model":"o4-mini","output":[]}})"
+    "\n\n"
+    R"(data: {"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[]}})"
+    "\n\n"
+    R"(data: {"type":"response.reasoning_summary_text.delta","sequence_number":2,"item_id":"rs_1","output_index":0,"summary_index":0,"delta":"Think é"})"
+    "\n\n"
+    R"(data: {"type":"response.output_item.done","sequence_number":3,"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[{"type":"summary_text","text":"Think é"}],"encrypted_content":"gAAAAenc"}})"
+    "\n\n"
+    R"(data: {"type":"response.output_item.added","sequence_number":4,"output_index":1,"item":{"id":"msg_1","type":"message","status":"in_progress","role":"assistant","content":[]}})"
+    "\n\n"
+    R"(data: {"type":"response.content_part.added","sequence_number":5,"item_id":"msg_1","output_index":1,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}})"
+    "\n\n"
+    R"(data: {"type":"response.output_text.delta","sequence_number":6,"item_id":"msg_1","output_index":1,"content_index":0,"delta":"Checking"})"
+    "\n\n"
+    R"(data: {"type":"response.output_text.delta","sequence_number":7,"item_id":"msg_1","output_index":1,"content_index":0,"delta":" Oslo."})"
+    "\n\n"
+    R"(data: {"type":"response.output_text.done","sequence_number":8,"item_id":"msg_1","output_index":1,"content_index":0,"text":"Checking Oslo."})"
+    "\n\n"
+    R"(data: {"type":"response.output_item.done","sequence_number":9,"output_index":1,"item":{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Checking Oslo.","annotations":[]}]}})"
+    "\n\n"
+    R"(data: {"type":"response.output_item.added","sequence_number":10,"output_index":2,"item":{"id":"fc_1","type":"function_call","status":"in_progress","arguments":"","call_id":"call_1","name":"get_weather"}})"
+    "\n\n"
+    R"(data: {"type":"response.function_call_arguments.delta","sequence_number":11,"item_id":"fc_1","output_index":2,"delta":"{\"city\": \"Os"})"
+    "\n\n"
+    R"(data: {"type":"response.function_call_arguments.delta","sequence_number":12,"item_id":"fc_1","output_index":2,"delta":"lo\"}"})"
+    "\n\n"
+    R"(data: {"type":"response.function_call_arguments.done","sequence_number":13,"item_id":"fc_1","output_index":2,"arguments":"{\"city\": \"Oslo\"}"})"
+    "\n\n"
+    R"(data: {"type":"response.output_item.done","sequence_number":14,"output_index":2,"item":{"id":"fc_1","type":"function_call","status":"completed","arguments":"{\"city\": \"Oslo\"}","call_id":"call_1","name":"get_weather"}})"
+    "\n\n"
+    R"(data: {"type":"response.completed","sequence_number":15,"response":{"id":"resp_1","object":"response","created_at":7,"status":"completed","model":"o4-mini","output":[],"usage":{"input_tokens":120,"input_tokens_details":{"cached_tokens":100},"output_tokens":30,"output_tokens_details":{"reasoning_tokens":20},"total_tokens":150}}})"
+    "\n\n";
+
+// Feeds `stream` to `add` in two pieces split at `at`; returns the deltas' text, reasoning and
+// arguments joined, so that every split point can be compared.
+template <typename Assembler>
+std::string feed(Assembler& assembler, const std::string& stream, size_t at) {
+  SseDecoder decoder;
+  std::string seen;
+  auto onEvent = [&](const SseEvent& e) {
+    const StreamDelta& d = assembler.addEvent(e.data);
+    seen += d.content + "|" + d.reasoning;
+    for (const auto& call : d.toolCalls)
+      seen += "#" + call.id + call.name + call.arguments;
+    return true;
+  };
+  decoder.feed(std::string_view(stream).substr(0, at), onEvent);
+  decoder.feed(std::string_view(stream).substr(at), onEvent);
+  decoder.finish(onEvent);
+  return seen;
+}
+
+TEST(AnthropicReader, SampleStreamAtEverySplitPoint) {
+  std::string first;
+  for (size_t at = 0; at <= kAnthropicStream.size(); ++at) {
+    AnthropicAssembler assembler;
+    const std::string seen = feed(assembler, kAnthropicStream, at);
+    if (at == 0) first = seen;
+    ASSERT_EQ(seen, first) << "split at " << at;
+    ChatResult r = assembler.finish();
+    ASSERT_EQ(r.message.content, "Checking Oslo.") << at;
+    ASSERT_EQ(r.message.toolCalls.size(), 1u);
+    // The arguments exactly as the model wrote them, spaces included.
+    ASSERT_EQ(r.message.toolCalls[0],
+              (ToolCall{"toolu_1", "get_weather", R"({"city": "Oslo", "a": 1})"}));
+    ASSERT_EQ(
+        r.message.extra["thinking_blocks"],
+        json::parse(
+            R"([{"type":"thinking","thinking":"Need the weather é.","signature":"EqQBsig=="}])"));
+    ASSERT_EQ(r.message.extra["reasoning_content"], "Need the weather é.");
+    ASSERT_EQ(r.finishReason, "tool_calls");
+    ASSERT_EQ(r.reportedFinishReason, "tool_use");
+    ASSERT_TRUE(r.usage);
+    // Every input token counts, cache reads and writes included; total = prompt + completion.
+    ASSERT_EQ(r.usage->promptTokens, 115);
+    ASSERT_EQ(r.usage->completionTokens, 42);
+    ASSERT_EQ(r.usage->totalTokens, 157);
+    ASSERT_EQ(r.usage->raw["prompt_tokens_details"]["cached_tokens"], 100);
+    ASSERT_EQ(r.usage->raw["prompt_tokens_details"]["cache_creation_tokens"], 5);
+    ASSERT_EQ(r.id, "msg_1");
+    ASSERT_EQ(r.raw["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+  }
+  EXPECT_NE(first.find("Need the |"), std::string::npos);  // the delta, not the whole text
+}
+
+TEST(AnthropicReader, StopReasonsMapToFinishReasons) {
+  for (auto [reported, expected] :
+       std::vector<std::pair<std::string, std::string>>{{"end_turn", "stop"},
+                                                        {"stop_sequence", "stop"},
+                                                        {"max_tokens", "length"},
+                                                        {"refusal", "refusal"},
+                                                        {"pause_turn", "pause_turn"}}) {
+    ChatResult r = resultFromAnthropicMessage(
+        R"({"id":"m","type":"message","role":"assistant","model":"c","content":[{"type":"text","text":"hi"}],"stop_reason":")" +
+        reported + R"(","usage":{"input_tokens":3,"output_tokens":4}})");
+    EXPECT_EQ(r.finishReason, expected) << reported;
+    EXPECT_EQ(r.reportedFinishReason, reported);
+    EXPECT_EQ(r.usage->totalTokens, 7);
+  }
+}
+
+TEST(AnthropicReader, WholeMessageReadsLikeTheStream) {
+  ChatResult r =
+      resultFromAnthropicMessage(R"({"id":"msg_2","type":"message","role":"assistant","model":"c",
+    "content":[{"type":"thinking","thinking":"hm","signature":"s1"},{"type":"redacted_thinking","data":"xyz"},
+               {"type":"tool_use","id":"toolu_9","name":"f","input":{"b":2,"a":1}}],
+    "stop_reason":"tool_use","usage":{"input_tokens":3,"cache_read_input_tokens":4,"output_tokens":5}})");
+  ASSERT_EQ(r.message.toolCalls.size(), 1u);
+  EXPECT_EQ(r.message.toolCalls[0].arguments, R"({"b":2,"a":1})");  // the model's key order
+  EXPECT_EQ(r.message.extra["thinking_blocks"].size(), 2u);
+  EXPECT_EQ(r.message.extra["thinking_blocks"][1]["type"], "redacted_thinking");
+  EXPECT_EQ(r.usage->promptTokens, 7);
+  EXPECT_EQ(r.finishReason, "tool_calls");
+}
+
+TEST(AnthropicReader, BadStreamsAreClearErrors) {
+  {  // cut mid-block: no message_stop
+    AnthropicAssembler a;
+    feed(a, kAnthropicStream.substr(0, kAnthropicStream.find("event: content_block_stop")), 0);
+    EXPECT_FALSE(a.sawStop());
+    EXPECT_THROW(a.finish(), ProtocolError);
+  }
+  {  // an unknown event type
+    AnthropicAssembler a;
+    a.addEvent(R"({"type":"message_start","message":{"id":"m","model":"c","usage":{}}})");
+    EXPECT_THROW(a.addEvent(R"({"type":"content_block_surprise","index":0})"), ProtocolError);
+  }
+  {  // the first event is not message_start
+    AnthropicAssembler a;
+    EXPECT_THROW(a.addEvent(R"({"type":"message_stop"})"), ProtocolError);
+  }
+  {  // an error event: overloaded_error is a 529, retried like the status
+    AnthropicAssembler a;
+    try {
+      a.addEvent(R"({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}})");
+      FAIL();
+    } catch (const HttpError& e) {
+      EXPECT_EQ(e.status(), 529);
+      EXPECT_EQ(e.details().apiType, "overloaded_error");
+      EXPECT_EQ(e.details().apiMessage, "Overloaded");
+    }
+  }
+}
+
+TEST(ResponsesReader, SampleStreamAtEverySplitPoint) {
+  std::string first;
+  for (size_t at = 0; at <= kResponsesStream.size(); ++at) {
+    ResponsesAssembler assembler;
+    const std::string seen = feed(assembler, kResponsesStream, at);
+    if (at == 0) first = seen;
+    ASSERT_EQ(seen, first) << "split at " << at;
+    ChatResult r = assembler.finish();
+    ASSERT_EQ(r.message.content, "Checking Oslo.");
+    ASSERT_EQ(r.message.toolCalls.size(), 1u);
+    // The call_id is the tool call's id (the id its output answers); the item id is kept apart.
+    ASSERT_EQ(r.message.toolCalls[0], (ToolCall{"call_1", "get_weather", R"({"city": "Oslo"})"}));
+    ASSERT_EQ(r.message.extra["response_item_ids"],
+              json({{"message", "msg_1"}, {"call_1", "fc_1"}}));
+    ASSERT_EQ(r.message.extra["reasoning_items"][0]["encrypted_content"], "gAAAAenc");
+    ASSERT_EQ(r.message.extra["reasoning_content"], "Think é");
+    ASSERT_EQ(r.finishReason, "tool_calls");
+    ASSERT_EQ(r.usage->promptTokens, 120);  // input_tokens already counts the cached ones
+    ASSERT_EQ(r.usage->raw["prompt_tokens_details"]["cached_tokens"], 100);
+    ASSERT_EQ(r.usage->raw["completion_tokens_details"]["reasoning_tokens"], 20);
+    ASSERT_EQ(r.usage->totalTokens, 150);
+    ASSERT_EQ(r.id, "resp_1");
+    ASSERT_EQ(r.model, "o4-mini");
+  }
+}
+
+TEST(ResponsesReader, IncompleteResponseIsLength) {
+  ChatResult r = resultFromResponse(R"({"id":"resp_2","object":"response","status":"incomplete",
+    "incomplete_details":{"reason":"max_output_tokens"},"model":"m",
+    "output":[{"id":"msg_2","type":"message","role":"assistant","content":[{"type":"output_text","text":"par"}]}],
+    "usage":{"input_tokens":5,"output_tokens":9}})");
+  EXPECT_EQ(r.message.content, "par");
+  EXPECT_EQ(r.finishReason, "length");
+  EXPECT_EQ(r.reportedFinishReason, "max_output_tokens");
+  EXPECT_EQ(r.usage->totalTokens, 14);
+}
+
+TEST(ResponsesReader, BadStreamsAreClearErrors) {
+  {  // cut before response.completed
+    ResponsesAssembler a;
+    feed(a,
+         kResponsesStream.substr(0, kResponsesStream.find("data: {\"type\":\"response.completed")),
+         0);
+    EXPECT_FALSE(a.sawEnd());
+    EXPECT_THROW(a.finish(), ProtocolError);
+  }
+  {
+    ResponsesAssembler a;
+    EXPECT_THROW(a.addEvent(R"({"type":"response.teleported"})"), ProtocolError);
+  }
+  {  // a delta for an item never added
+    ResponsesAssembler a;
+    EXPECT_THROW(
+        a.addEvent(R"({"type":"response.output_text.delta","output_index":3,"delta":"x"})"),
+        ProtocolError);
+  }
+  {
+    ResponsesAssembler a;
+    try {
+      a.addEvent(
+          R"({"type":"error","code":"rate_limit_exceeded","message":"slow down","param":null})");
+      FAIL();
+    } catch (const HttpError& e) {
+      EXPECT_EQ(e.details().apiCode, "rate_limit_exceeded");
+      EXPECT_EQ(e.details().apiMessage, "slow down");
+    }
+  }
+  {
+    ResponsesAssembler a;
+    EXPECT_THROW(
+        a.addEvent(
+            R"({"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"boom"}}})"),
+        HttpError);
+  }
+}
+
+// A transcript of one tool round after a reply that carried every provider's fields.
+std::vector<Message> transcript() {
+  Message assistant = Message::assistant(
+      "Checking.", {ToolCall{"call_1", "get_weather", R"({"city": "Oslo", "a": 1})"}});
+  assistant.extra["thinking_blocks"] =
+      json::parse(R"([{"type":"thinking","thinking":"t","signature":"sig"}])");
+  assistant.extra["reasoning_items"] =
+      json::parse(R"([{"id":"rs_1","type":"reasoning","summary":[],"encrypted_content":"enc"}])");
+  assistant.extra["response_item_ids"] = json{{"call_1", "fc_1"}, {"message", "msg_1"}};
+  assistant.extra["reasoning_content"] = "t";
+  assistant.extra["reasoning_details"] = json::parse(R"([{"type":"reasoning.text","text":"t"}])");
+  return {Message::system("Be terse."), Message::user("Weather in Oslo?"), assistant,
+          Message::tool("call_1", "-3C"), Message::user("And tomorrow?")};
+}
+
+ChatRequest requestOf(std::vector<Message> messages) {
+  ChatRequest r;
+  r.model = "m";
+  r.messages = std::move(messages);
+  r.tools = json::parse(
+      R"([{"type":"function","function":{"name":"get_weather","description":"d","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}])");
+  return r;
+}
+
+ClientOptions endpoint(Protocol protocol, std::string baseUrl = "https://example.test/v1") {
+  ClientOptions o;
+  o.protocol = protocol;
+  o.baseUrl = std::move(baseUrl);
+  return o;
+}
+
+TEST(AnthropicWriter, RolesToolsAndThinkingAsTheApiWantsThem) {
+  ClientOptions o = endpoint(Protocol::Anthropic);
+  o.promptCache.mode = PromptCachePolicy::Mode::Off;
+  const json body = json::parse(buildAnthropicBody(requestOf(transcript()), o, true));
+  EXPECT_EQ(body["system"], json::parse(R"([{"type":"text","text":"Be terse."}])"));
+  EXPECT_EQ(body["max_tokens"], 4096);  // ClientOptions::defaultMaxTokens
+  EXPECT_EQ(body["stream"], true);
+  ASSERT_EQ(body["messages"].size(), 3u);  // user, assistant, user (tool result + text merged)
+  const json& assistant = body["messages"][1];
+  EXPECT_EQ(assistant["content"][0],
+            json::parse(R"({"type":"thinking","thinking":"t","signature":"sig"})"));
+  EXPECT_EQ(assistant["content"][1], json::parse(R"({"type":"text","text":"Checking."})"));
+  EXPECT_EQ(assistant["content"][2]["type"], "tool_use");
+  EXPECT_EQ(assistant["content"][2]["input"], json::parse(R"({"city":"Oslo","a":1})"));
+  const json& user = body["messages"][2];
+  EXPECT_EQ(user["role"], "user");
+  EXPECT_EQ(user["content"][0],
+            json::parse(R"({"type":"tool_result","tool_use_id":"call_1","content":"-3C"})"));
+  EXPECT_EQ(user["content"][1]["text"], "And tomorrow?");
+  EXPECT_EQ(body["tools"][0]["name"], "get_weather");
+  EXPECT_EQ(body["tools"][0]["input_schema"]["type"], "object");
+  // Only what the API knows: no provider field of another protocol travels.
+  const std::string text = body.dump();
+  for (const char* foreign : {"reasoning_items", "encrypted_content", "reasoning_content",
+                              "reasoning_details", "response_item_ids"})
+    EXPECT_EQ(text.find(foreign), std::string::npos) << foreign;
+}
+
+TEST(AnthropicWriter, SameHistorySameBytesWhicheverWayItComes) {
+  ClientOptions o = endpoint(Protocol::Anthropic);
+  ChatRequest plain = requestOf(transcript());
+  ChatRequest encoded = requestOf({});
+  for (const Message& m : transcript())
+    encoded.encodedMessages.push_back(std::make_shared<const std::string>(encodeMessage(m)));
+  const std::string a = buildAnthropicBody(plain, o, true);
+  EXPECT_EQ(a, buildAnthropicBody(plain, o, true));
+  EXPECT_EQ(a, buildAnthropicBody(encoded, o, true));
+  // The arguments' keys in the order the model wrote them.
+  EXPECT_NE(a.find(R"("input":{"city":"Oslo","a":1})"), std::string::npos) << a;
+}
+
+int breakpoints(const json& body) {
+  int n = 0;
+  const std::string text = body.dump();
+  for (size_t at = text.find("cache_control"); at != std::string::npos;
+       at = text.find("cache_control", at + 1))
+    ++n;
+  return n;
+}
+
+TEST(AnthropicWriter, CacheBreakpointsStayWithinTheLimitOfFour) {
+  std::vector<Message> many = {Message::system("sys")};
+  for (int i = 0; i < 6; ++i) {
+    many.push_back(Message::user("u" + std::to_string(i)));
+    many.push_back(Message::assistant("a" + std::to_string(i)));
+  }
+  many.push_back(Message::user("last"));
+  ClientOptions o = endpoint(Protocol::Anthropic);
+  o.promptCache.ttl = "1h";
+  for (int turns : {0, 1, 2, 3, 10}) {
+    o.promptCache.lastUserTurns = turns;
+    const json body = json::parse(buildAnthropicBody(requestOf(many), o, false));
+    EXPECT_EQ(breakpoints(body), std::min(2 + turns, kMaxCacheBreakpoints)) << turns;
+    EXPECT_EQ(body["tools"].back()["cache_control"],
+              json::parse(R"({"type":"ephemeral","ttl":"1h"})"));
+    EXPECT_TRUE(body["system"].back().contains("cache_control"));
+    if (turns > 0) EXPECT_TRUE(body["messages"].back()["content"].back().contains("cache_control"));
+  }
+  o.promptCache.mode = PromptCachePolicy::Mode::Off;
+  EXPECT_EQ(breakpoints(json::parse(buildAnthropicBody(requestOf(many), o, false))), 0);
+
+  o.promptCache.mode = PromptCachePolicy::Mode::Explicit;
+  for (size_t i = 1; i <= 4; ++i)
+    many[2 * i - 1].extra["cache_control"] = true;
+  const json four = json::parse(buildAnthropicBody(requestOf(many), o, false));
+  EXPECT_EQ(breakpoints(four), 4);
+  EXPECT_TRUE(four["messages"][0]["content"].back().contains("cache_control"));
+  many[9].extra["cache_control"] = true;  // a fifth
+  try {
+    buildAnthropicBody(requestOf(many), o, false);
+    FAIL() << "expected a ValidationError";
+  } catch (const ValidationError& e) {
+    EXPECT_NE(std::string(e.what()).find("at most 4"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AnthropicWriter, UnsendableRequestsNameTheField) {
+  ClientOptions o = endpoint(Protocol::Anthropic);
+  ChatRequest onlySystem = requestOf({Message::system("s")});
+  EXPECT_THROW(buildAnthropicBody(onlySystem, o, false), ValidationError);
+  ChatRequest badArgs =
+      requestOf({Message::user("u"), Message::assistant("", {ToolCall{"c", "f", "[1]"}})});
+  EXPECT_THROW(buildAnthropicBody(badArgs, o, false), ValidationError);
+  ChatRequest format = requestOf({Message::user("u")});
+  format.responseFormat = ResponseFormat::jsonObject();
+  EXPECT_THROW(buildAnthropicBody(format, o, false), ValidationError);
+}
+
+TEST(ResponsesWriter, ItemsReasoningAndStatelessDefaults) {
+  ClientOptions o = endpoint(Protocol::OpenAiResponses);
+  o.promptCacheKey = "user-42";
+  ChatRequest request = requestOf(transcript());
+  request.maxTokens = 100;
+  const std::string text = buildResponsesBody(request, o, true);
+  const json body = json::parse(text);
+  EXPECT_EQ(body["instructions"], "Be terse.");
+  EXPECT_EQ(body["store"], false);
+  EXPECT_EQ(body["include"], json::array({"reasoning.encrypted_content"}));
+  EXPECT_EQ(body["prompt_cache_key"], "user-42");
+  EXPECT_EQ(body["max_output_tokens"], 100);
+  EXPECT_EQ(body["tools"][0]["name"], "get_weather");
+  EXPECT_EQ(body["tools"][0]["type"], "function");
+  const json& input = body["input"];
+  ASSERT_EQ(input.size(), 6u);
+  EXPECT_EQ(input[0]["role"], "user");
+  EXPECT_EQ(
+      input[1],
+      json::parse(R"({"id":"rs_1","type":"reasoning","summary":[],"encrypted_content":"enc"})"));
+  EXPECT_EQ(input[2]["type"], "message");
+  EXPECT_EQ(input[2]["id"], "msg_1");
+  EXPECT_EQ(input[3]["type"], "function_call");
+  EXPECT_EQ(input[3]["call_id"], "call_1");
+  EXPECT_EQ(input[3]["id"], "fc_1");
+  EXPECT_EQ(input[3]["arguments"], R"({"city": "Oslo", "a": 1})");  // exactly as written
+  EXPECT_EQ(input[4],
+            json::parse(R"({"type":"function_call_output","call_id":"call_1","output":"-3C"})"));
+  EXPECT_EQ(input[5]["content"], "And tomorrow?");
+  for (const char* foreign : {"thinking_blocks", "\"signature\"", "reasoning_details"})
+    EXPECT_EQ(text.find(foreign), std::string::npos) << foreign;
+  EXPECT_EQ(text, buildResponsesBody(request, o, true));  // byte-stable
+
+  o.responsesStore = true;
+  const json stored = json::parse(buildResponsesBody(request, o, false));
+  EXPECT_EQ(stored["store"], true);
+  EXPECT_FALSE(stored.contains("include"));
+  EXPECT_FALSE(stored.contains("stream"));
+  ChatRequest stop = requestOf({Message::user("u")});
+  stop.stop = {"END"};
+  EXPECT_THROW(buildResponsesBody(stop, o, false), ValidationError);
+}
+
+// One test per rule of the provider-field table (provider_fields.cpp).
+TEST(ProviderFields, EachRuleSendsItsFieldOnlyWhereItBelongs) {
+  const ClientOptions chat = endpoint(Protocol::OpenAiChat);
+  const ClientOptions deepseek = endpoint(Protocol::OpenAiChat, "https://api.deepseek.com/v1");
+  const ClientOptions responses = endpoint(Protocol::OpenAiResponses);
+  const ClientOptions anthropic = endpoint(Protocol::Anthropic);
+  struct Expect {
+    std::string_view key;
+    bool chat, deepseek, responses, anthropic;
+  };
+  const Expect expected[] = {
+      {kReasoningContent, true, false, false, false}, {kReasoningDetails, true, true, false, false},
+      {kThinkingBlocks, false, false, false, true},   {kReasoningItems, false, false, true, false},
+      {kResponseItemIds, false, false, true, false},  {kCacheControl, false, false, false, true},
+  };
+  ASSERT_EQ(providerFieldRules().size(), std::size(expected));
+  for (const Expect& e : expected) {
+    SCOPED_TRACE(std::string(e.key));
+    EXPECT_EQ(sendsField(e.key, chat), e.chat);
+    EXPECT_EQ(sendsField(e.key, deepseek), e.deepseek);
+    EXPECT_EQ(sendsField(e.key, responses), e.responses);
+    EXPECT_EQ(sendsField(e.key, anthropic), e.anthropic);
+  }
+  for (const ProviderFieldRule& rule : providerFieldRules())
+    EXPECT_EQ(rule.docs.rfind("https://", 0), 0u) << rule.key;
+}
+
+TEST(ProviderFields, ChatRequestsLeaveOutWhatTheEndpointRefuses) {
+  ChatRequest plain = requestOf(transcript());
+  ChatRequest encoded = requestOf({});
+  for (const Message& m : transcript())
+    encoded.encodedMessages.push_back(std::make_shared<const std::string>(encodeMessage(m)));
+  for (const ChatRequest* request : {&plain, &encoded}) {
+    const json body =
+        json::parse(buildRequestBody(*request, endpoint(Protocol::OpenAiChat), false));
+    const json& assistant = body["messages"][2];
+    EXPECT_EQ(assistant["reasoning_content"], "t");
+    EXPECT_TRUE(assistant.contains("reasoning_details"));
+    for (const char* foreign : {"thinking_blocks", "reasoning_items", "response_item_ids"})
+      EXPECT_FALSE(assistant.contains(foreign)) << foreign;
+    EXPECT_EQ(assistant["tool_calls"][0]["function"]["arguments"], R"({"city": "Oslo", "a": 1})");
+    // DeepSeek answers 400 to reasoning_content in input messages.
+    const json toDeepSeek = json::parse(buildRequestBody(
+        *request, endpoint(Protocol::OpenAiChat, "https://api.deepseek.com"), false));
+    EXPECT_FALSE(toDeepSeek["messages"][2].contains("reasoning_content"));
+  }
+}
+
+TEST(Protocol, NamesAndClients) {
+  for (Protocol p : {Protocol::OpenAiChat, Protocol::OpenAiResponses, Protocol::Anthropic})
+    EXPECT_EQ(protocolFromString(toString(p)), p);
+  EXPECT_THROW(protocolFromString("smoke-signals"), ValidationError);
+  ClientOptions o = endpoint(Protocol::Anthropic);
+  o.defaultMaxTokens = 0;
+  EXPECT_THROW(makeClient(o), ValidationError);
+  o.protocol = Protocol::OpenAiResponses;
+  EXPECT_NE(makeClient(o), nullptr);
+}
+
+}  // namespace
+}  // namespace parley::detail
