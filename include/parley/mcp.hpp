@@ -96,8 +96,14 @@ struct McpServerOptions {
   McpApproval approval = McpApproval::Never;
   std::vector<std::string> approveTools;  // with McpApproval::Listed; the server's names
   std::chrono::milliseconds toolTimeout{60'000};  // each tools/call (ToolOptions::timeout)
+  // The model sees a result's structuredContent rather than its content blocks.
+  bool useStructuredContent = false;
   // Called on a transport thread for each progress notification of a tools/call; must not block.
   std::function<void(const McpProgress&)> onProgress;
+  // ToolRegistry::addMcpServer(): called (on a pool thread) after the server said its tools
+  // changed and the registry replaced them, with the names now registered; never after the
+  // registry is destroyed. It must not call back into the registry's MCP servers.
+  std::function<void(const std::vector<std::string>& tools)> onToolsRefreshed;
 
   // --- limits ----------------------------------------------------------------------------------
   // Every request other than tools/call (initialize, tools/list, ping, ...), and starting the
@@ -142,11 +148,12 @@ struct McpToolResult {
   nlohmann::json structuredContent;                  // null when absent
   bool isError = false;
 
-  // What the model sees (docs/mcp.md): the structured content when there is some, else the
-  // content blocks as text: text as is, images, audio and blobs as a one-line description
-  // (a tool message carries text only), embedded text resources with their URI, resource links
-  // as their URI and name; blocks joined with newlines.
-  nlohmann::json forModel() const;
+  // What the model sees (docs/mcp.md): the content blocks as text: text as is, images, audio
+  // and blobs as a one-line description (a tool message carries text only), embedded text
+  // resources with their URI, resource links as their URI and name; blocks joined with
+  // newlines. The structured content instead when `preferStructured`, or when there are no
+  // content blocks (the specification asks servers to send both, the text for models).
+  nlohmann::json forModel(bool preferStructured = false) const;
 };
 
 // A resource or a prompt as the server lists it (the JSON object as sent).

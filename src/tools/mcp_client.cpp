@@ -126,8 +126,9 @@ bool validToolName(const std::string& name) {
 
 }  // namespace
 
-json McpToolResult::forModel() const {
-  if (!structuredContent.is_null()) return structuredContent;
+json McpToolResult::forModel(bool preferStructured) const {
+  bool noBlocks = !content.is_array() || content.empty();
+  if (!structuredContent.is_null() && (preferStructured || noBlocks)) return structuredContent;
   std::string text;
   if (content.is_array()) {
     for (const json& block : content) {
@@ -163,14 +164,17 @@ struct McpClient::Impl {
     json message;
     try {
       message = parseMessage(text, options.maxJsonDepth);
+    } catch (const ProtocolError& e) {
+      return {false, std::nullopt, e.what()};
     } catch (const std::exception&) {
-      return {};
+      return {false, std::nullopt, "not JSON"};
     }
     if (message.is_array()) {  // a batch (protocol 2025-03-26)
-      McpReceived all{true, std::nullopt};
+      McpReceived all{true, std::nullopt, ""};
       for (const json& item : message) {
         McpReceived one = dispatch(connection, item);
         all.valid = all.valid && one.valid;
+        if (!one.valid) all.problem = one.problem;
         if (one.responseTo) all.responseTo = one.responseTo;
       }
       return all;
@@ -179,25 +183,27 @@ struct McpClient::Impl {
   }
 
   McpReceived dispatch(Connection& connection, const json& message) {
-    if (!message.is_object() || message.value("jsonrpc", json()) != "2.0") return {};
+    if (!message.is_object() || message.value("jsonrpc", json()) != "2.0")
+      return {false, std::nullopt, "not a JSON-RPC 2.0 message"};
     auto method = message.find("method");
     auto id = message.find("id");
     if (method != message.end()) {
-      if (!method->is_string()) return {};
+      if (!method->is_string()) return {false, std::nullopt, "the method is not a string"};
       if (id != message.end())
         answerServerRequest(connection, *id, method->get<std::string>());
       else
         notification(connection, method->get<std::string>(), message.value("params", json()));
-      return {true, std::nullopt};
+      return {true, std::nullopt, ""};
     }
     bool isResult = message.contains("result");
     bool isError = message.contains("error");
-    if (id == message.end() || isResult == isError) return {};
-    if (!id->is_number_integer()) return {true, std::nullopt};  // not an id this client sent
+    if (id == message.end() || isResult == isError)
+      return {false, std::nullopt, "neither a request, a notification nor a response"};
+    if (!id->is_number_integer()) return {true, std::nullopt, ""};  // not an id this client sent
     int64_t requestId = id->get<int64_t>();
     std::unique_lock lock(mutex);
     auto found = connection.pending.find(requestId);
-    if (found == connection.pending.end()) return {true, requestId};  // late: abandoned
+    if (found == connection.pending.end()) return {true, requestId, ""};  // late: abandoned
     Pending& pending = *found->second;
     if (isResult) {
       pending.result = message["result"];
@@ -214,7 +220,7 @@ struct McpClient::Impl {
     connection.pending.erase(found);
     lock.unlock();
     changed.notify_all();
-    return {true, requestId};
+    return {true, requestId, ""};
   }
 
   void answerServerRequest(Connection& connection, const json& id, const std::string& method) {

@@ -253,7 +253,7 @@ class StdioTransport final : public McpTransport {
     McpReceived received = events_.onMessage(line);
     if (received.valid) return nullptr;
     int count = ++nonJson_;
-    if (firstNonJson_.empty()) firstNonJson_ = mcpExcerpt(line);
+    if (firstNonJson_.empty()) firstNonJson_ = mcpExcerpt(line) + " (" + received.problem + ")";
     if (count > options_.maxNonJsonLines) {
       return std::make_exception_ptr(ProtocolError(
           who() + " wrote more than " + std::to_string(options_.maxNonJsonLines) +

@@ -45,16 +45,22 @@ std::string exposedName(const McpServerOptions& options, const std::string& tool
   return name;
 }
 
-ToolHandler mcpHandler(std::weak_ptr<McpClient> weak, std::string server, std::string tool) {
-  return [weak = std::move(weak), server = std::move(server), tool = std::move(tool)](
+// The executor requests the stop token at the call's deadline and reports the timeout itself;
+// the call's own timeout is a backstop a little later, so that the stop token is what ends it
+// (and the server is told) rather than a race between the two.
+constexpr std::chrono::milliseconds kBackstop{1000};
+
+ToolHandler mcpHandler(std::weak_ptr<McpClient> weak, std::string server, std::string tool,
+                       bool structured) {
+  return [weak = std::move(weak), server = std::move(server), tool = std::move(tool), structured](
              const json& args, ToolContext& context) -> json {
     std::shared_ptr<McpClient> client = weak.lock();
     if (!client) throw std::runtime_error("the MCP server \"" + server + "\" is closed");
     McpCallOptions call;
     call.cancel = context.stopToken;
-    call.timeout = std::max(std::chrono::milliseconds(1),
-                            std::chrono::ceil<std::chrono::milliseconds>(context.deadline -
-                                                                         Clock::now()));
+    call.timeout = kBackstop + std::max(std::chrono::milliseconds(0),
+                                        std::chrono::ceil<std::chrono::milliseconds>(
+                                            context.deadline - Clock::now()));
     McpToolResult result;
     try {
       result = client->callTool(tool, args, call);
@@ -63,7 +69,7 @@ ToolHandler mcpHandler(std::weak_ptr<McpClient> weak, std::string server, std::s
       if (e.code() == -32602) throw ValidationError("arguments", e.what());
       throw;
     }
-    json forModel = result.forModel();
+    json forModel = result.forModel(structured);
     if (result.isError)
       throw std::runtime_error(forModel.is_string() ? forModel.get<std::string>()
                                                     : forModel.dump());
@@ -88,7 +94,8 @@ std::vector<std::string> addTools(ToolRegistry& registry, const std::shared_ptr<
     std::string description = tool.description.empty() ? tool.title : tool.description;
     std::string name = exposedName(options, tool.name);
     try {
-      registry.add(name, description, tool.inputSchema, mcpHandler(client, options.name, tool.name),
+      registry.add(name, description, tool.inputSchema, mcpHandler(client, options.name, tool.name,
+                                                          options.useStructuredContent),
                    toolOptions);
       added.push_back(name);
     } catch (const ValidationError& e) {
@@ -107,11 +114,14 @@ void refresh(const std::shared_ptr<detail::McpAttachment>& attachment) {
   } catch (const Error&) {
     return;  // the server went away; its tools stay and their calls report why
   }
+  // Under the lock, so that the callback never runs after the registry is gone.
   std::lock_guard lock(attachment->mutex);
   if (!attachment->registry) return;
   for (const std::string& name : attachment->registered)
     attachment->registry->remove(name);
   attachment->registered = addTools(*attachment->registry, attachment->client, tools, nullptr);
+  if (const auto& callback = attachment->client->options().onToolsRefreshed)
+    callback(attachment->registered);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ namespace parley::detail {
 struct McpReceived {
   bool valid = false;                   // a JSON-RPC message (else the transport counts it)
   std::optional<int64_t> responseTo;    // the request id it answers, for a response
+  std::string problem;                  // why it is not valid
 };
 
 struct McpTransportEvents {
