@@ -71,6 +71,11 @@ class ChildProcess {
       throw std::runtime_error("write to child failed");
     }
   }
+  // Ends the child's stdin (a reader such as `parley ask` then sees end of input).
+  void closeInput() {
+    if (stdin_ >= 0) close(stdin_);
+    stdin_ = -1;
+  }
   void kill(int signal = SIGKILL) { ::kill(pid_, signal); }
   // The exit status, or 128 + signal number.
   int wait() {

@@ -210,6 +210,7 @@ TEST_F(AskToolsTest, KilledRunLeavesWholeTurnsOnly) {
   {
     testing::ChildProcess run({PARLEY_CLI_PATH, "ask", "--base-url", server_->baseUrl(), "--db", db,
                                "--thread", "t", "--tools", "demo", "compute"});
+    run.closeInput();  // `ask` reads a stdin that is not a terminal to its end
     ASSERT_TRUE(server_->waitForRequests(3, std::chrono::seconds(30)));
     EXPECT_EQ(server_->requests().back()["body"]["messages"].back()["role"], "tool");
     run.kill(SIGKILL);

@@ -110,6 +110,52 @@ TEST_F(ChatTest, ForkSwitchUndoSaveAndResume) {
   server.stop();
 }
 
+TEST_F(ChatTest, DashCResumesTheThreadUsedLast) {
+  CliRun none = chat({"-c"}, "/quit\n");
+  EXPECT_EQ(none.exitCode, 2);
+  EXPECT_NE(none.err.find("no stored thread to resume"), std::string::npos) << none.err;
+  ASSERT_EQ(chat({"--thread", "old"}, "first\n/quit\n").exitCode, 0);
+  ASSERT_EQ(chat({"--thread", "recent"}, "second\n/quit\n").exitCode, 0);
+  CliRun resumed = chat({"-c"}, "third\nquit\nnot sent\n");
+  ASSERT_EQ(resumed.exitCode, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("thread recent (resumed)"), std::string::npos) << resumed.out;
+  SqliteStore store(db_);
+  EXPECT_EQ(store.threadInfo("recent")->messageCount, 4);  // `quit` ended it, nothing more sent
+  EXPECT_EQ(store.threadInfo("old")->messageCount, 2);
+}
+
+TEST_F(ChatTest, RegenerateSettingsContinueAndBranchesThatOutliveTheSession) {
+  mock::MockOptions options;
+  options.script = mock::readScript(R"({"reply": {"content": "re: {{last_user}}"}})");
+  mock::MockServer server(options);
+  server.start();
+  CliRun run = chat({"--base-url", server.baseUrl(), "--thread", "t1"},
+                    "one\n/fork alt\ntwo\n/regenerate\n/set temperature 0.5\n"
+                    "/set temperature 7\n/set colour blue\n/show settings\n/continue\n/quit\n");
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("regenerating on branch regen-1"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("temperature: 0.5"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("error: /set temperature: \"7\" is not a valid value"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("error: /set colour: unknown setting"), std::string::npos) << run.out;
+
+  const auto seen = server.requests();
+  ASSERT_EQ(seen.size(), 4u);  // one, two, two again, continue
+  const json redo = seen[2]["body"]["messages"];
+  ASSERT_EQ(redo.size(), 3u);  // one, its reply, two: the first reply to "two" is not sent
+  EXPECT_EQ(redo[2]["content"], "two");
+  EXPECT_FALSE(seen[2]["body"].contains("temperature"));
+  EXPECT_EQ(seen[3]["body"]["temperature"], 0.5);
+  EXPECT_EQ(seen[3]["body"]["messages"].back()["content"], "Continue.");
+
+  // A new session on the thread finds the branches again, by name.
+  CliRun again = chat({"--base-url", server.baseUrl(), "--thread", "t1"}, "/branches\n/quit\n");
+  ASSERT_EQ(again.exitCode, 0) << again.err;
+  EXPECT_NE(again.out.find("  alt  thread "), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("  regen-1  thread "), std::string::npos) << again.out;
+  server.stop();
+}
+
 }  // namespace
 }  // namespace parley
 
@@ -249,6 +295,43 @@ TEST_F(ChatTest, CtrlCCancelsTheReplyAndKeepsTheSession) {
   store.load("t1", manager);
   ASSERT_EQ(manager.getMessageCount(), 4u);
   EXPECT_EQ(manager.getAllMessages()[2].content, "again");
+  server.stop();
+}
+
+TEST_F(ChatTest, TypedUtf8CtrlCAtThePromptMultiLineFilesAndExit) {
+  mock::MockOptions options;
+  options.script = mock::readScript(R"({"reply": {"content": "got <{{last_user}}>"}})");
+  mock::MockServer server(options);
+  server.start();
+  std::filesystem::create_directories(dir_);
+  std::ofstream(dir_ / "notes.txt") << "from a file\n";
+  ChatPty pty({"chat", "--db", db_, "--thread", "t1", "--base-url", server.baseUrl()},
+              dir_.string());
+  ASSERT_TRUE(pty.waitFor("/help for commands")) << pty.output();
+  pty.send("h\xC3\xA9llo w\xC3\xB6rld \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\r");
+  ASSERT_TRUE(pty.waitFor("got <h\xC3\xA9llo w\xC3\xB6rld \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E>"))
+      << pty.output();
+  ASSERT_TRUE(pty.waitFor(" tok/s]")) << pty.output();
+  pty.send("half typed");
+  ASSERT_TRUE(pty.waitFor("half typed")) << pty.output();
+  pty.send("\x03");  // Ctrl-C at the prompt: the line is dropped, the session goes on
+  ASSERT_TRUE(pty.waitFor("^C")) << pty.output();
+  pty.send("\"\"\"\rline one\rline two\r\"\"\"\r");
+  ASSERT_TRUE(pty.waitFor("got <line one\r\nline two>")) << pty.output();  // the pty adds \r
+  pty.send("/file " + (dir_ / "notes.txt").string() + " read this\r");
+  ASSERT_TRUE(pty.waitFor("from a file\r\n```>")) << pty.output();
+  pty.send("exit\r");
+  EXPECT_EQ(pty.wait(), 0) << pty.output();
+
+  // Three turns, none of them the half-typed line or `exit`.
+  const auto seen = server.requests();
+  ASSERT_EQ(seen.size(), 3u);
+  SqliteStore store(db_);
+  ConversationManager manager;
+  store.load("t1", manager);
+  ASSERT_EQ(manager.getMessageCount(), 6u);
+  EXPECT_EQ(manager.getAllMessages()[2].content, "line one\nline two");
+  EXPECT_EQ(manager.getAllMessages()[4].content.rfind("read this\n\n", 0), 0u);
   server.stop();
 }
 

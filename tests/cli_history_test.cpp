@@ -63,9 +63,14 @@ TEST_F(HistoryTest, ListShowsEveryThread) {
   ASSERT_EQ(asJson.exitCode, 0) << asJson.err;
   json list = json::parse(asJson.out);
   ASSERT_EQ(list.size(), 2u);
-  EXPECT_EQ(list[0]["id"], "t1");
-  EXPECT_EQ(list[0]["title"], "sums");
-  EXPECT_EQ(list[1]["parent_id"], "t1");
+  // The thread used last comes first.
+  EXPECT_EQ(list[0]["id"], "t1-fork");
+  EXPECT_EQ(list[0]["parent_id"], "t1");
+  EXPECT_EQ(list[1]["id"], "t1");
+  EXPECT_EQ(list[1]["title"], "sums");
+  CliRun limited = history({"list", "--json", "--limit", "1"});
+  ASSERT_EQ(limited.exitCode, 0) << limited.err;
+  EXPECT_EQ(json::parse(limited.out).size(), 1u);
 }
 
 TEST_F(HistoryTest, ShowPrintsTheVisibleTurns) {

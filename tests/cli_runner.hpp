@@ -41,7 +41,9 @@ inline CliRun runCli(const std::vector<std::string>& args, const std::filesystem
   std::string command =
       "env -u OPENAI_BASE_URL -u OPENAI_API_KEY -u OPENAI_MODEL -u "
       "PARLEY_CONFIG -u XDG_CONFIG_HOME " +
-      env + " " + shellQuote(PARLEY_CLI_PATH);
+      // Stored conversations go to the scratch folder unless the test says where.
+      shellQuote("XDG_DATA_HOME=" + (scratch / "data").string()) + " " + env + " " +
+      shellQuote(PARLEY_CLI_PATH);
   for (const auto& a : args)
     command += " " + shellQuote(a);
   command += " 2>" + shellQuote(errFile.string()) + " <" + shellQuote(inFile.string());

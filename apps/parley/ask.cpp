@@ -5,7 +5,12 @@
 // The key defaults to OPENAI_API_KEY. With tools (--tools demo, --tools-file FILE) the turn is
 // ConversationManager::run's tool loop (at most --max-iterations model calls; tool activity on
 // stderr); without tools it is one model call and tool calls the model makes are printed, not
-// run. --db/--thread continue a stored thread and save the turn when it completes.
+// run. The prompt is the argument, then text piped on stdin, then the files of -f.
+// Every turn is saved (in --db, default the user's database) when it completes: to a new thread
+// titled after the prompt, to --thread ID, or with -c to the thread used last; --no-save keeps
+// nothing. A failed turn leaves the store as it was.
+#include <unistd.h>
+
 #include <atomic>
 #include <csignal>
 #include <iomanip>
@@ -24,6 +29,7 @@
 #include "parley/errors.hpp"
 #include "parley/openai_client.hpp"
 #include "parley/store.hpp"
+#include "prompt_input.hpp"
 #include "tool_file.hpp"
 
 namespace parley::cli {
@@ -39,6 +45,9 @@ struct AskArgs {
   std::string system;
   std::string db;
   std::string thread;
+  bool continueLast = false;
+  bool noSave = false;
+  std::vector<std::string> files;
   int64_t timeoutMs = -1;
   bool json = false;
   std::string prompt;
@@ -71,6 +80,20 @@ void printToolResult(const ToolResult& result) {
 
 int runAsk(const AskArgs& args) {
   if (args.maxIterations < 1) throw ValidationError("--max-iterations", "must be at least 1");
+  if (args.continueLast && !args.thread.empty()) {
+    throw ValidationError("-c", "continues the thread used last; it cannot go with --thread");
+  }
+  if (args.noSave && (args.continueLast || !args.thread.empty() || !args.db.empty())) {
+    throw ValidationError("--no-save", "cannot go with -c, --thread or --db");
+  }
+  std::vector<std::string> skipped;
+  const std::string files = filesAsText(args.files, skipped);
+  for (const std::string& path : skipped)
+    std::cerr << "parley: note: skipped the binary file " << path << "\n";
+  const std::string prompt = composePrompt(args.prompt, readPipedStdin(), files);
+  if (prompt.empty()) {
+    throw ValidationError("prompt", "give a prompt, pipe text in, or add files with -f");
+  }
   auto tools = makeToolRegistry(args.toolSets, args.toolFiles);
   const bool loop = tools->size() > 0;
   if (args.maxIterationsGiven && !loop) {
@@ -86,16 +109,27 @@ int runAsk(const AskArgs& args) {
   options.maxIterations = args.maxIterations;
   ConversationManager manager(options);
 
-  // --db and/or --thread: continue (or start) a stored thread; the turn is saved only when it
-  // completes, in one transaction, so the thread only ever holds whole turns.
+  // The turn is saved only when it completes, in one transaction, so the thread only ever holds
+  // whole turns; a thread made for this turn is removed again if the turn fails.
   std::optional<StoredThread> stored;
+  std::shared_ptr<ConversationStore> store;
   bool resumed = false;
-  if (!args.db.empty() || !args.thread.empty()) {
-    auto store = openCliStore(args.db);
+  bool created = false;
+  if (!args.noSave) {
+    store = openCliStore(args.db);
     std::string id = args.thread;
-    if (id.empty()) id = store->createThread({}, manager.getAllMessages(), nullptr).id;
-    stored.emplace(std::move(store), id);
-    resumed = stored->attach(manager) && !args.thread.empty();
+    if (args.continueLast) {
+      id = mostRecentThread(*store);
+      if (id.empty()) throw ValidationError("-c", "there is no stored thread to continue");
+    }
+    if (id.empty()) {
+      ThreadOptions thread;
+      thread.title = titleFromPrompt(prompt);
+      id = store->createThread(thread, manager.getAllMessages(), nullptr).id;
+      created = true;
+    }
+    stored.emplace(store, id);
+    resumed = stored->attach(manager) && !created;
     if (resumed && !args.system.empty()) {
       auto first = manager.getMessages();
       if (first.empty() || first.front().role != Role::System ||
@@ -142,18 +176,26 @@ int runAsk(const AskArgs& args) {
     }
   });
 
+  const auto forgetNewThread = [&] {
+    if (!created) return;
+    try {
+      store->deleteThread(stored->threadId());
+    } catch (const Error&) {
+      // The turn's own error is the one to report; an empty thread is all that remains.
+    }
+  };
   Message reply;
   std::string finishReason;
   std::optional<TokenUsage> usage;
   try {
     if (loop) {
-      RunResult result = manager.run(args.prompt, run);
+      RunResult result = manager.run(prompt, run);
       reply = result.message;
       finishReason = result.finishReason;
       usage = result.usage;
     } else {
       // No tools: one model call; tool calls the model makes anyway are printed, not run.
-      manager.addMessage(Message::user(args.prompt));
+      manager.addMessage(Message::user(prompt));
       ChatResult result = manager.executeLlmCall(run);
       reply = result.message;
       finishReason = result.finishReason;
@@ -162,21 +204,26 @@ int runAsk(const AskArgs& args) {
     if (stored) stored->save(manager);
   } catch (const CancelledError&) {
     std::signal(SIGINT, previous);
+    forgetNewThread();
     if (printedText) std::cout << "\n";
     std::cerr << "parley: interrupted\n";
     return kExitInterrupted;
   } catch (const Error& e) {
     std::signal(SIGINT, previous);
+    forgetNewThread();
     if (printedText) std::cout << "\n";
     std::cerr << "parley: error: " << oneLine(e.what()) << "\n";
     return dynamic_cast<const ValidationError*>(&e) ? kExitUsage : kExitFailure;
   }
   std::signal(SIGINT, previous);
-  // After the reply, so a terminal shows the note on a line of its own.
+  // After the reply, so a terminal shows the note on a line of its own. Said when the user
+  // chose the store, or is at a terminal; a script that did not ask is not told every time.
   const auto noteNewThread = [&] {
-    if (!stored || !args.thread.empty()) return;
+    if (!created || (args.db.empty() && !::isatty(STDERR_FILENO))) return;
     std::cout << std::flush;
-    std::cerr << "parley: saved as thread " << stored->threadId() << "\n";
+    std::cerr << "parley: saved as thread " << stored->threadId()
+              << " (continue with: parley ask -c" << (args.db.empty() ? "" : " --db " + args.db)
+              << " PROMPT)\n";
   };
 
   if (args.json) {
@@ -216,20 +263,31 @@ void addAskCommand(CLI::App& app, int& exitCode) {
                   "Model calls allowed in one turn when tools are offered (the tool loop)")
       ->capture_default_str();
   cmd->add_option("--tools", args->toolSets,
-                  "Offer a built-in tool set: demo (calculate, get_time, get_weather)");
+                  "Offer a built-in tool set: demo (calculate, get_time, get_weather)")
+      ->allow_extra_args(false);
   cmd->add_option("--tools-file", args->toolFiles,
                   "Offer the tools of a TOML file ([[tool]] name, description, command, "
-                  "parameters, timeout_ms; see the README)");
+                  "parameters, timeout_ms; see the README)")
+      ->allow_extra_args(false);
   cmd->add_option("--system", args->system, "System prompt of a new conversation");
   cmd->add_option("--db", args->db,
-                  "Conversation store: FILE, sqlite://FILE or postgresql://... (default with "
-                  "--thread: $XDG_DATA_HOME/parley/parley.db)");
+                  "Conversation store: FILE, sqlite://FILE or postgresql://... (default: "
+                  "$XDG_DATA_HOME/parley/parley.db, else ~/.local/share/parley/parley.db)");
   cmd->add_option("--thread", args->thread,
                   "Continue (or start) this stored thread and save the turn to it");
+  cmd->add_flag("-c,--continue", args->continueLast, "Continue the thread used last");
+  cmd->add_flag("--no-save", args->noSave,
+                "Keep nothing (by default every turn is saved, a new thread titled after it)");
+  cmd->add_option("-f,--file", args->files,
+                  "Add a file's text to the prompt, fenced and labelled (repeatable; a directory "
+                  "adds its text files; caps: 1 MiB a file, 8 MiB in all, 200 files)")
+      ->allow_extra_args(false);
   cmd->add_option("--timeout", args->timeoutMs, "Bound the whole call, retries included, in ms");
   cmd->add_flag("--json", args->json,
                 "Print one JSON object: {\"message\", \"finish_reason\", \"usage\"}");
-  cmd->add_option("prompt", args->prompt, "The prompt")->required();
+  cmd->add_option("prompt", args->prompt,
+                  "The prompt (text piped on stdin is added after it, or is the prompt; up to "
+                  "8 MiB)");
   cmd->callback([args, cmd, &exitCode] {
     args->maxIterationsGiven = cmd->get_option("--max-iterations")->count() > 0;
     exitCode = runAsk(*args);

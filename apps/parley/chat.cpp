@@ -4,7 +4,8 @@
 // lines from stdin, so scripts and tests can pipe a session in. Each turn is
 // ConversationManager::run; the conversation is saved to the store after every change, so the
 // thread only ever holds whole turns. Ctrl-C during a reply cancels it and puts the conversation
-// back as it was before the prompt; Ctrl-D or /quit ends the session.
+// back as it was before the prompt; Ctrl-D, /quit or a bare `exit` or `quit` ends the session.
+// A line that is only `"""` starts a multi-line prompt that runs to the next such line.
 //
 // With no endpoint configured at all (no --base-url/--profile/--api-key, no OPENAI_BASE_URL or
 // OPENAI_API_KEY) it starts the mock's demo agent in-process and offers the demo tools, so a
@@ -12,8 +13,11 @@
 #include <editline/readline.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <clocale>
+#include <csetjmp>
 #include <csignal>
 #include <fstream>
 #include <iomanip>
@@ -34,6 +38,7 @@
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/store.hpp"
+#include "prompt_input.hpp"
 #include "tool_file.hpp"
 
 namespace parley::cli {
@@ -46,6 +51,7 @@ struct ChatArgs {
   std::string system;
   std::string db;
   std::string thread;
+  bool continueLast = false;
   int maxIterations = 10;
   int64_t tokenLimit = 0;
   bool jsonMode = false;
@@ -58,6 +64,13 @@ void onChatSigint(int) {
   chatInterrupted.store(true);
 }
 
+sigjmp_buf promptJump;
+volatile sig_atomic_t promptJumpArmed = 0;
+
+void onPromptSigint(int) {
+  if (promptJumpArmed) siglongjmp(promptJump, 1);
+}
+
 constexpr const char* kHelp =
     "Commands:\n"
     "  /help                 this list\n"
@@ -65,6 +78,10 @@ constexpr const char* kHelp =
     "  /usage                tokens: last call, total, the context against the limit\n"
     "  /system TEXT          set the system prompt\n"
     "  /model NAME           use another model from the next reply on\n"
+    "  /set KEY [VALUE]      model, temperature, top_p, max_tokens or seed (no value: default)\n"
+    "  /show settings        the request settings in use\n"
+    "  /regenerate           redo the last reply on a new branch (the old one stays)\n"
+    "  /continue [TEXT]      ask the model to go on\n"
     "  /fork [NAME]          copy this conversation into a new branch and switch to it\n"
     "  /branches             list the branches\n"
     "  /switch NAME          continue another branch\n"
@@ -74,7 +91,9 @@ constexpr const char* kHelp =
     "  /clear                clear the context (keeps the system prompt)\n"
     "  /save FILE            write the conversation as a snapshot JSON file\n"
     "  /load FILE            load a snapshot file as a new branch\n"
-    "  /quit                 end the session (so does Ctrl-D)\n"
+    "  /file PATH [PROMPT]   send a file's (or a directory's) text, after PROMPT if given\n"
+    "  /quit                 end the session (so do exit, quit and Ctrl-D)\n"
+    "  \"\"\"                   on a line of its own: starts and ends a multi-line prompt\n"
     "Ctrl-C during a reply cancels it.\n";
 
 std::string oneLine(std::string text, size_t max = 200) {
@@ -91,6 +110,18 @@ class ChatSession {
 
   int run() {
     interactive_ = ::isatty(STDIN_FILENO) != 0;
+    // libedit reads multibyte (UTF-8) input only under a UTF-8 character-type locale: the
+    // user's, else C.UTF-8 when the environment names none.
+    const char* locale = std::setlocale(LC_CTYPE, "");
+    if (!locale || std::string(locale) == "C" || std::string(locale) == "POSIX") {
+      std::setlocale(LC_CTYPE, "C.UTF-8");
+    }
+    if (interactive_) {
+      struct sigaction drop {};
+      drop.sa_handler = onPromptSigint;
+      sigemptyset(&drop.sa_mask);
+      ::sigaction(SIGINT, &drop, nullptr);
+    }
     std::string intro;
     ClientOptions client;
     std::vector<std::string> toolSets = args_.toolSets;
@@ -118,14 +149,22 @@ class ChatSession {
     if (args_.jsonMode) options.request.responseFormat = ResponseFormat::jsonObject();
     if (args_.maxIterations < 1) throw ValidationError("--max-iterations", "must be at least 1");
     if (args_.tokenLimit < 0) throw ValidationError("--token-limit", "must be >= 0");
+    if (args_.continueLast && !args_.thread.empty()) {
+      throw ValidationError("-c", "resumes the thread used last; it cannot go with --thread");
+    }
 
     store_ = openCliStore(args_.db);
     ConversationManager manager(options);
     std::string id = args_.thread;
+    if (args_.continueLast) {
+      id = mostRecentThread(*store_);
+      if (id.empty()) throw ValidationError("-c", "there is no stored thread to resume");
+    }
     if (id.empty()) id = store_->createThread({}, manager.getAllMessages(), nullptr).id;
     auto stored = std::make_shared<StoredThread>(store_, id);
-    const bool resumed = stored->attach(manager) && !args_.thread.empty();
+    const bool resumed = stored->attach(manager) && (!args_.thread.empty() || args_.continueLast);
     branches_.emplace("main", Branch{std::move(manager), std::move(stored)});
+    if (resumed) restoreBranches(options);
     out_ << intro << "\n"
          << "thread " << id << (resumed ? " (resumed)" : " (new)")
          << (tools->size() ? "; tools: " + joinNames(tools->names()) : std::string())
@@ -136,6 +175,14 @@ class ChatSession {
       std::optional<std::string> line = readLine();
       if (!line) break;  // Ctrl-D / end of input
       if (line->empty()) continue;
+      if (*line == "exit" || *line == "quit") break;
+      if (*line == "\"\"\"") {
+        line = readBlock();
+        if (!line) break;
+        if (line->empty()) continue;
+        turnOrError(*line);
+        continue;
+      }
       try {
         if ((*line)[0] == '/') {
           if (!command(*line)) break;
@@ -168,10 +215,24 @@ class ChatSession {
 
   Branch& current() { return branches_.at(current_); }
 
-  std::optional<std::string> readLine() {
+  std::optional<std::string> readLine(const std::string& continuation = "") {
     if (interactive_) {
-      const std::string prompt = (current_ == "main" ? "" : current_ + " ") + "> ";
+      const std::string prompt =
+          continuation.empty() ? (current_ == "main" ? "" : current_ + " ") + "> " : continuation;
+      // Ctrl-C at the prompt drops the line, as in a shell. libedit retries a read that a
+      // signal interrupted, so the handler jumps out of it; the next readline() call sets the
+      // terminal up afresh.
+      // Between prompts and replies the same handler only ignores Ctrl-C (installed in run()).
+      chatInterrupted.store(false);
+      if (sigsetjmp(promptJump, 1) != 0) {
+        promptJumpArmed = 0;
+        chatInterrupted.store(true);
+        out_ << "\n" << std::flush;
+        return std::string();
+      }
+      promptJumpArmed = 1;
       char* raw = ::readline(prompt.c_str());
+      promptJumpArmed = 0;
       if (!raw) {
         out_ << "\n";
         return std::nullopt;
@@ -187,6 +248,28 @@ class ChatSession {
     return line;
   }
 
+  // The lines up to the closing `"""`, joined; nullopt at end of input (nothing is sent).
+  std::optional<std::string> readBlock() {
+    std::string text;
+    for (;;) {
+      std::optional<std::string> line = readLine("... ");
+      if (!line) return std::nullopt;
+      if (line->empty() && chatInterrupted.load()) return std::string();  // Ctrl-C: drop it
+      if (*line == "\"\"\"") return text;
+      if (!text.empty()) text += "\n";
+      text += *line;
+    }
+  }
+
+  void turnOrError(const std::string& prompt) {
+    try {
+      turn(prompt);
+    } catch (const Error& e) {
+      out_ << "error: " << oneLine(e.what(), 400) << "\n";
+    }
+    out_ << std::flush;
+  }
+
   void save() { current().thread->save(current().manager); }
 
   void turn(const std::string& prompt) {
@@ -195,11 +278,7 @@ class ChatSession {
     // chat turn is all or nothing.
     ConversationManager before = branch.manager.clone();
     RunOptions run;
-    if (!model_.empty()) {
-      ChatRequest request = branch.manager.options().request;
-      request.model = model_;
-      run.request = request;
-    }
+    if (settings_.has_value()) run.request = requestWithSettings(branch.manager.options().request);
     const auto start = std::chrono::steady_clock::now();
     std::optional<std::chrono::steady_clock::time_point> firstToken;
     bool waiting = interactive_;
@@ -283,6 +362,122 @@ class ChatSession {
     (void)start;
   }
 
+  static constexpr const char* kSettings[] = {"model", "temperature", "top_p", "max_tokens",
+                                              "seed"};
+
+  // "" clears the setting. Values are checked here, so a bad one never reaches a request.
+  void setSetting(const std::string& key, const std::string& value) {
+    if (std::find(std::begin(kSettings), std::end(kSettings), key) == std::end(kSettings)) {
+      throw ValidationError("/set " + key,
+                            "unknown setting (model, temperature, top_p, max_tokens, seed)");
+    }
+    nlohmann::json settings = settings_.value_or(nlohmann::json::object());
+    if (value.empty()) {
+      settings.erase(key);
+    } else if (key == "model") {
+      settings[key] = value;
+    } else {
+      try {
+        size_t used = 0;
+        if (key == "max_tokens" || key == "seed") {
+          const long long number = std::stoll(value, &used);
+          if (key == "max_tokens" && number < 1) throw std::invalid_argument("range");
+          settings[key] = number;
+        } else {
+          const double number = std::stod(value, &used);
+          if (number < 0 || (key == "top_p" && number > 1) || number > 2) {
+            throw std::invalid_argument("range");
+          }
+          settings[key] = number;
+        }
+        if (used != value.size()) throw std::invalid_argument("trailing text");
+      } catch (const std::logic_error&) {
+        throw ValidationError("/set " + key,
+                              "\"" + value +
+                                  "\" is not a valid value (temperature 0-2, top_p 0-1, "
+                                  "max_tokens >= 1, seed an integer)");
+      }
+    }
+    settings_ = settings.empty() ? std::nullopt : std::optional<nlohmann::json>(settings);
+  }
+
+  ChatRequest requestWithSettings(ChatRequest request) const {
+    const nlohmann::json& s = *settings_;
+    if (s.contains("model")) request.model = s["model"].get<std::string>();
+    if (s.contains("temperature")) request.temperature = s["temperature"].get<double>();
+    if (s.contains("top_p")) request.topP = s["top_p"].get<double>();
+    if (s.contains("max_tokens")) request.maxTokens = s["max_tokens"].get<int64_t>();
+    if (s.contains("seed")) request.seed = s["seed"].get<int64_t>();
+    return request;
+  }
+
+  void showSettings() {
+    const ChatRequest request = settings_ ? requestWithSettings(current().manager.options().request)
+                                          : current().manager.options().request;
+    out_ << "model: " << (request.model.empty() ? "(the endpoint's)" : request.model) << "\n";
+    const auto show = [&](const char* key, const auto& value) {
+      out_ << key << ": ";
+      if (value) {
+        out_ << *value;
+      } else {
+        out_ << "(the server's default)";
+      }
+      out_ << "\n";
+    };
+    show("temperature", request.temperature);
+    show("top_p", request.topP);
+    show("max_tokens", request.maxTokens);
+    show("seed", request.seed);
+  }
+
+  // The last prompt again, on a new branch; the old reply stays on the branch it was on.
+  void regenerate() {
+    ConversationManager& manager = current().manager;
+    const std::vector<Message> view = manager.getMessages();
+    size_t last = view.size();
+    for (size_t i = view.size(); i-- > 0;) {
+      if (view[i].role == Role::User) {
+        last = i;
+        break;
+      }
+    }
+    if (last == view.size()) throw ValidationError("/regenerate", "there is no prompt to redo");
+    const std::string prompt = view[last].content;
+    const std::string branchName = freshName("regen");
+    ThreadOptions fork;
+    fork.metadata = {{"branch", branchName}};
+    std::shared_ptr<StoredThread> thread = current().thread->fork(manager, fork);
+    ConversationManager redo = manager.clone(thread);
+    TruncateOp drop;
+    drop.removeLast = static_cast<int64_t>(view.size() - last);
+    applyContextOperation(redo, drop);
+    addBranch(branchName, std::move(redo), std::move(thread));
+    out_ << "regenerating on branch " << branchName << " (the old reply stays on its branch)\n";
+    save();
+    turn(prompt);
+  }
+
+  // The branches of earlier sessions: stored forks named by /fork or /regenerate, recursively.
+  void restoreBranches(const ConversationOptions& options) {
+    std::vector<std::string> parents = {branches_.at("main").thread->threadId()};
+    while (!parents.empty()) {
+      const std::string parent = parents.back();
+      parents.pop_back();
+      ThreadListOptions list;
+      list.parentId = parent;
+      for (const ThreadInfo& info : store_->listThreads(list)) {
+        parents.push_back(info.id);
+        if (!info.metadata.is_object() || !info.metadata.contains("branch")) continue;
+        const std::string name = info.metadata["branch"].get<std::string>();
+        if (branches_.count(name)) continue;
+        ConversationManager manager(options);
+        auto thread = std::make_shared<StoredThread>(store_, info.id);
+        thread->attach(manager);
+        branches_.emplace(name, Branch{std::move(manager), std::move(thread)});
+      }
+    }
+  }
+
   void applyOperation(const std::string& name, const std::string& argument) {
     nlohmann::json config;
     try {
@@ -364,14 +559,29 @@ class ChatSession {
       out_ << "system prompt set\n";
     } else if (name == "model") {
       if (argument.empty()) throw ValidationError("/model", "give a model name: /model NAME");
-      model_ = argument;
-      out_ << "model: " << model_ << "\n";
+      setSetting("model", argument);
+      out_ << "model: " << argument << "\n";
+    } else if (name == "set") {
+      const size_t split = argument.find(' ');
+      const std::string key = argument.substr(0, split);
+      if (key.empty()) throw ValidationError("/set", "give a setting: /set KEY [VALUE]");
+      setSetting(key, split == std::string::npos ? "" : argument.substr(split + 1));
+      showSettings();
+    } else if (name == "show") {
+      if (argument != "settings") throw ValidationError("/show", "try /show settings");
+      showSettings();
+    } else if (name == "continue") {
+      turn(argument.empty() ? "Continue." : argument);
+    } else if (name == "regenerate") {
+      regenerate();
     } else if (name == "fork") {
       const std::string branchName = argument.empty() ? freshName("fork") : argument;
       if (branches_.count(branchName)) {
         throw ValidationError("/fork", "a branch named \"" + branchName + "\" exists");
       }
-      std::shared_ptr<StoredThread> thread = current().thread->fork(manager);
+      ThreadOptions fork;
+      fork.metadata = {{"branch", branchName}};
+      std::shared_ptr<StoredThread> thread = current().thread->fork(manager, fork);
       const std::string threadId = thread->threadId();
       addBranch(branchName, manager.clone(), std::move(thread));
       out_ << "forked: now on " << branchName << " (thread " << threadId << ")\n";
@@ -408,6 +618,17 @@ class ChatSession {
       file << manager.createSnapshot().dump(2) << "\n";
       if (!file) throw ValidationError(argument, "cannot write the file");
       out_ << "saved to " << argument << "\n";
+    } else if (name == "file") {
+      if (argument.empty()) throw ValidationError("/file", "give a path: /file PATH [PROMPT]");
+      const size_t split = argument.find(' ');
+      const std::string path = argument.substr(0, split);
+      const std::string prompt = split == std::string::npos ? "" : argument.substr(split + 1);
+      std::vector<std::string> skipped;
+      const std::string files = filesAsText({path}, skipped);
+      for (const std::string& file : skipped)
+        out_ << "skipped the binary file " << file << "\n";
+      if (files.empty()) throw ValidationError(path, "holds no text file");
+      turn(composePrompt(prompt, "", files));
     } else if (name == "load") {
       if (argument.empty()) throw ValidationError("/load", "give a file: /load FILE");
       std::ifstream file(argument, std::ios::binary);
@@ -440,7 +661,8 @@ class ChatSession {
   std::shared_ptr<ConversationStore> store_;
   std::map<std::string, Branch> branches_;
   std::string current_ = "main";
-  std::string model_;
+  // /set overrides of the request (an unset key keeps the endpoint's value); nullopt: none.
+  std::optional<nlohmann::json> settings_;
 };
 
 }  // namespace
@@ -451,15 +673,18 @@ void addChatCommand(CLI::App& app, int& exitCode) {
       "chat", "Talk with a model interactively: streaming, tools, forks, persistence");
   addEndpointOptions(*cmd, args->endpoint);
   cmd->add_option("--tools", args->toolSets,
-                  "Offer a built-in tool set: demo (calculate, get_time, get_weather)");
-  cmd->add_option("--tools-file", args->toolFiles, "Offer the tools of a TOML file");
+                  "Offer a built-in tool set: demo (calculate, get_time, get_weather)")
+      ->allow_extra_args(false);
+  cmd->add_option("--tools-file", args->toolFiles, "Offer the tools of a TOML file")
+      ->allow_extra_args(false);
   cmd->footer(std::string("\nIn the session:\n") + kHelp +
-              "Ctrl-C at the prompt ends the session; everything is already saved.");
+              "Ctrl-C at the prompt clears the line; everything is already saved.");
   cmd->add_option("--system", args->system, "System prompt of a new conversation");
   cmd->add_option("--db", args->db,
                   "Conversation store: FILE, sqlite://FILE or postgresql://... (default: "
                   "$XDG_DATA_HOME/parley/parley.db, else ~/.local/share/parley/parley.db)");
   cmd->add_option("--thread", args->thread, "Resume this stored thread (default: a new one)");
+  cmd->add_flag("-c,--continue", args->continueLast, "Resume the thread used last");
   cmd->add_option("--max-iterations", args->maxIterations, "Model calls allowed in one turn")
       ->capture_default_str();
   cmd->add_option("--token-limit", args->tokenLimit, "Context limit shown by /usage (0: none)")

@@ -1,5 +1,6 @@
 #include "cli_store.hpp"
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 
@@ -20,6 +21,32 @@ std::shared_ptr<ConversationStore> openCliStore(const std::string& url) {
     return openStore(path);
   }
   return openStore(url);
+}
+
+std::string mostRecentThread(ConversationStore& store) {
+  std::string id;
+  std::chrono::system_clock::time_point latest{};
+  for (const ThreadInfo& info : store.listThreads()) {
+    if (id.empty() || info.updatedAt >= latest) {
+      id = info.id;
+      latest = info.updatedAt;
+    }
+  }
+  return id;
+}
+
+std::string titleFromPrompt(const std::string& prompt) {
+  constexpr size_t kMax = 60;
+  const size_t start = prompt.find_first_not_of(" \t\r\n");
+  if (start == std::string::npos) return "";
+  std::string line = prompt.substr(start, prompt.find_first_of("\r\n", start) - start);
+  if (line.size() <= kMax) return line;
+  size_t cut = kMax;
+  while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80)
+    --cut;  // back to the start of a UTF-8 character
+  const size_t space = line.rfind(' ', cut);
+  if (space != std::string::npos && space > kMax / 2) cut = space;
+  return line.substr(0, cut) + "...";
 }
 
 }  // namespace parley::cli

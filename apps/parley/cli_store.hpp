@@ -14,4 +14,11 @@ std::string defaultDbPath();
 // Opens `url` (the default database when empty), creating the default file's folder first.
 std::shared_ptr<ConversationStore> openCliStore(const std::string& url);
 
+// The id of the thread with the latest turn, for -c; "" when the store holds none.
+std::string mostRecentThread(ConversationStore& store);
+
+// A thread's title from its first prompt: the first line, cut at a word boundary near 60
+// characters (never inside a UTF-8 character).
+std::string titleFromPrompt(const std::string& prompt);
+
 }  // namespace parley::cli

@@ -3,6 +3,7 @@
 // Every subcommand takes --db (FILE, sqlite://FILE or postgresql://...; default
 // $XDG_DATA_HOME/parley/parley.db). A thread is shown as its visible view; export --format json
 // prints the snapshot document (ConversationStore::exportThread), which import takes back.
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -30,6 +31,7 @@ struct HistoryArgs {
   std::string file;
   std::string newId;
   bool json = false;
+  size_t limit = 0;
 };
 
 std::string isoTime(std::chrono::system_clock::time_point at) {
@@ -81,6 +83,13 @@ void requireThread(ConversationStore& store, const std::string& id) {
 void list(const HistoryArgs& args) {
   auto store = openCliStore(args.db);
   auto threads = store->listThreads();
+  // Newest first: the thread a user looks for is usually the one they used last. Ties keep the
+  // store's order reversed, so the thread made last wins.
+  std::reverse(threads.begin(), threads.end());
+  std::stable_sort(threads.begin(), threads.end(), [](const ThreadInfo& a, const ThreadInfo& b) {
+    return a.updatedAt > b.updatedAt;
+  });
+  if (args.limit > 0 && threads.size() > args.limit) threads.resize(args.limit);
   if (args.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& info : threads)
@@ -196,8 +205,10 @@ void addHistoryCommand(CLI::App& app, int& exitCode) {
     return [args, &exitCode, body] { exitCode = guarded([&] { body(*args); }); };
   };
 
-  CLI::App* listCmd = cmd->add_subcommand("list", "List the stored threads, oldest first");
+  CLI::App* listCmd =
+      cmd->add_subcommand("list", "List the stored threads, the one used last first");
   addDb(listCmd);
+  listCmd->add_option("--limit", args->limit, "Show at most this many threads (0: all)");
   listCmd->add_flag("--json", args->json, "Print a JSON array of thread descriptions");
   listCmd->callback(run(&list));
 

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   addMockCommand(app, exitCode);
   addHistoryCommand(app, exitCode);
   addChatCommand(app, exitCode);
+  addCompletionCommand(app, exitCode);
 
   try {
     app.parse(argc, argv);
