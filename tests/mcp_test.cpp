@@ -39,7 +39,8 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-const std::string kModules = std::string(PARLEY_MCP_NODE_DIR) + "/node_modules/@modelcontextprotocol";
+const std::string kModules =
+    std::string(PARLEY_MCP_NODE_DIR) + "/node_modules/@modelcontextprotocol";
 const std::string kEverything = kModules + "/server-everything/dist/index.js";
 const std::string kFilesystem = kModules + "/server-filesystem/dist/index.js";
 
@@ -213,8 +214,9 @@ TEST(McpStdio, RestartsAreBounded) {
 
 TEST(McpStdio, GarbageOnStdoutIsSkippedAndCounted) {
   McpServerOptions options = everything("noisy");
-  options.command = {"sh", "-c", "echo 'Server starting...'; echo '{not json'; exec \"$0\" \"$@\"",
-                     PARLEY_NODE, kEverything, "stdio"};
+  options.command = {
+      "sh",        "-c",        "echo 'Server starting...'; echo '{not json'; exec \"$0\" \"$@\"",
+      PARLEY_NODE, kEverything, "stdio"};
   McpClient client(options);
   EXPECT_EQ(client.callTool("echo", {{"message", "hi"}}).forModel(), "Echo: hi");
   EXPECT_EQ(client.stats().nonJsonLines, 2);
@@ -262,8 +264,7 @@ TEST(McpStdio, NoHandshakeNoTools) {
   options.requestTimeout = 300ms;
   options.shutdownGrace = 100ms;
   ToolRegistry registry;
-  std::string error =
-      errorOf<TimeoutError>([&] { registry.addMcpServer("silent", options); });
+  std::string error = errorOf<TimeoutError>([&] { registry.addMcpServer("silent", options); });
   EXPECT_NE(error.find("did not answer initialize"), std::string::npos) << error;
   EXPECT_EQ(registry.size(), 0u);
 }
@@ -306,8 +307,9 @@ TEST(McpOptions, BadOptionsNameTheField) {
   EXPECT_EQ(errorOf<ValidationError>([&] { McpClient client(badUrl); }),
             "mcp.web.url: must start with http:// or https://");
   ToolRegistry registry;
-  EXPECT_NE(errorOf<ValidationError>([&] { registry.addMcpServer("bad name", everything()); })
-                .find("mcp.name"),
+  EXPECT_NE(errorOf<ValidationError>([&] {
+              registry.addMcpServer("bad name", everything());
+            }).find("mcp.name"),
             std::string::npos);
 }
 
@@ -371,8 +373,8 @@ TEST(McpRegistry, TimeoutAndCancelReachTheServer) {
   McpRegistration added = registry.addMcpServer("ev", options);
   auto shared = std::shared_ptr<ToolRegistry>(&registry, [](ToolRegistry*) {});
   ToolExecutor executor(shared);
-  ToolResult timedOut = executor.execute(
-      {"c1", "trigger-long-running-operation", R"({"duration":60,"steps":60})"});
+  ToolResult timedOut =
+      executor.execute({"c1", "trigger-long-running-operation", R"({"duration":60,"steps":60})"});
   EXPECT_EQ(timedOut.errorKind, ToolErrorKind::Timeout) << timedOut.error;
 
   std::stop_source stop;
@@ -503,7 +505,8 @@ TEST_F(McpFilesystem, ReadsInsideTheRootAndIsRefusedOutside) {
 class EverythingHttp : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (int attempt = 0; attempt < 3 && port_ == 0; ++attempt) start();
+    for (int attempt = 0; attempt < 3 && port_ == 0; ++attempt)
+      start();
     ASSERT_NE(port_, 0) << "server-everything (streamableHttp) did not start: " << log_;
   }
   void TearDown() override {
@@ -632,7 +635,9 @@ TEST_F(EverythingHttp, ConcurrentCallsShareTheSession) {
   std::vector<std::future<std::string>> calls;
   for (int i = 0; i < 8; ++i) {
     calls.push_back(std::async(std::launch::async, [&client, i] {
-      return client.callTool("echo", {{"message", std::to_string(i)}}).forModel().get<std::string>();
+      return client.callTool("echo", {{"message", std::to_string(i)}})
+          .forModel()
+          .get<std::string>();
     }));
   }
   for (int i = 0; i < 8; ++i)

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   addMockCommand(app, exitCode);
   addHistoryCommand(app, exitCode);
   addChatCommand(app, exitCode);
+  addMcpCommand(app, exitCode);
   addCompletionCommand(app, exitCode);
 
   try {

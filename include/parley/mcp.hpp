@@ -79,14 +79,14 @@ struct McpServerOptions {
   std::vector<std::string> command;
   // The child's environment: the variables named in `inheritEnv` that are set here, then `env`
   // on top. Nothing else leaks from this process (API keys in particular).
-  std::vector<std::string> inheritEnv = {"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER",
-                                         "LANG", "TMPDIR"};
+  std::vector<std::string> inheritEnv = {"HOME", "LOGNAME", "PATH", "SHELL",
+                                         "TERM", "USER",    "LANG", "TMPDIR"};
   std::map<std::string, std::string> env;
   std::string cwd;  // "" keeps this process's working directory
 
   // --- Streamable HTTP: the server's MCP endpoint, http:// or https:// ------------------------
   std::string url;
-  std::string bearerToken;                    // sent as "Authorization: Bearer ..." when set
+  std::string bearerToken;                     // sent as "Authorization: Bearer ..." when set
   std::map<std::string, std::string> headers;  // extra request headers
 
   // --- which tools, and how they run -----------------------------------------------------------
@@ -94,7 +94,7 @@ struct McpServerOptions {
   std::vector<std::string> allow;  // the server's tool names to take; empty: all of them
   std::vector<std::string> deny;   // tool names never taken (applied after `allow`)
   McpApproval approval = McpApproval::Never;
-  std::vector<std::string> approveTools;  // with McpApproval::Listed; the server's names
+  std::vector<std::string> approveTools;          // with McpApproval::Listed; the server's names
   std::chrono::milliseconds toolTimeout{60'000};  // each tools/call (ToolOptions::timeout)
   // The model sees a result's structuredContent rather than its content blocks.
   bool useStructuredContent = false;
@@ -224,12 +224,12 @@ class McpClient {
 
   // Diagnostics, for tests and `parley mcp list`.
   struct Stats {
-    int starts = 0;              // connections started, the first included
-    int cancellationsSent = 0;   // notifications/cancelled sent
-    int progressReceived = 0;    // progress notifications matched to a call
-    int nonJsonLines = 0;        // stdio lines that were not JSON-RPC, over all connections
+    int starts = 0;                   // connections started, the first included
+    int cancellationsSent = 0;        // notifications/cancelled sent
+    int progressReceived = 0;         // progress notifications matched to a call
+    int nonJsonLines = 0;             // stdio lines that were not JSON-RPC, over all connections
     std::size_t pendingRequests = 0;  // requests waiting for their response now
-    long processId = -1;         // stdio: the running child's pid; -1 when none
+    long processId = -1;              // stdio: the running child's pid; -1 when none
   };
   Stats stats() const;
   std::string stderrTail() const;  // stdio: the last maxStderrBytes of the child's stderr

@@ -73,7 +73,8 @@ std::string describeBlock(const json& block) {
     json resource = block.value("resource", json::object());
     if (!resource.is_object()) return "[resource]";
     std::string uri = stringField(resource, "uri");
-    if (resource.contains("text")) return "[resource " + uri + "]\n" + stringField(resource, "text");
+    if (resource.contains("text"))
+      return "[resource " + uri + "]\n" + stringField(resource, "text");
     return "[resource " + uri + ": " + stringField(resource, "mimeType") + ", " +
            std::to_string(base64Bytes(resource.value("blob", json()))) + " bytes]";
   }
@@ -91,8 +92,7 @@ std::string describeBlock(const json& block) {
 // Parses one message; throws json::exception for bad JSON and ProtocolError past the depth cap.
 json parseMessage(std::string_view text, int maxDepth) {
   json::parser_callback_t limit = [maxDepth](int depth, json::parse_event_t event, json&) {
-    if ((event == json::parse_event_t::object_start ||
-         event == json::parse_event_t::array_start) &&
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
         depth >= maxDepth)
       throw ProtocolError("a message nested deeper than " + std::to_string(maxDepth) +
                           " levels (maxJsonDepth)");
@@ -333,12 +333,12 @@ struct McpClient::Impl {
     connection->transport->abandon(id);
     // The specification forbids cancelling initialize; the connection is dropped instead.
     if (method != "initialize") {
-      json notice = {{"jsonrpc", "2.0"},
-                     {"method", "notifications/cancelled"},
-                     {"params",
-                      {{"requestId", id},
-                       {"reason", cancelled ? "cancelled by the client"
-                                            : "the client's timeout passed"}}}};
+      json notice = {
+          {"jsonrpc", "2.0"},
+          {"method", "notifications/cancelled"},
+          {"params",
+           {{"requestId", id},
+            {"reason", cancelled ? "cancelled by the client" : "the client's timeout passed"}}}};
       try {
         connection->transport->send(notice.dump(), std::nullopt,
                                     Clock::now() + options.requestTimeout);
@@ -354,8 +354,7 @@ struct McpClient::Impl {
 
   void notify(Connection& connection, const std::string& method) {
     json message = {{"jsonrpc", "2.0"}, {"method", method}};
-    connection.transport->send(message.dump(), std::nullopt,
-                               Clock::now() + options.requestTimeout);
+    connection.transport->send(message.dump(), std::nullopt, Clock::now() + options.requestTimeout);
   }
 
   // The connection to use, started (or restarted) and past the handshake.
@@ -448,8 +447,8 @@ struct McpClient::Impl {
       throw ProtocolError(who() + ": the initialize result is not an object");
     McpServerInfo& info = fresh->info;
     info.protocolVersion = stringField(result, "protocolVersion");
-    if (std::find(kMcpProtocolVersions.begin(), kMcpProtocolVersions.end(),
-                  info.protocolVersion) == kMcpProtocolVersions.end()) {
+    if (std::find(kMcpProtocolVersions.begin(), kMcpProtocolVersions.end(), info.protocolVersion) ==
+        kMcpProtocolVersions.end()) {
       std::string known;
       for (const std::string& version : kMcpProtocolVersions)
         known += (known.empty() ? "" : ", ") + version;
@@ -540,7 +539,8 @@ void checkOptions(const McpServerOptions& options) {
 }  // namespace
 
 McpClient::McpClient(McpServerOptions options) {
-  if (options.name.empty()) options.name = options.command.empty() ? options.url : options.command[0];
+  if (options.name.empty())
+    options.name = options.command.empty() ? options.url : options.command[0];
   checkOptions(options);
   impl_ = std::make_shared<Impl>(std::move(options));
 }
@@ -585,9 +585,9 @@ std::vector<McpTool> McpClient::listTools() {
 McpToolResult McpClient::callTool(const std::string& name, const json& arguments,
                                   const McpCallOptions& options) {
   json params = {{"name", name}, {"arguments", arguments.is_null() ? json::object() : arguments}};
-  json result = impl_->request("tools/call", std::move(params),
-                               options.timeout.value_or(impl_->options.toolTimeout),
-                               options.cancel, name);
+  json result =
+      impl_->request("tools/call", std::move(params),
+                     options.timeout.value_or(impl_->options.toolTimeout), options.cancel, name);
   if (!result.is_object())
     throw ProtocolError(impl_->who() + ": the tools/call result is not an object");
   McpToolResult out;

@@ -31,9 +31,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr int kMaxResumes = 2;             // GETs with Last-Event-ID for one broken stream
-constexpr milliseconds kDefaultRetry{1000};  // before a resume, unless the server said `retry:`
-constexpr int kMaxGetStreamFailures = 3;   // the server's GET stream, failures in a row
+constexpr int kMaxResumes = 2;                   // GETs with Last-Event-ID for one broken stream
+constexpr milliseconds kDefaultRetry{1000};      // before a resume, unless the server said `retry:`
+constexpr int kMaxGetStreamFailures = 3;         // the server's GET stream, failures in a row
 constexpr milliseconds kDrainAfterAnswer{1000};  // a request's stream left open after its answer
 
 std::string lower(std::string text) {
@@ -45,8 +45,8 @@ std::string lower(std::string text) {
 std::string trim(std::string_view text) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t'))
     text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r' ||
-                           text.back() == '\n'))
+  while (!text.empty() &&
+         (text.back() == ' ' || text.back() == '\t' || text.back() == '\r' || text.back() == '\n'))
     text.remove_suffix(1);
   return std::string(text);
 }
@@ -102,8 +102,8 @@ struct Exchange {
   std::unique_ptr<SseDecoder> decoder;
   std::string lastEventId;
   std::optional<int64_t> retryMs;
-  bool answered = false;      // the response to requestId arrived
-  bool sawEvent = false;      // at least one event arrived
+  bool answered = false;       // the response to requestId arrived
+  bool sawEvent = false;       // at least one event arrived
   std::exception_ptr failure;  // a limit passed while reading
 };
 
@@ -250,9 +250,8 @@ class HttpTransport final : public McpTransport {
 
   static size_t onWrite(char* data, size_t size, size_t count, void* user) {
     auto* context = static_cast<WriteContext*>(user);
-    return context->transport->write(*context, std::string_view(data, size * count))
-               ? size * count
-               : 0;
+    return context->transport->write(*context, std::string_view(data, size * count)) ? size * count
+                                                                                     : 0;
   }
 
   // Returns false to end the transfer.
@@ -264,8 +263,8 @@ class HttpTransport final : public McpTransport {
       curl_easy_getinfo(context.easy, CURLINFO_RESPONSE_CODE, &exchange.status);
       char* type = nullptr;
       curl_easy_getinfo(context.easy, CURLINFO_CONTENT_TYPE, &type);
-      exchange.sse = exchange.status / 100 == 2 && type &&
-                     lower(type).rfind("text/event-stream", 0) == 0;
+      exchange.sse =
+          exchange.status / 100 == 2 && type && lower(type).rfind("text/event-stream", 0) == 0;
       if (exchange.sse) {
         SseDecoder::Options sseOptions;
         sseOptions.maxEventBytes = options_.maxMessageBytes;
@@ -296,8 +295,8 @@ class HttpTransport final : public McpTransport {
         return !exchange.aborted.load();
       });
     } catch (const ProtocolError& e) {
-      exchange.failure = std::make_exception_ptr(
-          ProtocolError(who() + ": " + e.what() + " (maxMessageBytes)"));
+      exchange.failure =
+          std::make_exception_ptr(ProtocolError(who() + ": " + e.what() + " (maxMessageBytes)"));
       return false;
     }
   }
@@ -322,8 +321,7 @@ class HttpTransport final : public McpTransport {
       if (!protocolVersion_.empty()) headers.add("MCP-Protocol-Version: " + protocolVersion_);
     }
     if (!lastEventId.empty()) headers.add("Last-Event-ID: " + lastEventId);
-    if (!options_.bearerToken.empty())
-      headers.add("Authorization: Bearer " + options_.bearerToken);
+    if (!options_.bearerToken.empty()) headers.add("Authorization: Bearer " + options_.bearerToken);
     for (const auto& [name, value] : options_.headers)
       headers.add(name + ": " + value);
     headers.add("Expect:");
@@ -401,7 +399,8 @@ class HttpTransport final : public McpTransport {
     if (exchange.status == 0) curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &exchange.status);
     std::string curlMessage = errorBuffer[0] ? errorBuffer : curl_easy_strerror(code);
     // A transfer we ended ourselves (or a reused connection in an unknown state) is not reused.
-    if (code == CURLE_OK && !exchange.aborted.load() && !timedOut && !drained) release(std::move(handle));
+    if (code == CURLE_OK && !exchange.aborted.load() && !timedOut && !drained)
+      release(std::move(handle));
     if (timedOut) throw TimeoutError(who() + ": no answer to the HTTP " + method + " in time");
     if (exchange.aborted.load() || exchange.failure || exchange.answered) return code;
     if (code != CURLE_OK && code != CURLE_WRITE_ERROR)
@@ -426,8 +425,8 @@ class HttpTransport final : public McpTransport {
   // 404 to a request that carried the session id: the server ended the session.
   bool sessionEnded(const Exchange& exchange) {
     if (exchange.status != 404 || sessionId().empty()) return false;
-    closeOnce(std::make_exception_ptr(ConnectionError(
-        who() + " ended the session (HTTP 404 for session " + sessionId() + ")")));
+    closeOnce(std::make_exception_ptr(
+        ConnectionError(who() + " ended the session (HTTP 404 for session " + sessionId() + ")")));
     return true;
   }
 
@@ -443,8 +442,7 @@ class HttpTransport final : public McpTransport {
     perform("POST", text, exchange, deadline, {});
     if (exchange.failure) std::rethrow_exception(exchange.failure);
     if (exchange.status / 100 == 2) return;
-    if (sessionEnded(exchange))
-      throw ConnectionError(who() + " ended the session (HTTP 404)");
+    if (sessionEnded(exchange)) throw ConnectionError(who() + " ended the session (HTTP 404)");
     throw httpError(exchange);
   }
 
@@ -462,20 +460,19 @@ class HttpTransport final : public McpTransport {
       if (exchange.failure) return failRequest(id, exchange.failure);
       if (exchange.status / 100 != 2) {
         if (sessionEnded(exchange)) {
-          return failRequest(id, std::make_exception_ptr(ConnectionError(
-                                     who() + " ended the session (HTTP 404)")));
+          return failRequest(id, std::make_exception_ptr(
+                                     ConnectionError(who() + " ended the session (HTTP 404)")));
         }
         return failRequest(id, std::make_exception_ptr(httpError(exchange)));
       }
       if (!exchange.sse) {
         McpReceived received = events_.onMessage(exchange.body);
         if (received.responseTo == id) return;
-        return failRequest(id, std::make_exception_ptr(ProtocolError(
-                                   who() + " answered the POST of request " + std::to_string(id) +
-                                   " with " +
-                                   (exchange.body.empty() ? "an empty body"
-                                                          : "something else: " +
-                                                                mcpExcerpt(exchange.body)))));
+        return failRequest(
+            id, std::make_exception_ptr(ProtocolError(
+                    who() + " answered the POST of request " + std::to_string(id) + " with " +
+                    (exchange.body.empty() ? "an empty body"
+                                           : "something else: " + mcpExcerpt(exchange.body)))));
       }
       // The stream ended before the answer: resume it where it broke, if the server gave ids.
       for (int resume = 0; resume < kMaxResumes && !exchange.lastEventId.empty(); ++resume) {
@@ -491,9 +488,9 @@ class HttpTransport final : public McpTransport {
         if (!again.lastEventId.empty()) exchange.lastEventId = again.lastEventId;
         if (again.retryMs) exchange.retryMs = again.retryMs;
       }
-      failRequest(id, std::make_exception_ptr(ConnectionError(
-                          who() + " closed the stream of request " + std::to_string(id) +
-                          " before answering it")));
+      failRequest(id, std::make_exception_ptr(
+                          ConnectionError(who() + " closed the stream of request " +
+                                          std::to_string(id) + " before answering it")));
     } catch (const Error&) {
       failRequest(id, std::current_exception());
     }

@@ -93,8 +93,7 @@ class StdioTransport final : public McpTransport {
     reader_ = std::thread([this] { readLoop(); });
   }
 
-  void send(const std::string& text, std::optional<int64_t>,
-            Clock::time_point deadline) override {
+  void send(const std::string& text, std::optional<int64_t>, Clock::time_point deadline) override {
     std::lock_guard lock(writeMutex_);
     if (stdin_.get() < 0 || closing_.load())
       throw ConnectionError("MCP server \"" + options_.name + "\" is not running");
@@ -114,8 +113,7 @@ class StdioTransport final : public McpTransport {
         pollfd fd{stdin_.get(), POLLOUT, 0};
         int ready = ::poll(&fd, 1, pollTimeout(deadline));
         if (ready == 0 && Clock::now() >= deadline)
-          throw TimeoutError("MCP server \"" + options_.name +
-                             "\" did not read its stdin in time");
+          throw TimeoutError("MCP server \"" + options_.name + "\" did not read its stdin in time");
         continue;
       }
       throw ConnectionError("MCP server \"" + options_.name +
@@ -257,8 +255,7 @@ class StdioTransport final : public McpTransport {
     if (count > options_.maxNonJsonLines) {
       return std::make_exception_ptr(ProtocolError(
           who() + " wrote more than " + std::to_string(options_.maxNonJsonLines) +
-          " lines on stdout that are not JSON-RPC (maxNonJsonLines), the first: " +
-          firstNonJson_));
+          " lines on stdout that are not JSON-RPC (maxNonJsonLines), the first: " + firstNonJson_));
     }
     return nullptr;
   }
@@ -280,8 +277,10 @@ class StdioTransport final : public McpTransport {
       if (fds[2].revents) break;  // close(): the child is gone or being killed
       if (fds[1].revents) {
         ssize_t n = ::read(stderr_.get(), chunk, sizeof chunk);
-        if (n > 0) keepStderr(chunk, static_cast<std::size_t>(n));
-        else if (n == 0 || (errno != EAGAIN && errno != EINTR)) errOpen = false;
+        if (n > 0)
+          keepStderr(chunk, static_cast<std::size_t>(n));
+        else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+          errOpen = false;
       }
       if (fds[0].revents) {
         ssize_t n = ::read(stdout_.get(), chunk, sizeof chunk);
@@ -296,9 +295,9 @@ class StdioTransport final : public McpTransport {
           std::size_t newline = data.find('\n');
           std::size_t take = newline == std::string_view::npos ? data.size() : newline;
           if (buffer.size() + take > options_.maxMessageBytes) {
-            fatal = std::make_exception_ptr(ProtocolError(
-                who() + " sent a message larger than " +
-                std::to_string(options_.maxMessageBytes) + " bytes (maxMessageBytes)"));
+            fatal = std::make_exception_ptr(ProtocolError(who() + " sent a message larger than " +
+                                                          std::to_string(options_.maxMessageBytes) +
+                                                          " bytes (maxMessageBytes)"));
             break;
           }
           if (newline == std::string_view::npos) {
@@ -325,8 +324,10 @@ class StdioTransport final : public McpTransport {
       if (ready < 0 && errno == EINTR) continue;
       if (ready <= 0 || fds[1].revents) break;
       ssize_t n = ::read(stderr_.get(), chunk, sizeof chunk);
-      if (n > 0) keepStderr(chunk, static_cast<std::size_t>(n));
-      else if (n == 0 || (errno != EAGAIN && errno != EINTR)) errOpen = false;
+      if (n > 0)
+        keepStderr(chunk, static_cast<std::size_t>(n));
+      else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+        errOpen = false;
     }
     std::string status = reap();
     if (closing_.load()) return;  // close() asked for it: no event

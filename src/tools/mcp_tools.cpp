@@ -17,8 +17,8 @@ using Clock = std::chrono::steady_clock;
 // notifications/tools/list_changed runs on the shared pool and holds it by weak_ptr.
 struct detail::McpAttachment {
   std::shared_ptr<McpClient> client;
-  std::mutex refreshing;  // one listing + registration at a time
-  std::mutex mutex;       // registry and registered
+  std::mutex refreshing;             // one listing + registration at a time
+  std::mutex mutex;                  // registry and registered
   ToolRegistry* registry = nullptr;  // null once the registry is being destroyed
   std::vector<std::string> registered;
 };
@@ -58,9 +58,10 @@ ToolHandler mcpHandler(std::weak_ptr<McpClient> weak, std::string server, std::s
     if (!client) throw std::runtime_error("the MCP server \"" + server + "\" is closed");
     McpCallOptions call;
     call.cancel = context.stopToken;
-    call.timeout = kBackstop + std::max(std::chrono::milliseconds(0),
-                                        std::chrono::ceil<std::chrono::milliseconds>(
-                                            context.deadline - Clock::now()));
+    call.timeout =
+        kBackstop +
+        std::max(std::chrono::milliseconds(0),
+                 std::chrono::ceil<std::chrono::milliseconds>(context.deadline - Clock::now()));
     McpToolResult result;
     try {
       result = client->callTool(tool, args, call);
@@ -94,8 +95,8 @@ std::vector<std::string> addTools(ToolRegistry& registry, const std::shared_ptr<
     std::string description = tool.description.empty() ? tool.title : tool.description;
     std::string name = exposedName(options, tool.name);
     try {
-      registry.add(name, description, tool.inputSchema, mcpHandler(client, options.name, tool.name,
-                                                          options.useStructuredContent),
+      registry.add(name, description, tool.inputSchema,
+                   mcpHandler(client, options.name, tool.name, options.useStructuredContent),
                    toolOptions);
       added.push_back(name);
     } catch (const ValidationError& e) {

@@ -24,9 +24,9 @@ namespace parley::detail {
 
 // What the session made of one received text.
 struct McpReceived {
-  bool valid = false;                   // a JSON-RPC message (else the transport counts it)
-  std::optional<int64_t> responseTo;    // the request id it answers, for a response
-  std::string problem;                  // why it is not valid
+  bool valid = false;                 // a JSON-RPC message (else the transport counts it)
+  std::optional<int64_t> responseTo;  // the request id it answers, for a response
+  std::string problem;                // why it is not valid
 };
 
 struct McpTransportEvents {
