@@ -25,6 +25,7 @@
 #include "commands.hpp"
 #include "demo_tools.hpp"
 #include "endpoint.hpp"
+#include "mcp_config.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/openai_client.hpp"
@@ -43,6 +44,7 @@ struct AskArgs {
   bool maxIterationsGiven = false;
   std::vector<std::string> toolSets;
   std::vector<std::string> toolFiles;
+  std::vector<std::string> mcpServers;
   std::string system;
   std::string db;
   std::string thread;
@@ -96,10 +98,12 @@ int runAsk(const AskArgs& args) {
     throw ValidationError("prompt", "give a prompt, pipe text in, or add files with -f");
   }
   auto tools = makeToolRegistry(args.toolSets, args.toolFiles);
+  addMcpServers(*tools, args.mcpServers, configFile(args.endpoint), std::cerr,
+                args.json ? nullptr : &std::cerr);
   const bool loop = tools->size() > 0;
   if (args.maxIterationsGiven && !loop) {
     throw ValidationError("--max-iterations",
-                          "bounds the tool loop: offer tools with --tools or --tools-file");
+                          "bounds the tool loop: offer tools with --tools, --tools-file or --mcp");
   }
 
   ConversationOptions options;
@@ -270,6 +274,7 @@ void addAskCommand(CLI::App& app, int& exitCode) {
                   "Offer the tools of a TOML file ([[tool]] name, description, command, "
                   "parameters, timeout_ms; see the README)")
       ->allow_extra_args(false);
+  addMcpOption(*cmd, args->mcpServers);
   cmd->add_option("--system", args->system, "System prompt of a new conversation");
   cmd->add_option("--db", args->db,
                   "Conversation store: FILE, sqlite://FILE or postgresql://... (default: "

@@ -33,6 +33,7 @@
 #include "cli_store.hpp"
 #include "commands.hpp"
 #include "endpoint.hpp"
+#include "mcp_config.hpp"
 #include "mock/mock_server.hpp"
 #include "parley/context_ops.hpp"
 #include "parley/conversation_manager.hpp"
@@ -49,6 +50,7 @@ struct ChatArgs {
   EndpointArgs endpoint;
   std::vector<std::string> toolSets;
   std::vector<std::string> toolFiles;
+  std::vector<std::string> mcpServers;
   std::string system;
   std::string db;
   std::string thread;
@@ -157,7 +159,8 @@ class ChatSession {
       EndpointArgs local = args_.endpoint;
       local.baseUrl = mock_->baseUrl();
       client = resolveEndpoint(local);
-      if (toolSets.empty() && args_.toolFiles.empty()) toolSets.push_back("demo");
+      if (toolSets.empty() && args_.toolFiles.empty() && args_.mcpServers.empty())
+        toolSets.push_back("demo");
       intro = "parley chat: no endpoint configured, talking to the built-in mock's demo agent at " +
               mock_->baseUrl() + " (offline; try \"weather in Paris\" or \"what is 6 * 7\")";
     } else {
@@ -167,6 +170,7 @@ class ChatSession {
     ConversationOptions options;
     options.llm = makeClient(client);
     auto tools = makeToolRegistry(toolSets, args_.toolFiles);
+    addMcpServers(*tools, args_.mcpServers, configFile(args_.endpoint), out_, &out_);
     if (tools->size() > 0) options.tools = tools;
     options.systemPrompt = args_.system;
     options.stream = args_.stream;
@@ -762,6 +766,7 @@ void addChatCommand(CLI::App& app, int& exitCode) {
       ->allow_extra_args(false);
   cmd->add_option("--tools-file", args->toolFiles, "Offer the tools of a TOML file")
       ->allow_extra_args(false);
+  addMcpOption(*cmd, args->mcpServers);
   cmd->footer(std::string("\nIn the session:\n") + kHelp +
               "Ctrl-C at the prompt clears the line; everything is already saved.");
   cmd->add_option("--system", args->system, "System prompt of a new conversation");

@@ -19,6 +19,7 @@ void addAskCommand(CLI::App& app, int& exitCode);
 void addMockCommand(CLI::App& app, int& exitCode);
 void addHistoryCommand(CLI::App& app, int& exitCode);
 void addChatCommand(CLI::App& app, int& exitCode);
+void addMcpCommand(CLI::App& app, int& exitCode);
 // Walks `app` when it runs, so register it last.
 void addCompletionCommand(CLI::App& app, int& exitCode);
 

@@ -15,6 +15,8 @@ std::string envOr(const char* name, std::string fallback) {
   return value && *value ? std::string(value) : std::move(fallback);
 }
 
+}  // namespace
+
 // $PARLEY_CONFIG, else $XDG_CONFIG_HOME/parley/config.toml, else ~/.config/parley/config.toml.
 std::string defaultConfigFile() {
   if (const char* path = std::getenv("PARLEY_CONFIG"); path && *path) return path;
@@ -24,7 +26,9 @@ std::string defaultConfigFile() {
   return envOr("HOME", ".") + "/.config/parley/config.toml";
 }
 
-}  // namespace
+std::string configFile(const EndpointArgs& args) {
+  return args.configFile.empty() ? defaultConfigFile() : args.configFile;
+}
 
 void addEndpointOptions(CLI::App& cmd, EndpointArgs& args) {
   cmd.add_option("--base-url", args.baseUrl,
@@ -48,7 +52,7 @@ ClientOptions resolveEndpoint(const EndpointArgs& args) {
   ClientOptions options;
   if (!args.profile.empty()) {
     ProfileRegistry registry;
-    const std::string file = args.configFile.empty() ? defaultConfigFile() : args.configFile;
+    const std::string file = configFile(args);
     if (!std::filesystem::exists(file)) {
       throw ValidationError(
           "--profile", "no config file at " + file + " (give one with --config or PARLEY_CONFIG)");

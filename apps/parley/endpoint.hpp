@@ -23,6 +23,11 @@ struct EndpointArgs {
 
 void addEndpointOptions(CLI::App& cmd, EndpointArgs& args);
 
+// The config file: --config, else $PARLEY_CONFIG, else $XDG_CONFIG_HOME/parley/config.toml, else
+// ~/.config/parley/config.toml.
+std::string defaultConfigFile();
+std::string configFile(const EndpointArgs& args);
+
 // Throws ValidationError for a missing config file or an unknown profile.
 ClientOptions resolveEndpoint(const EndpointArgs& args);
 

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   addMockCommand(app, exitCode);
   addHistoryCommand(app, exitCode);
   addChatCommand(app, exitCode);
+  addMcpCommand(app, exitCode);
   addCompletionCommand(app, exitCode);
 
   try {

@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "parley/mcp.hpp"
 #include "parley/message.hpp"
 
 namespace parley {
@@ -30,6 +31,7 @@ class ThreadPool;
 namespace detail {
 struct RegisteredTool;     // a tool with its compiled schema (tools.cpp)
 struct ToolExecutorState;  // an executor's cap, pool and sleeper (tools.cpp)
+struct McpAttachment;      // an MCP server whose tools a registry holds (mcp_tools.cpp)
 }  // namespace detail
 
 // What a handler learns about the call it serves. The executor owns it; a handler may keep a
@@ -135,6 +137,22 @@ class ToolRegistry {
   void add(const std::string& name, const std::string& description, nlohmann::json schema,
            ToolHandler handler, ToolOptions options = {});
 
+  // Registers the tools of an MCP server (mcp.hpp): connects (starts the child or opens the
+  // session), completes the handshake, lists the tools, and adds each one that `allow` and `deny`
+  // let through as any other tool, its inputSchema compiled and checked on every call. Names
+  // are the server's, or "name__tool" with prefixToolNames; characters a tool name may not have
+  // become '_'. Each call is a tools/call with the server's toolTimeout; when the deadline passes
+  // or the caller cancels, the server gets notifications/cancelled. A result with isError, a
+  // server that died (it is restarted on the next call, up to maxRestarts in a row) or any other
+  // failure is an error result the model reads, never an exception. When the server says its
+  // tools changed, they are listed again and replaced here. The server is closed with the
+  // registry. `options.name` is set to `name`.
+  // Throws ValidationError (and adds nothing) for a name that does not match
+  // ^[a-zA-Z0-9_-]{1,32}$ or is taken by another server ("mcp.name"), bad options, or more than
+  // kMaxMcpServersPerRegistry servers ("mcp"); ConnectionError, TimeoutError, ProtocolError or
+  // McpError when the server cannot be reached or listed.
+  McpRegistration addMcpServer(const std::string& name, McpServerOptions options);
+
   // Removes a tool; false if there was none of that name.
   bool remove(const std::string& name);
   bool has(const std::string& name) const;
@@ -153,12 +171,14 @@ class ToolRegistry {
  private:
   friend class ToolExecutor;
   std::shared_ptr<const detail::RegisteredTool> lookup(const std::string& name) const;
+  void closeMcpServers() noexcept;
 
   mutable std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<const detail::RegisteredTool>> tools_;
   std::vector<std::string> order_;
   std::uint64_t revision_ = 0;
   mutable std::shared_ptr<const ToolDefinitions> definitions_;  // cache; null when stale
+  std::vector<std::shared_ptr<detail::McpAttachment>> mcpServers_;
 };
 
 // Waits `delay` unless `stop` is requested first; returns false if it was. Tests replace it to

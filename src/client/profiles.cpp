@@ -227,9 +227,11 @@ ProfileRegistry& ProfileRegistry::loadTomlString(const std::string& text,
         std::string(e.description()));
   }
   for (const auto& [key, value] : root) {
-    if (key.str() != "profiles") {
+    // [mcp.NAME] tables (MCP servers) belong to the command line, which reads them itself.
+    if (key.str() != "profiles" && key.str() != "mcp") {
       throw ValidationError(source + ": " + std::string(key.str()),
-                            "unknown top-level key (profiles go in [profiles.NAME] tables)");
+                            "unknown top-level key (profiles go in [profiles.NAME] tables, MCP "
+                            "servers in [mcp.NAME])");
     }
   }
   std::vector<std::pair<std::string, ClientOptions>> loaded;

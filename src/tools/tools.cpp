@@ -87,7 +87,9 @@ json normaliseSchema(json schema) {
 }  // namespace
 
 ToolRegistry::ToolRegistry() = default;
-ToolRegistry::~ToolRegistry() = default;
+ToolRegistry::~ToolRegistry() {
+  closeMcpServers();
+}
 
 void ToolRegistry::add(const std::string& name, const std::string& description, json schema,
                        ToolHandler handler, ToolOptions options) {

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# One tools/call round trip (server-everything's `echo`): parley's McpClient (bench/mcp_bench.cpp)
+# against the official TypeScript SDK client (bench/mcp/sdk_bench.mjs), over stdio (each its own
+# child server) and over Streamable HTTP (one server for both), in the same run.
+#   bench/mcp/run.sh [BUILD_DIR]     (default: build)
+# Installs the pinned packages of tests/node/mcp (the servers and the SDK) into
+# BUILD_DIR/bench/mcp-node with npm ci.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=$(realpath "${1:-build}")
+work="$build/bench/mcp-node"
+mkdir -p "$work"
+cmake -DSRC="$PWD/tests/node/mcp" -DDST="$work" -DNPM="$(command -v npm)" -P tests/node/npm_ci.cmake
+cp bench/mcp/sdk_bench.mjs "$work/"
+node_bin=$(command -v node)
+everything="$work/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+
+port=$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')
+PORT=$port node "$everything" streamableHttp >/dev/null 2>"$work/http.log" &
+server_pid=$!
+trap 'kill $server_pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do
+  grep -q "listening on port" "$work/http.log" && break
+  sleep 0.1
+done
+url="http://127.0.0.1:$port/mcp"
+echo "server-everything: stdio children, and Streamable HTTP at $url"
+
+PARLEY_BENCH_MCP_NODE="$node_bin" PARLEY_BENCH_MCP_EVERYTHING="$everything" PARLEY_BENCH_MCP_URL="$url" \
+  "$build/bench/mcp_bench" --benchmark_format=json --benchmark_out="$work/parley.json" \
+  --benchmark_out_format=json >/dev/null
+(cd "$work" && node sdk_bench.mjs "$node_bin" "$everything" "$url" 2) >"$work/sdk.jsonl"
+
+node - "$work/parley.json" "$work/sdk.jsonl" <<'JS'
+const fs = require('fs');
+const [parleyFile, sdkFile] = process.argv.slice(2);
+const parley = {};
+for (const b of JSON.parse(fs.readFileSync(parleyFile)).benchmarks) {
+  parley[b.name.includes('Stdio') ? 'stdio' : 'http'] = b.real_time;  // us per call
+}
+for (const line of fs.readFileSync(sdkFile, 'utf8').trim().split('\n')) {
+  const sdk = JSON.parse(line);
+  const ours = parley[sdk.transport];
+  console.log(`${sdk.transport.padEnd(5)}  parley ${ours.toFixed(0)} us/call, ` +
+              `TypeScript SDK ${sdk.us_per_call.toFixed(0)} us/call -> ` +
+              `parley takes ${(ours / sdk.us_per_call).toFixed(2)}x the SDK's time`);
+}
+JS

@@ -1,0 +1,242 @@
+// A Model Context Protocol client: the tools of an MCP server (a child process spoken to over
+// stdio, or a Streamable HTTP endpoint) offered to the model like any other tool.
+//
+// McpClient speaks JSON-RPC 2.0 to one server: the handshake (`initialize` with protocol version
+// negotiation, then `notifications/initialized`), `tools/list` with paging, `tools/call` with
+// progress notifications and cancellation (`notifications/cancelled`), `ping` both ways, and the
+// optional `resources/list|read` and `prompts/list|get`. ToolRegistry::addMcpServer() (tools.hpp)
+// registers a server's tools in a registry. What the protocol leaves open and how parley settles
+// it is in docs/mcp.md.
+//
+// Limits: every message from the server is capped (maxMessageBytes, maxJsonDepth), and so are
+// the tools listed (maxTools, maxListPages), the lines on stdout that are not JSON-RPC
+// (maxNonJsonLines), the stderr kept (maxStderrBytes), each request's time (requestTimeout;
+// tools/call has its own) and the restarts (maxRestarts). No tool runs before the handshake
+// succeeded.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "parley/errors.hpp"
+
+namespace parley {
+
+// The protocol revisions this client speaks, newest first. It asks for the first; a server may
+// answer with any of them, and one that answers with another is refused (ProtocolError).
+inline const std::vector<std::string> kMcpProtocolVersions = {"2025-06-18", "2025-03-26",
+                                                              "2024-11-05"};
+
+// At most this many MCP servers per ToolRegistry (ToolRegistry::addMcpServer()).
+inline constexpr std::size_t kMaxMcpServersPerRegistry = 16;
+
+// The server answered a request with a JSON-RPC error object.
+class McpError : public Error {
+ public:
+  McpError(int code, std::string message, nlohmann::json data);
+  int code() const noexcept { return code_; }
+  const nlohmann::json& data() const noexcept { return data_; }
+
+ private:
+  int code_;
+  nlohmann::json data_;
+};
+
+// Who may run a server's tools without asking a human (ToolOptions::requiresApproval).
+enum class McpApproval {
+  Never,   // no tool needs approval (the default)
+  Always,  // every tool needs approval
+  Listed,  // the tools named in McpServerOptions::approveTools need approval
+};
+
+// A progress notification for a tools/call in flight.
+struct McpProgress {
+  std::string server;  // McpServerOptions::name
+  std::string tool;    // the server's name for the tool
+  double progress = 0;
+  std::optional<double> total;
+  std::string message;
+};
+
+// How to reach one server and what to take from it. Checked by McpClient's constructor.
+struct McpServerOptions {
+  // A label for messages, and the prefix of tool names with prefixToolNames. For
+  // ToolRegistry::addMcpServer() it must match ^[a-zA-Z0-9_-]{1,32}$.
+  std::string name;
+
+  // --- stdio: the server is a child process (exactly one of `command` and `url` is set) ------
+  // argv, run without a shell; argv[0] is looked up in PATH.
+  std::vector<std::string> command;
+  // The child's environment: the variables named in `inheritEnv` that are set here, then `env`
+  // on top. Nothing else leaks from this process (API keys in particular).
+  std::vector<std::string> inheritEnv = {"HOME", "LOGNAME", "PATH", "SHELL",
+                                         "TERM", "USER",    "LANG", "TMPDIR"};
+  std::map<std::string, std::string> env;
+  std::string cwd;  // "" keeps this process's working directory
+
+  // --- Streamable HTTP: the server's MCP endpoint, http:// or https:// ------------------------
+  std::string url;
+  std::string bearerToken;                     // sent as "Authorization: Bearer ..." when set
+  std::map<std::string, std::string> headers;  // extra request headers
+
+  // --- which tools, and how they run -----------------------------------------------------------
+  bool prefixToolNames = false;    // register "name__tool" instead of "tool"
+  std::vector<std::string> allow;  // the server's tool names to take; empty: all of them
+  std::vector<std::string> deny;   // tool names never taken (applied after `allow`)
+  McpApproval approval = McpApproval::Never;
+  std::vector<std::string> approveTools;          // with McpApproval::Listed; the server's names
+  std::chrono::milliseconds toolTimeout{60'000};  // each tools/call (ToolOptions::timeout)
+  // The model sees a result's structuredContent rather than its content blocks.
+  bool useStructuredContent = false;
+  // Called on a transport thread for each progress notification of a tools/call; must not block.
+  std::function<void(const McpProgress&)> onProgress;
+  // ToolRegistry::addMcpServer(): called (on a pool thread) after the server said its tools
+  // changed and the registry replaced them, with the names now registered; never after the
+  // registry is destroyed. It must not call back into the registry's MCP servers.
+  std::function<void(const std::vector<std::string>& tools)> onToolsRefreshed;
+
+  // --- limits ----------------------------------------------------------------------------------
+  // Every request other than tools/call (initialize, tools/list, ping, ...), and starting the
+  // child; a stalled server is given up on after this long.
+  std::chrono::milliseconds requestTimeout{30'000};
+  std::size_t maxMessageBytes = std::size_t{4} << 20;  // one JSON-RPC message from the server
+  int maxJsonDepth = 64;                               // nesting of one message
+  std::size_t maxTools = 512;                          // tools taken from tools/list
+  int maxListPages = 32;                               // pages of one */list
+  int maxNonJsonLines = 100;  // stdio: lines on stdout that are not JSON-RPC before giving up
+  std::size_t maxStderrBytes = 16 << 10;  // stdio: the tail of stderr kept for error messages
+  // Restarts in a row without a successful request in between; then the server is given up on
+  // and every call of its tools is an error result.
+  int maxRestarts = 3;
+  // stdio: after closing the child's stdin, how long it has to exit before SIGTERM, and again
+  // before SIGKILL.
+  std::chrono::milliseconds shutdownGrace{2'000};
+};
+
+// What the server said about itself in the handshake.
+struct McpServerInfo {
+  std::string protocolVersion;  // as negotiated
+  std::string name;
+  std::string version;
+  std::string instructions;
+  nlohmann::json capabilities = nlohmann::json::object();
+};
+
+// A tool as tools/list describes it.
+struct McpTool {
+  std::string name;
+  std::string title;
+  std::string description;
+  nlohmann::json inputSchema = nlohmann::json::object();
+  nlohmann::json outputSchema;  // null when the tool declares none
+  nlohmann::json annotations;   // null when absent
+};
+
+// The result of tools/call.
+struct McpToolResult {
+  nlohmann::json content = nlohmann::json::array();  // the content blocks as sent
+  nlohmann::json structuredContent;                  // null when absent
+  bool isError = false;
+
+  // What the model sees (docs/mcp.md): the content blocks as text: text as is, images, audio
+  // and blobs as a one-line description (a tool message carries text only), embedded text
+  // resources with their URI, resource links as their URI and name; blocks joined with
+  // newlines. The structured content instead when `preferStructured`, or when there are no
+  // content blocks (the specification asks servers to send both, the text for models).
+  nlohmann::json forModel(bool preferStructured = false) const;
+};
+
+// A resource or a prompt as the server lists it (the JSON object as sent).
+struct McpListResult {
+  std::vector<nlohmann::json> items;
+};
+
+struct McpCallOptions {
+  std::optional<std::chrono::milliseconds> timeout;  // default: McpServerOptions::toolTimeout
+  std::stop_token cancel;  // requesting it cancels the call (notifications/cancelled)
+};
+
+class McpClient;
+
+// What ToolRegistry::addMcpServer() registered.
+struct McpRegistration {
+  std::shared_ptr<McpClient> client;  // the registry keeps it too, until it is destroyed
+  std::vector<std::string> tools;     // the registered names, in the server's order
+  // Tools allow/deny let through that could not be registered, as "tool: why" (a name that is
+  // taken or too long, a schema valijson cannot compile).
+  std::vector<std::string> skipped;
+};
+
+// One connection to one MCP server, started on first use and restarted (up to maxRestarts in a
+// row) when the server dies or ends the session.
+//
+// Errors: McpError for an error the server answered with; TimeoutError, CancelledError;
+// ConnectionError when the server cannot be started, dies or breaks the connection (the message
+// carries its exit status and the tail of its stderr); ProtocolError for bytes that are not
+// valid JSON-RPC or that pass a limit; ValidationError for bad options.
+//
+// Thread-safety: every member may be called from any thread; requests run concurrently over the
+// one connection. Lifetime: the destructor closes the connection (stdio: closes the child's stdin
+// and waits up to 2 x shutdownGrace for it to exit, then kills it); a call in flight then ends
+// with ConnectionError.
+class McpClient {
+ public:
+  // Checks the options; connects on first use. Throws ValidationError naming the field.
+  explicit McpClient(McpServerOptions options);
+  ~McpClient();
+  McpClient(const McpClient&) = delete;
+  McpClient& operator=(const McpClient&) = delete;
+
+  const McpServerOptions& options() const noexcept;
+
+  // Starts the server and completes the handshake now, if not done yet.
+  void connect();
+  McpServerInfo serverInfo();  // connects first
+
+  // All pages of tools/list (at most maxListPages pages and maxTools tools, else ProtocolError).
+  std::vector<McpTool> listTools();
+  // tools/call. A result with isError is returned, not thrown.
+  McpToolResult callTool(const std::string& name, const nlohmann::json& arguments,
+                         const McpCallOptions& options = {});
+  void ping();
+
+  McpListResult listResources();
+  nlohmann::json readResource(const std::string& uri);  // the result object: {"contents":[...]}
+  McpListResult listPrompts();
+  nlohmann::json getPrompt(const std::string& name,
+                           const std::map<std::string, std::string>& arguments = {});
+
+  // Called (on a transport thread; it must not block) when the server says its tool list changed.
+  void onToolsChanged(std::function<void()> callback);
+
+  // Ends the connection; the next request starts a new one (and counts as a restart).
+  void close();
+
+  // Diagnostics, for tests and `parley mcp list`.
+  struct Stats {
+    int starts = 0;                   // connections started, the first included
+    int cancellationsSent = 0;        // notifications/cancelled sent
+    int progressReceived = 0;         // progress notifications matched to a call
+    int nonJsonLines = 0;             // stdio lines that were not JSON-RPC, over all connections
+    std::size_t pendingRequests = 0;  // requests waiting for their response now
+    long processId = -1;              // stdio: the running child's pid; -1 when none
+  };
+  Stats stats() const;
+  std::string stderrTail() const;  // stdio: the last maxStderrBytes of the child's stderr
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace parley

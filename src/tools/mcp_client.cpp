@@ -1,0 +1,671 @@
+// McpClient: the JSON-RPC 2.0 session over a transport (mcp_transport.hpp): ids, the handshake,
+// matching responses to requests, the server's requests (ping) and notifications (progress,
+// tools/list_changed), cancellation, restarts.
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <utility>
+
+#include "parley/mcp.hpp"
+#include "tools/mcp_transport.hpp"
+
+namespace parley {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+McpError::McpError(int code, std::string message, json data)
+    : Error(message + " (JSON-RPC error " + std::to_string(code) + ")"),
+      code_(code),
+      data_(std::move(data)) {}
+
+namespace detail {
+
+std::string mcpExcerpt(std::string_view text, std::size_t limit) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size() && i < limit; ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c < 0x20 || c == 0x7f) {
+      static const char* kHex = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (text.size() > limit) out += "...";
+  return "\"" + out + "\"";
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::McpReceived;
+using detail::McpTransport;
+
+// Bytes a base64 text stands for (for descriptions only).
+std::size_t base64Bytes(const json& data) {
+  if (!data.is_string()) return 0;
+  std::size_t size = data.get_ref<const std::string&>().size();
+  return size / 4 * 3;
+}
+
+std::string stringField(const json& object, const char* key) {
+  auto found = object.find(key);
+  return found != object.end() && found->is_string() ? found->get<std::string>() : std::string();
+}
+
+std::string describeBlock(const json& block) {
+  if (!block.is_object()) return "[content that is not an object]";
+  std::string type = stringField(block, "type");
+  if (type == "text") return stringField(block, "text");
+  if (type == "image" || type == "audio") {
+    return "[" + type + ": " + stringField(block, "mimeType") + ", " +
+           std::to_string(base64Bytes(block.value("data", json()))) + " bytes]";
+  }
+  if (type == "resource") {
+    json resource = block.value("resource", json::object());
+    if (!resource.is_object()) return "[resource]";
+    std::string uri = stringField(resource, "uri");
+    if (resource.contains("text"))
+      return "[resource " + uri + "]\n" + stringField(resource, "text");
+    return "[resource " + uri + ": " + stringField(resource, "mimeType") + ", " +
+           std::to_string(base64Bytes(resource.value("blob", json()))) + " bytes]";
+  }
+  if (type == "resource_link") {
+    std::string text = "[resource link: " + stringField(block, "uri");
+    std::string name = stringField(block, "name");
+    if (!name.empty()) text += " (" + name + ")";
+    std::string description = stringField(block, "description");
+    if (!description.empty()) text += " " + description;
+    return text + "]";
+  }
+  return "[" + (type.empty() ? std::string("untyped") : type) + " content]";
+}
+
+// Parses one message; throws json::exception for bad JSON and ProtocolError past the depth cap.
+json parseMessage(std::string_view text, int maxDepth) {
+  json::parser_callback_t limit = [maxDepth](int depth, json::parse_event_t event, json&) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= maxDepth)
+      throw ProtocolError("a message nested deeper than " + std::to_string(maxDepth) +
+                          " levels (maxJsonDepth)");
+    return true;
+  };
+  return json::parse(text.begin(), text.end(), limit);
+}
+
+struct Pending {
+  bool done = false;
+  json result;
+  std::exception_ptr error;
+  std::string tool;  // tools/call: the tool, for progress notifications
+};
+
+struct Connection {
+  std::unique_ptr<McpTransport> transport;
+  std::map<int64_t, std::shared_ptr<Pending>> pending;  // McpClient::Impl::mutex
+  bool alive = true;
+  std::exception_ptr death;
+  McpServerInfo info;
+
+  ~Connection() {
+    if (transport) transport->close();
+  }
+};
+
+bool validToolName(const std::string& name) {
+  return !name.empty();
+}
+
+}  // namespace
+
+json McpToolResult::forModel(bool preferStructured) const {
+  bool noBlocks = !content.is_array() || content.empty();
+  if (!structuredContent.is_null() && (preferStructured || noBlocks)) return structuredContent;
+  std::string text;
+  if (content.is_array()) {
+    for (const json& block : content) {
+      if (!text.empty()) text += "\n";
+      text += describeBlock(block);
+    }
+  }
+  return text;
+}
+
+struct McpClient::Impl {
+  explicit Impl(McpServerOptions o) : options(std::move(o)) {}
+
+  McpServerOptions options;
+  mutable std::mutex mutex;
+  std::condition_variable_any changed;
+  std::shared_ptr<Connection> connection;
+  bool connecting = false;
+  bool closed = false;
+  int64_t nextId = 1;
+  int restartsInRow = 0;
+  std::exception_ptr lastFailure;
+  Stats stats;
+  int nonJsonBefore = 0;  // non-JSON lines of connections that are gone
+  std::string lastStderr;
+  std::function<void()> toolsChanged;
+
+  std::string who() const { return "MCP server \"" + options.name + "\""; }
+
+  // --- events from the transport (transport threads) ------------------------------------------
+
+  McpReceived receive(Connection& connection, std::string_view text) {
+    json message;
+    try {
+      message = parseMessage(text, options.maxJsonDepth);
+    } catch (const ProtocolError& e) {
+      return {false, std::nullopt, e.what()};
+    } catch (const std::exception&) {
+      return {false, std::nullopt, "not JSON"};
+    }
+    if (message.is_array()) {  // a batch (protocol 2025-03-26)
+      McpReceived all{true, std::nullopt, ""};
+      for (const json& item : message) {
+        McpReceived one = dispatch(connection, item);
+        all.valid = all.valid && one.valid;
+        if (!one.valid) all.problem = one.problem;
+        if (one.responseTo) all.responseTo = one.responseTo;
+      }
+      return all;
+    }
+    return dispatch(connection, message);
+  }
+
+  McpReceived dispatch(Connection& connection, const json& message) {
+    if (!message.is_object() || message.value("jsonrpc", json()) != "2.0")
+      return {false, std::nullopt, "not a JSON-RPC 2.0 message"};
+    auto method = message.find("method");
+    auto id = message.find("id");
+    if (method != message.end()) {
+      if (!method->is_string()) return {false, std::nullopt, "the method is not a string"};
+      if (id != message.end())
+        answerServerRequest(connection, *id, method->get<std::string>());
+      else
+        notification(connection, method->get<std::string>(), message.value("params", json()));
+      return {true, std::nullopt, ""};
+    }
+    bool isResult = message.contains("result");
+    bool isError = message.contains("error");
+    if (id == message.end() || isResult == isError)
+      return {false, std::nullopt, "neither a request, a notification nor a response"};
+    if (!id->is_number_integer()) return {true, std::nullopt, ""};  // not an id this client sent
+    int64_t requestId = id->get<int64_t>();
+    std::unique_lock lock(mutex);
+    auto found = connection.pending.find(requestId);
+    if (found == connection.pending.end()) return {true, requestId, ""};  // late: abandoned
+    Pending& pending = *found->second;
+    if (isResult) {
+      pending.result = message["result"];
+      restartsInRow = 0;
+    } else {
+      const json& error = message["error"];
+      int code = error.is_object() ? error.value("code", 0) : 0;
+      std::string text = error.is_object() ? stringField(error, "message") : std::string();
+      pending.error = std::make_exception_ptr(
+          McpError(code, who() + ": " + (text.empty() ? "error" : text),
+                   error.is_object() ? error.value("data", json()) : json()));
+    }
+    pending.done = true;
+    connection.pending.erase(found);
+    lock.unlock();
+    changed.notify_all();
+    return {true, requestId, ""};
+  }
+
+  void answerServerRequest(Connection& connection, const json& id, const std::string& method) {
+    json reply = {{"jsonrpc", "2.0"}, {"id", id}};
+    if (method == "ping")
+      reply["result"] = json::object();
+    else
+      reply["error"] = {{"code", -32601}, {"message", "Method not found: " + method}};
+    try {
+      connection.transport->send(reply.dump(), std::nullopt, Clock::now() + options.requestTimeout);
+    } catch (const Error&) {
+      // The connection is going away; its death is reported on its own.
+    }
+  }
+
+  void notification(Connection& connection, const std::string& method, const json& params) {
+    if (method == "notifications/progress" && params.is_object()) {
+      auto token = params.find("progressToken");
+      if (token == params.end() || !token->is_number_integer()) return;
+      McpProgress progress;
+      progress.server = options.name;
+      {
+        std::lock_guard lock(mutex);
+        auto found = connection.pending.find(token->get<int64_t>());
+        if (found == connection.pending.end()) return;
+        progress.tool = found->second->tool;
+        ++stats.progressReceived;
+      }
+      if (auto value = params.find("progress"); value != params.end() && value->is_number())
+        progress.progress = value->get<double>();
+      if (auto total = params.find("total"); total != params.end() && total->is_number())
+        progress.total = total->get<double>();
+      progress.message = stringField(params, "message");
+      if (options.onProgress) options.onProgress(progress);
+    } else if (method == "notifications/tools/list_changed") {
+      std::function<void()> callback;
+      {
+        std::lock_guard lock(mutex);
+        callback = toolsChanged;
+      }
+      if (callback) callback();
+    }
+    // Other notifications (logging, resources, cancellation of the server's own requests,
+    // which this client never has) need nothing from a client that offers no capabilities.
+  }
+
+  void requestFailed(Connection& connection, int64_t id, std::exception_ptr why) {
+    {
+      std::lock_guard lock(mutex);
+      auto found = connection.pending.find(id);
+      if (found == connection.pending.end()) return;
+      found->second->error = std::move(why);
+      found->second->done = true;
+      connection.pending.erase(found);
+    }
+    changed.notify_all();
+  }
+
+  void died(Connection& connection, std::exception_ptr why) {
+    std::string tail = connection.transport->stderrTail();
+    {
+      std::lock_guard lock(mutex);
+      connection.alive = false;
+      connection.death = why;
+      lastFailure = why;
+      lastStderr = std::move(tail);
+      for (auto& [id, pending] : connection.pending) {
+        pending->error = why;
+        pending->done = true;
+      }
+      connection.pending.clear();
+    }
+    changed.notify_all();
+  }
+
+  // --- requests ----------------------------------------------------------------------------------
+
+  json requestOn(const std::shared_ptr<Connection>& connection, const std::string& method,
+                 json params, Clock::time_point deadline, std::stop_token cancel,
+                 const std::string& tool) {
+    auto pending = std::make_shared<Pending>();
+    pending->tool = tool;
+    int64_t id;
+    {
+      std::lock_guard lock(mutex);
+      if (!connection->alive) std::rethrow_exception(connection->death);
+      id = nextId++;
+      connection->pending.emplace(id, pending);
+    }
+    if (!tool.empty()) params["_meta"]["progressToken"] = id;
+    json message = {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}};
+    if (!params.is_null()) message["params"] = std::move(params);
+    try {
+      connection->transport->send(message.dump(-1, ' ', false, json::error_handler_t::replace), id,
+                                  deadline);
+    } catch (...) {
+      std::lock_guard lock(mutex);
+      connection->pending.erase(id);
+      throw;
+    }
+    std::unique_lock lock(mutex);
+    bool done = changed.wait_until(lock, cancel, deadline, [&] { return pending->done; });
+    if (done) {
+      if (pending->error) std::rethrow_exception(pending->error);
+      return std::move(pending->result);
+    }
+    connection->pending.erase(id);
+    bool cancelled = cancel.stop_requested();
+    lock.unlock();
+    connection->transport->abandon(id);
+    // The specification forbids cancelling initialize; the connection is dropped instead.
+    if (method != "initialize") {
+      json notice = {
+          {"jsonrpc", "2.0"},
+          {"method", "notifications/cancelled"},
+          {"params",
+           {{"requestId", id},
+            {"reason", cancelled ? "cancelled by the client" : "the client's timeout passed"}}}};
+      try {
+        connection->transport->send(notice.dump(), std::nullopt,
+                                    Clock::now() + options.requestTimeout);
+        std::lock_guard count(mutex);
+        ++stats.cancellationsSent;
+      } catch (const Error&) {
+        // The server is gone: there is nothing left to cancel.
+      }
+    }
+    if (cancelled) throw CancelledError(who() + ": " + method + " was cancelled");
+    throw TimeoutError(who() + ": no answer to " + method + " in time");
+  }
+
+  void notify(Connection& connection, const std::string& method) {
+    json message = {{"jsonrpc", "2.0"}, {"method", method}};
+    connection.transport->send(message.dump(), std::nullopt, Clock::now() + options.requestTimeout);
+  }
+
+  // The connection to use, started (or restarted) and past the handshake.
+  std::shared_ptr<Connection> connected() {
+    std::unique_lock lock(mutex);
+    for (;;) {
+      if (closed) throw ConnectionError(who() + ": the client is closed");
+      if (connection && connection->alive) return connection;
+      if (!connecting) break;
+      changed.wait(lock);  // another thread is connecting; bounded by its requestTimeout
+    }
+    if (stats.starts > 0) {
+      if (restartsInRow >= options.maxRestarts) {
+        std::string last = "unknown";
+        try {
+          if (lastFailure) std::rethrow_exception(lastFailure);
+        } catch (const std::exception& e) {
+          last = e.what();
+        }
+        throw ConnectionError(who() + " was given up on after " +
+                              std::to_string(options.maxRestarts) +
+                              " restarts in a row (maxRestarts); the last failure: " + last);
+      }
+      ++restartsInRow;
+    }
+    ++stats.starts;
+    connecting = true;
+    std::shared_ptr<Connection> old = std::move(connection);
+    if (old && old->transport) nonJsonBefore += old->transport->nonJsonLines();
+    lock.unlock();
+    old.reset();  // closes it unless a request still holds it
+
+    auto fresh = std::make_shared<Connection>();
+    try {
+      handshake(fresh);
+    } catch (...) {
+      std::exception_ptr failure = std::current_exception();
+      std::string tail = fresh->transport ? fresh->transport->stderrTail() : std::string();
+      {
+        std::lock_guard relock(mutex);
+        connecting = false;
+        lastFailure = failure;
+        if (fresh->transport) {
+          nonJsonBefore += fresh->transport->nonJsonLines();
+          lastStderr = tail;
+        }
+      }
+      changed.notify_all();
+      fresh.reset();
+      std::rethrow_exception(failure);
+    }
+    lock.lock();
+    connecting = false;
+    if (closed) {
+      lock.unlock();
+      changed.notify_all();
+      throw ConnectionError(who() + ": the client is closed");
+    }
+    connection = fresh;
+    lock.unlock();
+    changed.notify_all();
+    return fresh;
+  }
+
+  void handshake(const std::shared_ptr<Connection>& fresh) {
+    fresh->transport = options.command.empty() ? detail::makeHttpTransport(options)
+                                               : detail::makeStdioTransport(options);
+    Connection* raw = fresh.get();
+    detail::McpTransportEvents events;
+    events.onMessage = [this, raw](std::string_view text) { return receive(*raw, text); };
+    events.onRequestFailed = [this, raw](int64_t id, std::exception_ptr why) {
+      requestFailed(*raw, id, std::move(why));
+    };
+    events.onClosed = [this, raw](std::exception_ptr why) { died(*raw, std::move(why)); };
+    fresh->transport->start(std::move(events));
+
+    json params = {{"protocolVersion", kMcpProtocolVersions.front()},
+                   {"capabilities", json::object()},
+                   {"clientInfo", {{"name", "parley"}, {"version", PARLEY_VERSION}}}};
+    json result;
+    try {
+      result = requestOn(fresh, "initialize", std::move(params),
+                         Clock::now() + options.requestTimeout, {}, "");
+    } catch (const TimeoutError&) {
+      throw TimeoutError(who() + " did not answer initialize within " +
+                         std::to_string(options.requestTimeout.count()) + " ms (requestTimeout)" +
+                         diagnostics(*fresh));
+    }
+    if (!result.is_object())
+      throw ProtocolError(who() + ": the initialize result is not an object");
+    McpServerInfo& info = fresh->info;
+    info.protocolVersion = stringField(result, "protocolVersion");
+    if (std::find(kMcpProtocolVersions.begin(), kMcpProtocolVersions.end(), info.protocolVersion) ==
+        kMcpProtocolVersions.end()) {
+      std::string known;
+      for (const std::string& version : kMcpProtocolVersions)
+        known += (known.empty() ? "" : ", ") + version;
+      throw ProtocolError(who() + " speaks protocol version \"" + info.protocolVersion +
+                          "\"; parley speaks " + known);
+    }
+    if (auto server = result.find("serverInfo"); server != result.end() && server->is_object()) {
+      info.name = stringField(*server, "name");
+      info.version = stringField(*server, "version");
+    }
+    info.instructions = stringField(result, "instructions");
+    if (auto caps = result.find("capabilities"); caps != result.end() && caps->is_object())
+      info.capabilities = *caps;
+    notify(*fresh, "notifications/initialized");
+    fresh->transport->handshakeDone(info.protocolVersion);
+  }
+
+  std::string diagnostics(const Connection& connection) const {
+    std::string text;
+    int nonJson = connection.transport ? connection.transport->nonJsonLines() : 0;
+    if (nonJson > 0)
+      text += "; it wrote " + std::to_string(nonJson) + " lines on stdout that are not JSON-RPC";
+    std::string tail = connection.transport ? connection.transport->stderrTail() : std::string();
+    while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r'))
+      tail.pop_back();
+    if (tail.size() > 600) tail = "..." + tail.substr(tail.size() - 600);
+    if (!tail.empty()) text += "; its stderr ends with: " + tail;
+    return text;
+  }
+
+  json request(const std::string& method, json params, std::chrono::milliseconds timeout,
+               std::stop_token cancel = {}, const std::string& tool = "") {
+    std::shared_ptr<Connection> connection = connected();
+    return requestOn(connection, method, std::move(params), Clock::now() + timeout,
+                     std::move(cancel), tool);
+  }
+
+  // All pages of a */list request; `key` names the array in each page.
+  std::vector<json> listAll(const std::string& method, const std::string& key,
+                            std::size_t maxItems) {
+    std::vector<json> items;
+    std::string cursor;
+    for (int page = 0; page < options.maxListPages; ++page) {
+      json params = json::object();
+      if (!cursor.empty()) params["cursor"] = cursor;
+      json result = request(method, std::move(params), options.requestTimeout);
+      if (!result.is_object() || !result.contains(key) || !result[key].is_array())
+        throw ProtocolError(who() + ": the " + method + " result has no \"" + key + "\" array");
+      for (json& item : result[key]) {
+        if (items.size() >= maxItems)
+          throw ProtocolError(who() + " lists more than " + std::to_string(maxItems) + " " + key +
+                              " (maxTools)");
+        items.push_back(std::move(item));
+      }
+      cursor = stringField(result, "nextCursor");
+      if (cursor.empty()) return items;
+    }
+    throw ProtocolError(who() + ": " + method + " has more than " +
+                        std::to_string(options.maxListPages) + " pages (maxListPages)");
+  }
+};
+
+namespace {
+
+void checkOptions(const McpServerOptions& options) {
+  if (options.command.empty() == options.url.empty())
+    throw ValidationError("mcp." + options.name,
+                          "give exactly one of command (a child process) and url (HTTP)");
+  if (!options.command.empty() && options.command.front().empty())
+    throw ValidationError("mcp." + options.name + ".command", "the program name is empty");
+  if (!options.url.empty() && options.url.rfind("http://", 0) != 0 &&
+      options.url.rfind("https://", 0) != 0)
+    throw ValidationError("mcp." + options.name + ".url", "must start with http:// or https://");
+  auto positive = [&](bool ok, const char* field, const char* rule) {
+    if (!ok) throw ValidationError("mcp." + options.name + "." + field, rule);
+  };
+  positive(options.toolTimeout.count() > 0, "toolTimeout", "must be greater than zero");
+  positive(options.requestTimeout.count() > 0, "requestTimeout", "must be greater than zero");
+  positive(options.maxMessageBytes > 0, "maxMessageBytes", "must be greater than zero");
+  positive(options.maxJsonDepth > 0, "maxJsonDepth", "must be greater than zero");
+  positive(options.maxTools > 0, "maxTools", "must be greater than zero");
+  positive(options.maxListPages > 0, "maxListPages", "must be greater than zero");
+  positive(options.maxNonJsonLines >= 0, "maxNonJsonLines", "must not be negative");
+  positive(options.maxRestarts >= 0, "maxRestarts", "must not be negative");
+  positive(options.shutdownGrace.count() >= 0, "shutdownGrace", "must not be negative");
+}
+
+}  // namespace
+
+McpClient::McpClient(McpServerOptions options) {
+  if (options.name.empty())
+    options.name = options.command.empty() ? options.url : options.command[0];
+  checkOptions(options);
+  impl_ = std::make_shared<Impl>(std::move(options));
+}
+
+McpClient::~McpClient() {
+  close();
+}
+
+const McpServerOptions& McpClient::options() const noexcept {
+  return impl_->options;
+}
+
+void McpClient::connect() {
+  impl_->connected();
+}
+
+McpServerInfo McpClient::serverInfo() {
+  return impl_->connected()->info;
+}
+
+std::vector<McpTool> McpClient::listTools() {
+  std::vector<McpTool> tools;
+  for (json& item : impl_->listAll("tools/list", "tools", impl_->options.maxTools)) {
+    if (!item.is_object() || !item.contains("name") || !item["name"].is_string() ||
+        !validToolName(item["name"].get<std::string>()))
+      throw ProtocolError(impl_->who() + ": tools/list has a tool without a name");
+    McpTool tool;
+    tool.name = item["name"].get<std::string>();
+    tool.title = stringField(item, "title");
+    tool.description = stringField(item, "description");
+    if (auto schema = item.find("inputSchema"); schema != item.end() && schema->is_object())
+      tool.inputSchema = std::move(*schema);
+    if (auto schema = item.find("outputSchema"); schema != item.end())
+      tool.outputSchema = std::move(*schema);
+    if (auto annotations = item.find("annotations"); annotations != item.end())
+      tool.annotations = std::move(*annotations);
+    tools.push_back(std::move(tool));
+  }
+  return tools;
+}
+
+McpToolResult McpClient::callTool(const std::string& name, const json& arguments,
+                                  const McpCallOptions& options) {
+  json params = {{"name", name}, {"arguments", arguments.is_null() ? json::object() : arguments}};
+  json result =
+      impl_->request("tools/call", std::move(params),
+                     options.timeout.value_or(impl_->options.toolTimeout), options.cancel, name);
+  if (!result.is_object())
+    throw ProtocolError(impl_->who() + ": the tools/call result is not an object");
+  McpToolResult out;
+  if (auto content = result.find("content"); content != result.end() && content->is_array())
+    out.content = std::move(*content);
+  if (auto structured = result.find("structuredContent"); structured != result.end())
+    out.structuredContent = std::move(*structured);
+  if (auto isError = result.find("isError"); isError != result.end() && isError->is_boolean())
+    out.isError = isError->get<bool>();
+  return out;
+}
+
+void McpClient::ping() {
+  impl_->request("ping", nullptr, impl_->options.requestTimeout);
+}
+
+McpListResult McpClient::listResources() {
+  return {impl_->listAll("resources/list", "resources", impl_->options.maxTools)};
+}
+
+json McpClient::readResource(const std::string& uri) {
+  return impl_->request("resources/read", {{"uri", uri}}, impl_->options.requestTimeout);
+}
+
+McpListResult McpClient::listPrompts() {
+  return {impl_->listAll("prompts/list", "prompts", impl_->options.maxTools)};
+}
+
+json McpClient::getPrompt(const std::string& name,
+                          const std::map<std::string, std::string>& arguments) {
+  json params = {{"name", name}};
+  if (!arguments.empty()) params["arguments"] = arguments;
+  return impl_->request("prompts/get", std::move(params), impl_->options.requestTimeout);
+}
+
+void McpClient::onToolsChanged(std::function<void()> callback) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->toolsChanged = std::move(callback);
+}
+
+void McpClient::close() {
+  std::shared_ptr<Connection> connection;
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->closed = true;
+    connection = std::move(impl_->connection);
+    if (connection) {
+      auto why = std::make_exception_ptr(ConnectionError(impl_->who() + ": the client is closed"));
+      for (auto& [id, pending] : connection->pending) {
+        pending->error = why;
+        pending->done = true;
+      }
+      connection->pending.clear();
+      connection->alive = false;
+      connection->death = why;
+    }
+  }
+  impl_->changed.notify_all();
+  if (connection && connection->transport) connection->transport->close();
+}
+
+McpClient::Stats McpClient::stats() const {
+  std::lock_guard lock(impl_->mutex);
+  Stats stats = impl_->stats;
+  stats.nonJsonLines = impl_->nonJsonBefore;
+  if (impl_->connection) {
+    stats.pendingRequests = impl_->connection->pending.size();
+    stats.processId = impl_->connection->transport->processId();
+    stats.nonJsonLines += impl_->connection->transport->nonJsonLines();
+  }
+  return stats;
+}
+
+std::string McpClient::stderrTail() const {
+  std::lock_guard lock(impl_->mutex);
+  if (impl_->connection && impl_->connection->transport)
+    return impl_->connection->transport->stderrTail();
+  return impl_->lastStderr;
+}
+
+}  // namespace parley

@@ -1,0 +1,198 @@
+// ToolRegistry::addMcpServer(): an MCP server's tools as registry tools.
+#include <algorithm>
+#include <mutex>
+#include <system_error>
+
+#include "parley/errors.hpp"
+#include "parley/mcp.hpp"
+#include "parley/thread_pool.hpp"
+#include "parley/tools.hpp"
+
+namespace parley {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// An MCP server whose tools a registry holds. The registry owns it; a refresh after
+// notifications/tools/list_changed runs on the shared pool and holds it by weak_ptr.
+struct detail::McpAttachment {
+  std::shared_ptr<McpClient> client;
+  std::mutex refreshing;             // one listing + registration at a time
+  std::mutex mutex;                  // registry and registered
+  ToolRegistry* registry = nullptr;  // null once the registry is being destroyed
+  std::vector<std::string> registered;
+};
+
+namespace {
+
+bool contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+bool validServerName(const std::string& name) {
+  if (name.empty() || name.size() > 32) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+}
+
+// The registry name of a server's tool.
+std::string exposedName(const McpServerOptions& options, const std::string& tool) {
+  std::string name = options.prefixToolNames ? options.name + "__" + tool : tool;
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') c = '_';
+  }
+  return name;
+}
+
+// The executor requests the stop token at the call's deadline and reports the timeout itself;
+// the call's own timeout is a backstop a little later, so that the stop token is what ends it
+// (and the server is told) rather than a race between the two.
+constexpr std::chrono::milliseconds kBackstop{1000};
+
+ToolHandler mcpHandler(std::weak_ptr<McpClient> weak, std::string server, std::string tool,
+                       bool structured) {
+  return [weak = std::move(weak), server = std::move(server), tool = std::move(tool), structured](
+             const json& args, ToolContext& context) -> json {
+    std::shared_ptr<McpClient> client = weak.lock();
+    if (!client) throw std::runtime_error("the MCP server \"" + server + "\" is closed");
+    McpCallOptions call;
+    call.cancel = context.stopToken;
+    call.timeout =
+        kBackstop +
+        std::max(std::chrono::milliseconds(0),
+                 std::chrono::ceil<std::chrono::milliseconds>(context.deadline - Clock::now()));
+    McpToolResult result;
+    try {
+      result = client->callTool(tool, args, call);
+    } catch (const McpError& e) {
+      // -32602 is JSON-RPC's "invalid params": the model's arguments, which it can fix.
+      if (e.code() == -32602) throw ValidationError("arguments", e.what());
+      throw;
+    }
+    json forModel = result.forModel(structured);
+    if (result.isError)
+      throw std::runtime_error(forModel.is_string() ? forModel.get<std::string>()
+                                                    : forModel.dump());
+    return forModel;
+  };
+}
+
+// Adds the tools `allow`/`deny` let through; returns the names added and fills `skipped`.
+std::vector<std::string> addTools(ToolRegistry& registry, const std::shared_ptr<McpClient>& client,
+                                  const std::vector<McpTool>& tools,
+                                  std::vector<std::string>* skipped) {
+  const McpServerOptions& options = client->options();
+  std::vector<std::string> added;
+  for (const McpTool& tool : tools) {
+    if (!options.allow.empty() && !contains(options.allow, tool.name)) continue;
+    if (contains(options.deny, tool.name)) continue;
+    ToolOptions toolOptions;
+    toolOptions.timeout = options.toolTimeout;
+    toolOptions.requiresApproval =
+        options.approval == McpApproval::Always ||
+        (options.approval == McpApproval::Listed && contains(options.approveTools, tool.name));
+    std::string description = tool.description.empty() ? tool.title : tool.description;
+    std::string name = exposedName(options, tool.name);
+    try {
+      registry.add(name, description, tool.inputSchema,
+                   mcpHandler(client, options.name, tool.name, options.useStructuredContent),
+                   toolOptions);
+      added.push_back(name);
+    } catch (const ValidationError& e) {
+      if (skipped) skipped->push_back(tool.name + ": " + e.what());
+    }
+  }
+  return added;
+}
+
+// After notifications/tools/list_changed: list again and replace the server's tools.
+void refresh(const std::shared_ptr<detail::McpAttachment>& attachment) {
+  std::lock_guard serial(attachment->refreshing);
+  std::vector<McpTool> tools;
+  try {
+    tools = attachment->client->listTools();
+  } catch (const Error&) {
+    return;  // the server went away; its tools stay and their calls report why
+  }
+  // Under the lock, so that the callback never runs after the registry is gone.
+  std::lock_guard lock(attachment->mutex);
+  if (!attachment->registry) return;
+  for (const std::string& name : attachment->registered)
+    attachment->registry->remove(name);
+  attachment->registered = addTools(*attachment->registry, attachment->client, tools, nullptr);
+  if (const auto& callback = attachment->client->options().onToolsRefreshed)
+    callback(attachment->registered);
+}
+
+}  // namespace
+
+McpRegistration ToolRegistry::addMcpServer(const std::string& name, McpServerOptions options) {
+  if (!validServerName(name))
+    throw ValidationError("mcp.name", "\"" + name +
+                                          "\" is not a valid server name: use 1 to 32 letters, "
+                                          "digits, '_' or '-'");
+  options.name = name;
+  auto attachment = std::make_shared<detail::McpAttachment>();
+  attachment->client = std::make_shared<McpClient>(std::move(options));
+  attachment->registry = this;
+  {
+    std::lock_guard lock(mutex_);
+    if (mcpServers_.size() >= kMaxMcpServersPerRegistry)
+      throw ValidationError("mcp", "a registry takes at most " +
+                                       std::to_string(kMaxMcpServersPerRegistry) + " MCP servers");
+    for (const auto& other : mcpServers_) {
+      if (other->client->options().name == name)
+        throw ValidationError("mcp.name", "an MCP server named \"" + name + "\" is already added");
+    }
+    mcpServers_.push_back(attachment);  // holds the slot while connecting
+  }
+  auto unregister = [&] {
+    std::lock_guard lock(mutex_);
+    mcpServers_.erase(std::find(mcpServers_.begin(), mcpServers_.end(), attachment));
+  };
+
+  McpRegistration registration;
+  registration.client = attachment->client;
+  try {
+    std::weak_ptr<detail::McpAttachment> weak = attachment;
+    attachment->client->onToolsChanged([weak] {
+      // On a transport thread, which must not wait for the listing it would have to read.
+      if (!weak.lock()) return;
+      try {
+        ThreadPool::shared()->submit([weak] {
+          if (auto alive = weak.lock()) refresh(alive);
+        });
+      } catch (const std::system_error&) {
+        // No thread to be had: the tools stay as they were listed.
+      }
+    });
+    std::lock_guard serial(attachment->refreshing);
+    std::vector<McpTool> tools = attachment->client->listTools();
+    std::lock_guard lock(attachment->mutex);
+    attachment->registered = addTools(*this, attachment->client, tools, &registration.skipped);
+    registration.tools = attachment->registered;
+  } catch (...) {
+    unregister();
+    attachment->client->close();
+    throw;
+  }
+  return registration;
+}
+
+void ToolRegistry::closeMcpServers() noexcept {
+  std::vector<std::shared_ptr<detail::McpAttachment>> servers;
+  {
+    std::lock_guard lock(mutex_);
+    servers = std::move(mcpServers_);
+  }
+  for (const auto& attachment : servers) {
+    {
+      std::lock_guard lock(attachment->mutex);
+      attachment->registry = nullptr;
+    }
+    attachment->client->close();
+  }
+}
+
+}  // namespace parley

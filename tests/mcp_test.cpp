@@ -1,0 +1,671 @@
+// The MCP client against the reference servers from npm (tests/node/mcp, installed by the
+// mcp_npm_install fixture): @modelcontextprotocol/server-everything over stdio and over
+// Streamable HTTP, and @modelcontextprotocol/server-filesystem. No part of MCP is mocked; the
+// failure cases run real programs that misbehave (a shell printing garbage, a server killed
+// mid-call).
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "mock/mock_server.hpp"
+#include "mock/script.hpp"
+#include "parley/conversation_manager.hpp"
+#include "parley/errors.hpp"
+#include "parley/mcp.hpp"
+#include "parley/openai_client.hpp"
+#include "parley/tools.hpp"
+
+extern char** environ;
+
+namespace parley {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+const std::string kModules =
+    std::string(PARLEY_MCP_NODE_DIR) + "/node_modules/@modelcontextprotocol";
+const std::string kEverything = kModules + "/server-everything/dist/index.js";
+const std::string kFilesystem = kModules + "/server-filesystem/dist/index.js";
+
+McpServerOptions everything(std::string name = "everything") {
+  McpServerOptions options;
+  options.name = std::move(name);
+  options.command = {PARLEY_NODE, kEverything, "stdio"};
+  // server-everything does not exit when its stdin closes: do not wait the default 2 s for it.
+  options.shutdownGrace = 200ms;
+  return options;
+}
+
+// Whatever a test expects to throw: the message, or "" when nothing was thrown.
+template <typename Exception, typename F>
+std::string errorOf(F&& f) {
+  try {
+    f();
+  } catch (const Exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool processGone(long pid) {
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+// ---------------------------------------------------------------------------------------------
+// stdio
+
+TEST(McpStdio, HandshakeListsAndCallsTools) {
+  McpClient client(everything());
+  McpServerInfo info = client.serverInfo();
+  EXPECT_EQ(info.protocolVersion, "2025-06-18");
+  EXPECT_EQ(info.name, "mcp-servers/everything");
+  EXPECT_TRUE(info.capabilities.contains("tools"));
+
+  std::vector<McpTool> tools = client.listTools();
+  std::vector<std::string> names;
+  for (const McpTool& tool : tools)
+    names.push_back(tool.name);
+  EXPECT_NE(std::find(names.begin(), names.end(), "echo"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "get-sum"), names.end());
+
+  McpToolResult echo = client.callTool("echo", {{"message", "hello"}});
+  EXPECT_FALSE(echo.isError);
+  EXPECT_EQ(echo.forModel(), "Echo: hello");
+  McpToolResult sum = client.callTool("get-sum", {{"a", 2}, {"b", 40}});
+  EXPECT_EQ(sum.forModel(), "The sum of 2 and 40 is 42.");
+  client.ping();
+  EXPECT_EQ(client.stats().starts, 1);
+  EXPECT_EQ(client.stats().pendingRequests, 0u);
+}
+
+TEST(McpStdio, StructuredContentAndImagesAreMappedForTheModel) {
+  McpClient client(everything());
+  McpToolResult weather = client.callTool("get-structured-content", {{"location", "Chicago"}});
+  ASSERT_TRUE(weather.structuredContent.is_object()) << weather.structuredContent;
+  EXPECT_EQ(weather.structuredContent["temperature"], 36);
+  // The model reads the text blocks unless structured content is preferred.
+  ASSERT_TRUE(weather.forModel().is_string());
+  EXPECT_EQ(json::parse(weather.forModel().get<std::string>()), weather.structuredContent);
+  EXPECT_EQ(weather.forModel(/*preferStructured=*/true), weather.structuredContent);
+  McpToolResult image = client.callTool("get-tiny-image", json::object());
+  std::string text = image.forModel().get<std::string>();
+  EXPECT_NE(text.find("[image: image/png, "), std::string::npos) << text;
+  EXPECT_EQ(text.find("iVBOR"), std::string::npos) << "the base64 data must not reach the model";
+}
+
+TEST(McpStdio, ServerErrorsAreResultsWithIsError) {
+  McpClient client(everything());
+  McpToolResult wrong = client.callTool("echo", {{"message", 5}});
+  EXPECT_TRUE(wrong.isError);
+  EXPECT_NE(wrong.forModel().get<std::string>().find("message"), std::string::npos)
+      << wrong.forModel();
+}
+
+TEST(McpStdio, ProgressNotificationsReachTheCallback) {
+  std::mutex mutex;
+  std::vector<McpProgress> seen;
+  McpServerOptions options = everything();
+  options.onProgress = [&](const McpProgress& progress) {
+    std::lock_guard lock(mutex);
+    seen.push_back(progress);
+  };
+  McpClient client(options);
+  McpToolResult result =
+      client.callTool("trigger-long-running-operation", {{"duration", 0.3}, {"steps", 3}});
+  EXPECT_NE(result.forModel().get<std::string>().find("Steps: 3"), std::string::npos);
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[2].progress, 3);
+  EXPECT_EQ(seen[2].total, 3);
+  EXPECT_EQ(seen[0].tool, "trigger-long-running-operation");
+  EXPECT_EQ(seen[0].server, "everything");
+  EXPECT_EQ(client.stats().progressReceived, 3);
+}
+
+TEST(McpStdio, ATimeoutCancelsTheCallOnTheServer) {
+  McpClient client(everything());
+  client.connect();
+  McpCallOptions call;
+  call.timeout = 200ms;
+  std::string error = errorOf<TimeoutError>([&] {
+    client.callTool("trigger-long-running-operation", {{"duration", 60}, {"steps", 60}}, call);
+  });
+  EXPECT_NE(error.find("no answer to tools/call in time"), std::string::npos) << error;
+  EXPECT_EQ(client.stats().cancellationsSent, 1);
+  EXPECT_EQ(client.stats().pendingRequests, 0u);
+  // The connection goes on.
+  EXPECT_EQ(client.callTool("echo", {{"message", "still here"}}).forModel(), "Echo: still here");
+  EXPECT_EQ(client.stats().starts, 1);
+}
+
+TEST(McpStdio, EnvironmentIsChosenByTheUser) {
+  ::setenv("PARLEY_MCP_TEST_SECRET", "do-not-leak", 1);
+  McpServerOptions options = everything();
+  options.env = {{"PARLEY_MCP_TEST_GIVEN", "given-value"}};
+  McpClient client(options);
+  std::string env = client.callTool("get-env", json::object()).forModel().get<std::string>();
+  EXPECT_NE(env.find("given-value"), std::string::npos);
+  EXPECT_EQ(env.find("do-not-leak"), std::string::npos);
+  EXPECT_NE(env.find("\"PATH\""), std::string::npos);
+  ::unsetenv("PARLEY_MCP_TEST_SECRET");
+}
+
+TEST(McpStdio, AServerKilledMidCallIsAnErrorAndIsRestartedOnTheNextCall) {
+  std::promise<void> started;
+  std::once_flag once;
+  McpServerOptions options = everything();
+  options.onProgress = [&](const McpProgress&) {
+    std::call_once(once, [&] { started.set_value(); });
+  };
+  McpClient client(options);
+  client.connect();
+  long pid = client.stats().processId;
+  ASSERT_GT(pid, 0);
+  auto call = std::async(std::launch::async, [&] {
+    return errorOf<ConnectionError>([&] {
+      client.callTool("trigger-long-running-operation", {{"duration", 60}, {"steps", 60}});
+    });
+  });
+  started.get_future().wait();  // the call is in flight on the server
+  ::kill(static_cast<pid_t>(pid), SIGKILL);
+  std::string error = call.get();
+  EXPECT_NE(error.find("MCP server \"everything\" was killed by signal 9"), std::string::npos)
+      << error;
+  EXPECT_EQ(client.stats().pendingRequests, 0u);
+
+  EXPECT_EQ(client.callTool("echo", {{"message", "again"}}).forModel(), "Echo: again");
+  EXPECT_EQ(client.stats().starts, 2);
+  EXPECT_NE(client.stats().processId, pid);
+}
+
+TEST(McpStdio, RestartsAreBounded) {
+  McpServerOptions options;
+  options.name = "dies";
+  options.command = {"sh", "-c", "echo 'cannot start: no database' >&2; exit 3"};
+  options.maxRestarts = 2;
+  McpClient client(options);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::string error = errorOf<ConnectionError>([&] { client.ping(); });
+    EXPECT_NE(error.find("exited with status 3"), std::string::npos) << error;
+    EXPECT_NE(error.find("cannot start: no database"), std::string::npos) << error;
+  }
+  std::string error = errorOf<ConnectionError>([&] { client.ping(); });
+  EXPECT_NE(error.find("given up on after 2 restarts in a row (maxRestarts)"), std::string::npos)
+      << error;
+  EXPECT_EQ(client.stats().starts, 3);
+}
+
+TEST(McpStdio, GarbageOnStdoutIsSkippedAndCounted) {
+  McpServerOptions options = everything("noisy");
+  options.command = {
+      "sh",        "-c",        "echo 'Server starting...'; echo '{not json'; exec \"$0\" \"$@\"",
+      PARLEY_NODE, kEverything, "stdio"};
+  McpClient client(options);
+  EXPECT_EQ(client.callTool("echo", {{"message", "hi"}}).forModel(), "Echo: hi");
+  EXPECT_EQ(client.stats().nonJsonLines, 2);
+}
+
+TEST(McpStdio, OnlyGarbageEndsTheConnectionAtTheCap) {
+  McpServerOptions options;
+  options.name = "garbage";
+  options.command = {"yes", "this is not JSON-RPC"};
+  options.maxNonJsonLines = 50;
+  McpClient client(options);
+  std::string error = errorOf<ProtocolError>([&] { client.connect(); });
+  EXPECT_NE(error.find("more than 50 lines on stdout that are not JSON-RPC (maxNonJsonLines)"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("\"this is not JSON-RPC\""), std::string::npos) << error;
+}
+
+TEST(McpStdio, AMessageOverTheSizeCapEndsTheConnection) {
+  McpServerOptions options;
+  options.name = "huge";
+  options.command = {"sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' a; echo"};
+  options.maxMessageBytes = 1 << 20;
+  McpClient client(options);
+  std::string error = errorOf<ProtocolError>([&] { client.connect(); });
+  EXPECT_NE(error.find("larger than 1048576 bytes (maxMessageBytes)"), std::string::npos) << error;
+}
+
+TEST(McpStdio, AMessageOverTheDepthCapIsRefused) {
+  McpServerOptions options;
+  options.name = "deep";
+  std::string deep = std::string(100, '[') + std::string(100, ']');
+  options.command = {"sh", "-c", "echo '" + deep + "'; sleep 30"};
+  options.maxJsonDepth = 64;
+  options.maxNonJsonLines = 0;
+  McpClient client(options);
+  std::string error = errorOf<ProtocolError>([&] { client.connect(); });
+  EXPECT_NE(error.find("nested deeper than 64 levels (maxJsonDepth)"), std::string::npos) << error;
+}
+
+TEST(McpStdio, NoHandshakeNoTools) {
+  McpServerOptions options;
+  options.name = "silent";
+  options.command = {"sleep", "30"};
+  options.requestTimeout = 300ms;
+  options.shutdownGrace = 100ms;
+  ToolRegistry registry;
+  std::string error = errorOf<TimeoutError>([&] { registry.addMcpServer("silent", options); });
+  EXPECT_NE(error.find("did not answer initialize"), std::string::npos) << error;
+  EXPECT_EQ(registry.size(), 0u);
+}
+
+TEST(McpStdio, AMissingProgramIsAConnectionError) {
+  McpServerOptions options;
+  options.name = "missing";
+  options.command = {"parley-no-such-mcp-server"};
+  McpClient client(options);
+  std::string error = errorOf<ConnectionError>([&] { client.connect(); });
+  EXPECT_NE(error.find("cannot run parley-no-such-mcp-server"), std::string::npos) << error;
+}
+
+TEST(McpStdio, ResourcesAndPrompts) {
+  McpClient client(everything());
+  McpListResult resources = client.listResources();
+  ASSERT_FALSE(resources.items.empty());
+  std::string uri = resources.items.front()["uri"].get<std::string>();
+  json read = client.readResource(uri);
+  ASSERT_TRUE(read["contents"].is_array());
+  EXPECT_EQ(read["contents"][0]["uri"], uri);
+  McpListResult prompts = client.listPrompts();
+  ASSERT_FALSE(prompts.items.empty());
+  json prompt = client.getPrompt(prompts.items.front()["name"].get<std::string>());
+  EXPECT_TRUE(prompt["messages"].is_array()) << prompt;
+}
+
+TEST(McpOptions, BadOptionsNameTheField) {
+  McpServerOptions both = everything("both");
+  both.url = "http://127.0.0.1:1/mcp";
+  try {
+    McpClient client(both);
+    FAIL() << "no error";
+  } catch (const ValidationError& e) {
+    EXPECT_EQ(e.field(), "mcp.both");
+  }
+  McpServerOptions badUrl;
+  badUrl.name = "web";
+  badUrl.url = "ftp://example.com";
+  EXPECT_EQ(errorOf<ValidationError>([&] { McpClient client(badUrl); }),
+            "mcp.web.url: must start with http:// or https://");
+  ToolRegistry registry;
+  EXPECT_NE(errorOf<ValidationError>([&] {
+              registry.addMcpServer("bad name", everything());
+            }).find("mcp.name"),
+            std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The registry and the tool loop
+
+TEST(McpRegistry, ToolsArePrefixedFilteredAndValidated) {
+  ToolRegistry registry;
+  McpServerOptions options = everything();
+  options.prefixToolNames = true;
+  options.allow = {"echo", "get-sum", "trigger-long-running-operation"};
+  options.deny = {"trigger-long-running-operation"};
+  options.approval = McpApproval::Listed;
+  options.approveTools = {"get-sum"};
+  McpRegistration added = registry.addMcpServer("ev", options);
+  EXPECT_EQ(added.tools, (std::vector<std::string>{"ev__echo", "ev__get-sum"}));
+  EXPECT_TRUE(added.skipped.empty());
+  EXPECT_EQ(registry.names(), added.tools);
+  EXPECT_FALSE(registry.find("ev__echo")->options.requiresApproval);
+  EXPECT_TRUE(registry.find("ev__get-sum")->options.requiresApproval);
+  EXPECT_EQ(registry.find("ev__echo")->options.timeout, options.toolTimeout);
+
+  auto shared = std::shared_ptr<ToolRegistry>(&registry, [](ToolRegistry*) {});
+  ToolExecutor executor(shared);
+  ToolResult ok = executor.execute({"c1", "ev__echo", R"({"message":"via the registry"})"});
+  EXPECT_TRUE(ok.success) << ok.error;
+  EXPECT_EQ(ok.content(), "Echo: via the registry");
+  // The registry checks the schema before the server sees anything.
+  ToolResult bad = executor.execute({"c2", "ev__get-sum", R"({"a":"two","b":1})"});
+  EXPECT_EQ(bad.errorKind, ToolErrorKind::InvalidArguments);
+  EXPECT_NE(bad.error.find("a: expected type number, got string"), std::string::npos) << bad.error;
+}
+
+TEST(McpRegistry, ToolsAreListedAgainWhenTheServerSaysTheyChanged) {
+  // server-everything registers more tools once initialized and says so with
+  // notifications/tools/list_changed.
+  std::promise<std::vector<std::string>> refreshed;
+  std::once_flag once;
+  McpServerOptions options = everything();
+  options.onToolsRefreshed = [&](const std::vector<std::string>& tools) {
+    std::call_once(once, [&] { refreshed.set_value(tools); });
+  };
+  ToolRegistry registry;
+  registry.addMcpServer("ev", options);
+  std::vector<std::string> tools = refreshed.get_future().get();
+  EXPECT_NE(std::find(tools.begin(), tools.end(), "simulate-research-query"), tools.end());
+  EXPECT_NE(std::find(tools.begin(), tools.end(), "echo"), tools.end());
+  for (const std::string& name : tools)
+    EXPECT_TRUE(registry.has(name)) << name;
+}
+
+TEST(McpRegistry, TimeoutAndCancelReachTheServer) {
+  ToolRegistry registry;
+  McpServerOptions options = everything();
+  options.toolTimeout = 300ms;
+  std::promise<void> started;
+  std::once_flag once;
+  options.onProgress = [&](const McpProgress&) {
+    std::call_once(once, [&] { started.set_value(); });
+  };
+  McpRegistration added = registry.addMcpServer("ev", options);
+  auto shared = std::shared_ptr<ToolRegistry>(&registry, [](ToolRegistry*) {});
+  ToolExecutor executor(shared);
+  ToolResult timedOut =
+      executor.execute({"c1", "trigger-long-running-operation", R"({"duration":60,"steps":60})"});
+  EXPECT_EQ(timedOut.errorKind, ToolErrorKind::Timeout) << timedOut.error;
+
+  std::stop_source stop;
+  auto call = std::async(std::launch::async, [&] {
+    return executor.execute(
+        {"c2", "trigger-long-running-operation", R"({"duration":60,"steps":600})"},
+        stop.get_token());
+  });
+  started.get_future().wait();
+  stop.request_stop();
+  EXPECT_EQ(call.get().errorKind, ToolErrorKind::Cancelled);
+  // The connection outlives both (the notices themselves: McpStdio.ATimeoutCancelsTheCall...).
+  McpCallOptions longer;
+  longer.timeout = 30s;
+  EXPECT_EQ(added.client->callTool("echo", {{"message", "x"}}, longer).forModel(), "Echo: x");
+  EXPECT_EQ(added.client->stats().starts, 1);
+}
+
+TEST(McpRegistry, AServerThatDiesBecomesAnErrorResultAndComesBack) {
+  ToolRegistry registry;
+  McpRegistration added = registry.addMcpServer("ev", everything());
+  auto shared = std::shared_ptr<ToolRegistry>(&registry, [](ToolRegistry*) {});
+  ToolExecutor executor(shared);
+  long pid = added.client->stats().processId;
+  ::kill(static_cast<pid_t>(pid), SIGKILL);
+  // The death is noticed when stdout closes; until then a call may still be sent into it.
+  ToolResult result;
+  for (int i = 0; i < 2; ++i) {
+    result = executor.execute({"c1", "echo", R"({"message":"after death"})"});
+    if (result.success) break;
+    EXPECT_EQ(result.errorKind, ToolErrorKind::HandlerFailed);
+    EXPECT_NE(result.content().find("MCP server \\\"ev\\\""), std::string::npos)
+        << result.content();
+  }
+  EXPECT_TRUE(result.success) << result.error;
+  EXPECT_EQ(added.client->stats().starts, 2);
+}
+
+TEST(McpRegistry, TheServerStopsWithTheRegistry) {
+  long pid = -1;
+  {
+    ToolRegistry registry;
+    McpRegistration added = registry.addMcpServer("ev", everything());
+    pid = added.client->stats().processId;
+    ASSERT_GT(pid, 0);
+    EXPECT_FALSE(processGone(pid));
+  }
+  EXPECT_TRUE(processGone(pid));
+}
+
+TEST(McpRegistry, TheModelLoopCallsAnMcpTool) {
+  mock::MockOptions mockOptions;
+  mockOptions.script = mock::readScript(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "The server said: {{last_tool}}"}}
+{"reply": {"content": "", "tool_calls": [{"name": "ev__echo", "arguments": {"message": "from the model"}}]}}
+)");
+  mock::MockServer server(mockOptions);
+  server.start();
+  auto registry = std::make_shared<ToolRegistry>();
+  McpServerOptions options = everything();
+  options.prefixToolNames = true;
+  options.allow = {"echo"};
+  registry->addMcpServer("ev", options);
+
+  ClientOptions clientOptions;
+  clientOptions.baseUrl = server.baseUrl();
+  clientOptions.apiKey = "sk-test";
+  clientOptions.model = "gpt-4o-mini";
+  ConversationOptions conversation;
+  conversation.llm = std::make_shared<OpenAiClient>(clientOptions);
+  conversation.tools = registry;
+  ConversationManager manager(conversation);
+  RunResult result = manager.run("Say it through the server");
+  EXPECT_EQ(result.content, "The server said: Echo: from the model");
+  const json second = server.requests().at(1)["body"];
+  EXPECT_EQ(second["tools"][0]["function"]["name"], "ev__echo");
+  EXPECT_EQ(second["messages"].back()["role"], "tool");
+  EXPECT_EQ(second["messages"].back()["content"], "Echo: from the model");
+}
+
+// ---------------------------------------------------------------------------------------------
+// server-filesystem
+
+class McpFilesystem : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("parley-mcp-fs-" + std::to_string(::getpid()));
+    outside_ = fs::temp_directory_path() / ("parley-mcp-outside-" + std::to_string(::getpid()));
+    fs::create_directories(root_);
+    fs::create_directories(outside_);
+    std::ofstream(root_ / "notes.txt") << "inside the root\n";
+    std::ofstream(outside_ / "secret.txt") << "outside the root\n";
+  }
+  void TearDown() override {
+    fs::remove_all(root_);
+    fs::remove_all(outside_);
+  }
+  McpServerOptions options() const {
+    McpServerOptions o;
+    o.command = {PARLEY_NODE, kFilesystem, root_.string()};
+    return o;
+  }
+  fs::path root_, outside_;
+};
+
+TEST_F(McpFilesystem, ReadsInsideTheRootAndIsRefusedOutside) {
+  auto registry = std::make_shared<ToolRegistry>();
+  McpServerOptions o = options();
+  o.allow = {"read_text_file", "list_allowed_directories"};
+  McpRegistration added = registry->addMcpServer("fs", o);
+  ASSERT_EQ(added.tools.size(), 2u) << ::testing::PrintToString(added.skipped);
+  ToolExecutor executor(registry);
+  ToolResult inside = executor.execute(
+      {"c1", "read_text_file", json{{"path", (root_ / "notes.txt").string()}}.dump()});
+  ASSERT_TRUE(inside.success) << inside.error;
+  EXPECT_EQ(inside.content(), "inside the root\n");
+  ToolResult outside = executor.execute(
+      {"c2", "read_text_file", json{{"path", (outside_ / "secret.txt").string()}}.dump()});
+  EXPECT_FALSE(outside.success);
+  EXPECT_EQ(outside.errorKind, ToolErrorKind::HandlerFailed);
+  EXPECT_NE(outside.error.find("Access denied"), std::string::npos) << outside.error;
+  EXPECT_EQ(outside.content().find("outside the root"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streamable HTTP: server-everything's streamableHttp mode on a free loopback port
+
+class EverythingHttp : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int attempt = 0; attempt < 3 && port_ == 0; ++attempt)
+      start();
+    ASSERT_NE(port_, 0) << "server-everything (streamableHttp) did not start: " << log_;
+  }
+  void TearDown() override {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      int status;
+      ::waitpid(pid_, &status, 0);
+    }
+    if (err_ >= 0) ::close(err_);
+  }
+
+  static int freePort() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+    socklen_t size = sizeof address;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
+    ::close(fd);
+    return ntohs(address.sin_port);
+  }
+
+  // Starts the server and reads its stderr until it says it listens (or it exits).
+  void start() {
+    int port = freePort();
+    int pipeFds[2];
+    ASSERT_EQ(::pipe2(pipeFds, O_CLOEXEC), 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, pipeFds[1], 2);
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    std::string portVar = "PORT=" + std::to_string(port);
+    std::vector<std::string> envStrings = {portVar, std::string("PATH=") + std::getenv("PATH")};
+    std::vector<char*> envp;
+    for (auto& e : envStrings)
+      envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> argvStrings = {PARLEY_NODE, kEverything, "streamableHttp"};
+    std::vector<char*> argv;
+    for (auto& a : argvStrings)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid;
+    int spawned = ::posix_spawn(&pid, PARLEY_NODE, &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(pipeFds[1]);
+    ASSERT_EQ(spawned, 0);
+    std::string text;
+    char buffer[4096];
+    const std::string ready = "listening on port " + std::to_string(port);
+    for (;;) {
+      ssize_t n = ::read(pipeFds[0], buffer, sizeof buffer);
+      if (n <= 0) break;  // it exited (the port was taken after all)
+      text.append(buffer, static_cast<size_t>(n));
+      if (text.find(ready) != std::string::npos) {
+        pid_ = pid;
+        err_ = pipeFds[0];
+        port_ = port;
+        return;
+      }
+    }
+    log_ += text;
+    ::close(pipeFds[0]);
+    int status;
+    ::waitpid(pid, &status, 0);
+  }
+
+  McpServerOptions options() const {
+    McpServerOptions o;
+    o.name = "web";
+    o.url = "http://127.0.0.1:" + std::to_string(port_) + "/mcp";
+    o.bearerToken = "token-for-the-test";
+    return o;
+  }
+
+  pid_t pid_ = -1;
+  int err_ = -1;
+  int port_ = 0;
+  std::string log_;
+};
+
+TEST_F(EverythingHttp, HandshakeListsAndCallsTools) {
+  McpClient client(options());
+  McpServerInfo info = client.serverInfo();
+  EXPECT_EQ(info.protocolVersion, "2025-06-18");
+  EXPECT_EQ(info.name, "mcp-servers/everything");
+  bool hasEcho = false;
+  for (const McpTool& tool : client.listTools())
+    hasEcho = hasEcho || tool.name == "echo";
+  EXPECT_TRUE(hasEcho);
+  EXPECT_EQ(client.callTool("echo", {{"message", "over http"}}).forModel(), "Echo: over http");
+  EXPECT_EQ(client.callTool("get-sum", {{"a", 1}, {"b", 2}}).forModel(),
+            "The sum of 1 and 2 is 3.");
+  client.ping();
+  EXPECT_EQ(client.stats().starts, 1);
+}
+
+TEST_F(EverythingHttp, ProgressArrivesOnTheRequestStream) {
+  std::atomic<int> progress{0};
+  McpServerOptions o = options();
+  o.onProgress = [&](const McpProgress&) { ++progress; };
+  McpClient client(o);
+  McpToolResult result =
+      client.callTool("trigger-long-running-operation", {{"duration", 0.3}, {"steps", 3}});
+  EXPECT_NE(result.forModel().get<std::string>().find("Steps: 3"), std::string::npos);
+  EXPECT_EQ(progress.load(), 3);
+}
+
+TEST_F(EverythingHttp, ATimeoutCancelsAndTheSessionGoesOn) {
+  McpClient client(options());
+  client.connect();
+  McpCallOptions call;
+  call.timeout = 200ms;
+  std::string error = errorOf<TimeoutError>([&] {
+    client.callTool("trigger-long-running-operation", {{"duration", 60}, {"steps", 60}}, call);
+  });
+  EXPECT_FALSE(error.empty());
+  EXPECT_EQ(client.stats().cancellationsSent, 1);
+  EXPECT_EQ(client.callTool("echo", {{"message", "after"}}).forModel(), "Echo: after");
+  EXPECT_EQ(client.stats().starts, 1);
+}
+
+TEST_F(EverythingHttp, ConcurrentCallsShareTheSession) {
+  McpClient client(options());
+  std::vector<std::future<std::string>> calls;
+  for (int i = 0; i < 8; ++i) {
+    calls.push_back(std::async(std::launch::async, [&client, i] {
+      return client.callTool("echo", {{"message", std::to_string(i)}})
+          .forModel()
+          .get<std::string>();
+    }));
+  }
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(calls[i].get(), "Echo: " + std::to_string(i));
+  EXPECT_EQ(client.stats().starts, 1);
+}
+
+TEST_F(EverythingHttp, TheRegistryCallsToolsOverHttp) {
+  auto registry = std::make_shared<ToolRegistry>();
+  McpServerOptions o = options();
+  o.allow = {"echo"};
+  McpRegistration added = registry->addMcpServer("web", o);
+  EXPECT_EQ(added.tools, std::vector<std::string>{"echo"});
+  ToolExecutor executor(registry);
+  ToolResult result = executor.execute({"c1", "echo", R"({"message":"http"})"});
+  EXPECT_TRUE(result.success) << result.error;
+  EXPECT_EQ(result.content(), "Echo: http");
+}
+
+TEST(McpHttp, NothingListeningIsAConnectionError) {
+  McpServerOptions o;
+  o.name = "nobody";
+  o.url = "http://127.0.0.1:9/mcp";
+  McpClient client(o);
+  std::string error = errorOf<ConnectionError>([&] { client.connect(); });
+  EXPECT_NE(error.find("MCP server \"nobody\" at http://127.0.0.1:9/mcp"), std::string::npos)
+      << error;
+}
+
+}  // namespace
+}  // namespace parley
