@@ -36,6 +36,10 @@
 namespace parley {
 
 class ConversationManager;
+class RunStore;
+namespace detail {
+class SqlStoreEngine;
+}
 
 // What a store knows about one thread (listThreads, threadInfo).
 struct ThreadInfo {
@@ -185,12 +189,19 @@ struct SqliteStoreOptions {
   int busyRetries = 10;       // whole-transaction retries after the busy timeout expired
   size_t maxConnections = 4;  // per store object; a reader does not wait for a writer (WAL)
   bool create = true;         // create the file if missing; else StoreError
+  // Open for reading only (listing, showing, exporting a file this process may not write):
+  // nothing is created or migrated, and every writing call throws StoreError. A file of an older
+  // schema version is read as it is.
+  bool readOnly = false;
+  // A database that already holds tables but not parley's is refused (it is probably another
+  // application's file) unless this is set; then parley adds its tables beside the others.
+  bool allowForeignTables = false;
 };
 
 // The embedded default: one file, WAL mode, each turn one BEGIN IMMEDIATE transaction. Several
 // threads and several processes may use one file at once. The schema is created (or migrated)
-// on first use; a file of an unknown newer schema version, or not a database, is refused with
-// StoreError when the store is constructed.
+// on first use; a file of an unknown newer schema version, not a database, damaged, or holding
+// another application's tables is refused with StoreError when the store is constructed.
 class SqliteStore : public ConversationStore {
  public:
   explicit SqliteStore(const std::string& path, SqliteStoreOptions options = {});
@@ -209,6 +220,8 @@ class SqliteStore : public ConversationStore {
                         const nlohmann::json& state = nullptr) override;
 
  private:
+  friend class RunStore;  // the run queue shares the store's engine (run_store.hpp)
+  detail::SqlStoreEngine& engine();
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
@@ -219,6 +232,9 @@ struct PostgresStoreOptions {
   size_t maxConnections = 4;  // per store object, opened on demand
   int retries = 10;           // whole-transaction retries on serialization failure / deadlock
   std::chrono::milliseconds connectTimeout{10'000};
+  // Read only: no schema is created or migrated (a role without CREATE may list and export), and
+  // every writing call throws StoreError.
+  bool readOnly = false;
 };
 
 // The shared store over libpq: the same schema as SqliteStore; many processes may append to many
@@ -248,16 +264,27 @@ class PostgresStore : public ConversationStore {
                         const nlohmann::json& state = nullptr) override;
 
  private:
+  friend class RunStore;  // the run queue shares the store's engine (run_store.hpp)
+  detail::SqlStoreEngine& engine();
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
-// The schema version this build writes; a database with a higher one is refused.
-inline constexpr int kStoreSchemaVersion = 1;
+// The schema version this build writes; a database with a higher one is refused. Version 2 added
+// the run queue, leases, the tool journal and the event log (run_store.hpp); a version 1 database
+// is upgraded when it is opened for writing.
+inline constexpr int kStoreSchemaVersion = 2;
+
+// For openStore.
+struct OpenStoreOptions {
+  bool readOnly = false;            // SqliteStoreOptions::readOnly, PostgresStoreOptions::readOnly
+  bool allowForeignTables = false;  // SqliteStoreOptions::allowForeignTables
+};
 
 // Opens a store from a URL (the CLI's --db): "postgresql://..." or "postgres://..." ->
 // PostgresStore (the URL is given to libpq as is); "sqlite://PATH" or a plain path ->
 // SqliteStore. Throws StoreError when it cannot be opened, ValidationError for an empty url.
-std::unique_ptr<ConversationStore> openStore(const std::string& url);
+std::unique_ptr<ConversationStore> openStore(const std::string& url,
+                                             const OpenStoreOptions& options = {});
 
 }  // namespace parley

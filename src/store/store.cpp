@@ -150,10 +150,11 @@ ConversationStore::Version StoredThread::version() const {
   return version_;
 }
 
-std::unique_ptr<ConversationStore> openStore(const std::string& url) {
+std::unique_ptr<ConversationStore> openStore(const std::string& url,
+                                             const OpenStoreOptions& options) {
   if (url.empty()) throw ValidationError("url", "must not be empty");
   if (startsWith(url, "postgresql://") || startsWith(url, "postgres://")) {
-    return std::make_unique<PostgresStore>(url);
+    return std::make_unique<PostgresStore>(url, PostgresStoreOptions{.readOnly = options.readOnly});
   }
   std::string path = url;
   if (startsWith(url, "sqlite://")) {
@@ -165,7 +166,10 @@ std::unique_ptr<ConversationStore> openStore(const std::string& url) {
                                      "://': use a file path, sqlite://PATH or postgresql://...");
   }
   if (path.empty()) throw ValidationError("url", "names no file");
-  return std::make_unique<SqliteStore>(path);
+  return std::make_unique<SqliteStore>(
+      path, SqliteStoreOptions{.create = !options.readOnly,
+                               .readOnly = options.readOnly,
+                               .allowForeignTables = options.allowForeignTables});
 }
 
 }  // namespace parley
