@@ -2,6 +2,7 @@
 #include <libpq-fe.h>
 
 #include "pg_test_cluster.hpp"
+#include "run_store_conformance.hpp"
 #include "store_conformance.hpp"
 
 namespace parley::testing {
@@ -48,6 +49,7 @@ struct PostgresBackend {
 }  // namespace
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, StoreConformance, ::testing::Types<PostgresBackend>);
+INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, RunStoreConformance, ::testing::Types<PostgresBackend>);
 
 namespace {
 

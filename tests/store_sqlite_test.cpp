@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "run_store_conformance.hpp"
 #include "store_conformance.hpp"
 
 namespace parley::testing {
@@ -77,6 +78,7 @@ struct SqliteBackend {
 }  // namespace
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, StoreConformance, ::testing::Types<SqliteBackend>);
+INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, RunStoreConformance, ::testing::Types<SqliteBackend>);
 
 namespace {
 

@@ -83,7 +83,7 @@ enum class CancelRequest { None, Cancel, Interrupt, Rollback };
 std::string_view toString(CancelRequest request);
 
 // How a run is to be done; the worker interprets these.
-struct RunOptions {
+struct SubmitOptions {
   std::string id{};       // "" generates "r-" + 32 hex digits
   std::string profile{};  // a profile the worker knows; "" its default
   // The tools the run may call, by name; nullopt: every tool of the worker; empty: none.
@@ -92,7 +92,7 @@ struct RunOptions {
   int maxIterations = 0;                      // model calls at most; 0: the worker's default
   bool stream = false;
   DoubleTextPolicy policy = DoubleTextPolicy::Enqueue;
-  std::string traceId{};  // carried by the run's events; "" generates one
+  std::string traceId{};      // carried by the run's events; "" generates one
   nlohmann::json metadata{};  // an object or null, kept with the run
 };
 
@@ -103,7 +103,7 @@ struct RunInfo {
   int64_t position = 0;  // submit order within the thread, from 1
   RunStatus status = RunStatus::Queued;
   std::vector<Message> input;
-  RunOptions options;  // as submitted, id and traceId filled in
+  SubmitOptions options;                              // as submitted, id and traceId filled in
   CancelRequest cancelRequest = CancelRequest::None;  // asked of its worker, not yet done
   nlohmann::json wait;      // what a waiting run waits for (as given to wait()); else null
   nlohmann::json response;  // the answer respond() stored; null until then
@@ -210,8 +210,8 @@ struct RunStoreLimits {
   size_t maxResultBytes = 1 << 20;    // finish()'s result and error
   size_t maxJournalBytes = 8 << 20;   // one tool call's arguments, or its result
   size_t maxToolCallsPerReply = 1'000;
-  size_t maxPage = 1'000;             // listRuns
-  int maxIterations = 10'000;         // RunOptions::maxIterations
+  size_t maxPage = 1'000;      // listRuns
+  int maxIterations = 10'000;  // SubmitOptions::maxIterations
 };
 
 struct RunStoreOptions {
@@ -250,9 +250,9 @@ class RunStore {
   // ValidationError for an empty or bad thread id, no input, an invalid message, options out of
   // range, or input past the limits.
   RunInfo submit(const std::string& threadId, std::span<const Message> input,
-                 const RunOptions& options = {});
+                 const SubmitOptions& options = {});
   RunInfo submit(const std::string& threadId, const std::string& prompt,
-                 const RunOptions& options = {});
+                 const SubmitOptions& options = {});
 
   std::optional<RunInfo> run(const std::string& runId);
   std::vector<RunInfo> listRuns(const RunListOptions& options = {});
@@ -306,7 +306,8 @@ class RunStore {
 
   // The run now waits for `what` (an object describing the interaction or approval): status
   // waiting, lease released. respond() resumes it.
-  void wait(const Lease& lease, const nlohmann::json& what, std::span<const EventInput> events = {});
+  void wait(const Lease& lease, const nlohmann::json& what,
+            std::span<const EventInput> events = {});
 
   // Ends the run (Completed, Failed or Cancelled) and releases the lease, in one transaction with
   // `events` and the store's own run_completed/run_failed/run_cancelled event. A Cancelled run

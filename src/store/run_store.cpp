@@ -41,10 +41,9 @@ std::optional<Enum> parseName(std::string_view text, const std::array<const char
   return std::nullopt;
 }
 
-constexpr std::array<const char*, 7> kStatusNames = {
-    "queued", "running", "waiting", "completed", "failed", "cancelled", "rejected"};
-constexpr std::array<const char*, 4> kPolicyNames = {"enqueue", "reject", "interrupt",
-                                                     "rollback"};
+constexpr std::array<const char*, 7> kStatusNames = {"queued", "running",   "waiting", "completed",
+                                                     "failed", "cancelled", "rejected"};
+constexpr std::array<const char*, 4> kPolicyNames = {"enqueue", "reject", "interrupt", "rollback"};
 constexpr std::array<const char*, 4> kCancelNames = {"", "cancel", "interrupt", "rollback"};
 constexpr std::array<const char*, 5> kPhaseNames = {"intent", "started", "completed", "failed",
                                                     "indeterminate"};
@@ -65,7 +64,7 @@ constexpr const char* kRunColumns =
     "cancel_request, wait, response, error, result, base_version, base_message_count, "
     "created_at, updated_at, started_at, finished_at";
 
-json optionsJson(const RunOptions& options) {
+json optionsJson(const SubmitOptions& options) {
   json out = json::object();
   if (!options.profile.empty()) out["profile"] = options.profile;
   if (options.tools) out["tools"] = *options.tools;
@@ -76,8 +75,8 @@ json optionsJson(const RunOptions& options) {
   return out;
 }
 
-RunOptions optionsFromJson(const json& value) {
-  RunOptions options;
+SubmitOptions optionsFromJson(const json& value) {
+  SubmitOptions options;
   if (!value.is_object()) return options;
   options.profile = value.value("profile", "");
   if (auto tools = value.find("tools"); tools != value.end()) {
@@ -122,8 +121,7 @@ RunInfo runFromRow(const SqlRow& row) {
     throw StoreError(what + " is corrupt: " + e.what());
   }
   run.options.id = run.id;
-  run.options.policy =
-      parseDoubleTextPolicy(asText(row.at(4))).value_or(DoubleTextPolicy::Enqueue);
+  run.options.policy = parseDoubleTextPolicy(asText(row.at(4))).value_or(DoubleTextPolicy::Enqueue);
   run.options.traceId = asText(row.at(7));
   run.attempts = asInt(row.at(8));
   run.worker = asText(row.at(9));
@@ -283,9 +281,8 @@ void cancelNow(SqlConnection& c, const RunInfo& run, const std::string& reason, 
 void requestCancel(SqlConnection& c, const RunInfo& run, CancelRequest request,
                    const std::string& reason, int64_t now, std::vector<EventRow>& events) {
   if (run.cancelRequest >= request) return;  // Cancel < Interrupt < Rollback
-  c.execute(
-      "UPDATE parley_runs SET cancel_request = $1, error = $2, updated_at = $3 WHERE id = $4",
-      {std::string(toString(request)), reason, now, run.id});
+  c.execute("UPDATE parley_runs SET cancel_request = $1, error = $2, updated_at = $3 WHERE id = $4",
+            {std::string(toString(request)), reason, now, run.id});
   events.push_back(lifecycle(run, "run_cancel_requested",
                              {{"request", std::string(toString(request))}, {"reason", reason}}));
 }
@@ -350,14 +347,15 @@ std::vector<EventRow> eventRows(const Lease& lease, std::span<const EventInput> 
   return rows;
 }
 
-void checkOptions(const RunOptions& options, const RunStoreLimits& limits) {
+void checkOptions(const SubmitOptions& options, const RunStoreLimits& limits) {
   if (!options.id.empty()) detail::checkId(options.id, "options.id");
   if (!options.traceId.empty()) detail::checkId(options.traceId, "options.traceId");
   if (!options.profile.empty()) detail::checkId(options.profile, "options.profile");
   if (options.maxIterations < 0 || options.maxIterations > limits.maxIterations) {
-    throw ValidationError("options.maxIterations",
-                          "is " + std::to_string(options.maxIterations) + "; it must be 0 (the "
-                          "worker's default) to " + std::to_string(limits.maxIterations));
+    throw ValidationError("options.maxIterations", "is " + std::to_string(options.maxIterations) +
+                                                       "; it must be 0 (the "
+                                                       "worker's default) to " +
+                                                       std::to_string(limits.maxIterations));
   }
   if (options.tools) {
     for (size_t i = 0; i < options.tools->size(); ++i) {
@@ -437,9 +435,9 @@ class RunStore::Wakeups {
   // Waits until the bucket's generation is no longer `seen` or `deadline`; true if it changed.
   bool waitChange(size_t bucket, uint64_t seen, std::chrono::steady_clock::time_point deadline) {
     std::unique_lock lock(mutex_);
-    return changed_.wait_until(lock, deadline,
-                               [&] { return generations_[bucket] != seen || stopping_; }) &&
-           generations_[bucket] != seen;
+    return changed_.wait_until(lock, deadline, [&] {
+      return generations_[bucket] != seen || stopping_;
+    }) && generations_[bucket] != seen;
   }
 
   // PostgreSQL: starts the listener on first use. True while it is listening.
@@ -537,13 +535,13 @@ void RunStore::afterWrite(const std::string& threadId, bool runsChanged) {
 }
 
 RunInfo RunStore::submit(const std::string& threadId, const std::string& prompt,
-                         const RunOptions& options) {
+                         const SubmitOptions& options) {
   const Message message = Message::user(prompt);
   return submit(threadId, std::span<const Message>(&message, 1), options);
 }
 
 RunInfo RunStore::submit(const std::string& threadId, std::span<const Message> input,
-                         const RunOptions& options) {
+                         const SubmitOptions& options) {
   const auto& limits = options_.limits;
   detail::checkId(threadId, "threadId");
   if (input.empty()) throw ValidationError("input", "must hold at least one message");
@@ -589,11 +587,11 @@ RunInfo RunStore::submit(const std::string& threadId, std::span<const Message> i
     const int64_t threadVersion = asInt(thread[0].at(2));
 
     std::vector<RunInfo> active;
-    for (const auto& row :
-         c.query(std::string("SELECT ") + kRunColumns + " FROM parley_runs WHERE thread_id = $1 "
-                                                         "AND status IN " +
-                     kActive + " ORDER BY position",
-                 {threadId})) {
+    for (const auto& row : c.query(std::string("SELECT ") + kRunColumns +
+                                       " FROM parley_runs WHERE thread_id = $1 "
+                                       "AND status IN " +
+                                       kActive + " ORDER BY position",
+                                   {threadId})) {
       active.push_back(runFromRow(row));
     }
 
@@ -602,9 +600,8 @@ RunInfo RunStore::submit(const std::string& threadId, std::span<const Message> i
     std::vector<EventRow> events;
     if (!active.empty() && options.policy == DoubleTextPolicy::Reject) {
       status = "rejected";
-      error = "thread " + named(threadId) + " has an unfinished run " + named(active[0].id) +
-              " (" + std::string(toString(active[0].status)) +
-              "); the reject policy refuses another";
+      error = "thread " + named(threadId) + " has an unfinished run " + named(active[0].id) + " (" +
+              std::string(toString(active[0].status)) + "); the reject policy refuses another";
     } else if (!active.empty() && options.policy != DoubleTextPolicy::Enqueue) {
       const bool rollback = options.policy == DoubleTextPolicy::Rollback;
       const std::string reason =
@@ -635,10 +632,10 @@ RunInfo RunStore::submit(const std::string& threadId, std::span<const Message> i
          error.empty() ? SqlValue() : SqlValue(error), now,
          status == "rejected" ? SqlValue(now) : SqlValue()});
     result = *readRun(c, runId);
-    events.push_back(status == "rejected"
-                         ? lifecycle(result, "run_rejected", {{"error", error}})
-                         : lifecycle(result, "run_queued",
-                                     {{"position", position}, {"policy", policy}}));
+    events.push_back(
+        status == "rejected"
+            ? lifecycle(result, "run_rejected", {{"error", error}})
+            : lifecycle(result, "run_queued", {{"position", position}, {"policy", policy}}));
     appendEventRows(c, threadId, events, now);
     notify(c, kRunsChannel, runId);
   });
@@ -742,9 +739,10 @@ std::optional<Claim> RunStore::claim(const std::string& workerId,
   // The thread's head run (no unfinished run before it), claimable, on a thread no live lease
   // holds. PostgreSQL locks the thread row and skips threads other claimers hold.
   const std::string candidates =
-      std::string("SELECT r.id, r.thread_id FROM parley_runs r "
-                  "JOIN parley_threads t ON t.id = r.thread_id "
-                  "WHERE r.status IN ") +
+      std::string(
+          "SELECT r.id, r.thread_id FROM parley_runs r "
+          "JOIN parley_threads t ON t.id = r.thread_id "
+          "WHERE r.status IN ") +
       kActive +
       " AND (r.status <> 'waiting' OR r.response IS NOT NULL OR r.cancel_request IS NOT NULL)"
       " AND (t.lease_owner IS NULL OR t.lease_expires_at <= $1) AND t.deleted = 0"
@@ -797,10 +795,9 @@ std::optional<Claim> RunStore::claim(const std::string& workerId,
           "base_message_count = COALESCE(base_message_count, $4), updated_at = $2 WHERE id = $5",
           {workerId, now, asInt(thread[0].at(3)), asInt(thread[0].at(4)), runId});
       run = *readRun(c, runId);
-      appendEventRows(c, threadId,
-                      {lifecycle(run, "run_started",
-                                 {{"attempt", run.attempts}, {"worker", workerId}})},
-                      now);
+      appendEventRows(
+          c, threadId,
+          {lifecycle(run, "run_started", {{"attempt", run.attempts}, {"worker", workerId}})}, now);
       claimed = Claim{run, Lease{threadId, runId, run.options.traceId, workerId, token,
                                  detail::fromMs(expires)}};
     });
@@ -825,10 +822,10 @@ LeaseRenewal RunStore::renew(const Lease& lease, std::chrono::milliseconds lease
               {expires, lease.threadId});
     auto rows = c.query("SELECT cancel_request FROM parley_runs WHERE id = $1", {lease.runId});
     renewal.expiresAt = detail::fromMs(expires);
-    renewal.cancelRequest =
-        rows.empty() ? CancelRequest::None
-                     : parseName<CancelRequest>(asText(rows[0].at(0)), kCancelNames)
-                           .value_or(CancelRequest::None);
+    renewal.cancelRequest = rows.empty()
+                                ? CancelRequest::None
+                                : parseName<CancelRequest>(asText(rows[0].at(0)), kCancelNames)
+                                      .value_or(CancelRequest::None);
   });
   return renewal;
 }
@@ -845,10 +842,10 @@ bool RunStore::release(const Lease& lease) {
       return;
     }
     freeLease(c, lease.threadId);
-    appendEventRows(c, lease.threadId,
-                    {{lease.runId, lease.traceId, "run_released",
-                      json({{"worker", lease.owner}}).dump()}},
-                    now);
+    appendEventRows(
+        c, lease.threadId,
+        {{lease.runId, lease.traceId, "run_released", json({{"worker", lease.owner}}).dump()}},
+        now);
     notify(c, kRunsChannel, lease.runId);
     released = true;
   });
@@ -955,8 +952,8 @@ void RunStore::recordToolCall(const Lease& lease, int64_t turn, const std::strin
     if (rows.empty()) {
       throw StoreError("store: no journaled " + call + " (recordReply journals a reply's calls)");
     }
-    const auto current =
-        parseName<ToolCallPhase>(asText(rows[0].at(0)), kPhaseNames).value_or(ToolCallPhase::Intent);
+    const auto current = parseName<ToolCallPhase>(asText(rows[0].at(0)), kPhaseNames)
+                             .value_or(ToolCallPhase::Intent);
     if (current != ToolCallPhase::Intent && current != ToolCallPhase::Started) {
       throw StoreError("store: " + call + " is already " + std::string(toString(current)));
     }
@@ -986,10 +983,10 @@ RunJournal RunStore::journal(const std::string& runId) {
       }
       journal.pendingAt = asInt(run[0].at(1));
     }
-    for (const auto& row : c.query(
-             "SELECT turn, call_id, tool_name, phase, arguments, result, attempts, token, "
-             "updated_at FROM parley_tool_calls WHERE run_id = $1 ORDER BY turn, call_id",
-             {runId})) {
+    for (const auto& row :
+         c.query("SELECT turn, call_id, tool_name, phase, arguments, result, attempts, token, "
+                 "updated_at FROM parley_tool_calls WHERE run_id = $1 ORDER BY turn, call_id",
+                 {runId})) {
       ToolCallEntry entry;
       entry.turn = asInt(row.at(0));
       entry.callId = asText(row.at(1));
@@ -1061,8 +1058,8 @@ void RunStore::finish(const Lease& lease, RunStatus status, const std::string& e
     json payload = json::object();
     if (!reason.empty()) payload["error"] = reason;
     if (!result.is_null()) payload["result"] = result;
-    all.push_back({lease.runId, lease.traceId, "run_" + std::string(toString(status)),
-                   payload.dump()});
+    all.push_back(
+        {lease.runId, lease.traceId, "run_" + std::string(toString(status)), payload.dump()});
     appendEventRows(c, lease.threadId, all, now);
     notify(c, kRunsChannel, lease.runId);
   });
@@ -1109,8 +1106,7 @@ std::vector<StoredEvent> RunStore::readEvents(const std::string& threadId, int64
       events.push_back(eventFromRow(row));
     }
     if (events.empty() &&
-        c.query("SELECT 1 FROM parley_threads WHERE id = $1 AND deleted = 0", {threadId})
-            .empty()) {
+        c.query("SELECT 1 FROM parley_threads WHERE id = $1 AND deleted = 0", {threadId}).empty()) {
       throw StoreError("store: no thread " + named(threadId));
     }
   });
@@ -1139,9 +1135,9 @@ bool RunStore::waitForRuns(std::chrono::milliseconds timeout) {
   const bool listening = wakeups_->listening();
   const uint64_t seen = wakeups_->generation(Wakeups::kRuns);
   // Without notifications, a poll interval stands in for them: the caller claims after it.
-  const auto until =
-      listening ? deadline
-                : std::min(deadline, std::chrono::steady_clock::now() + options_.pollMax);
+  const auto until = listening
+                         ? deadline
+                         : std::min(deadline, std::chrono::steady_clock::now() + options_.pollMax);
   return wakeups_->waitChange(Wakeups::kRuns, seen, until);
 }
 

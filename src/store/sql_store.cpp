@@ -89,9 +89,9 @@ const std::vector<std::string> kSchemaV2Sqlite = {
     " cancel_request TEXT,"                 // cancel | interrupt | rollback, for its worker
     " wait TEXT,"                           // JSON: what a waiting run waits for
     " response TEXT,"                       // JSON: the answer to it
-    " pending_reply TEXT,"     // JSON message: the model reply whose tool calls are running
-    " pending_at BIGINT,"      // the storage index that reply will take
-    " base_version BIGINT,"    // the thread's version when the run first started
+    " pending_reply TEXT,"   // JSON message: the model reply whose tool calls are running
+    " pending_at BIGINT,"    // the storage index that reply will take
+    " base_version BIGINT,"  // the thread's version when the run first started
     " base_message_count BIGINT,"
     " error TEXT,"
     " result TEXT,"  // JSON
@@ -428,8 +428,9 @@ void SqlStoreEngine::migrate(SqlConnection& c) {
   if (options_.readOnly) {
     // An older version is read as it is: the tables of version 1 are all a reader needs.
     if (version == 0) {
-      throw StoreError("store: the database holds no parley tables (opened read-only: nothing "
-                       "was created)");
+      throw StoreError(
+          "store: the database holds no parley tables (opened read-only: nothing "
+          "was created)");
     }
     return;
   }
@@ -447,8 +448,10 @@ void SqlStoreEngine::migrate(SqlConnection& c) {
           // schema pages and the version disagree.
           if (std::string(e.what()).find("already exists") == std::string::npos) throw;
           throw StoreError("store: the database is damaged: its schema version is " +
-                           std::to_string(version) + " but it already holds tables of a later "
-                           "one (" + e.what() + "); restore it from a backup");
+                           std::to_string(version) +
+                           " but it already holds tables of a later "
+                           "one (" +
+                           e.what() + "); restore it from a backup");
         }
       }
     }

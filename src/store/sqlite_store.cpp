@@ -76,7 +76,8 @@ class SqliteConnection : public detail::SqlConnection {
     }
     if (!allowForeignTables_) {
       throw StoreError("sqlite: '" + path_ + "' is another application's database (tables " +
-                       names + "); parley adds its tables to it only when asked "
+                       names +
+                       "); parley adds its tables to it only when asked "
                        "(SqliteStoreOptions::allowForeignTables)");
     }
   }
