@@ -86,6 +86,81 @@ TEST(PostgresStore, ManyStoresCreateTheSchemaOnceAtTheSameTime) {
   EXPECT_EQ(PostgresStore(conninfo).listThreads().size(), 6u);
 }
 
+// With every poll an hour long, only a wake-up can end these waits: NOTIFY from another store
+// object (another connection), or the listener (re)connecting, which makes every waiter re-read.
+RunStoreOptions wakeOnlyByNotify() {
+  RunStoreOptions options;
+  options.pollMin = options.pollMax = options.listenPoll = std::chrono::hours(1);
+  return options;
+}
+
+TEST(PostgresRunStore, NotifyWakesWaitersOfAnotherConnection) {
+  const std::string conninfo = PgTestCluster::shared().freshSchemaConninfo();
+  RunStore reader(std::make_shared<PostgresStore>(conninfo), wakeOnlyByNotify());
+  RunStore writer(std::make_shared<PostgresStore>(conninfo));
+  writer.submit("t", "hi");
+  bool woken = false;
+  std::thread runWaiter([&] { woken = reader.waitForRuns(std::chrono::seconds(60)); });
+  auto claim = writer.claim("w", std::chrono::seconds(30));
+  ASSERT_TRUE(claim);
+  writer.submit("t", "more");
+  runWaiter.join();
+  EXPECT_TRUE(woken);
+
+  const int64_t last = writer.readEvents("t", 0).back().seq;
+  std::vector<StoredEvent> got;
+  std::thread eventWaiter([&] { got = reader.waitForEvents("t", last, std::chrono::seconds(60)); });
+  writer.appendEvents(claim->lease, std::vector<EventInput>{{"message_added", 1}});
+  eventWaiter.join();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].seq, last + 1);
+}
+
+TEST(PostgresRunStore, TheListenerReconnectsAfterItsConnectionIsKilled) {
+  PgTestCluster& cluster = PgTestCluster::shared();
+  const std::string conninfo = cluster.freshSchemaConninfo();
+  RunStore reader(std::make_shared<PostgresStore>(conninfo), wakeOnlyByNotify());
+  RunStore writer(std::make_shared<PostgresStore>(conninfo));
+  writer.submit("t", "hi");
+  auto claim = writer.claim("w", std::chrono::seconds(30));
+  ASSERT_TRUE(claim);
+  for (int round = 1; round <= 3; ++round) {
+    const int64_t last = writer.readEvents("t", 0).back().seq;
+    std::vector<StoredEvent> got;
+    std::thread waiter([&] { got = reader.waitForEvents("t", last, std::chrono::seconds(60)); });
+    if (round > 1) {
+      cluster.execSql(
+          "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+          "WHERE application_name = 'parley-listener'");
+    }
+    writer.appendEvents(claim->lease, std::vector<EventInput>{{"round", round}});
+    waiter.join();
+    ASSERT_EQ(got.size(), 1u) << "round " << round;
+    EXPECT_EQ(got[0].payload, round);
+  }
+}
+
+TEST(PostgresRunStore, WithoutListenWaitersPoll) {
+  const std::string conninfo = PgTestCluster::shared().freshSchemaConninfo();
+  RunStoreOptions polling;
+  polling.listen = false;  // as behind a PgBouncer in transaction pooling mode
+  polling.pollMin = std::chrono::milliseconds(1);
+  polling.pollMax = std::chrono::milliseconds(5);
+  polling.listenPoll = std::chrono::hours(1);  // would never end the wait if it were used
+  RunStore reader(std::make_shared<PostgresStore>(conninfo), polling);
+  RunStore writer(std::make_shared<PostgresStore>(conninfo));
+  writer.submit("t", "hi");
+  auto claim = writer.claim("w", std::chrono::seconds(30));
+  ASSERT_TRUE(claim);
+  const int64_t last = writer.readEvents("t", 0).back().seq;
+  std::vector<StoredEvent> got;
+  std::thread waiter([&] { got = reader.waitForEvents("t", last, std::chrono::seconds(60)); });
+  writer.appendEvents(claim->lease, std::vector<EventInput>{{"message_added", 1}});
+  waiter.join();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].type, "message_added");
+}
+
 TEST(OpenStore, PostgresUrlsOpenPostgresStores) {
   const PgTestCluster& cluster = PgTestCluster::shared();
   for (const char* scheme : {"postgresql://", "postgres://"}) {

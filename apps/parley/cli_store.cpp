@@ -22,4 +22,21 @@ std::shared_ptr<ConversationStore> openCliStore(const std::string& url) {
   return openStore(url);
 }
 
+std::shared_ptr<ConversationStore> openCliStoreForReading(const std::string& url) {
+  const std::string target = url.empty() ? defaultDbPath() : url;
+  std::string path = target;
+  for (const char* prefix : {"sqlite://", "sqlite:"}) {
+    if (path.rfind(prefix, 0) == 0) {
+      path = path.substr(std::string(prefix).size());
+      break;
+    }
+  }
+  std::error_code ignored;
+  if (path.find("://") == std::string::npos && !path.empty() &&
+      !std::filesystem::exists(path, ignored)) {
+    return nullptr;
+  }
+  return openStore(target, {.readOnly = true});
+}
+
 }  // namespace parley::cli

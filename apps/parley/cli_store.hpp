@@ -14,4 +14,9 @@ std::string defaultDbPath();
 // Opens `url` (the default database when empty), creating the default file's folder first.
 std::shared_ptr<ConversationStore> openCliStore(const std::string& url);
 
+// Opens `url` (the default database when empty) read-only, for the commands that only read
+// (history list, show, export): they work on a file this user may not write, and create or
+// migrate nothing. nullptr when `url` names a SQLite file that does not exist (nothing stored).
+std::shared_ptr<ConversationStore> openCliStoreForReading(const std::string& url);
+
 }  // namespace parley::cli

@@ -78,9 +78,17 @@ void requireThread(ConversationStore& store, const std::string& id) {
   if (!store.threadInfo(id)) throw StoreError("no thread \"" + id + "\" in this store");
 }
 
+// For the commands that only read: the store opened read-only, with the thread they name.
+std::shared_ptr<ConversationStore> readableStoreWith(const HistoryArgs& args) {
+  auto store = openCliStoreForReading(args.db);
+  if (!store) throw StoreError("no thread \"" + args.id + "\": nothing is stored yet");
+  requireThread(*store, args.id);
+  return store;
+}
+
 void list(const HistoryArgs& args) {
-  auto store = openCliStore(args.db);
-  auto threads = store->listThreads();
+  auto store = openCliStoreForReading(args.db);
+  auto threads = store ? store->listThreads() : std::vector<ThreadInfo>{};
   if (args.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& info : threads)
@@ -100,16 +108,14 @@ void list(const HistoryArgs& args) {
 }
 
 void show(const HistoryArgs& args) {
-  auto store = openCliStore(args.db);
-  requireThread(*store, args.id);
+  auto store = readableStoreWith(args);
   ConversationManager manager = plainManager();
   store->load(args.id, manager);
   std::cout << renderMarkdown(args.id, manager, /*includeHidden=*/false);
 }
 
 void exportThreadCommand(const HistoryArgs& args) {
-  auto store = openCliStore(args.db);
-  requireThread(*store, args.id);
+  auto store = readableStoreWith(args);
   if (args.format == "json") {
     std::cout << store->exportThread(args.id).dump(2) << "\n";
     return;

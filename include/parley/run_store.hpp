@@ -222,6 +222,9 @@ struct RunStoreOptions {
   std::chrono::milliseconds pollMin{2};
   std::chrono::milliseconds pollMax{100};
   std::chrono::milliseconds listenPoll{5'000};
+  // PostgreSQL: LISTEN on a connection of its own for wake-ups. Turn it off where LISTEN cannot
+  // work (behind a PgBouncer in transaction or statement pooling mode): waiters then poll.
+  bool listen = true;
   // Stream-chunk events older than this are removed (by finish(), at most every quarter of it,
   // and by expireStreamChunks()). Other events never expire.
   std::chrono::milliseconds chunkRetention{std::chrono::hours(1)};

@@ -402,7 +402,8 @@ std::string_view toString(ToolCallPhase phase) {
 // on every NOTIFY of another process, and while it is not listening waiters poll.
 class RunStore::Wakeups {
  public:
-  explicit Wakeups(detail::SqlStoreEngine& engine) : engine_(engine) {}
+  Wakeups(detail::SqlStoreEngine& engine, bool listen)
+      : engine_(engine), listen_(listen && engine.dialect() == detail::SqlDialect::Postgres) {}
   ~Wakeups() {
     if (!listener_.joinable()) return;
     {
@@ -442,7 +443,7 @@ class RunStore::Wakeups {
 
   // PostgreSQL: starts the listener on first use. True while it is listening.
   bool listening() {
-    if (engine_.dialect() != detail::SqlDialect::Postgres) return false;
+    if (!listen_) return false;
     std::call_once(started_, [&] {
       wakeFd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
       if (wakeFd_ < 0) throw StoreError("store: eventfd failed");
@@ -495,6 +496,7 @@ class RunStore::Wakeups {
   }
 
   detail::SqlStoreEngine& engine_;
+  const bool listen_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::array<uint64_t, kBuckets> generations_{};
@@ -520,7 +522,7 @@ RunStore::RunStore(std::shared_ptr<ConversationStore> store, RunStoreOptions opt
       options_.listenPoll.count() <= 0) {
     throw ValidationError("options", "needs 0 < pollMin <= pollMax and listenPoll > 0");
   }
-  wakeups_ = std::make_unique<Wakeups>(*engine_);
+  wakeups_ = std::make_unique<Wakeups>(*engine_, options_.listen);
 }
 
 RunStore::~RunStore() = default;

@@ -186,7 +186,8 @@ class SqliteConnection : public detail::SqlConnection {
       query("SELECT COUNT(*) FROM sqlite_master", {});
     } catch (const StoreError&) {
       std::error_code ignored;
-      if ((lastError_ & 0xff) != SQLITE_CANTOPEN ||
+      const int primary = lastError_ & 0xff;
+      if ((primary != SQLITE_CANTOPEN && primary != SQLITE_READONLY) ||
           std::filesystem::exists(path + "-wal", ignored)) {
         close();
         throw;
