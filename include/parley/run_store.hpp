@@ -328,10 +328,11 @@ class RunStore {
   // by NOTIFY; SQLite: polling with backoff); empty if none came.
   std::vector<StoredEvent> waitForEvents(const std::string& threadId, int64_t afterSeq,
                                          std::chrono::milliseconds timeout, size_t limit = 1'000);
-  // Returns when a run may have become claimable (a submit, an answer, a release, a finish) or
-  // after `timeout`; true if woken. PostgreSQL wakes on NOTIFY from any process; SQLite wakes on
-  // this process's writes and otherwise returns after pollMax (the caller polls by claiming).
-  // Expired leases wake no one: a worker also claims every so often.
+  // Returns when a run may have become claimable (a submit, an answer, a release, a finish)
+  // since the calling thread's last claim() began, or after `timeout`; true if woken. PostgreSQL
+  // wakes on NOTIFY from any process; SQLite wakes on this process's writes and otherwise returns
+  // after pollMax (the caller polls by claiming). Expired leases wake no one: a worker also claims
+  // every so often.
   bool waitForRuns(std::chrono::milliseconds timeout);
   // Removes stream-chunk events older than `olderThan`; returns how many.
   size_t expireStreamChunks(std::chrono::milliseconds olderThan);

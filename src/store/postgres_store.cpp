@@ -160,6 +160,8 @@ class PostgresConnection : public detail::SqlConnection {
   std::string forUpdateSkipLocked(const std::string& alias) const override {
     return " FOR UPDATE OF " + alias + " SKIP LOCKED";
   }
+  std::string indexedBy(const std::string&) const override { return ""; }
+  void relaxDurability() override { exec("SET LOCAL synchronous_commit = off"); }
   bool broken() const override { return !conn_ || PQstatus(conn_) != CONNECTION_OK; }
 
   int64_t nowMs() override {

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 
 #include "parley/errors.hpp"
@@ -433,6 +434,17 @@ class RunStore::Wakeups {
     }
     changed_.notify_all();
   }
+  // The runs generation as this thread's last claim began: waitForRuns waits for it to change,
+  // so that a run announced between that claim's read and the wait is not slept through.
+  void noteClaim() {
+    std::lock_guard lock(mutex_);
+    claimedAt_[std::this_thread::get_id()] = generations_[kRuns];
+  }
+  uint64_t seenAtClaim() {
+    std::lock_guard lock(mutex_);
+    auto found = claimedAt_.find(std::this_thread::get_id());
+    return found != claimedAt_.end() ? found->second : generations_[kRuns];
+  }
   // Waits until the bucket's generation is no longer `seen` or `deadline`; true if it changed.
   bool waitChange(size_t bucket, uint64_t seen, std::chrono::steady_clock::time_point deadline) {
     std::unique_lock lock(mutex_);
@@ -500,6 +512,7 @@ class RunStore::Wakeups {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::array<uint64_t, kBuckets> generations_{};
+  std::unordered_map<std::thread::id, uint64_t> claimedAt_;  // one entry per claiming thread
   bool stopping_ = false;
   std::once_flag started_;
   std::thread listener_;
@@ -740,17 +753,21 @@ std::optional<Claim> RunStore::claim(const std::string& workerId,
   if (leaseDuration.count() <= 0) throw ValidationError("leaseDuration", "must be positive");
   // The thread's head run (no unfinished run before it), claimable, on a thread no live lease
   // holds. PostgreSQL locks the thread row and skips threads other claimers hold.
-  const std::string candidates =
-      std::string(
-          "SELECT r.id, r.thread_id FROM parley_runs r "
-          "JOIN parley_threads t ON t.id = r.thread_id "
-          "WHERE r.status IN ") +
-      kActive +
-      " AND (r.status <> 'waiting' OR r.response IS NOT NULL OR r.cancel_request IS NOT NULL)"
-      " AND (t.lease_owner IS NULL OR t.lease_expires_at <= $1) AND t.deleted = 0"
-      " AND NOT EXISTS (SELECT 1 FROM parley_runs p WHERE p.thread_id = r.thread_id"
-      " AND p.status IN " +
-      kActive + " AND p.position < r.position) ORDER BY r.created_at, r.id LIMIT 1";
+  auto candidates = [](SqlConnection& c) {
+    return std::string("SELECT r.id, r.thread_id FROM parley_runs r") +
+           c.indexedBy("parley_runs_queue") +
+           " JOIN parley_threads t ON t.id = r.thread_id WHERE r.status IN " + kActive +
+           " AND (r.status <> 'waiting' OR r.response IS NOT NULL OR r.cancel_request IS NOT NULL)"
+           " AND (t.lease_owner IS NULL OR t.lease_expires_at <= $1) AND t.deleted = 0"
+           " AND NOT EXISTS (SELECT 1 FROM parley_runs p WHERE p.thread_id = r.thread_id"
+           " AND p.status IN " +
+           kActive +
+           " AND p.position < r.position) ORDER BY r.created_at, r.position, r.id LIMIT 1" +
+           c.forUpdateSkipLocked("t");
+  };
+  // What waitForRuns() of this thread waits to change: a run announced from now on may be one
+  // this claim does not see.
+  wakeups_->noteClaim();
   // A PostgreSQL statement reads runs from its snapshot: after the thread row is locked, the
   // run and the lease are read again (every change to them happens under that lock), and if
   // another claimer got there first the claim starts over.
@@ -761,7 +778,8 @@ std::optional<Claim> RunStore::claim(const std::string& workerId,
       claimed.reset();
       raced = false;
       const int64_t now = this->now(c);
-      auto rows = c.query(candidates + c.forUpdateSkipLocked("t"), {now});
+      c.relaxDurability();  // a claim lost in a crash leaves the run claimable: nothing lost
+      auto rows = c.query(candidates(c), {now});
       if (rows.empty()) return;
       const std::string runId = asText(rows[0].at(0));
       const std::string threadId = asText(rows[0].at(1));
@@ -817,6 +835,7 @@ LeaseRenewal RunStore::renew(const Lease& lease, std::chrono::milliseconds lease
   if (leaseDuration.count() <= 0) throw ValidationError("leaseDuration", "must be positive");
   LeaseRenewal renewal;
   engine_->transaction(true, [&](SqlConnection& c) {
+    c.relaxDurability();  // a renewal lost in a crash only shortens the lease
     const int64_t now = this->now(c);
     checkLease(c, lease);
     const int64_t expires = now + leaseDuration.count();
@@ -1135,7 +1154,7 @@ std::vector<StoredEvent> RunStore::waitForEvents(const std::string& threadId, in
 bool RunStore::waitForRuns(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const bool listening = wakeups_->listening();
-  const uint64_t seen = wakeups_->generation(Wakeups::kRuns);
+  const uint64_t seen = wakeups_->seenAtClaim();
   // Without notifications, a poll interval stands in for them: the caller claims after it.
   const auto until = listening
                          ? deadline

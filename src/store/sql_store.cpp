@@ -101,10 +101,11 @@ const std::vector<std::string> kSchemaV2Sqlite = {
     " updated_at BIGINT NOT NULL)",
     "CREATE UNIQUE INDEX parley_runs_thread ON parley_runs (thread_id, position)",
     "CREATE INDEX parley_runs_status ON parley_runs (status, created_at, id)",
-    // The unfinished runs only: the claim query and the head-of-thread check read these.
+    // The unfinished runs only: the claim query and the head-of-thread check read these. Runs
+    // submitted in the same millisecond are claimed heads (lower positions) first.
     "CREATE INDEX parley_runs_active ON parley_runs (thread_id, position) "
     "WHERE status IN ('queued', 'running', 'waiting')",
-    "CREATE INDEX parley_runs_queue ON parley_runs (created_at, id) "
+    "CREATE INDEX parley_runs_queue ON parley_runs (created_at, position, id) "
     "WHERE status IN ('queued', 'running', 'waiting')",
     "CREATE TABLE parley_tool_calls ("
     " run_id TEXT NOT NULL,"

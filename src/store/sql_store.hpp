@@ -68,6 +68,12 @@ class SqlConnection {
   // Locks the rows of `alias` that a queue query returns and skips rows other transactions hold
   // (" FOR UPDATE OF alias SKIP LOCKED"); "" where a write transaction excludes other writers.
   virtual std::string forUpdateSkipLocked(const std::string& alias) const = 0;
+  // Names the index a query on `table` (aliased) should read, where the planner needs telling
+  // (SQLite without statistics picks a sort over a scan in order): " INDEXED BY index" or "".
+  virtual std::string indexedBy(const std::string& index) const = 0;
+  // Inside a write transaction: its commit need not wait for the disk. Only for transactions a
+  // crash may lose without harm (a claim or a lease renewal: the run is then claimable again).
+  virtual void relaxDurability() {}
   // A connection that failed beyond repair is dropped from the pool instead of reused.
   virtual bool broken() const = 0;
   // Milliseconds since the Unix epoch by the database's clock, so that the workers of many

@@ -159,6 +159,7 @@ class SqliteConnection : public detail::SqlConnection {
   void lockForMigration() override {}  // BEGIN IMMEDIATE already excludes other writers
   const char* forUpdate() const override { return ""; }
   std::string forUpdateSkipLocked(const std::string&) const override { return ""; }
+  std::string indexedBy(const std::string& index) const override { return " INDEXED BY " + index; }
   bool broken() const override { return db_ == nullptr; }
   int64_t nowMs() override { return detail::nowMs(); }
 
