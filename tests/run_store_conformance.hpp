@@ -648,6 +648,18 @@ TYPED_TEST_P(RunStoreConformance, AWaiterWakesForEventsOfAnotherStoreObject) {
   EXPECT_TRUE(reader->waitForEvents("t", last + 1, 20ms).empty());
 }
 
+// A run submitted after a claim found nothing, but before the claimer waits, must not be slept
+// through (every poll here is an hour: only a wake-up returns early).
+TYPED_TEST_P(RunStoreConformance, WaitForRunsSeesARunSubmittedSinceTheLastClaim) {
+  RunStoreOptions options;
+  options.pollMin = options.pollMax = options.listenPoll = 1h;
+  auto runs = this->open(options);
+  EXPECT_FALSE(runs->claim("w", 10s));
+  runs->submit("t", "hi");
+  EXPECT_TRUE(runs->waitForRuns(30s));
+  EXPECT_TRUE(runs->claim("w", 10s));
+}
+
 TYPED_TEST_P(RunStoreConformance, DeletingAThreadTakesItsRunsAndFencesItsWorker) {
   this->submit("t", "hi");
   this->submit("t", "again");
@@ -747,7 +759,7 @@ REGISTER_TYPED_TEST_SUITE_P(
     RollbackPolicyAsksTheWorkerToUndoTheRun, RollbackOfARunThatCommittedNothingIsImmediate,
     TheJournalSurvivesATakeover, EventsAreNumberedPerThreadAndReadAfterASequence,
     FinishExpiresOldStreamChunks, AWaiterWakesForEventsOfAnotherStoreObject,
-    DeletingAThreadTakesItsRunsAndFencesItsWorker, ProcessesDrainingOneQueueRunEachRunOnceInOrder,
-    AStoppedWorkerProcessIsFencedOut);
+    WaitForRunsSeesARunSubmittedSinceTheLastClaim, DeletingAThreadTakesItsRunsAndFencesItsWorker,
+    ProcessesDrainingOneQueueRunEachRunOnceInOrder, AStoppedWorkerProcessIsFencedOut);
 
 }  // namespace parley::testing
