@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -203,10 +202,5 @@ void registerAll() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  registerAll();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  std::filesystem::remove_all(parley::bench::benchDir());
-  return 0;
+  return parley::bench::runBenchmarks(argc, argv, registerAll);
 }

@@ -3,6 +3,7 @@
 // PARLEY_BENCH_NO_PG=1 leaves PostgreSQL out.
 #pragma once
 
+#include <benchmark/benchmark.h>
 #include <stdlib.h>
 
 #include <cstdlib>
@@ -60,6 +61,16 @@ inline std::vector<Backend> backends() {
          [](const std::string& conninfo) { return std::make_unique<PostgresStore>(conninfo); }});
   }
   return list;
+}
+
+// A benchmark program's main: registers, runs, then removes the temporary folder.
+inline int runBenchmarks(int argc, char** argv, void (*registerAll)()) {
+  benchmark::Initialize(&argc, argv);
+  registerAll();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  std::filesystem::remove_all(benchDir());
+  return 0;
 }
 
 }  // namespace parley::bench

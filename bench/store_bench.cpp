@@ -8,7 +8,6 @@
 // PARLEY_BENCH_NO_PG=1 skips them.
 #include <benchmark/benchmark.h>
 
-#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -18,11 +17,9 @@
 
 namespace {
 
-namespace fs = std::filesystem;
 using namespace parley;
 using parley::bench::Backend;
 using parley::bench::backends;
-using parley::bench::benchDir;
 
 Message sample(int64_t i) {
   // ~200 bytes, like a short chat turn.
@@ -167,10 +164,5 @@ void registerAll() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  registerAll();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  fs::remove_all(benchDir());
-  return 0;
+  return parley::bench::runBenchmarks(argc, argv, registerAll);
 }

@@ -1,6 +1,8 @@
 // PostgresStore: the conformance suite against a throwaway cluster, plus connection failures.
 #include <libpq-fe.h>
 
+#include <functional>
+
 #include "pg_test_cluster.hpp"
 #include "run_store_conformance.hpp"
 #include "store_conformance.hpp"
@@ -94,69 +96,71 @@ RunStoreOptions wakeOnlyByNotify() {
   return options;
 }
 
-TEST(PostgresRunStore, NotifyWakesWaitersOfAnotherConnection) {
-  const std::string conninfo = PgTestCluster::shared().freshSchemaConninfo();
-  RunStore reader(std::make_shared<PostgresStore>(conninfo), wakeOnlyByNotify());
-  RunStore writer(std::make_shared<PostgresStore>(conninfo));
-  writer.submit("t", "hi");
-  bool woken = false;
-  std::thread runWaiter([&] { woken = reader.waitForRuns(std::chrono::seconds(60)); });
-  auto claim = writer.claim("w", std::chrono::seconds(30));
-  ASSERT_TRUE(claim);
-  writer.submit("t", "more");
-  runWaiter.join();
-  EXPECT_TRUE(woken);
-
-  const int64_t last = writer.readEvents("t", 0).back().seq;
-  std::vector<StoredEvent> got;
-  std::thread eventWaiter([&] { got = reader.waitForEvents("t", last, std::chrono::seconds(60)); });
-  writer.appendEvents(claim->lease, std::vector<EventInput>{{"message_added", 1}});
-  eventWaiter.join();
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].seq, last + 1);
-}
-
-TEST(PostgresRunStore, TheListenerReconnectsAfterItsConnectionIsKilled) {
-  PgTestCluster& cluster = PgTestCluster::shared();
-  const std::string conninfo = cluster.freshSchemaConninfo();
-  RunStore reader(std::make_shared<PostgresStore>(conninfo), wakeOnlyByNotify());
-  RunStore writer(std::make_shared<PostgresStore>(conninfo));
-  writer.submit("t", "hi");
-  auto claim = writer.claim("w", std::chrono::seconds(30));
-  ASSERT_TRUE(claim);
-  for (int round = 1; round <= 3; ++round) {
+// Two run stores on one fresh database: `reader` (with the given options) waits, `writer`
+// holds the lease of a run on thread "t" and writes.
+struct ReaderAndWriter {
+  explicit ReaderAndWriter(RunStoreOptions readerOptions)
+      : conninfo(PgTestCluster::shared().freshSchemaConninfo()),
+        reader(std::make_shared<PostgresStore>(conninfo), std::move(readerOptions)),
+        writer(std::make_shared<PostgresStore>(conninfo)) {
+    writer.submit("t", "hi");
+    lease = writer.claim("w", std::chrono::minutes(5)).value().lease;
+  }
+  // Appends `event` while the reader waits for events after the last one (`between` runs after
+  // the waiter started, before the append); returns what the reader got.
+  std::vector<StoredEvent> appendWhileWaiting(const EventInput& event,
+                                              const std::function<void()>& between = {}) {
     const int64_t last = writer.readEvents("t", 0).back().seq;
     std::vector<StoredEvent> got;
     std::thread waiter([&] { got = reader.waitForEvents("t", last, std::chrono::seconds(60)); });
-    if (round > 1) {
-      cluster.execSql(
+    if (between) between();
+    writer.appendEvents(lease, std::span<const EventInput>(&event, 1));
+    waiter.join();
+    for (const auto& e : got)
+      EXPECT_EQ(e.seq, last + 1);
+    return got;
+  }
+
+  std::string conninfo;
+  RunStore reader;
+  RunStore writer;
+  Lease lease;
+};
+
+TEST(PostgresRunStore, NotifyWakesWaitersOfAnotherConnection) {
+  ReaderAndWriter stores(wakeOnlyByNotify());
+  bool woken = false;
+  std::thread runWaiter([&] { woken = stores.reader.waitForRuns(std::chrono::seconds(60)); });
+  stores.writer.submit("t", "more");
+  runWaiter.join();
+  EXPECT_TRUE(woken);
+  auto got = stores.appendWhileWaiting({"message_added", 1});
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].type, "message_added");
+}
+
+TEST(PostgresRunStore, TheListenerReconnectsAfterItsConnectionIsKilled) {
+  ReaderAndWriter stores(wakeOnlyByNotify());
+  for (int round = 1; round <= 3; ++round) {
+    auto got = stores.appendWhileWaiting({"round", round}, [&] {
+      if (round == 1) return;
+      PgTestCluster::shared().execSql(
           "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
           "WHERE application_name = 'parley-listener'");
-    }
-    writer.appendEvents(claim->lease, std::vector<EventInput>{{"round", round}});
-    waiter.join();
+    });
     ASSERT_EQ(got.size(), 1u) << "round " << round;
     EXPECT_EQ(got[0].payload, round);
   }
 }
 
 TEST(PostgresRunStore, WithoutListenWaitersPoll) {
-  const std::string conninfo = PgTestCluster::shared().freshSchemaConninfo();
   RunStoreOptions polling;
   polling.listen = false;  // as behind a PgBouncer in transaction pooling mode
   polling.pollMin = std::chrono::milliseconds(1);
   polling.pollMax = std::chrono::milliseconds(5);
   polling.listenPoll = std::chrono::hours(1);  // would never end the wait if it were used
-  RunStore reader(std::make_shared<PostgresStore>(conninfo), polling);
-  RunStore writer(std::make_shared<PostgresStore>(conninfo));
-  writer.submit("t", "hi");
-  auto claim = writer.claim("w", std::chrono::seconds(30));
-  ASSERT_TRUE(claim);
-  const int64_t last = writer.readEvents("t", 0).back().seq;
-  std::vector<StoredEvent> got;
-  std::thread waiter([&] { got = reader.waitForEvents("t", last, std::chrono::seconds(60)); });
-  writer.appendEvents(claim->lease, std::vector<EventInput>{{"message_added", 1}});
-  waiter.join();
+  ReaderAndWriter stores(polling);
+  auto got = stores.appendWhileWaiting({"message_added", 1});
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].type, "message_added");
 }

@@ -340,6 +340,12 @@ class RunStore {
  private:
   class Wakeups;
   int64_t now(detail::SqlConnection& c) const;
+  // Runs write(connection, now, the thread's message count) in a write transaction, after
+  // checking (and locking) the lease; LeaseLost if it is stale. Not `durable`: the commit need
+  // not wait for the disk.
+  void fenced(const Lease& lease,
+              const std::function<void(detail::SqlConnection&, int64_t, int64_t)>& write,
+              bool durable = true);
   void afterWrite(const std::string& threadId, bool runsChanged);
   void maybeExpireChunks();
 

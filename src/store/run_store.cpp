@@ -549,6 +549,17 @@ void RunStore::afterWrite(const std::string& threadId, bool runsChanged) {
   if (runsChanged) wakeups_->bump(Wakeups::kRuns);
 }
 
+void RunStore::fenced(const Lease& lease,
+                      const std::function<void(SqlConnection&, int64_t, int64_t)>& write,
+                      bool durable) {
+  engine_->transaction(true, [&](SqlConnection& c) {
+    if (!durable) c.relaxDurability();
+    const int64_t now = this->now(c);
+    const int64_t messageCount = checkLease(c, lease);
+    write(c, now, messageCount);
+  });
+}
+
 RunInfo RunStore::submit(const std::string& threadId, const std::string& prompt,
                          const SubmitOptions& options) {
   const Message message = Message::user(prompt);
@@ -834,20 +845,21 @@ LeaseRenewal RunStore::renew(const Lease& lease, std::chrono::milliseconds lease
   checkLeaseFields(lease);
   if (leaseDuration.count() <= 0) throw ValidationError("leaseDuration", "must be positive");
   LeaseRenewal renewal;
-  engine_->transaction(true, [&](SqlConnection& c) {
-    c.relaxDurability();  // a renewal lost in a crash only shortens the lease
-    const int64_t now = this->now(c);
-    checkLease(c, lease);
-    const int64_t expires = now + leaseDuration.count();
-    c.execute("UPDATE parley_threads SET lease_expires_at = $1 WHERE id = $2",
-              {expires, lease.threadId});
-    auto rows = c.query("SELECT cancel_request FROM parley_runs WHERE id = $1", {lease.runId});
-    renewal.expiresAt = detail::fromMs(expires);
-    renewal.cancelRequest = rows.empty()
-                                ? CancelRequest::None
-                                : parseName<CancelRequest>(asText(rows[0].at(0)), kCancelNames)
-                                      .value_or(CancelRequest::None);
-  });
+  // A renewal lost in a crash only shortens the lease.
+  fenced(
+      lease,
+      [&](SqlConnection& c, int64_t now, int64_t) {
+        const int64_t expires = now + leaseDuration.count();
+        c.execute("UPDATE parley_threads SET lease_expires_at = $1 WHERE id = $2",
+                  {expires, lease.threadId});
+        auto rows = c.query("SELECT cancel_request FROM parley_runs WHERE id = $1", {lease.runId});
+        renewal.expiresAt = detail::fromMs(expires);
+        renewal.cancelRequest = rows.empty()
+                                    ? CancelRequest::None
+                                    : parseName<CancelRequest>(asText(rows[0].at(0)), kCancelNames)
+                                          .value_or(CancelRequest::None);
+      },
+      /*durable=*/false);
   return renewal;
 }
 
@@ -882,9 +894,7 @@ RunStore::Version RunStore::appendTurn(const Lease& lease, std::span<const Messa
   SqlValue stateText = detail::stateValue(state);
   auto rows = eventRows(lease, events, options_.limits);
   Version version = 0;
-  engine_->transaction(true, [&](SqlConnection& c) {
-    const int64_t now = this->now(c);
-    checkLease(c, lease);
+  fenced(lease, [&](SqlConnection& c, int64_t now, int64_t) {
     version = engine_->appendTurnIn(c, lease.threadId, bodies, stateText, state, expectedVersion);
     c.execute(
         "UPDATE parley_runs SET pending_reply = NULL, pending_at = NULL, wait = NULL, "
@@ -900,9 +910,7 @@ int64_t RunStore::appendEvents(const Lease& lease, std::span<const EventInput> e
   checkLeaseFields(lease);
   auto rows = eventRows(lease, events, options_.limits);
   int64_t last = 0;
-  engine_->transaction(true, [&](SqlConnection& c) {
-    const int64_t now = this->now(c);
-    checkLease(c, lease);
+  fenced(lease, [&](SqlConnection& c, int64_t now, int64_t) {
     last = appendEventRows(c, lease.threadId, rows, now);
   });
   afterWrite(lease.threadId, false);
@@ -933,9 +941,7 @@ void RunStore::recordReply(const Lease& lease, const Message& reply, int64_t at)
     }
     ids.push_back(call.id);
   }
-  engine_->transaction(true, [&](SqlConnection& c) {
-    const int64_t now = this->now(c);
-    const int64_t count = checkLease(c, lease);
+  fenced(lease, [&](SqlConnection& c, int64_t now, int64_t count) {
     if (at < count) {
       throw ValidationError("at", "is " + std::to_string(at) + ", before the end of thread " +
                                       named(lease.threadId) + " (" + std::to_string(count) +
@@ -962,9 +968,7 @@ void RunStore::recordToolCall(const Lease& lease, int64_t turn, const std::strin
     throw ValidationError("phase", "intent is recorded by recordReply");
   }
   checkSize(text, options_.limits.maxJournalBytes, "text", "maxJournalBytes");
-  engine_->transaction(true, [&](SqlConnection& c) {
-    const int64_t now = this->now(c);
-    checkLease(c, lease);
+  fenced(lease, [&](SqlConnection& c, int64_t now, int64_t) {
     auto rows = c.query(
         "SELECT phase FROM parley_tool_calls WHERE run_id = $1 AND turn = $2 AND call_id = $3",
         {lease.runId, turn, callId});
@@ -1031,9 +1035,7 @@ void RunStore::wait(const Lease& lease, const json& what, std::span<const EventI
   const std::string text = detail::dumpJson(what, "what");
   checkSize(text, options_.limits.maxResponseBytes, "what", "maxResponseBytes");
   auto rows = eventRows(lease, events, options_.limits);
-  engine_->transaction(true, [&](SqlConnection& c) {
-    const int64_t now = this->now(c);
-    checkLease(c, lease);
+  fenced(lease, [&](SqlConnection& c, int64_t now, int64_t) {
     c.execute(
         "UPDATE parley_runs SET status = 'waiting', wait = $1, response = NULL, updated_at = $2 "
         "WHERE id = $3",
@@ -1058,9 +1060,7 @@ void RunStore::finish(const Lease& lease, RunStatus status, const std::string& e
   const std::string resultText = detail::dumpJson(result, "result");
   checkSize(resultText, options_.limits.maxResultBytes, "result", "maxResultBytes");
   auto rows = eventRows(lease, events, options_.limits);
-  engine_->transaction(true, [&](SqlConnection& c) {
-    const int64_t now = this->now(c);
-    checkLease(c, lease);
+  fenced(lease, [&](SqlConnection& c, int64_t now, int64_t) {
     std::string reason = error;
     if (reason.empty() && status == RunStatus::Cancelled) {
       auto current = c.query("SELECT error FROM parley_runs WHERE id = $1", {lease.runId});
