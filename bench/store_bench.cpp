@@ -7,23 +7,20 @@
 // The PostgreSQL figures use a throwaway cluster (fsync on) started by the benchmark itself;
 // PARLEY_BENCH_NO_PG=1 skips them.
 #include <benchmark/benchmark.h>
-#include <stdlib.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <functional>
 #include <memory>
 #include <string>
 
 #include "parley/conversation_manager.hpp"
 #include "parley/postgres_store.hpp"
 #include "parley/store.hpp"
-#include "pg_test_cluster.hpp"
+#include "store_backends.hpp"
 
 namespace {
 
-namespace fs = std::filesystem;
 using namespace parley;
+using parley::bench::Backend;
+using parley::bench::backends;
 
 Message sample(int64_t i) {
   // ~200 bytes, like a short chat turn.
@@ -40,51 +37,9 @@ ConversationManager history(int64_t n) {
   return c;
 }
 
-struct Backend {
-  std::string name;
-  std::function<std::unique_ptr<ConversationStore>()> open;
-};
-
-std::string benchDir() {
-  static std::string dir = [] {
-    std::string pattern = (fs::temp_directory_path() / "parley-bench-XXXXXX").string();
-    if (!mkdtemp(pattern.data())) std::abort();
-    return pattern;
-  }();
-  return dir;
-}
-
-parley::testing::PgTestCluster* cluster() {
-  static std::unique_ptr<parley::testing::PgTestCluster> instance =
-      parley::testing::PgTestCluster::start({.fsync = true});
-  return instance.get();
-}
-
-// A new, empty store of each kind.
-std::vector<Backend> backends() {
-  std::vector<Backend> list;
-  static int counter = 0;
-  list.push_back({"sqlite_full", [] {
-                    return std::make_unique<SqliteStore>(benchDir() + "/full" +
-                                                         std::to_string(counter++) + ".db");
-                  }});
-  list.push_back({"sqlite_normal", [] {
-                    SqliteStoreOptions options;
-                    options.synchronous = SqliteStoreOptions::Synchronous::Normal;
-                    return std::make_unique<SqliteStore>(
-                        benchDir() + "/normal" + std::to_string(counter++) + ".db", options);
-                  }});
-  if (!std::getenv("PARLEY_BENCH_NO_PG")) {
-    list.push_back({"postgres", [] {
-                      return std::make_unique<PostgresStore>(cluster()->freshSchemaConninfo());
-                    }});
-  }
-  return list;
-}
-
 // One turn (a user message and the reply) saved with ConversationStore::save.
 void saveTurn(benchmark::State& state, const Backend& backend) {
-  auto store = backend.open();
+  auto store = backend.openFresh();
   ConversationManager manager = history(state.range(0));
   store->createThread({.id = "t"});
   auto version = store->save("t", manager, 1);
@@ -100,7 +55,7 @@ void saveTurn(benchmark::State& state, const Backend& backend) {
 
 // The store's own part of a turn: appendTurn with a state of constant size.
 void appendTurn(benchmark::State& state, const Backend& backend) {
-  auto store = backend.open();
+  auto store = backend.openFresh();
   ConversationManager manager = history(state.range(0));
   store->createThread({.id = "t"}, manager.getAllMessages());
   ConversationStore::Version version = 1;
@@ -115,7 +70,7 @@ void appendTurn(benchmark::State& state, const Backend& backend) {
 
 // The naive peer: the whole history rewritten as one document each turn.
 void saveWholeHistory(benchmark::State& state, const Backend& backend) {
-  auto store = backend.open();
+  auto store = backend.openFresh();
   ConversationManager manager = history(state.range(0));
   store->createThread({.id = "t"});
   ConversationStore::Version version = 1;
@@ -130,7 +85,7 @@ void saveWholeHistory(benchmark::State& state, const Backend& backend) {
 }
 
 void loadThread(benchmark::State& state, const Backend& backend) {
-  auto store = backend.open();
+  auto store = backend.openFresh();
   ConversationManager manager = history(state.range(0));
   store->createThread({.id = "t"});
   store->save("t", manager, 1);
@@ -144,7 +99,7 @@ void loadThread(benchmark::State& state, const Backend& backend) {
 
 // The rows alone, without restoring a manager.
 void loadRows(benchmark::State& state, const Backend& backend) {
-  auto store = backend.open();
+  auto store = backend.openFresh();
   ConversationManager manager = history(state.range(0));
   store->createThread({.id = "t"});
   store->save("t", manager, 1);
@@ -154,7 +109,7 @@ void loadRows(benchmark::State& state, const Backend& backend) {
 }
 
 void forkThread(benchmark::State& state, const Backend& backend) {
-  auto store = backend.open();
+  auto store = backend.openFresh();
   ConversationManager manager = history(state.range(0));
   store->createThread({.id = "t"});
   store->save("t", manager, 1);
@@ -165,7 +120,7 @@ void forkThread(benchmark::State& state, const Backend& backend) {
 
 // The peer of a fork: a copy of the thread.
 void copyThread(benchmark::State& state, const Backend& backend) {
-  auto store = backend.open();
+  auto store = backend.openFresh();
   ConversationManager manager = history(state.range(0));
   store->createThread({.id = "t"});
   store->save("t", manager, 1);
@@ -210,10 +165,5 @@ void registerAll() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  registerAll();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  fs::remove_all(benchDir());
-  return 0;
+  return parley::bench::runBenchmarks(argc, argv, registerAll);
 }

@@ -161,10 +161,57 @@ TEST_F(HistoryTest, RmDeletesAThread) {
 }
 
 TEST_F(HistoryTest, DefaultDbIsInTheDataFolder) {
-  CliRun run =
-      testing::runCli({"history", "list"}, dir_, "XDG_DATA_HOME=" + (dir_ / "data").string());
-  ASSERT_EQ(run.exitCode, 0) << run.err;
-  EXPECT_TRUE(std::filesystem::exists(dir_ / "data" / "parley" / "parley.db"));
+  const std::string env = "XDG_DATA_HOME=" + (dir_ / "data").string();
+  const auto defaultDb = dir_ / "data" / "parley" / "parley.db";
+  // Listing only reads: with nothing stored yet it lists nothing and creates nothing.
+  CliRun empty = testing::runCli({"history", "list"}, dir_, env);
+  ASSERT_EQ(empty.exitCode, 0) << empty.err;
+  EXPECT_EQ(empty.out, "");
+  EXPECT_FALSE(std::filesystem::exists(defaultDb));
+  CliRun exported = history({"export", "t1", "--format", "json"});
+  ASSERT_EQ(exported.exitCode, 0) << exported.err;
+  const std::string snapshot = writeFile("t1.json", exported.out);
+  CliRun imported = testing::runCli({"history", "import", snapshot, "--id", "copied"}, dir_, env);
+  ASSERT_EQ(imported.exitCode, 0) << imported.err;
+  EXPECT_TRUE(std::filesystem::exists(defaultDb));
+  CliRun listed = testing::runCli({"history", "list"}, dir_, env);
+  EXPECT_NE(listed.out.find("copied  5 messages"), std::string::npos) << listed.out;
+}
+
+// list, show and export open the store read-only: they work on a database this user may not
+// write (here: owned by root, read by `nobody`; or made read-only when the test is not root).
+TEST_F(HistoryTest, ReadOnlyDatabaseCanBeListedShownAndExported) {
+  std::string asReader;
+  if (::geteuid() == 0) {
+    std::filesystem::permissions(dir_, std::filesystem::perms(0755));
+    std::filesystem::permissions(db_, std::filesystem::perms(0644));
+    asReader = "setpriv --reuid=nobody --regid=nogroup --clear-groups";
+  } else {
+    std::filesystem::permissions(db_, std::filesystem::perms(0444));
+    std::filesystem::permissions(dir_, std::filesystem::perms(0555));
+  }
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "history");
+    args.insert(args.end(), {"--db", db_});
+    return testing::runCli(args, dir_ / "scratch", asReader);
+  };
+  std::filesystem::create_directories(dir_ / "scratch");
+  std::filesystem::permissions(dir_ / "scratch", std::filesystem::perms(0777));
+  CliRun list = run({"list"});
+  EXPECT_EQ(list.exitCode, 0) << list.err;
+  EXPECT_NE(list.out.find("t1  5 messages"), std::string::npos) << list.out;
+  CliRun show = run({"show", "t1"});
+  EXPECT_EQ(show.exitCode, 0) << show.err;
+  EXPECT_NE(show.out.find("Yes, it is 4."), std::string::npos) << show.out;
+  CliRun exported = run({"export", "t1", "--format", "json"});
+  EXPECT_EQ(exported.exitCode, 0) << exported.err;
+  EXPECT_EQ(json::parse(exported.out).at("messages").size(), 5u);
+  // A write is refused with the reason, and the thread is still there.
+  CliRun rm = run({"rm", "t1"});
+  EXPECT_EQ(rm.exitCode, 1);
+  EXPECT_NE(rm.err.find("readonly"), std::string::npos) << rm.err;
+  std::filesystem::permissions(dir_, std::filesystem::perms(0755));
+  EXPECT_TRUE(SqliteStore(db_).threadInfo("t1"));
 }
 
 }  // namespace

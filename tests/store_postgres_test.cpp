@@ -1,8 +1,11 @@
 // PostgresStore: the conformance suite against a throwaway cluster, plus connection failures.
 #include <libpq-fe.h>
 
+#include <functional>
+
 #include "parley/postgres_store.hpp"
 #include "pg_test_cluster.hpp"
+#include "run_store_conformance.hpp"
 #include "store_conformance.hpp"
 
 namespace parley::testing {
@@ -49,6 +52,7 @@ struct PostgresBackend {
 }  // namespace
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, StoreConformance, ::testing::Types<PostgresBackend>);
+INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, RunStoreConformance, ::testing::Types<PostgresBackend>);
 
 namespace {
 
@@ -83,6 +87,83 @@ TEST(PostgresStore, ManyStoresCreateTheSchemaOnceAtTheSameTime) {
     t.join();
   EXPECT_EQ(failures, 0);
   EXPECT_EQ(PostgresStore(conninfo).listThreads().size(), 6u);
+}
+
+// With every poll an hour long, only a wake-up can end these waits: NOTIFY from another store
+// object (another connection), or the listener (re)connecting, which makes every waiter re-read.
+RunStoreOptions wakeOnlyByNotify() {
+  RunStoreOptions options;
+  options.pollMin = options.pollMax = options.listenPoll = std::chrono::hours(1);
+  return options;
+}
+
+// Two run stores on one fresh database: `reader` (with the given options) waits, `writer`
+// holds the lease of a run on thread "t" and writes.
+struct ReaderAndWriter {
+  explicit ReaderAndWriter(RunStoreOptions readerOptions)
+      : conninfo(PgTestCluster::shared().freshSchemaConninfo()),
+        reader(std::make_shared<PostgresStore>(conninfo), std::move(readerOptions)),
+        writer(std::make_shared<PostgresStore>(conninfo)) {
+    writer.submit("t", "hi");
+    lease = writer.claim("w", std::chrono::minutes(5)).value().lease;
+  }
+  // Appends `event` while the reader waits for events after the last one (`between` runs after
+  // the waiter started, before the append); returns what the reader got.
+  std::vector<StoredEvent> appendWhileWaiting(const EventInput& event,
+                                              const std::function<void()>& between = {}) {
+    const int64_t last = writer.readEvents("t", 0).back().seq;
+    std::vector<StoredEvent> got;
+    std::thread waiter([&] { got = reader.waitForEvents("t", last, std::chrono::seconds(60)); });
+    if (between) between();
+    writer.appendEvents(lease, std::span<const EventInput>(&event, 1));
+    waiter.join();
+    for (const auto& e : got)
+      EXPECT_EQ(e.seq, last + 1);
+    return got;
+  }
+
+  std::string conninfo;
+  RunStore reader;
+  RunStore writer;
+  Lease lease;
+};
+
+TEST(PostgresRunStore, NotifyWakesWaitersOfAnotherConnection) {
+  ReaderAndWriter stores(wakeOnlyByNotify());
+  bool woken = false;
+  std::thread runWaiter([&] { woken = stores.reader.waitForRuns(std::chrono::seconds(60)); });
+  stores.writer.submit("t", "more");
+  runWaiter.join();
+  EXPECT_TRUE(woken);
+  auto got = stores.appendWhileWaiting({"message_added", 1});
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].type, "message_added");
+}
+
+TEST(PostgresRunStore, TheListenerReconnectsAfterItsConnectionIsKilled) {
+  ReaderAndWriter stores(wakeOnlyByNotify());
+  for (int round = 1; round <= 3; ++round) {
+    auto got = stores.appendWhileWaiting({"round", round}, [&] {
+      if (round == 1) return;
+      PgTestCluster::shared().execSql(
+          "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+          "WHERE application_name = 'parley-listener'");
+    });
+    ASSERT_EQ(got.size(), 1u) << "round " << round;
+    EXPECT_EQ(got[0].payload, round);
+  }
+}
+
+TEST(PostgresRunStore, WithoutListenWaitersPoll) {
+  RunStoreOptions polling;
+  polling.listen = false;  // as behind a PgBouncer in transaction pooling mode
+  polling.pollMin = std::chrono::milliseconds(1);
+  polling.pollMax = std::chrono::milliseconds(5);
+  polling.listenPoll = std::chrono::hours(1);  // would never end the wait if it were used
+  ReaderAndWriter stores(polling);
+  auto got = stores.appendWhileWaiting({"message_added", 1});
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].type, "message_added");
 }
 
 TEST(OpenStore, PostgresUrlsOpenPostgresStoresOnceRegistered) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "run_store_conformance.hpp"
 #include "store_conformance.hpp"
 
 namespace parley::testing {
@@ -77,6 +78,7 @@ struct SqliteBackend {
 }  // namespace
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, StoreConformance, ::testing::Types<SqliteBackend>);
+INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, RunStoreConformance, ::testing::Types<SqliteBackend>);
 
 namespace {
 
@@ -135,6 +137,115 @@ TEST(SqliteStore, TruncatedFileIsAClearError) {
   EXPECT_TRUE(error.find("damaged") != std::string::npos ||
               error.find("not a SQLite database") != std::string::npos)
       << error;
+}
+
+// Reads a checkpointed copy of `path` (all in the main file, rollback journal) and zeroes
+// `count` bytes at `offset` of it.
+void damage(const std::string& path, long offset, size_t count) {
+  sqlite3* db = nullptr;
+  sqlite3_open(path.c_str(), &db);
+  sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE", nullptr, nullptr,
+               nullptr);
+  sqlite3_close(db);
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekp(offset);
+  file.write(std::string(count, '\0').data(), static_cast<std::streamsize>(count));
+}
+
+void sqliteExec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_open(path.c_str(), &db);
+  char* error = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
+  const std::string reason = error ? error : "";
+  sqlite3_free(error);
+  sqlite3_close(db);
+  if (rc != SQLITE_OK) throw std::runtime_error(sql + ": " + reason);
+}
+
+TEST(SqliteStore, ADamagedFirstPageIsCalledDamaged) {
+  TempDir dir;
+  const std::string path = (dir.path() / "store.db").string();
+  SqliteStore(path).createThread({.id = "a"}, std::vector<Message>{Message::user("hi")});
+  // Page 1 holds the schema; a zero cell count there reads as an empty schema, on which a naive
+  // open would create parley's tables anew over the old pages.
+  damage(path, 103, 2);
+  const auto size = fs::file_size(path);
+  std::string error = errorOf([&] { SqliteStore store(path); });
+  EXPECT_NE(error.find("is damaged"), std::string::npos) << error;
+  EXPECT_NE(error.find("first page"), std::string::npos) << error;
+  EXPECT_EQ(fs::file_size(path), size);  // nothing was written
+}
+
+TEST(SqliteStore, AnotherApplicationsDatabaseIsRefusedUnlessAsked) {
+  TempDir dir;
+  const std::string path = (dir.path() / "app.db").string();
+  sqliteExec(path,
+             "CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT); "
+             "INSERT INTO accounts (name) VALUES ('ann')");
+  std::string error = errorOf([&] { SqliteStore store(path); });
+  EXPECT_NE(error.find("another application's database"), std::string::npos) << error;
+  EXPECT_NE(error.find("accounts"), std::string::npos) << error;
+  EXPECT_THROW(openStore(path), StoreError);
+  sqlite3* db = nullptr;
+  sqlite3_open(path.c_str(), &db);
+  sqlite3_stmt* stmt = nullptr;
+  sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM sqlite_master WHERE name LIKE 'parley_%'", -1, &stmt,
+                     nullptr);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(stmt, 0), 0);  // refused: nothing of parley's was added
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+
+  SqliteStore adopted(path, {.allowForeignTables = true});
+  adopted.createThread({.id = "t"});
+  EXPECT_TRUE(openStore(path)->threadInfo("t"));  // it is parley's too now
+}
+
+TEST(SqliteStore, ReadOnlyReadsAndRefusesEveryWrite) {
+  TempDir dir;
+  const std::string path = (dir.path() / "store.db").string();
+  SqliteStore(path).createThread({.id = "a"}, std::vector<Message>{Message::user("hi")});
+  auto store = std::make_shared<SqliteStore>(path, SqliteStoreOptions{.readOnly = true});
+  ASSERT_EQ(store->listThreads().size(), 1u);
+  EXPECT_EQ(store->loadThread("a").messages.size(), 1u);
+  std::string error = errorOf([&] { store->createThread({.id = "b"}); });
+  EXPECT_NE(error.find("read-only"), std::string::npos) << error;
+  EXPECT_THROW(store->appendTurn("a", std::vector<Message>{Message::user("x")}, nullptr, 1),
+               StoreError);
+  EXPECT_THROW(store->deleteThread("a"), StoreError);
+  RunStore runs(store);
+  EXPECT_TRUE(runs.listRuns().empty());
+  EXPECT_THROW(runs.submit("a", "hi"), StoreError);
+  EXPECT_EQ(SqliteStore(path).loadThread("a").messages.size(), 1u);
+}
+
+TEST(SqliteStore, ReadOnlyCreatesAndMigratesNothing) {
+  TempDir dir;
+  const std::string missing = (dir.path() / "none.db").string();
+  EXPECT_NE(errorOf([&] { SqliteStore store(missing, {.readOnly = true}); }).find("cannot open"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(missing));
+  const std::string empty = (dir.path() / "empty.db").string();
+  std::ofstream(empty).close();
+  EXPECT_NE(
+      errorOf([&] { SqliteStore store(empty, {.readOnly = true}); }).find("holds no parley tables"),
+      std::string::npos);
+  // A version 1 file is read as it is.
+  const std::string old = (dir.path() / "old.db").string();
+  for (const auto& sql : schemaVersion1(true))
+    sqliteExec(old, sql);
+  SqliteStore reader(old, {.readOnly = true});
+  EXPECT_EQ(reader.loadThread("old").messages.size(), 2u);
+  EXPECT_EQ(reader.listThreads().size(), 2u);
+  sqlite3* db = nullptr;
+  sqlite3_open(old.c_str(), &db);
+  sqlite3_stmt* stmt = nullptr;
+  sqlite3_prepare_v2(db, "SELECT version FROM parley_schema", -1, &stmt, nullptr);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(stmt, 0), 1);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
 }
 
 TEST(SqliteStore, MissingFileWithoutCreateIsRefused) {

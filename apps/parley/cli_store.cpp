@@ -17,9 +17,18 @@ std::string defaultDbPath() {
   return std::string(home && *home ? home : ".") + "/.local/share/parley/parley.db";
 }
 
-std::shared_ptr<ConversationStore> openCliStore(const std::string& url) {
+namespace {
+
+// postgresql:// URLs open a PostgresStore (parley::postgres).
+void registerStores() {
   static std::once_flag postgres;
   std::call_once(postgres, registerPostgresStore);
+}
+
+}  // namespace
+
+std::shared_ptr<ConversationStore> openCliStore(const std::string& url) {
+  registerStores();
   if (url.empty()) {
     const std::string path = defaultDbPath();
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());
@@ -52,6 +61,24 @@ std::string titleFromPrompt(const std::string& prompt) {
   const size_t space = line.rfind(' ', cut);
   if (space != std::string::npos && space > kMax / 2) cut = space;
   return line.substr(0, cut) + "...";
+}
+
+std::shared_ptr<ConversationStore> openCliStoreForReading(const std::string& url) {
+  const std::string target = url.empty() ? defaultDbPath() : url;
+  std::string path = target;
+  for (const char* prefix : {"sqlite://", "sqlite:"}) {
+    if (path.rfind(prefix, 0) == 0) {
+      path = path.substr(std::string(prefix).size());
+      break;
+    }
+  }
+  std::error_code ignored;
+  if (path.find("://") == std::string::npos && !path.empty() &&
+      !std::filesystem::exists(path, ignored)) {
+    return nullptr;
+  }
+  registerStores();
+  return openStore(target, {.readOnly = true});
 }
 
 }  // namespace parley::cli

@@ -21,4 +21,9 @@ std::string mostRecentThread(ConversationStore& store);
 // characters (never inside a UTF-8 character).
 std::string titleFromPrompt(const std::string& prompt);
 
+// Opens `url` (the default database when empty) read-only, for the commands that only read
+// (history list, show, export): they work on a file this user may not write, and create or
+// migrate nothing. nullptr when `url` names a SQLite file that does not exist (nothing stored).
+std::shared_ptr<ConversationStore> openCliStoreForReading(const std::string& url);
+
 }  // namespace parley::cli

@@ -80,9 +80,17 @@ void requireThread(ConversationStore& store, const std::string& id) {
   if (!store.threadInfo(id)) throw StoreError("no thread \"" + id + "\" in this store");
 }
 
+// For the commands that only read: the store opened read-only, with the thread they name.
+std::shared_ptr<ConversationStore> readableStoreWith(const HistoryArgs& args) {
+  auto store = openCliStoreForReading(args.db);
+  if (!store) throw StoreError("no thread \"" + args.id + "\": nothing is stored yet");
+  requireThread(*store, args.id);
+  return store;
+}
+
 void list(const HistoryArgs& args) {
-  auto store = openCliStore(args.db);
-  auto threads = store->listThreads();
+  auto store = openCliStoreForReading(args.db);
+  auto threads = store ? store->listThreads() : std::vector<ThreadInfo>{};
   // Newest first: the thread a user looks for is usually the one they used last. Ties keep the
   // store's order reversed, so the thread made last wins.
   std::reverse(threads.begin(), threads.end());
@@ -109,16 +117,14 @@ void list(const HistoryArgs& args) {
 }
 
 void show(const HistoryArgs& args) {
-  auto store = openCliStore(args.db);
-  requireThread(*store, args.id);
+  auto store = readableStoreWith(args);
   ConversationManager manager = plainManager();
   store->load(args.id, manager);
   std::cout << renderMarkdown(args.id, manager, /*includeHidden=*/false);
 }
 
 void exportThreadCommand(const HistoryArgs& args) {
-  auto store = openCliStore(args.db);
-  requireThread(*store, args.id);
+  auto store = readableStoreWith(args);
   if (args.format == "json") {
     std::cout << store->exportThread(args.id).dump(2) << "\n";
     return;

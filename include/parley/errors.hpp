@@ -92,4 +92,12 @@ class StoreConflict : public StoreError {
   using StoreError::StoreError;
 };
 
+// A fenced write named a lease that is no longer the thread's: it expired and another worker
+// took the thread over (its fencing token is higher), or the run was cancelled or handed back.
+// Nothing was written. The worker must stop working on the run (run_store.hpp).
+class LeaseLost : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
+
 }  // namespace parley

@@ -21,6 +21,9 @@ struct PostgresStoreOptions {
   size_t maxConnections = 4;  // per store object, opened on demand
   int retries = 10;           // whole-transaction retries on serialization failure / deadlock
   std::chrono::milliseconds connectTimeout{10'000};
+  // Read only: no schema is created or migrated (a role without CREATE may list and export), and
+  // every writing call throws StoreError.
+  bool readOnly = false;
 };
 
 // The shared store over libpq: the same schema as SqliteStore; many processes may append to many
@@ -32,7 +35,7 @@ struct PostgresStoreOptions {
 // throws changed nothing": if the connection breaks during COMMIT, the outcome is unknown; the
 // thread's version tells (a committed turn bumped it), and retrying with the old expected
 // version is safe: it either commits once or raises StoreConflict.
-class PostgresStore : public ConversationStore {
+class PostgresStore : public ConversationStore, public detail::SqlEngineAccess {
  public:
   explicit PostgresStore(const std::string& conninfo, PostgresStoreOptions options = {});
   ~PostgresStore() override;
@@ -50,12 +53,13 @@ class PostgresStore : public ConversationStore {
                         const nlohmann::json& state = nullptr) override;
 
  private:
+  detail::SqlStoreEngine& engine() override;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
 // Makes openStore() open "postgresql://..." and "postgres://..." URLs as PostgresStore (the URL
-// is given to libpq as is). Call it once, before openStore(); calling it again is harmless.
+// is given to libpq as is; OpenStoreOptions::readOnly becomes PostgresStoreOptions::readOnly). Call it once, before openStore(); calling it again is harmless.
 void registerPostgresStore();
 
 }  // namespace parley

@@ -37,6 +37,18 @@
 namespace parley {
 
 class ConversationManager;
+namespace detail {
+class SqlStoreEngine;
+// Implemented by the stores built on parley's SQL engine (SqliteStore, PostgresStore): the run
+// queue (run_store.hpp) works in the same database, through the same engine.
+class SqlEngineAccess {
+ public:
+  virtual SqlStoreEngine& engine() = 0;
+
+ protected:
+  ~SqlEngineAccess() = default;
+};
+}  // namespace detail
 
 // What a store knows about one thread (listThreads, threadInfo).
 struct ThreadInfo {
@@ -186,13 +198,20 @@ struct SqliteStoreOptions {
   int busyRetries = 10;       // whole-transaction retries after the busy timeout expired
   size_t maxConnections = 4;  // per store object; a reader does not wait for a writer (WAL)
   bool create = true;         // create the file if missing; else StoreError
+  // Open for reading only (listing, showing, exporting a file this process may not write):
+  // nothing is created or migrated, and every writing call throws StoreError. A file of an older
+  // schema version is read as it is.
+  bool readOnly = false;
+  // A database that already holds tables but not parley's is refused (it is probably another
+  // application's file) unless this is set; then parley adds its tables beside the others.
+  bool allowForeignTables = false;
 };
 
 // The embedded default: one file, WAL mode, each turn one BEGIN IMMEDIATE transaction. Several
 // threads and several processes may use one file at once. The schema is created (or migrated)
-// on first use; a file of an unknown newer schema version, or not a database, is refused with
-// StoreError when the store is constructed.
-class SqliteStore : public ConversationStore {
+// on first use; a file of an unknown newer schema version, not a database, damaged, or holding
+// another application's tables is refused with StoreError when the store is constructed.
+class SqliteStore : public ConversationStore, public detail::SqlEngineAccess {
  public:
   explicit SqliteStore(const std::string& path, SqliteStoreOptions options = {});
   ~SqliteStore() override;
@@ -210,24 +229,36 @@ class SqliteStore : public ConversationStore {
                         const nlohmann::json& state = nullptr) override;
 
  private:
+  detail::SqlStoreEngine& engine() override;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
-// The schema version this build writes; a database with a higher one is refused.
-inline constexpr int kStoreSchemaVersion = 1;
+// The schema version this build writes; a database with a higher one is refused. Version 2 added
+// the run queue, leases, the tool journal and the event log (run_store.hpp); a version 1 database
+// is upgraded when it is opened for writing.
+inline constexpr int kStoreSchemaVersion = 2;
+
+// For openStore.
+struct OpenStoreOptions {
+  bool readOnly = false;            // SqliteStoreOptions::readOnly, PostgresStoreOptions::readOnly
+  bool allowForeignTables = false;  // SqliteStoreOptions::allowForeignTables
+};
 
 // Opens a store from a URL (the CLI's --db): "sqlite://PATH" or a plain path -> SqliteStore;
 // "SCHEME://..." -> the opener registered for SCHEME (registerStoreScheme), e.g.
 // "postgresql://..." and "postgres://..." -> PostgresStore once registerPostgresStore()
 // (postgres_store.hpp, library parley::postgres) has run. Throws StoreError when the store
 // cannot be opened, ValidationError for an empty url or a scheme nothing registered.
-std::unique_ptr<ConversationStore> openStore(const std::string& url);
+std::unique_ptr<ConversationStore> openStore(const std::string& url,
+                                             const OpenStoreOptions& options = {});
 
 // Makes openStore() open "SCHEME://..." URLs with `opener` (given the whole URL), replacing an
-// earlier opener of that scheme. For stores that live in their own library, so that a program
-// links their client library only when it uses them. Safe to call from any thread.
-using StoreOpener = std::function<std::unique_ptr<ConversationStore>(const std::string& url)>;
+// earlier opener of that scheme (given the whole URL and openStore's options). For stores that
+// live in their own library, so that a program links their client library only when it uses
+// them. Safe to call from any thread.
+using StoreOpener = std::function<std::unique_ptr<ConversationStore>(
+    const std::string& url, const OpenStoreOptions& options)>;
 void registerStoreScheme(const std::string& scheme, StoreOpener opener);
 
 }  // namespace parley

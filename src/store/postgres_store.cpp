@@ -1,5 +1,8 @@
 #include <libpq-fe.h>
+#include <poll.h>
 
+#include <cerrno>
+#include <chrono>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -154,7 +157,55 @@ class PostgresConnection : public detail::SqlConnection {
   }
 
   const char* forUpdate() const override { return " FOR UPDATE"; }
+  std::string forUpdateSkipLocked(const std::string& alias) const override {
+    return " FOR UPDATE OF " + alias + " SKIP LOCKED";
+  }
+  std::string indexedBy(const std::string&) const override { return ""; }
+  void relaxDurability() override { exec("SET LOCAL synchronous_commit = off"); }
   bool broken() const override { return !conn_ || PQstatus(conn_) != CONNECTION_OK; }
+
+  int64_t nowMs() override {
+    auto rows = query("SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint", {});
+    return detail::asInt(rows.at(0).at(0));
+  }
+
+  bool listen(const std::vector<std::string>& channels) override {
+    exec("SET application_name = 'parley-listener'");  // so that an operator can tell it apart
+    for (const auto& channel : channels) {
+      char* quoted = PQescapeIdentifier(conn_, channel.c_str(), channel.size());
+      if (!quoted) throw StoreError("postgres: " + trimmed(PQerrorMessage(conn_)));
+      std::string sql = std::string("LISTEN ") + quoted;
+      PQfreemem(quoted);
+      exec(sql);
+    }
+    return true;
+  }
+
+  std::vector<std::pair<std::string, std::string>> awaitNotifications(
+      std::chrono::milliseconds timeout, int wakeFd) override {
+    std::vector<std::pair<std::string, std::string>> received;
+    auto collect = [&] {
+      while (PGnotify* notify = PQnotifies(conn_)) {
+        received.emplace_back(notify->relname, notify->extra ? notify->extra : "");
+        PQfreemem(notify);
+      }
+    };
+    collect();  // some may have arrived with the last command's result
+    if (!received.empty()) return received;
+    pollfd fds[2] = {{PQsocket(conn_), POLLIN, 0}, {wakeFd, POLLIN, 0}};
+    if (fds[0].fd < 0) throw StoreError("postgres: the listening connection was lost");
+    const int count = wakeFd >= 0 ? 2 : 1;
+    int ready = ::poll(fds, static_cast<nfds_t>(count), static_cast<int>(timeout.count()));
+    if (ready < 0 && errno != EINTR) throw StoreError("postgres: poll failed");
+    if (ready > 0 && (fds[0].revents & (POLLIN | POLLERR | POLLHUP))) {
+      if (!PQconsumeInput(conn_) || PQstatus(conn_) != CONNECTION_OK) {
+        throw StoreError("postgres: the listening connection was lost: " +
+                         trimmed(PQerrorMessage(conn_)));
+      }
+      collect();
+    }
+    return received;
+  }
 
  private:
   // Prepared once per connection and SQL text.
@@ -208,7 +259,7 @@ struct PostgresStore::Impl {
   Impl(const std::string& conninfo, const PostgresStoreOptions& options)
       : engine(
             [conninfo, options] { return std::make_unique<PostgresConnection>(conninfo, options); },
-            {options.maxConnections, options.retries}) {}
+            {options.maxConnections, options.retries, options.readOnly}) {}
   detail::SqlStoreEngine engine;
 };
 
@@ -216,6 +267,10 @@ PostgresStore::PostgresStore(const std::string& conninfo, PostgresStoreOptions o
     : impl_(std::make_unique<Impl>(conninfo, options)) {}
 
 PostgresStore::~PostgresStore() = default;
+
+detail::SqlStoreEngine& PostgresStore::engine() {
+  return impl_->engine;
+}
 
 ThreadInfo PostgresStore::createThread(const ThreadOptions& options,
                                        std::span<const Message> messages,
@@ -246,8 +301,9 @@ ThreadInfo PostgresStore::forkThread(const std::string& parentId, int64_t positi
 }
 
 void registerPostgresStore() {
-  auto open = [](const std::string& url) -> std::unique_ptr<ConversationStore> {
-    return std::make_unique<PostgresStore>(url);
+  auto open = [](const std::string& url,
+                 const OpenStoreOptions& options) -> std::unique_ptr<ConversationStore> {
+    return std::make_unique<PostgresStore>(url, PostgresStoreOptions{.readOnly = options.readOnly});
   };
   registerStoreScheme("postgresql", open);
   registerStoreScheme("postgres", open);

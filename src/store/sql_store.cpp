@@ -64,12 +64,82 @@ const std::vector<std::string> kSchemaV1Sqlite = {
     " PRIMARY KEY (thread_id, seq)) WITHOUT ROWID",
 };
 
+// Version 2: the run queue. A thread row doubles as its queue's lock: every change to a thread's
+// runs, lease, journal or events happens while its row is locked (SQLite: the write
+// transaction), which keeps claims, cancels and fenced writes of one thread in one order.
+const std::vector<std::string> kSchemaV2Sqlite = {
+    "ALTER TABLE parley_threads ADD COLUMN lease_owner TEXT",   // the worker; NULL: free
+    "ALTER TABLE parley_threads ADD COLUMN lease_run_id TEXT",  // the run it works on
+    // Grows on every claim and every revocation; each fenced write names it.
+    "ALTER TABLE parley_threads ADD COLUMN lease_token BIGINT NOT NULL DEFAULT 0",
+    "ALTER TABLE parley_threads ADD COLUMN lease_expires_at BIGINT NOT NULL DEFAULT 0",
+    "ALTER TABLE parley_threads ADD COLUMN last_run_seq BIGINT NOT NULL DEFAULT 0",
+    "ALTER TABLE parley_threads ADD COLUMN last_event_seq BIGINT NOT NULL DEFAULT 0",
+    "CREATE TABLE parley_runs ("
+    " id TEXT PRIMARY KEY,"
+    " thread_id TEXT NOT NULL,"
+    " position BIGINT NOT NULL,"  // submit order within the thread
+    " status TEXT NOT NULL,"      // queued running waiting completed failed cancelled rejected
+    " policy TEXT NOT NULL,"
+    " input TEXT NOT NULL,"    // JSON array of messages
+    " options TEXT NOT NULL,"  // JSON object
+    " trace_id TEXT NOT NULL,"
+    " attempts BIGINT NOT NULL DEFAULT 0,"  // claims so far
+    " worker TEXT,"                         // the last worker that claimed it
+    " cancel_request TEXT,"                 // cancel | interrupt | rollback, for its worker
+    " wait TEXT,"                           // JSON: what a waiting run waits for
+    " response TEXT,"                       // JSON: the answer to it
+    " pending_reply TEXT,"   // JSON message: the model reply whose tool calls are running
+    " pending_at BIGINT,"    // the storage index that reply will take
+    " base_version BIGINT,"  // the thread's version when the run first started
+    " base_message_count BIGINT,"
+    " error TEXT,"
+    " result TEXT,"  // JSON
+    " created_at BIGINT NOT NULL,"
+    " started_at BIGINT,"
+    " finished_at BIGINT,"
+    " updated_at BIGINT NOT NULL)",
+    "CREATE UNIQUE INDEX parley_runs_thread ON parley_runs (thread_id, position)",
+    "CREATE INDEX parley_runs_status ON parley_runs (status, created_at, id)",
+    // The unfinished runs only: the claim query and the head-of-thread check read these. Runs
+    // submitted in the same millisecond are claimed heads (lower positions) first.
+    "CREATE INDEX parley_runs_active ON parley_runs (thread_id, position) "
+    "WHERE status IN ('queued', 'running', 'waiting')",
+    "CREATE INDEX parley_runs_queue ON parley_runs (created_at, position, id) "
+    "WHERE status IN ('queued', 'running', 'waiting')",
+    "CREATE TABLE parley_tool_calls ("
+    " run_id TEXT NOT NULL,"
+    " turn BIGINT NOT NULL,"  // the storage index of the reply that made the call
+    " call_id TEXT NOT NULL,"
+    " tool_name TEXT NOT NULL,"
+    " phase TEXT NOT NULL,"  // intent started completed failed indeterminate
+    " arguments TEXT NOT NULL,"
+    " result TEXT,"
+    " attempts BIGINT NOT NULL,"  // times started
+    " token BIGINT NOT NULL,"     // the lease that wrote the last phase
+    " updated_at BIGINT NOT NULL,"
+    " PRIMARY KEY (run_id, turn, call_id)) WITHOUT ROWID",
+    "CREATE TABLE parley_events ("
+    " thread_id TEXT NOT NULL,"
+    " seq BIGINT NOT NULL,"  // per thread, from 1; never reused
+    " run_id TEXT,"
+    " trace_id TEXT,"
+    " type TEXT NOT NULL,"
+    " payload TEXT NOT NULL,"  // JSON
+    " created_at BIGINT NOT NULL,"
+    " PRIMARY KEY (thread_id, seq)) WITHOUT ROWID",
+    "CREATE INDEX parley_events_chunks ON parley_events (created_at) "
+    "WHERE type = 'llm_stream_chunk'",
+};
+
 std::vector<std::string> postgresVariant(std::vector<std::string> steps) {
   for (auto& step : steps) {
     if (auto at = step.find(" WITHOUT ROWID"); at != std::string::npos) step.erase(at);
   }
   return steps;
 }
+
+}  // namespace
 
 int64_t nowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -81,11 +151,11 @@ std::chrono::system_clock::time_point fromMs(int64_t ms) {
   return std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
 }
 
-std::string generateId() {
+std::string generateId(const char* prefix) {
   thread_local std::mt19937_64 random{std::random_device{}() ^ static_cast<uint64_t>(nowMs()) ^
                                       std::hash<std::thread::id>{}(std::this_thread::get_id())};
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string id = "t-";
+  std::string id = prefix;
   for (int part = 0; part < 2; ++part) {
     uint64_t bits = random();
     for (int i = 0; i < 16; ++i, bits >>= 4)
@@ -131,12 +201,13 @@ std::vector<std::string> messageBodies(std::span<const Message> messages) {
   return bodies;
 }
 
-// The state column's text, or NULL for a null state. REQUIRES an object or null.
 SqlValue stateValue(const json& state) {
   if (state.is_null()) return std::monostate{};
   if (!state.is_object()) throw ValidationError("state", "must be a JSON object or null");
   return dumpJson(state, "state");
 }
+
+namespace {
 
 void checkStateSize(const json& state, int64_t count) {
   if (!state.is_object()) return;
@@ -155,6 +226,8 @@ SqlValue metadataValue(const json& metadata) {
   return dumpJson(metadata, "metadata");
 }
 
+}  // namespace
+
 json parseColumn(const SqlValue& value, const std::string& what) {
   if (isNull(value)) return nullptr;
   try {
@@ -167,6 +240,8 @@ json parseColumn(const SqlValue& value, const std::string& what) {
 std::string named(const std::string& id) {
   return "'" + id + "'";
 }
+
+namespace {
 
 StoreError notFound(const std::string& threadId) {
   return StoreError("store: no thread " + named(threadId));
@@ -231,9 +306,16 @@ void collectAncestors(SqlConnection& c, std::string parentId) {
 
 const std::vector<std::string>& migrationSteps(SqlDialect dialect, int toVersion) {
   static const std::vector<std::string> postgresV1 = postgresVariant(kSchemaV1Sqlite);
-  if (toVersion != 1)
-    throw StoreError("store: no migration to schema version " + std::to_string(toVersion));
-  return dialect == SqlDialect::Sqlite ? kSchemaV1Sqlite : postgresV1;
+  static const std::vector<std::string> postgresV2 = postgresVariant(kSchemaV2Sqlite);
+  const bool sqlite = dialect == SqlDialect::Sqlite;
+  switch (toVersion) {
+    case 1:
+      return sqlite ? kSchemaV1Sqlite : postgresV1;
+    case 2:
+      return sqlite ? kSchemaV2Sqlite : postgresV2;
+    default:
+      throw StoreError("store: no migration to schema version " + std::to_string(toVersion));
+  }
 }
 
 // --- the pool -------------------------------------------------------------------------------
@@ -243,6 +325,7 @@ SqlStoreEngine::SqlStoreEngine(Connect connect, SqlEngineOptions options)
   if (options_.maxConnections == 0) options_.maxConnections = 1;
   auto connection = connect_();
   ++open_;
+  dialect_ = connection->dialect();
   migrate(*connection);
   release(std::move(connection));
 }
@@ -282,6 +365,9 @@ void SqlStoreEngine::release(std::unique_ptr<SqlConnection> connection) {
 // Runs fn(connection) in one transaction; a transient failure reruns the whole of it.
 template <class Fn>
 auto SqlStoreEngine::transact(bool write, Fn&& fn) {
+  if (write && options_.readOnly) {
+    throw StoreError("store: the store was opened read-only; this call writes");
+  }
   thread_local std::minstd_rand jitter{std::random_device{}()};
   for (int attempt = 0;; ++attempt) {
     auto connection = acquire();
@@ -340,13 +426,35 @@ void SqlStoreEngine::migrate(SqlConnection& c) {
   run(false, [&] { version = readVersion(); });
   refuseNewer(version);
   if (version == kStoreSchemaVersion) return;
+  if (options_.readOnly) {
+    // An older version is read as it is: the tables of version 1 are all a reader needs.
+    if (version == 0) {
+      throw StoreError(
+          "store: the database holds no parley tables (opened read-only: nothing "
+          "was created)");
+    }
+    return;
+  }
   run(true, [&] {
     c.lockForMigration();
     version = readVersion();  // another process may have migrated meanwhile
     refuseNewer(version);
+    if (version == 0) c.checkBeforeCreate();
     for (int next = static_cast<int>(version) + 1; next <= kStoreSchemaVersion; ++next) {
-      for (const auto& step : migrationSteps(c.dialect(), next))
-        c.exec(step);
+      for (const auto& step : migrationSteps(c.dialect(), next)) {
+        try {
+          c.exec(step);
+        } catch (const StoreError& e) {
+          // A table that "already exists" although the schema version said it should not: the
+          // schema pages and the version disagree.
+          if (std::string(e.what()).find("already exists") == std::string::npos) throw;
+          throw StoreError("store: the database is damaged: its schema version is " +
+                           std::to_string(version) +
+                           " but it already holds tables of a later "
+                           "one (" +
+                           e.what() + "); restore it from a backup");
+        }
+      }
     }
     if (version == 0) {
       c.execute("INSERT INTO parley_schema (version) VALUES ($1)",
@@ -362,7 +470,7 @@ void SqlStoreEngine::migrate(SqlConnection& c) {
 
 ThreadInfo SqlStoreEngine::createThread(const ThreadOptions& options,
                                         std::span<const Message> messages, const json& state) {
-  std::string id = options.id.empty() ? generateId() : options.id;
+  std::string id = options.id.empty() ? generateId("t-") : options.id;
   checkId(id, "id");
   SqlValue metadata = metadataValue(options.metadata);
   auto bodies = messageBodies(messages);
@@ -395,29 +503,39 @@ SqlStoreEngine::Version SqlStoreEngine::appendTurn(const std::string& threadId,
                                                    const json& state, Version expectedVersion) {
   auto bodies = messageBodies(messages);
   SqlValue stateText = stateValue(state);
-  int64_t now = nowMs();
   return transact(true, [&](SqlConnection& c) {
-    auto rows = c.query(std::string("SELECT version, message_count, deleted FROM parley_threads "
-                                    "WHERE id = $1") +
-                            c.forUpdate(),
-                        {threadId});
-    if (rows.empty() || asInt(rows[0].at(2)) != 0) throw notFound(threadId);
-    Version version = asInt(rows[0].at(0));
-    int64_t count = asInt(rows[0].at(1));
-    if (version != expectedVersion) {
-      throw StoreConflict("store: thread " + named(threadId) + " is at version " +
-                          std::to_string(version) + ", not the expected " +
-                          std::to_string(expectedVersion) + " (another writer saved a turn)");
-    }
-    int64_t newCount = count + static_cast<int64_t>(bodies.size());
-    checkStateSize(state, newCount);
-    if (!bodies.empty()) c.insertMessages(threadId, count, bodies);
-    c.execute(
-        "UPDATE parley_threads SET version = $1, message_count = $2, updated_at = $3, "
-        "state = COALESCE($4, state) WHERE id = $5",
-        {version + 1, newCount, now, stateText, threadId});
-    return version + 1;
+    return appendTurnIn(c, threadId, bodies, stateText, state, expectedVersion);
   });
+}
+
+SqlStoreEngine::Version SqlStoreEngine::appendTurnIn(SqlConnection& c, const std::string& threadId,
+                                                     const std::vector<std::string>& bodies,
+                                                     const SqlValue& stateText, const json& state,
+                                                     Version expectedVersion) {
+  auto rows = c.query(std::string("SELECT version, message_count, deleted FROM parley_threads "
+                                  "WHERE id = $1") +
+                          c.forUpdate(),
+                      {threadId});
+  if (rows.empty() || asInt(rows[0].at(2)) != 0) throw notFound(threadId);
+  Version version = asInt(rows[0].at(0));
+  int64_t count = asInt(rows[0].at(1));
+  if (version != expectedVersion) {
+    throw StoreConflict("store: thread " + named(threadId) + " is at version " +
+                        std::to_string(version) + ", not the expected " +
+                        std::to_string(expectedVersion) + " (another writer saved a turn)");
+  }
+  int64_t newCount = count + static_cast<int64_t>(bodies.size());
+  checkStateSize(state, newCount);
+  if (!bodies.empty()) c.insertMessages(threadId, count, bodies);
+  c.execute(
+      "UPDATE parley_threads SET version = $1, message_count = $2, updated_at = $3, "
+      "state = COALESCE($4, state) WHERE id = $5",
+      {version + 1, newCount, nowMs(), stateText, threadId});
+  return version + 1;
+}
+
+void SqlStoreEngine::transaction(bool write, const std::function<void(SqlConnection&)>& fn) {
+  transact(write, fn);
 }
 
 ThreadData SqlStoreEngine::loadThread(const std::string& threadId) {
@@ -526,6 +644,18 @@ bool SqlStoreEngine::deleteThread(const std::string& threadId) {
   return transact(true, [&](SqlConnection& c) {
     auto row = threadRow(c, threadId, true);
     if (!row || rowDeleted(*row)) return false;
+    // Its runs, their journal and its events go with it; a worker still holding its lease loses
+    // it (the token grows, and a thread row that goes away takes the lease with it).
+    c.execute(
+        "DELETE FROM parley_tool_calls WHERE run_id IN "
+        "(SELECT id FROM parley_runs WHERE thread_id = $1)",
+        {threadId});
+    c.execute("DELETE FROM parley_runs WHERE thread_id = $1", {threadId});
+    c.execute("DELETE FROM parley_events WHERE thread_id = $1", {threadId});
+    c.execute(
+        "UPDATE parley_threads SET lease_owner = NULL, lease_run_id = NULL, lease_expires_at = 0, "
+        "lease_token = lease_token + 1 WHERE id = $1",
+        {threadId});
     auto children = c.query(
         "SELECT COUNT(*), MAX(fork_position) FROM parley_threads WHERE parent_id = $1", {threadId});
     if (!children.empty() && asInt(children[0].at(0)) > 0) {
@@ -545,7 +675,7 @@ bool SqlStoreEngine::deleteThread(const std::string& threadId) {
 
 ThreadInfo SqlStoreEngine::forkThread(const std::string& parentId, int64_t position,
                                       const ThreadOptions& options, const json& state) {
-  std::string id = options.id.empty() ? generateId() : options.id;
+  std::string id = options.id.empty() ? generateId("t-") : options.id;
   checkId(id, "id");
   SqlValue metadata = metadataValue(options.metadata);
   checkStateSize(state, position);

@@ -1,15 +1,19 @@
 // The logic SqliteStore and PostgresStore share: schema and migrations, threads, turns, forks
 // and their deletion, written once against a small connection interface each database
-// implements (sqlite_store.cpp, postgres_store.cpp). Internal; not installed.
+// implements (sqlite_store.cpp, postgres_store.cpp). The run queue (run_store.cpp) runs its own
+// statements through the same engine. Internal; not installed.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -61,13 +65,45 @@ class SqlConnection {
   // " FOR UPDATE" where the database locks rows on read, "" where a write transaction already
   // excludes other writers (SQLite).
   virtual const char* forUpdate() const = 0;
+  // Locks the rows of `alias` that a queue query returns and skips rows other transactions hold
+  // (" FOR UPDATE OF alias SKIP LOCKED"); "" where a write transaction excludes other writers.
+  virtual std::string forUpdateSkipLocked(const std::string& alias) const = 0;
+  // Names the index a query on `table` (aliased) should read, where the planner needs telling
+  // (SQLite without statistics picks a sort over a scan in order): " INDEXED BY index" or "".
+  virtual std::string indexedBy(const std::string& index) const = 0;
+  // Inside a write transaction: its commit need not wait for the disk. Only for transactions a
+  // crash may lose without harm (a claim or a lease renewal: the run is then claimable again).
+  virtual void relaxDurability() {}
   // A connection that failed beyond repair is dropped from the pool instead of reused.
   virtual bool broken() const = 0;
+  // Milliseconds since the Unix epoch by the database's clock, so that the workers of many
+  // machines agree on lease expiry (SQLite serves one machine: its clock is the system's).
+  virtual int64_t nowMs() = 0;
+  // Called inside the migration transaction when the database has no parley schema yet, before
+  // anything is created: refuses a damaged file or another application's tables (SQLite).
+  virtual void checkBeforeCreate() {}
+
+  // Notifications (PostgreSQL LISTEN/NOTIFY), on a connection of their own that is not pooled.
+  // listen() returns false where the database has none (then waiters poll).
+  virtual bool listen(const std::vector<std::string>& channels) {
+    (void)channels;
+    return false;
+  }
+  // Waits until a notification arrives, `wakeFd` becomes readable or `timeout` passes, and
+  // returns the notifications received as (channel, payload). Throws StoreError if the
+  // connection broke.
+  virtual std::vector<std::pair<std::string, std::string>> awaitNotifications(
+      std::chrono::milliseconds timeout, int wakeFd) {
+    (void)timeout;
+    (void)wakeFd;
+    return {};
+  }
 };
 
 struct SqlEngineOptions {
   size_t maxConnections = 4;
   int retries = 10;
+  bool readOnly = false;  // migrate nothing; writing transactions throw StoreError
 };
 
 // Implements the ConversationStore operations over a pool of connections.
@@ -92,8 +128,21 @@ class SqlStoreEngine {
   ThreadInfo forkThread(const std::string& parentId, int64_t position, const ThreadOptions& options,
                         const nlohmann::json& state);
 
+  // For the run queue (run_store.cpp) ---------------------------------------------------------
+
+  // Runs fn(connection) in one transaction (rerun whole on a transient failure; rolled back if it
+  // throws). Results leave through what fn captures.
+  void transaction(bool write, const std::function<void(SqlConnection&)>& fn);
+  // appendTurn's body inside the caller's write transaction: locks the thread row, checks the
+  // version, appends `bodies` (from messageBodies) and sets the state (from stateValue).
+  Version appendTurnIn(SqlConnection& c, const std::string& threadId,
+                       const std::vector<std::string>& bodies, const SqlValue& stateText,
+                       const nlohmann::json& state, Version expectedVersion);
+  SqlDialect dialect() const { return dialect_; }
+  // A new connection outside the pool (the notification listener's).
+  std::unique_ptr<SqlConnection> connectDedicated() { return connect_(); }
+
  private:
-  class Lease;
   template <class Fn>
   auto transact(bool write, Fn&& fn);
   std::unique_ptr<SqlConnection> acquire();
@@ -102,13 +151,29 @@ class SqlStoreEngine {
 
   Connect connect_;
   SqlEngineOptions options_;
+  SqlDialect dialect_ = SqlDialect::Sqlite;
   std::mutex mutex_;
   std::condition_variable available_;
   std::vector<std::unique_ptr<SqlConnection>> idle_;
   size_t open_ = 0;
 };
 
-// The SQL of one schema version, per dialect (index 0 creates version 1).
+// The SQL that migrates a database of version toVersion - 1 to toVersion, per dialect.
 const std::vector<std::string>& migrationSteps(SqlDialect dialect, int toVersion);
+
+// Helpers the run queue shares with the thread operations.
+int64_t nowMs();  // the system clock, milliseconds since the Unix epoch
+std::chrono::system_clock::time_point fromMs(int64_t ms);
+std::string generateId(const char* prefix);  // prefix + 32 random hex digits
+// Refuses an empty, over-long (200 bytes) id or one with control characters (ValidationError).
+void checkId(const std::string& id, const std::string& field);
+std::string dumpJson(const nlohmann::json& value, const std::string& field);
+// Validates and serialises messages; errors name "messages[i].field".
+std::vector<std::string> messageBodies(std::span<const Message> messages);
+// The state column's text, or NULL for a null state. REQUIRES an object or null.
+SqlValue stateValue(const nlohmann::json& state);
+// A JSON column (NULL -> null); StoreError "<what> is corrupt" if it does not parse.
+nlohmann::json parseColumn(const SqlValue& value, const std::string& what);
+std::string named(const std::string& id);  // 'id', for messages
 
 }  // namespace parley::detail

@@ -1,5 +1,6 @@
 #include <sqlite3.h>
 
+#include <filesystem>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -18,18 +19,15 @@ using detail::SqlValue;
 
 class SqliteConnection : public detail::SqlConnection {
  public:
-  SqliteConnection(const std::string& path, const SqliteStoreOptions& options) : path_(path) {
+  SqliteConnection(const std::string& path, const SqliteStoreOptions& options)
+      : path_(path), allowForeignTables_(options.allowForeignTables) {
+    if (options.readOnly) {
+      openReadOnly(path, options);
+      return;
+    }
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
     if (options.create) flags |= SQLITE_OPEN_CREATE;
-    int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
-    if (rc != SQLITE_OK) {
-      std::string reason = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
-      sqlite3_close_v2(db_);
-      db_ = nullptr;
-      throw StoreError("sqlite: cannot open '" + path + "': " + reason);
-    }
-    sqlite3_extended_result_codes(db_, 1);
-    sqlite3_busy_timeout(db_, static_cast<int>(options.busyTimeout.count()));
+    open(path, flags, options);
     try {
       // The first statement that reads the file: a file that is not a database fails here.
       auto mode = query("PRAGMA journal_mode=WAL", {});
@@ -46,6 +44,43 @@ class SqliteConnection : public detail::SqlConnection {
   }
 
   ~SqliteConnection() override { close(); }
+
+  void checkBeforeCreate() override {
+    // The file has no parley_schema table. An empty file is a new database; anything else is
+    // either damaged (pages but no readable schema: a damaged first page reads as an empty
+    // schema) or another application's.
+    auto tables = query(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+        "ORDER BY name",
+        {});
+    const int64_t pages = detail::asInt(query("PRAGMA page_count", {}).at(0).at(0));
+    if (tables.empty()) {
+      if (pages > 1) {
+        throw StoreError("sqlite: '" + path_ + "' is damaged: it holds " + std::to_string(pages) +
+                         " pages but its schema (on the first page) lists no table; restore it "
+                         "from a backup");
+      }
+      return;
+    }
+    bool parleyTables = false;
+    std::string names;
+    for (size_t i = 0; i < tables.size(); ++i) {
+      const std::string name = detail::asText(tables[i].at(0));
+      if (name.rfind("parley_", 0) == 0) parleyTables = true;
+      if (i < 5) names += (i ? ", " : "") + name;
+    }
+    if (tables.size() > 5) names += ", ...";
+    if (parleyTables) {
+      throw StoreError("sqlite: '" + path_ + "' is damaged: it holds parley tables (" + names +
+                       ") but no schema version; restore it from a backup");
+    }
+    if (!allowForeignTables_) {
+      throw StoreError("sqlite: '" + path_ + "' is another application's database (tables " +
+                       names +
+                       "); parley adds its tables to it only when asked "
+                       "(SqliteStoreOptions::allowForeignTables)");
+    }
+  }
 
   detail::SqlDialect dialect() const override { return detail::SqlDialect::Sqlite; }
 
@@ -123,10 +158,72 @@ class SqliteConnection : public detail::SqlConnection {
   }
   void lockForMigration() override {}  // BEGIN IMMEDIATE already excludes other writers
   const char* forUpdate() const override { return ""; }
+  std::string forUpdateSkipLocked(const std::string&) const override { return ""; }
+  std::string indexedBy(const std::string& index) const override { return " INDEXED BY " + index; }
   bool broken() const override { return db_ == nullptr; }
+  int64_t nowMs() override { return detail::nowMs(); }
 
  private:
+  void open(const std::string& path, int flags, const SqliteStoreOptions& options) {
+    int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+    if (rc != SQLITE_OK) {
+      std::string reason = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+      sqlite3_close_v2(db_);
+      db_ = nullptr;
+      throw StoreError("sqlite: cannot open '" + path_ + "': " + reason);
+    }
+    sqlite3_extended_result_codes(db_, 1);
+    sqlite3_busy_timeout(db_, static_cast<int>(options.busyTimeout.count()));
+  }
+
+  // Read-only: no journal mode switch (that writes), and a first read that fails here for a file
+  // that is not a database. A WAL database needs its -shm file; where this process can neither
+  // create nor open it (a folder it may not write) and no -wal file exists (no writer has
+  // uncheckpointed changes), the file is read as immutable.
+  void openReadOnly(const std::string& path, const SqliteStoreOptions& options) {
+    std::string uri = "file:" + uriPath(path) + "?mode=ro";
+    open(uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI, options);
+    try {
+      query("SELECT COUNT(*) FROM sqlite_master", {});
+    } catch (const StoreError&) {
+      std::error_code ignored;
+      const int primary = lastError_ & 0xff;
+      if ((primary != SQLITE_CANTOPEN && primary != SQLITE_READONLY) ||
+          std::filesystem::exists(path + "-wal", ignored)) {
+        close();
+        throw;
+      }
+      close();
+      open(uri + "&immutable=1", SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI,
+           options);
+      try {
+        query("SELECT COUNT(*) FROM sqlite_master", {});
+      } catch (...) {
+        close();
+        throw;
+      }
+    }
+    exec("PRAGMA query_only=1");
+  }
+
+  // A path as a file: URI path (RFC 3986): %, ?, # and non-printable bytes percent-encoded.
+  static std::string uriPath(const std::string& path) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    std::string out;
+    for (unsigned char ch : path) {
+      if (ch == '%' || ch == '?' || ch == '#' || ch <= 0x20 || ch >= 0x7f) {
+        out += '%';
+        out += kHex[ch >> 4];
+        out += kHex[ch & 0xf];
+      } else {
+        out += static_cast<char>(ch);
+      }
+    }
+    return out;
+  }
+
   [[noreturn]] void fail(int rc, const std::string& reason) {
+    lastError_ = rc;
     const std::string what = "sqlite: '" + path_ + "': " + reason + " (" + sqlite3_errstr(rc) + ")";
     switch (rc & 0xff) {
       case SQLITE_BUSY:
@@ -183,6 +280,8 @@ class SqliteConnection : public detail::SqlConnection {
   }
 
   std::string path_;
+  bool allowForeignTables_ = false;
+  int lastError_ = SQLITE_OK;  // the result code of the last failure
   sqlite3* db_ = nullptr;
   std::unordered_map<std::string, sqlite3_stmt*> statements_;
 };
@@ -192,7 +291,7 @@ class SqliteConnection : public detail::SqlConnection {
 struct SqliteStore::Impl {
   Impl(const std::string& path, const SqliteStoreOptions& options)
       : engine([path, options] { return std::make_unique<SqliteConnection>(path, options); },
-               {options.maxConnections, options.busyRetries}) {}
+               {options.maxConnections, options.busyRetries, options.readOnly}) {}
   detail::SqlStoreEngine engine;
 };
 
@@ -202,6 +301,10 @@ SqliteStore::SqliteStore(const std::string& path, SqliteStoreOptions options) {
 }
 
 SqliteStore::~SqliteStore() = default;
+
+detail::SqlStoreEngine& SqliteStore::engine() {
+  return impl_->engine;
+}
 
 ThreadInfo SqliteStore::createThread(const ThreadOptions& options,
                                      std::span<const Message> messages,

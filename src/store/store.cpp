@@ -173,7 +173,8 @@ void registerStoreScheme(const std::string& scheme, StoreOpener opener) {
   storeSchemes().openers[scheme] = std::move(opener);
 }
 
-std::unique_ptr<ConversationStore> openStore(const std::string& url) {
+std::unique_ptr<ConversationStore> openStore(const std::string& url,
+                                             const OpenStoreOptions& options) {
   if (url.empty()) throw ValidationError("url", "must not be empty");
   std::string path = url;
   if (startsWith(url, "sqlite://")) {
@@ -189,7 +190,7 @@ std::unique_ptr<ConversationStore> openStore(const std::string& url) {
         opener = it->second;
       }
     }
-    if (opener) return opener(url);
+    if (opener) return opener(url, options);
     if (scheme == "postgresql" || scheme == "postgres") {
       throw ValidationError("url", "'" + scheme +
                                        "://' needs the PostgreSQL store: link parley::postgres "
@@ -199,7 +200,10 @@ std::unique_ptr<ConversationStore> openStore(const std::string& url) {
                                      "://': use a file path, sqlite://PATH or postgresql://...");
   }
   if (path.empty()) throw ValidationError("url", "names no file");
-  return std::make_unique<SqliteStore>(path);
+  return std::make_unique<SqliteStore>(
+      path, SqliteStoreOptions{.create = !options.readOnly,
+                               .readOnly = options.readOnly,
+                               .allowForeignTables = options.allowForeignTables});
 }
 
 }  // namespace parley

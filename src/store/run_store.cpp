@@ -1,0 +1,1163 @@
+// The run queue over the SQL engine the stores share (docs/scale-out.md). Every change to a
+// thread's runs, lease, journal or events happens while the thread's row is locked (PostgreSQL:
+// FOR UPDATE; SQLite: the write transaction), so that one order holds for them all.
+#include "parley/run_store.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include "parley/errors.hpp"
+#include "store/sql_store.hpp"
+
+namespace parley {
+
+using detail::asInt;
+using detail::asText;
+using detail::isNull;
+using detail::named;
+using detail::SqlConnection;
+using detail::SqlRow;
+using detail::SqlValue;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char* kRunsChannel = "parley_runs";
+constexpr const char* kEventsChannel = "parley_events";
+constexpr const char* kActive = "('queued', 'running', 'waiting')";
+
+template <class Enum, size_t N>
+std::optional<Enum> parseName(std::string_view text, const std::array<const char*, N>& names) {
+  for (size_t i = 0; i < N; ++i) {
+    if (text == names[i]) return static_cast<Enum>(i);
+  }
+  return std::nullopt;
+}
+
+constexpr std::array<const char*, 7> kStatusNames = {"queued", "running",   "waiting", "completed",
+                                                     "failed", "cancelled", "rejected"};
+constexpr std::array<const char*, 4> kPolicyNames = {"enqueue", "reject", "interrupt", "rollback"};
+constexpr std::array<const char*, 4> kCancelNames = {"", "cancel", "interrupt", "rollback"};
+constexpr std::array<const char*, 5> kPhaseNames = {"intent", "started", "completed", "failed",
+                                                    "indeterminate"};
+
+std::string tooBig(size_t size, size_t limit, const char* cap) {
+  return "is " + std::to_string(size) + " bytes, more than the limit of " + std::to_string(limit) +
+         " (RunStoreLimits::" + cap + ")";
+}
+
+void checkSize(const std::string& text, size_t limit, const std::string& field, const char* cap) {
+  if (text.size() > limit) throw ValidationError(field, tooBig(text.size(), limit, cap));
+}
+
+// --- runs as rows -----------------------------------------------------------------------------
+
+constexpr const char* kRunColumns =
+    "id, thread_id, position, status, policy, input, options, trace_id, attempts, worker, "
+    "cancel_request, wait, response, error, result, base_version, base_message_count, "
+    "created_at, updated_at, started_at, finished_at";
+
+json optionsJson(const SubmitOptions& options) {
+  json out = json::object();
+  if (!options.profile.empty()) out["profile"] = options.profile;
+  if (options.tools) out["tools"] = *options.tools;
+  if (options.systemPrompt) out["systemPrompt"] = *options.systemPrompt;
+  if (options.maxIterations) out["maxIterations"] = options.maxIterations;
+  if (options.stream) out["stream"] = true;
+  if (!options.metadata.is_null()) out["metadata"] = options.metadata;
+  return out;
+}
+
+SubmitOptions optionsFromJson(const json& value) {
+  SubmitOptions options;
+  if (!value.is_object()) return options;
+  options.profile = value.value("profile", "");
+  if (auto tools = value.find("tools"); tools != value.end()) {
+    options.tools = tools->get<std::vector<std::string>>();
+  }
+  if (auto system = value.find("systemPrompt"); system != value.end()) {
+    options.systemPrompt = system->get<std::string>();
+  }
+  options.maxIterations = value.value("maxIterations", 0);
+  options.stream = value.value("stream", false);
+  options.metadata = value.value("metadata", json());
+  return options;
+}
+
+std::optional<std::chrono::system_clock::time_point> optionalTime(const SqlValue& value) {
+  if (isNull(value)) return std::nullopt;
+  return detail::fromMs(asInt(value));
+}
+
+std::optional<int64_t> optionalInt(const SqlValue& value) {
+  if (isNull(value)) return std::nullopt;
+  return asInt(value);
+}
+
+RunInfo runFromRow(const SqlRow& row) {
+  RunInfo run;
+  run.id = asText(row.at(0));
+  const std::string what = "run " + named(run.id);
+  run.threadId = asText(row.at(1));
+  run.position = asInt(row.at(2));
+  auto status = parseRunStatus(asText(row.at(3)));
+  if (!status) throw StoreError(what + " has an unknown status '" + asText(row.at(3)) + "'");
+  run.status = *status;
+  try {
+    for (const auto& message : detail::parseColumn(row.at(5), what + " input")) {
+      run.input.push_back(messageFromJson(message));
+    }
+    run.options = optionsFromJson(detail::parseColumn(row.at(6), what + " options"));
+  } catch (const StoreError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw StoreError(what + " is corrupt: " + e.what());
+  }
+  run.options.id = run.id;
+  run.options.policy = parseDoubleTextPolicy(asText(row.at(4))).value_or(DoubleTextPolicy::Enqueue);
+  run.options.traceId = asText(row.at(7));
+  run.attempts = asInt(row.at(8));
+  run.worker = asText(row.at(9));
+  run.cancelRequest =
+      parseName<CancelRequest>(asText(row.at(10)), kCancelNames).value_or(CancelRequest::None);
+  run.wait = detail::parseColumn(row.at(11), what + " wait");
+  run.response = detail::parseColumn(row.at(12), what + " response");
+  run.error = asText(row.at(13));
+  run.result = detail::parseColumn(row.at(14), what + " result");
+  run.baseVersion = optionalInt(row.at(15));
+  run.baseMessageCount = optionalInt(row.at(16));
+  run.createdAt = detail::fromMs(asInt(row.at(17)));
+  run.updatedAt = detail::fromMs(asInt(row.at(18)));
+  run.startedAt = optionalTime(row.at(19));
+  run.finishedAt = optionalTime(row.at(20));
+  return run;
+}
+
+std::optional<RunInfo> readRun(SqlConnection& c, const std::string& runId) {
+  auto rows =
+      c.query(std::string("SELECT ") + kRunColumns + " FROM parley_runs WHERE id = $1", {runId});
+  if (rows.empty()) return std::nullopt;
+  return runFromRow(rows.front());
+}
+
+StoreError noRun(const std::string& runId) {
+  return StoreError("store: no run " + named(runId));
+}
+
+// Locks the thread of a run (the queue's lock) and returns the run as it is then.
+RunInfo lockRun(SqlConnection& c, const std::string& runId) {
+  auto thread = c.query("SELECT thread_id FROM parley_runs WHERE id = $1", {runId});
+  if (thread.empty()) throw noRun(runId);
+  c.query(std::string("SELECT 1 FROM parley_threads WHERE id = $1") + c.forUpdate(),
+          {asText(thread[0].at(0))});
+  auto run = readRun(c, runId);
+  if (!run) throw noRun(runId);
+  return *run;
+}
+
+// --- events -----------------------------------------------------------------------------------
+
+struct EventRow {
+  std::string runId;
+  std::string traceId;
+  std::string type;
+  std::string payload;  // JSON text
+};
+
+void notify(SqlConnection& c, const char* channel, const std::string& payload) {
+  // Delivered at commit, ids only (a NOTIFY payload is limited to 8000 bytes).
+  if (c.dialect() == detail::SqlDialect::Postgres) {
+    c.query("SELECT pg_notify($1, $2)", {std::string(channel), payload});
+  }
+}
+
+// Appends to the log of a thread whose row the caller has locked; returns the last seq.
+int64_t appendEventRows(SqlConnection& c, const std::string& threadId,
+                        const std::vector<EventRow>& events, int64_t now) {
+  auto rows = c.query("SELECT last_event_seq FROM parley_threads WHERE id = $1", {threadId});
+  if (rows.empty()) throw StoreError("store: no thread " + named(threadId));
+  int64_t seq = asInt(rows[0].at(0));
+  if (events.empty()) return seq;
+  for (const auto& event : events) {
+    c.execute(
+        "INSERT INTO parley_events (thread_id, seq, run_id, trace_id, type, payload, created_at) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        {threadId, ++seq, event.runId.empty() ? SqlValue() : SqlValue(event.runId),
+         event.traceId.empty() ? SqlValue() : SqlValue(event.traceId), event.type, event.payload,
+         now});
+  }
+  c.execute("UPDATE parley_threads SET last_event_seq = $1 WHERE id = $2", {seq, threadId});
+  notify(c, kEventsChannel, threadId);
+  return seq;
+}
+
+EventRow lifecycle(const RunInfo& run, const char* type, json payload = json::object()) {
+  return {run.id, run.options.traceId, type, payload.dump()};
+}
+
+StoredEvent eventFromRow(const SqlRow& row) {
+  StoredEvent event;
+  event.threadId = asText(row.at(0));
+  event.seq = asInt(row.at(1));
+  event.runId = asText(row.at(2));
+  event.traceId = asText(row.at(3));
+  event.type = asText(row.at(4));
+  event.payload = detail::parseColumn(
+      row.at(5), "event " + std::to_string(event.seq) + " of thread " + named(event.threadId));
+  event.createdAt = detail::fromMs(asInt(row.at(6)));
+  return event;
+}
+
+// --- leases -----------------------------------------------------------------------------------
+
+void checkLeaseFields(const Lease& lease) {
+  if (lease.threadId.empty()) throw ValidationError("lease.threadId", "must not be empty");
+  if (lease.runId.empty()) throw ValidationError("lease.runId", "must not be empty");
+  if (lease.owner.empty()) throw ValidationError("lease.owner", "must not be empty");
+}
+
+// Locks the lease's thread and checks that the lease is still its lease: same token, owner and
+// run. Returns the thread's message count.
+int64_t checkLease(SqlConnection& c, const Lease& lease) {
+  auto rows = c.query(std::string("SELECT lease_token, lease_owner, lease_run_id, deleted, "
+                                  "message_count FROM parley_threads WHERE id = $1") +
+                          c.forUpdate(),
+                      {lease.threadId});
+  const std::string holder = "the lease of worker " + named(lease.owner) + " on thread " +
+                             named(lease.threadId) + " (run " + named(lease.runId) + ", token " +
+                             std::to_string(lease.token) + ") is lost: ";
+  if (rows.empty() || asInt(rows[0].at(3)) != 0) {
+    throw LeaseLost("store: " + holder + "the thread was deleted");
+  }
+  const int64_t token = asInt(rows[0].at(0));
+  const std::string owner = asText(rows[0].at(1));
+  const std::string runId = asText(rows[0].at(2));
+  if (token == lease.token && owner == lease.owner && runId == lease.runId) {
+    return asInt(rows[0].at(4));
+  }
+  if (owner.empty()) {
+    throw LeaseLost("store: " + holder +
+                    "the thread is free now (the run was finished, cancelled or handed back)");
+  }
+  throw LeaseLost("store: " + holder + "worker " + named(owner) + " holds the thread with token " +
+                  std::to_string(token) + " (run " + named(runId) + ")");
+}
+
+// Frees the thread's lease if it is `runId`'s, growing the token so that its holder, if it still
+// runs, is fenced out.
+void revokeLease(SqlConnection& c, const std::string& threadId, const std::string& runId) {
+  c.execute(
+      "UPDATE parley_threads SET lease_owner = NULL, lease_run_id = NULL, lease_expires_at = 0, "
+      "lease_token = lease_token + 1 WHERE id = $1 AND lease_run_id = $2",
+      {threadId, runId});
+}
+
+void freeLease(SqlConnection& c, const std::string& threadId) {
+  c.execute(
+      "UPDATE parley_threads SET lease_owner = NULL, lease_run_id = NULL, lease_expires_at = 0 "
+      "WHERE id = $1",
+      {threadId});
+}
+
+// --- ending runs without their worker ---------------------------------------------------------
+
+void cancelNow(SqlConnection& c, const RunInfo& run, const std::string& reason, int64_t now,
+               std::vector<EventRow>& events) {
+  c.execute(
+      "UPDATE parley_runs SET status = 'cancelled', error = $1, cancel_request = NULL, "
+      "pending_reply = NULL, pending_at = NULL, finished_at = $2, updated_at = $2 WHERE id = $3",
+      {reason, now, run.id});
+  revokeLease(c, run.threadId, run.id);
+  events.push_back(lifecycle(run, "run_cancelled", {{"error", reason}}));
+}
+
+void requestCancel(SqlConnection& c, const RunInfo& run, CancelRequest request,
+                   const std::string& reason, int64_t now, std::vector<EventRow>& events) {
+  if (run.cancelRequest >= request) return;  // Cancel < Interrupt < Rollback
+  c.execute("UPDATE parley_runs SET cancel_request = $1, error = $2, updated_at = $3 WHERE id = $4",
+            {std::string(toString(request)), reason, now, run.id});
+  events.push_back(lifecycle(run, "run_cancel_requested",
+                             {{"request", std::string(toString(request))}, {"reason", reason}}));
+}
+
+struct LeaseState {
+  std::string owner;
+  std::string runId;
+  int64_t expiresAt = 0;
+  bool liveFor(const std::string& run, int64_t now) const {
+    return !owner.empty() && runId == run && expiresAt > now;
+  }
+};
+
+LeaseState leaseOf(SqlConnection& c, const std::string& threadId) {
+  auto rows = c.query(
+      "SELECT lease_owner, lease_run_id, lease_expires_at FROM parley_threads WHERE id = $1",
+      {threadId});
+  if (rows.empty()) return {};
+  return {asText(rows[0].at(0)), asText(rows[0].at(1)), asInt(rows[0].at(2))};
+}
+
+std::string joinArray(const std::vector<std::string>& bodies) {
+  size_t size = 2;
+  for (const auto& body : bodies)
+    size += body.size() + 1;
+  std::string out;
+  out.reserve(size);
+  out += '[';
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    if (i) out += ',';
+    out += bodies[i];
+  }
+  out += ']';
+  return out;
+}
+
+std::vector<EventRow> eventRows(const Lease& lease, std::span<const EventInput> events,
+                                const RunStoreLimits& limits) {
+  if (events.size() > limits.maxEventsPerCall) {
+    throw ValidationError("events", "holds " + std::to_string(events.size()) +
+                                        " events, more than the limit of " +
+                                        std::to_string(limits.maxEventsPerCall) +
+                                        " (RunStoreLimits::maxEventsPerCall)");
+  }
+  std::vector<EventRow> rows;
+  rows.reserve(events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    const std::string field = "events[" + std::to_string(i) + "]";
+    const auto& type = events[i].type;
+    if (type.empty() || type.size() > 100) {
+      throw ValidationError(field + ".type", "must be 1 to 100 bytes");
+    }
+    for (unsigned char ch : type) {
+      if (ch < 0x20 || ch == 0x7f) {
+        throw ValidationError(field + ".type", "contains a control character");
+      }
+    }
+    std::string payload = detail::dumpJson(events[i].payload, field + ".payload");
+    checkSize(payload, limits.maxEventBytes, field + ".payload", "maxEventBytes");
+    rows.push_back({lease.runId, lease.traceId, type, std::move(payload)});
+  }
+  return rows;
+}
+
+void checkOptions(const SubmitOptions& options, const RunStoreLimits& limits) {
+  if (!options.id.empty()) detail::checkId(options.id, "options.id");
+  if (!options.traceId.empty()) detail::checkId(options.traceId, "options.traceId");
+  if (!options.profile.empty()) detail::checkId(options.profile, "options.profile");
+  if (options.maxIterations < 0 || options.maxIterations > limits.maxIterations) {
+    throw ValidationError("options.maxIterations", "is " + std::to_string(options.maxIterations) +
+                                                       "; it must be 0 (the "
+                                                       "worker's default) to " +
+                                                       std::to_string(limits.maxIterations));
+  }
+  if (options.tools) {
+    for (size_t i = 0; i < options.tools->size(); ++i) {
+      detail::checkId((*options.tools)[i], "options.tools[" + std::to_string(i) + "]");
+    }
+  }
+  if (!options.metadata.is_null() && !options.metadata.is_object()) {
+    throw ValidationError("options.metadata", "must be a JSON object or null");
+  }
+}
+
+}  // namespace
+
+// --- names ------------------------------------------------------------------------------------
+
+std::string_view toString(RunStatus status) {
+  return kStatusNames.at(static_cast<size_t>(status));
+}
+std::optional<RunStatus> parseRunStatus(std::string_view text) {
+  return parseName<RunStatus>(text, kStatusNames);
+}
+bool isFinished(RunStatus status) {
+  return status != RunStatus::Queued && status != RunStatus::Running &&
+         status != RunStatus::Waiting;
+}
+std::string_view toString(DoubleTextPolicy policy) {
+  return kPolicyNames.at(static_cast<size_t>(policy));
+}
+std::optional<DoubleTextPolicy> parseDoubleTextPolicy(std::string_view text) {
+  return parseName<DoubleTextPolicy>(text, kPolicyNames);
+}
+std::string_view toString(CancelRequest request) {
+  return request == CancelRequest::None ? "none" : kCancelNames.at(static_cast<size_t>(request));
+}
+std::string_view toString(ToolCallPhase phase) {
+  return kPhaseNames.at(static_cast<size_t>(phase));
+}
+
+// --- wake-ups ---------------------------------------------------------------------------------
+
+// Generations that writers bump and waiters watch: the runs channel, and each thread's events
+// (hashed into buckets: two threads sharing one only cost a spurious re-read). Writes of this
+// process bump them directly; with PostgreSQL a listener thread on its own connection bumps them
+// on every NOTIFY of another process, and while it is not listening waiters poll.
+class RunStore::Wakeups {
+ public:
+  Wakeups(detail::SqlStoreEngine& engine, bool listen)
+      : engine_(engine), listen_(listen && engine.dialect() == detail::SqlDialect::Postgres) {}
+  ~Wakeups() {
+    if (!listener_.joinable()) return;
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    const uint64_t one = 1;
+    (void)!::write(wakeFd_, &one, sizeof one);
+    changed_.notify_all();
+    listener_.join();
+    ::close(wakeFd_);
+  }
+
+  static size_t bucketOf(const std::string& threadId) {
+    return 1 + std::hash<std::string>{}(threadId) % (kBuckets - 1);
+  }
+  static constexpr size_t kRuns = 0;
+
+  uint64_t generation(size_t bucket) {
+    std::lock_guard lock(mutex_);
+    return generations_[bucket];
+  }
+  void bump(size_t bucket) {
+    {
+      std::lock_guard lock(mutex_);
+      ++generations_[bucket];
+    }
+    changed_.notify_all();
+  }
+  // The runs generation as this thread's last claim began: waitForRuns waits for it to change,
+  // so that a run announced between that claim's read and the wait is not slept through.
+  void noteClaim() {
+    std::lock_guard lock(mutex_);
+    claimedAt_[std::this_thread::get_id()] = generations_[kRuns];
+  }
+  uint64_t seenAtClaim() {
+    std::lock_guard lock(mutex_);
+    auto found = claimedAt_.find(std::this_thread::get_id());
+    return found != claimedAt_.end() ? found->second : generations_[kRuns];
+  }
+  // Waits until the bucket's generation is no longer `seen` or `deadline`; true if it changed.
+  bool waitChange(size_t bucket, uint64_t seen, std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_until(lock, deadline, [&] {
+      return generations_[bucket] != seen || stopping_;
+    }) && generations_[bucket] != seen;
+  }
+
+  // PostgreSQL: starts the listener on first use. True while it is listening.
+  bool listening() {
+    if (!listen_) return false;
+    std::call_once(started_, [&] {
+      wakeFd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+      if (wakeFd_ < 0) throw StoreError("store: eventfd failed");
+      listener_ = std::thread([this] { listen(); });
+    });
+    return listening_.load();
+  }
+
+ private:
+  static constexpr size_t kBuckets = 256;
+
+  void bumpAll() {
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& generation : generations_)
+        ++generation;
+    }
+    changed_.notify_all();
+  }
+
+  void listen() {
+    std::chrono::milliseconds backoff{50};
+    std::unique_ptr<SqlConnection> connection;
+    for (;;) {
+      {
+        std::lock_guard lock(mutex_);
+        if (stopping_) return;
+      }
+      try {
+        if (!connection) {
+          connection = engine_.connectDedicated();
+          connection->listen({kRunsChannel, kEventsChannel});
+          listening_ = true;
+          backoff = std::chrono::milliseconds(50);
+          bumpAll();  // whatever happened while not listening: everyone re-reads
+        }
+        for (const auto& [channel, payload] :
+             connection->awaitNotifications(std::chrono::seconds(10), wakeFd_)) {
+          bump(channel == kRunsChannel ? kRuns : bucketOf(payload));
+        }
+      } catch (const std::exception&) {
+        // The server went away or refused: poll meanwhile, reconnect with a growing pause.
+        listening_ = false;
+        connection.reset();
+        std::unique_lock lock(mutex_);
+        changed_.wait_for(lock, backoff, [&] { return stopping_; });
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(5'000));
+      }
+    }
+  }
+
+  detail::SqlStoreEngine& engine_;
+  const bool listen_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::array<uint64_t, kBuckets> generations_{};
+  std::unordered_map<std::thread::id, uint64_t> claimedAt_;  // one entry per claiming thread
+  bool stopping_ = false;
+  std::once_flag started_;
+  std::thread listener_;
+  std::atomic<bool> listening_{false};
+  int wakeFd_ = -1;
+};
+
+// --- the store --------------------------------------------------------------------------------
+
+RunStore::RunStore(std::shared_ptr<ConversationStore> store, RunStoreOptions options)
+    : store_(std::move(store)), options_(std::move(options)) {
+  if (auto* sql = dynamic_cast<detail::SqlEngineAccess*>(store_.get())) {
+    engine_ = &sql->engine();
+  } else {
+    throw ValidationError("store", "must be a SqliteStore or a PostgresStore");
+  }
+  if (options_.pollMin.count() <= 0 || options_.pollMax < options_.pollMin ||
+      options_.listenPoll.count() <= 0) {
+    throw ValidationError("options", "needs 0 < pollMin <= pollMax and listenPoll > 0");
+  }
+  wakeups_ = std::make_unique<Wakeups>(*engine_, options_.listen);
+}
+
+RunStore::~RunStore() = default;
+
+int64_t RunStore::now(SqlConnection& c) const {
+  return options_.clock ? options_.clock() : c.nowMs();
+}
+
+void RunStore::afterWrite(const std::string& threadId, bool runsChanged) {
+  wakeups_->bump(Wakeups::bucketOf(threadId));
+  if (runsChanged) wakeups_->bump(Wakeups::kRuns);
+}
+
+void RunStore::fenced(const Lease& lease,
+                      const std::function<void(SqlConnection&, int64_t, int64_t)>& write,
+                      bool durable) {
+  engine_->transaction(true, [&](SqlConnection& c) {
+    if (!durable) c.relaxDurability();
+    const int64_t now = this->now(c);
+    const int64_t messageCount = checkLease(c, lease);
+    write(c, now, messageCount);
+  });
+}
+
+RunInfo RunStore::submit(const std::string& threadId, const std::string& prompt,
+                         const SubmitOptions& options) {
+  const Message message = Message::user(prompt);
+  return submit(threadId, std::span<const Message>(&message, 1), options);
+}
+
+RunInfo RunStore::submit(const std::string& threadId, std::span<const Message> input,
+                         const SubmitOptions& options) {
+  const auto& limits = options_.limits;
+  detail::checkId(threadId, "threadId");
+  if (input.empty()) throw ValidationError("input", "must hold at least one message");
+  if (input.size() > limits.maxInputMessages) {
+    throw ValidationError("input", "holds " + std::to_string(input.size()) +
+                                       " messages, more than the limit of " +
+                                       std::to_string(limits.maxInputMessages) +
+                                       " (RunStoreLimits::maxInputMessages)");
+  }
+  checkOptions(options, limits);
+  const std::string inputText = joinArray(detail::messageBodies(input));
+  const std::string optionsText = detail::dumpJson(optionsJson(options), "options");
+  if (inputText.size() + optionsText.size() > limits.maxInputBytes) {
+    throw ValidationError("input", tooBig(inputText.size() + optionsText.size(),
+                                          limits.maxInputBytes, "maxInputBytes"));
+  }
+  const std::string runId = options.id.empty() ? detail::generateId("r-") : options.id;
+  const std::string traceId =
+      options.traceId.empty() ? detail::generateId("trace-") : options.traceId;
+  const std::string policy(toString(options.policy));
+
+  RunInfo result;
+  engine_->transaction(true, [&](SqlConnection& c) {
+    const int64_t now = this->now(c);
+    const int64_t wallNow = detail::nowMs();
+    c.execute(
+        "INSERT INTO parley_threads (id, parent_id, fork_position, message_count, version, "
+        "created_at, updated_at, title, metadata, state) "
+        "VALUES ($1, NULL, 0, 0, 1, $2, $2, '', NULL, NULL) ON CONFLICT (id) DO NOTHING",
+        {threadId, wallNow});
+    auto thread = c.query(std::string("SELECT deleted, last_run_seq, version FROM parley_threads "
+                                      "WHERE id = $1") +
+                              c.forUpdate(),
+                          {threadId});
+    if (thread.empty() || asInt(thread[0].at(0)) != 0) {
+      throw StoreError("store: thread " + named(threadId) +
+                       " was deleted (its id stays taken while its forks need its messages)");
+    }
+    if (!c.query("SELECT 1 FROM parley_runs WHERE id = $1", {runId}).empty()) {
+      throw StoreError("store: a run " + named(runId) + " already exists");
+    }
+    const int64_t position = asInt(thread[0].at(1)) + 1;
+    const int64_t threadVersion = asInt(thread[0].at(2));
+
+    std::vector<RunInfo> active;
+    for (const auto& row : c.query(std::string("SELECT ") + kRunColumns +
+                                       " FROM parley_runs WHERE thread_id = $1 "
+                                       "AND status IN " +
+                                       kActive + " ORDER BY position",
+                                   {threadId})) {
+      active.push_back(runFromRow(row));
+    }
+
+    std::string status = "queued";
+    std::string error;
+    std::vector<EventRow> events;
+    if (!active.empty() && options.policy == DoubleTextPolicy::Reject) {
+      status = "rejected";
+      error = "thread " + named(threadId) + " has an unfinished run " + named(active[0].id) + " (" +
+              std::string(toString(active[0].status)) + "); the reject policy refuses another";
+    } else if (!active.empty() && options.policy != DoubleTextPolicy::Enqueue) {
+      const bool rollback = options.policy == DoubleTextPolicy::Rollback;
+      const std::string reason =
+          std::string(rollback ? "rolled back" : "interrupted") + " by run " + named(runId);
+      const LeaseState lease = leaseOf(c, threadId);
+      for (const auto& run : active) {
+        // Only a thread's head run can have started; the others are cancelled as they are.
+        const bool started = run.attempts > 0;
+        const bool live = lease.liveFor(run.id, now);
+        if (!started) {
+          cancelNow(c, run, reason, now, events);
+        } else if (!rollback) {
+          live ? requestCancel(c, run, CancelRequest::Interrupt, reason, now, events)
+               : cancelNow(c, run, reason, now, events);
+        } else if (!live && run.baseVersion && *run.baseVersion == threadVersion) {
+          cancelNow(c, run, reason, now, events);  // it committed nothing: nothing to undo
+        } else {
+          requestCancel(c, run, CancelRequest::Rollback, reason, now, events);
+        }
+      }
+    }
+    c.execute("UPDATE parley_threads SET last_run_seq = $1 WHERE id = $2", {position, threadId});
+    c.execute(
+        "INSERT INTO parley_runs (id, thread_id, position, status, policy, input, options, "
+        "trace_id, error, created_at, updated_at, finished_at) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11)",
+        {runId, threadId, position, status, policy, inputText, optionsText, traceId,
+         error.empty() ? SqlValue() : SqlValue(error), now,
+         status == "rejected" ? SqlValue(now) : SqlValue()});
+    result = *readRun(c, runId);
+    events.push_back(
+        status == "rejected"
+            ? lifecycle(result, "run_rejected", {{"error", error}})
+            : lifecycle(result, "run_queued", {{"position", position}, {"policy", policy}}));
+    appendEventRows(c, threadId, events, now);
+    notify(c, kRunsChannel, runId);
+  });
+  afterWrite(threadId, true);
+  return result;
+}
+
+std::optional<RunInfo> RunStore::run(const std::string& runId) {
+  std::optional<RunInfo> result;
+  engine_->transaction(false, [&](SqlConnection& c) { result = readRun(c, runId); });
+  return result;
+}
+
+std::vector<RunInfo> RunStore::listRuns(const RunListOptions& options) {
+  if (options.limit == 0 || options.limit > options_.limits.maxPage) {
+    throw ValidationError("limit", "is " + std::to_string(options.limit) + "; it must be 1 to " +
+                                       std::to_string(options_.limits.maxPage) +
+                                       " (RunStoreLimits::maxPage)");
+  }
+  std::string sql = std::string("SELECT ") + kRunColumns + " FROM parley_runs";
+  detail::SqlParams params;
+  std::vector<std::string> where;
+  if (!options.threadId.empty()) {
+    params.emplace_back(options.threadId);
+    where.push_back("thread_id = $" + std::to_string(params.size()));
+  }
+  if (options.status) {
+    params.emplace_back(std::string(toString(*options.status)));
+    where.push_back("status = $" + std::to_string(params.size()));
+  }
+  for (size_t i = 0; i < where.size(); ++i)
+    sql += (i ? " AND " : " WHERE ") + where[i];
+  sql += options.threadId.empty() ? " ORDER BY created_at, id" : " ORDER BY position";
+  params.emplace_back(static_cast<int64_t>(options.limit));
+  sql += " LIMIT $" + std::to_string(params.size());
+  params.emplace_back(static_cast<int64_t>(options.offset));
+  sql += " OFFSET $" + std::to_string(params.size());
+  std::vector<RunInfo> runs;
+  engine_->transaction(false, [&](SqlConnection& c) {
+    runs.clear();
+    for (const auto& row : c.query(sql, params))
+      runs.push_back(runFromRow(row));
+  });
+  return runs;
+}
+
+RunInfo RunStore::cancel(const std::string& runId) {
+  RunInfo result;
+  bool changed = false;
+  engine_->transaction(true, [&](SqlConnection& c) {
+    const int64_t now = this->now(c);
+    RunInfo run = lockRun(c, runId);
+    changed = false;
+    std::vector<EventRow> events;
+    if (!isFinished(run.status)) {
+      const std::string reason = "cancelled";
+      if (run.status == RunStatus::Running && leaseOf(c, run.threadId).liveFor(run.id, now)) {
+        requestCancel(c, run, CancelRequest::Cancel, reason, now, events);
+      } else {
+        cancelNow(c, run, reason, now, events);
+      }
+      changed = !events.empty();
+      appendEventRows(c, run.threadId, events, now);
+      if (changed) notify(c, kRunsChannel, runId);
+    }
+    result = *readRun(c, runId);
+  });
+  if (changed) afterWrite(result.threadId, true);
+  return result;
+}
+
+RunInfo RunStore::respond(const std::string& runId, const json& response) {
+  const std::string text = detail::dumpJson(response, "response");
+  checkSize(text, options_.limits.maxResponseBytes, "response", "maxResponseBytes");
+  RunInfo result;
+  engine_->transaction(true, [&](SqlConnection& c) {
+    const int64_t now = this->now(c);
+    RunInfo run = lockRun(c, runId);
+    if (run.status != RunStatus::Waiting) {
+      throw StoreError("store: run " + named(runId) + " is " + std::string(toString(run.status)) +
+                       ", not waiting for an answer");
+    }
+    if (!run.response.is_null()) {
+      throw StoreError("store: run " + named(runId) + " was already answered");
+    }
+    c.execute("UPDATE parley_runs SET response = $1, updated_at = $2 WHERE id = $3",
+              {text, now, runId});
+    appendEventRows(c, run.threadId, {lifecycle(run, "run_responded", {{"response", response}})},
+                    now);
+    notify(c, kRunsChannel, runId);
+    result = *readRun(c, runId);
+  });
+  afterWrite(result.threadId, true);
+  return result;
+}
+
+std::optional<Claim> RunStore::claim(const std::string& workerId,
+                                     std::chrono::milliseconds leaseDuration) {
+  detail::checkId(workerId, "workerId");
+  if (leaseDuration.count() <= 0) throw ValidationError("leaseDuration", "must be positive");
+  // The thread's head run (no unfinished run before it), claimable, on a thread no live lease
+  // holds. PostgreSQL locks the thread row and skips threads other claimers hold.
+  auto candidates = [](SqlConnection& c) {
+    return std::string("SELECT r.id, r.thread_id FROM parley_runs r") +
+           c.indexedBy("parley_runs_queue") +
+           " JOIN parley_threads t ON t.id = r.thread_id WHERE r.status IN " + kActive +
+           " AND (r.status <> 'waiting' OR r.response IS NOT NULL OR r.cancel_request IS NOT NULL)"
+           " AND (t.lease_owner IS NULL OR t.lease_expires_at <= $1) AND t.deleted = 0"
+           " AND NOT EXISTS (SELECT 1 FROM parley_runs p WHERE p.thread_id = r.thread_id"
+           " AND p.status IN " +
+           kActive +
+           " AND p.position < r.position) ORDER BY r.created_at, r.position, r.id LIMIT 1" +
+           c.forUpdateSkipLocked("t");
+  };
+  // What waitForRuns() of this thread waits to change: a run announced from now on may be one
+  // this claim does not see.
+  wakeups_->noteClaim();
+  // A PostgreSQL statement reads runs from its snapshot: after the thread row is locked, the
+  // run and the lease are read again (every change to them happens under that lock), and if
+  // another claimer got there first the claim starts over.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::optional<Claim> claimed;
+    bool raced = false;
+    engine_->transaction(true, [&](SqlConnection& c) {
+      claimed.reset();
+      raced = false;
+      const int64_t now = this->now(c);
+      c.relaxDurability();  // a claim lost in a crash leaves the run claimable: nothing lost
+      auto rows = c.query(candidates(c), {now});
+      if (rows.empty()) return;
+      const std::string runId = asText(rows[0].at(0));
+      const std::string threadId = asText(rows[0].at(1));
+      auto thread = c.query(
+          "SELECT lease_owner, lease_expires_at, lease_token, version, message_count "
+          "FROM parley_threads WHERE id = $1",
+          {threadId});
+      auto head = c.query(std::string("SELECT ") + kRunColumns +
+                              " FROM parley_runs WHERE thread_id = $1 AND status IN " + kActive +
+                              " ORDER BY position LIMIT 1",
+                          {threadId});
+      if (thread.empty() || head.empty()) {
+        raced = true;
+        return;
+      }
+      RunInfo run = runFromRow(head[0]);
+      const bool leaseFree = isNull(thread[0].at(0)) || asInt(thread[0].at(1)) <= now;
+      const bool claimable = run.status != RunStatus::Waiting || !run.response.is_null() ||
+                             run.cancelRequest != CancelRequest::None;
+      if (run.id != runId || !leaseFree || !claimable) {
+        raced = true;
+        return;
+      }
+      const int64_t token = asInt(thread[0].at(2)) + 1;
+      const int64_t expires = now + leaseDuration.count();
+      c.execute(
+          "UPDATE parley_threads SET lease_owner = $1, lease_run_id = $2, lease_token = $3, "
+          "lease_expires_at = $4 WHERE id = $5",
+          {workerId, runId, token, expires, threadId});
+      c.execute(
+          "UPDATE parley_runs SET status = 'running', attempts = attempts + 1, worker = $1, "
+          "started_at = COALESCE(started_at, $2), base_version = COALESCE(base_version, $3), "
+          "base_message_count = COALESCE(base_message_count, $4), updated_at = $2 WHERE id = $5",
+          {workerId, now, asInt(thread[0].at(3)), asInt(thread[0].at(4)), runId});
+      run = *readRun(c, runId);
+      appendEventRows(
+          c, threadId,
+          {lifecycle(run, "run_started", {{"attempt", run.attempts}, {"worker", workerId}})}, now);
+      claimed = Claim{run, Lease{threadId, runId, run.options.traceId, workerId, token,
+                                 detail::fromMs(expires)}};
+    });
+    if (claimed) {
+      afterWrite(claimed->lease.threadId, false);
+      return claimed;
+    }
+    if (!raced) return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+LeaseRenewal RunStore::renew(const Lease& lease, std::chrono::milliseconds leaseDuration) {
+  checkLeaseFields(lease);
+  if (leaseDuration.count() <= 0) throw ValidationError("leaseDuration", "must be positive");
+  LeaseRenewal renewal;
+  // A renewal lost in a crash only shortens the lease.
+  fenced(
+      lease,
+      [&](SqlConnection& c, int64_t now, int64_t) {
+        const int64_t expires = now + leaseDuration.count();
+        c.execute("UPDATE parley_threads SET lease_expires_at = $1 WHERE id = $2",
+                  {expires, lease.threadId});
+        auto rows = c.query("SELECT cancel_request FROM parley_runs WHERE id = $1", {lease.runId});
+        renewal.expiresAt = detail::fromMs(expires);
+        renewal.cancelRequest = rows.empty()
+                                    ? CancelRequest::None
+                                    : parseName<CancelRequest>(asText(rows[0].at(0)), kCancelNames)
+                                          .value_or(CancelRequest::None);
+      },
+      /*durable=*/false);
+  return renewal;
+}
+
+bool RunStore::release(const Lease& lease) {
+  checkLeaseFields(lease);
+  bool released = false;
+  engine_->transaction(true, [&](SqlConnection& c) {
+    const int64_t now = this->now(c);
+    try {
+      checkLease(c, lease);
+    } catch (const LeaseLost&) {
+      released = false;
+      return;
+    }
+    freeLease(c, lease.threadId);
+    appendEventRows(
+        c, lease.threadId,
+        {{lease.runId, lease.traceId, "run_released", json({{"worker", lease.owner}}).dump()}},
+        now);
+    notify(c, kRunsChannel, lease.runId);
+    released = true;
+  });
+  if (released) afterWrite(lease.threadId, true);
+  return released;
+}
+
+RunStore::Version RunStore::appendTurn(const Lease& lease, std::span<const Message> messages,
+                                       const json& state, Version expectedVersion,
+                                       std::span<const EventInput> events) {
+  checkLeaseFields(lease);
+  auto bodies = detail::messageBodies(messages);
+  SqlValue stateText = detail::stateValue(state);
+  auto rows = eventRows(lease, events, options_.limits);
+  Version version = 0;
+  fenced(lease, [&](SqlConnection& c, int64_t now, int64_t) {
+    version = engine_->appendTurnIn(c, lease.threadId, bodies, stateText, state, expectedVersion);
+    c.execute(
+        "UPDATE parley_runs SET pending_reply = NULL, pending_at = NULL, wait = NULL, "
+        "response = NULL, updated_at = $1 WHERE id = $2",
+        {now, lease.runId});
+    appendEventRows(c, lease.threadId, rows, now);
+  });
+  afterWrite(lease.threadId, false);
+  return version;
+}
+
+int64_t RunStore::appendEvents(const Lease& lease, std::span<const EventInput> events) {
+  checkLeaseFields(lease);
+  auto rows = eventRows(lease, events, options_.limits);
+  int64_t last = 0;
+  fenced(lease, [&](SqlConnection& c, int64_t now, int64_t) {
+    last = appendEventRows(c, lease.threadId, rows, now);
+  });
+  afterWrite(lease.threadId, false);
+  return last;
+}
+
+void RunStore::recordReply(const Lease& lease, const Message& reply, int64_t at) {
+  checkLeaseFields(lease);
+  const auto& limits = options_.limits;
+  const std::string body = detail::messageBodies(std::span<const Message>(&reply, 1)).front();
+  if (reply.role != Role::Assistant || reply.toolCalls.empty()) {
+    throw ValidationError("reply", "must be an assistant message with tool calls");
+  }
+  if (reply.toolCalls.size() > limits.maxToolCallsPerReply) {
+    throw ValidationError("reply.tool_calls", "holds " + std::to_string(reply.toolCalls.size()) +
+                                                  " calls, more than the limit of " +
+                                                  std::to_string(limits.maxToolCallsPerReply) +
+                                                  " (RunStoreLimits::maxToolCallsPerReply)");
+  }
+  checkSize(body, limits.maxJournalBytes, "reply", "maxJournalBytes");
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < reply.toolCalls.size(); ++i) {
+    const auto& call = reply.toolCalls[i];
+    detail::checkId(call.id, "reply.tool_calls[" + std::to_string(i) + "].id");
+    if (std::find(ids.begin(), ids.end(), call.id) != ids.end()) {
+      throw ValidationError("reply.tool_calls[" + std::to_string(i) + "].id",
+                            "repeats the id " + named(call.id));
+    }
+    ids.push_back(call.id);
+  }
+  fenced(lease, [&](SqlConnection& c, int64_t now, int64_t count) {
+    if (at < count) {
+      throw ValidationError("at", "is " + std::to_string(at) + ", before the end of thread " +
+                                      named(lease.threadId) + " (" + std::to_string(count) +
+                                      " messages)");
+    }
+    c.execute(
+        "UPDATE parley_runs SET pending_reply = $1, pending_at = $2, updated_at = $3 WHERE id = $4",
+        {body, at, now, lease.runId});
+    for (const auto& call : reply.toolCalls) {
+      c.execute(
+          "INSERT INTO parley_tool_calls (run_id, turn, call_id, tool_name, phase, arguments, "
+          "result, attempts, token, updated_at) VALUES ($1, $2, $3, $4, 'intent', $5, NULL, 0, "
+          "$6, $7) ON CONFLICT (run_id, turn, call_id) DO NOTHING",
+          {lease.runId, at, call.id, call.name, call.arguments, lease.token, now});
+    }
+  });
+}
+
+void RunStore::recordToolCall(const Lease& lease, int64_t turn, const std::string& callId,
+                              ToolCallPhase phase, const std::string& text) {
+  checkLeaseFields(lease);
+  detail::checkId(callId, "callId");
+  if (phase == ToolCallPhase::Intent) {
+    throw ValidationError("phase", "intent is recorded by recordReply");
+  }
+  checkSize(text, options_.limits.maxJournalBytes, "text", "maxJournalBytes");
+  fenced(lease, [&](SqlConnection& c, int64_t now, int64_t) {
+    auto rows = c.query(
+        "SELECT phase FROM parley_tool_calls WHERE run_id = $1 AND turn = $2 AND call_id = $3",
+        {lease.runId, turn, callId});
+    const std::string call = "call " + named(callId) + " at turn " + std::to_string(turn) +
+                             " of run " + named(lease.runId);
+    if (rows.empty()) {
+      throw StoreError("store: no journaled " + call + " (recordReply journals a reply's calls)");
+    }
+    const auto current = parseName<ToolCallPhase>(asText(rows[0].at(0)), kPhaseNames)
+                             .value_or(ToolCallPhase::Intent);
+    if (current != ToolCallPhase::Intent && current != ToolCallPhase::Started) {
+      throw StoreError("store: " + call + " is already " + std::string(toString(current)));
+    }
+    const bool started = phase == ToolCallPhase::Started;
+    c.execute(
+        "UPDATE parley_tool_calls SET phase = $1, result = $2, attempts = attempts + $3, "
+        "token = $4, updated_at = $5 WHERE run_id = $6 AND turn = $7 AND call_id = $8",
+        {std::string(toString(phase)), started ? SqlValue() : SqlValue(text),
+         static_cast<int64_t>(started ? 1 : 0), lease.token, now, lease.runId, turn, callId});
+  });
+}
+
+RunJournal RunStore::journal(const std::string& runId) {
+  RunJournal journal;
+  engine_->transaction(false, [&](SqlConnection& c) {
+    journal = {};
+    auto run = c.query("SELECT pending_reply, pending_at FROM parley_runs WHERE id = $1", {runId});
+    if (run.empty()) throw noRun(runId);
+    if (!isNull(run[0].at(0))) {
+      try {
+        journal.pendingReply = messageFromJson(
+            detail::parseColumn(run[0].at(0), "run " + named(runId) + " pending reply"));
+      } catch (const StoreError&) {
+        throw;
+      } catch (const std::exception& e) {
+        throw StoreError("store: run " + named(runId) + " pending reply is corrupt: " + e.what());
+      }
+      journal.pendingAt = asInt(run[0].at(1));
+    }
+    for (const auto& row :
+         c.query("SELECT turn, call_id, tool_name, phase, arguments, result, attempts, token, "
+                 "updated_at FROM parley_tool_calls WHERE run_id = $1 ORDER BY turn, call_id",
+                 {runId})) {
+      ToolCallEntry entry;
+      entry.turn = asInt(row.at(0));
+      entry.callId = asText(row.at(1));
+      entry.toolName = asText(row.at(2));
+      entry.phase =
+          parseName<ToolCallPhase>(asText(row.at(3)), kPhaseNames).value_or(ToolCallPhase::Intent);
+      entry.arguments = asText(row.at(4));
+      entry.text = asText(row.at(5));
+      entry.attempts = asInt(row.at(6));
+      entry.token = asInt(row.at(7));
+      entry.updatedAt = detail::fromMs(asInt(row.at(8)));
+      journal.calls.push_back(std::move(entry));
+    }
+  });
+  return journal;
+}
+
+void RunStore::wait(const Lease& lease, const json& what, std::span<const EventInput> events) {
+  checkLeaseFields(lease);
+  if (!what.is_object()) throw ValidationError("what", "must be a JSON object");
+  const std::string text = detail::dumpJson(what, "what");
+  checkSize(text, options_.limits.maxResponseBytes, "what", "maxResponseBytes");
+  auto rows = eventRows(lease, events, options_.limits);
+  fenced(lease, [&](SqlConnection& c, int64_t now, int64_t) {
+    c.execute(
+        "UPDATE parley_runs SET status = 'waiting', wait = $1, response = NULL, updated_at = $2 "
+        "WHERE id = $3",
+        {text, now, lease.runId});
+    freeLease(c, lease.threadId);
+    auto all = rows;
+    all.push_back({lease.runId, lease.traceId, "run_waiting", json({{"wait", what}}).dump()});
+    appendEventRows(c, lease.threadId, all, now);
+  });
+  afterWrite(lease.threadId, false);
+}
+
+void RunStore::finish(const Lease& lease, RunStatus status, const std::string& error,
+                      const json& result, std::span<const EventInput> events) {
+  checkLeaseFields(lease);
+  if (status != RunStatus::Completed && status != RunStatus::Failed &&
+      status != RunStatus::Cancelled) {
+    throw ValidationError("status", "a run finishes completed, failed or cancelled, not " +
+                                        std::string(toString(status)));
+  }
+  checkSize(error, options_.limits.maxResultBytes, "error", "maxResultBytes");
+  const std::string resultText = detail::dumpJson(result, "result");
+  checkSize(resultText, options_.limits.maxResultBytes, "result", "maxResultBytes");
+  auto rows = eventRows(lease, events, options_.limits);
+  fenced(lease, [&](SqlConnection& c, int64_t now, int64_t) {
+    std::string reason = error;
+    if (reason.empty() && status == RunStatus::Cancelled) {
+      auto current = c.query("SELECT error FROM parley_runs WHERE id = $1", {lease.runId});
+      if (!current.empty()) reason = asText(current[0].at(0));
+      if (reason.empty()) reason = "cancelled";
+    }
+    if (status == RunStatus::Completed) reason.clear();
+    c.execute(
+        "UPDATE parley_runs SET status = $1, error = $2, result = $3, cancel_request = NULL, "
+        "pending_reply = NULL, pending_at = NULL, wait = NULL, finished_at = $4, updated_at = $4 "
+        "WHERE id = $5",
+        {std::string(toString(status)), reason.empty() ? SqlValue() : SqlValue(reason),
+         result.is_null() ? SqlValue() : SqlValue(resultText), now, lease.runId});
+    freeLease(c, lease.threadId);
+    auto all = rows;
+    json payload = json::object();
+    if (!reason.empty()) payload["error"] = reason;
+    if (!result.is_null()) payload["result"] = result;
+    all.push_back(
+        {lease.runId, lease.traceId, "run_" + std::string(toString(status)), payload.dump()});
+    appendEventRows(c, lease.threadId, all, now);
+    notify(c, kRunsChannel, lease.runId);
+  });
+  afterWrite(lease.threadId, true);
+  maybeExpireChunks();
+}
+
+void RunStore::maybeExpireChunks() {
+  const int64_t interval = std::max<int64_t>(1'000, options_.chunkRetention.count() / 4);
+  const int64_t wall = detail::nowMs();
+  int64_t last = lastChunkSweep_.load();
+  if (wall - last < interval || !lastChunkSweep_.compare_exchange_strong(last, wall)) return;
+  try {
+    expireStreamChunks(options_.chunkRetention);
+  } catch (const StoreError&) {
+    // Housekeeping: the next finish tries again.
+    lastChunkSweep_ = last;
+  }
+}
+
+size_t RunStore::expireStreamChunks(std::chrono::milliseconds olderThan) {
+  if (olderThan.count() < 0) throw ValidationError("olderThan", "must not be negative");
+  int64_t removed = 0;
+  engine_->transaction(true, [&](SqlConnection& c) {
+    const int64_t now = this->now(c);
+    removed = c.execute("DELETE FROM parley_events WHERE type = $1 AND created_at < $2",
+                        {std::string(kStreamChunkEventType), now - olderThan.count()});
+  });
+  return static_cast<size_t>(removed);
+}
+
+std::vector<StoredEvent> RunStore::readEvents(const std::string& threadId, int64_t afterSeq,
+                                              size_t limit) {
+  detail::checkId(threadId, "threadId");
+  if (limit == 0) throw ValidationError("limit", "must be at least 1");
+  limit = std::min(limit, options_.limits.maxEventsPerCall);
+  std::vector<StoredEvent> events;
+  engine_->transaction(false, [&](SqlConnection& c) {
+    events.clear();
+    for (const auto& row :
+         c.query("SELECT thread_id, seq, run_id, trace_id, type, payload, created_at "
+                 "FROM parley_events WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                 {threadId, afterSeq, static_cast<int64_t>(limit)})) {
+      events.push_back(eventFromRow(row));
+    }
+    if (events.empty() &&
+        c.query("SELECT 1 FROM parley_threads WHERE id = $1 AND deleted = 0", {threadId}).empty()) {
+      throw StoreError("store: no thread " + named(threadId));
+    }
+  });
+  return events;
+}
+
+std::vector<StoredEvent> RunStore::waitForEvents(const std::string& threadId, int64_t afterSeq,
+                                                 std::chrono::milliseconds timeout, size_t limit) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const size_t bucket = Wakeups::bucketOf(threadId);
+  auto interval = options_.pollMin;
+  for (;;) {
+    const bool listening = wakeups_->listening();
+    const uint64_t seen = wakeups_->generation(bucket);
+    auto events = readEvents(threadId, afterSeq, limit);
+    const auto now = std::chrono::steady_clock::now();
+    if (!events.empty() || now >= deadline) return events;
+    const auto pause = listening ? options_.listenPoll : interval;
+    if (!listening) interval = std::min(interval * 2, options_.pollMax);
+    wakeups_->waitChange(bucket, seen, std::min(deadline, now + pause));
+  }
+}
+
+bool RunStore::waitForRuns(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const bool listening = wakeups_->listening();
+  const uint64_t seen = wakeups_->seenAtClaim();
+  // Without notifications, a poll interval stands in for them: the caller claims after it.
+  const auto until = listening
+                         ? deadline
+                         : std::min(deadline, std::chrono::steady_clock::now() + options_.pollMax);
+  return wakeups_->waitChange(Wakeups::kRuns, seen, until);
+}
+
+}  // namespace parley
