@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "parley/errors.hpp"
+#include "parley/json.hpp"
 #include "parley/message.hpp"
 #include "parley/tokens.hpp"
 
@@ -48,9 +49,9 @@ int runTokens(const TokensOptions& o) {
   if (!o.chat.empty()) {
     nlohmann::json request;
     try {
-      request = nlohmann::json::parse(readFile(o.chat));
-    } catch (const nlohmann::json::parse_error& e) {
-      throw ValidationError("--chat", o.chat + " is not JSON: " + e.what());
+      request = parseJson(readFile(o.chat));
+    } catch (const ProtocolError& e) {
+      throw ValidationError("--chat", o.chat + ": " + e.what());
     }
     if (!request.is_object() || !request.contains("messages")) {
       throw ValidationError("--chat",

@@ -23,6 +23,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -37,8 +38,8 @@ namespace parley {
 enum class MaxTokensField { MaxCompletionTokens, MaxTokens };
 
 struct ClientOptions {
-  std::string baseUrl =
-      "https://api.openai.com/v1";  // taken as given; "/chat/completions" is appended
+  // Taken as given; "/chat/completions" is appended. Shown in errors as redactUrl() shows it.
+  std::string baseUrl = "https://api.openai.com/v1";
   std::string apiKey;     // sent as "Authorization: Bearer ..."; never logged; empty: no header
   std::string apiKeyEnv;  // when apiKey is empty: read the key from this environment variable
   std::string model;      // used when ChatRequest::model is empty
@@ -66,6 +67,10 @@ struct ClientOptions {
   std::function<std::chrono::system_clock::time_point()> now;
   std::function<void(std::chrono::milliseconds, std::stop_token)> sleep;
 };
+
+// `url` as it may be shown (errors, logs, a terminal): its user-info, which can hold a key
+// ("http://user:KEY@host/v1"), becomes "***" ("http://***@host/v1"). Anything else is kept.
+std::string redactUrl(std::string_view url);
 
 struct EmbeddingResult {
   std::vector<std::vector<float>> embeddings;  // one per input, in input order

@@ -14,6 +14,7 @@
 #include "client/retry_policy.hpp"
 #include "client/stream_assembler.hpp"
 #include "parley/errors.hpp"
+#include "parley/json.hpp"
 #include "parley/sse.hpp"
 
 namespace parley {
@@ -291,8 +292,8 @@ std::string describeTimeout(milliseconds ms) {
 
 OpenAiClient::OpenAiClient(ClientOptions options) : impl_(std::make_unique<Impl>()) {
   if (options.baseUrl.rfind("http://", 0) != 0 && options.baseUrl.rfind("https://", 0) != 0) {
-    throw ValidationError("options.baseUrl",
-                          "must start with http:// or https://, got \"" + options.baseUrl + "\"");
+    throw ValidationError("options.baseUrl", "must start with http:// or https://, got \"" +
+                                                 redactUrl(options.baseUrl) + "\"");
   }
   if (options.maxRetries < 0) throw ValidationError("options.maxRetries", "must not be negative");
   if (options.connectTimeout.count() <= 0 || options.requestTimeout.count() <= 0 ||
@@ -371,7 +372,7 @@ std::optional<ChatResult> OpenAiClient::Impl::attempt(const std::string& body,
                                                       const ChunkHandler* onChunk, bool rawJson,
                                                       std::optional<Clock::time_point> deadline,
                                                       Failure& failure) {
-  const std::string& url = target;
+  const std::string url = redactUrl(target);  // for messages; the request goes to `target`
   std::unique_ptr<Connection> connection = acquire();
   CURL* easy = connection->easy;
   CURLM* multi = connection->multi;
@@ -387,7 +388,7 @@ std::optional<ChatResult> OpenAiClient::Impl::attempt(const std::string& body,
     headers.add(name + ": " + value);
 
   connection->errorBuffer[0] = '\0';
-  curl_easy_setopt(easy, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(easy, CURLOPT_URL, target.c_str());
   curl_easy_setopt(easy, CURLOPT_POST, 1L);
   curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body.data());
   curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
@@ -528,7 +529,7 @@ std::optional<ChatResult> OpenAiClient::Impl::attempt(const std::string& body,
   if (transfer.body.empty()) throw ProtocolError("the server sent an empty response");
   if (rawJson) {
     ChatResult raw;
-    raw.raw = nlohmann::json::parse(transfer.body, nullptr, false);
+    raw.raw = parseJson(transfer.body, {}, /*allowExceptions=*/false);
     if (raw.raw.is_discarded())
       throw ProtocolError("the server's reply from " + url + " is not JSON");
     return raw;
@@ -591,6 +592,18 @@ EmbeddingResult OpenAiClient::createEmbeddings(const std::vector<std::string>& i
     result.usage = usageFromJson(*usage);
   }
   return result;
+}
+
+std::string redactUrl(std::string_view url) {
+  const std::size_t scheme = url.find("://");
+  const std::size_t start = scheme == std::string_view::npos ? 0 : scheme + 3;
+  const std::size_t end = std::min(url.find_first_of("/?#", start), url.size());
+  const std::size_t at = url.substr(start, end - start).rfind('@');
+  if (at == std::string_view::npos) return std::string(url);
+  std::string shown(url.substr(0, start));
+  shown += "***";
+  shown.append(url.substr(start + at));
+  return shown;
 }
 
 }  // namespace parley

@@ -124,7 +124,7 @@ ClientOptions readProfile(const toml::table& table, const std::string& field) {
                           "must be \"null\", \"empty_string\" or \"omit\"");
   }
   if (const toml::table* parameters = r.table("parameters")) {
-    o.defaultParameters = tomlToJson(*parameters);
+    o.defaultParameters = tomlToJson(*parameters, field + ".parameters");
   }
   if (o.baseUrl.rfind("http://", 0) != 0 && o.baseUrl.rfind("https://", 0) != 0) {
     throw ValidationError(field + ".base_url", "must start with http:// or https://");

@@ -7,6 +7,8 @@
 
 #include <simdjson.h>
 
+#include "parley/json.hpp"
+
 namespace parley::detail {
 
 namespace ondemand = simdjson::ondemand;
@@ -70,7 +72,7 @@ std::string normaliseFinishReason(const std::string& reported, bool hasToolCalls
 }
 
 void readApiError(std::string_view body, HttpError::Details& details) {
-  nlohmann::json value = nlohmann::json::parse(body, nullptr, false);
+  nlohmann::json value = parseJson(body, {}, /*allowExceptions=*/false);
   if (value.is_discarded() || !value.is_object()) return;
   const nlohmann::json* error = &value;
   if (auto it = value.find("error"); it != value.end()) {
@@ -273,7 +275,7 @@ const StreamDelta& StreamAssembler::addChunk(std::string_view json) {
         if (value.type() != ondemand::json_type::object) continue;
         ondemand::object usage = value.get_object();
         std::string_view raw = usage.raw_json();
-        delta_.usage = usageFromJson(nlohmann::json::parse(raw));
+        delta_.usage = usageFromJson(parseJson(raw));
         s.usage = delta_.usage;
       } else if (key == "id") {
         if (s.id.empty()) s.id = stringOrEmpty(value);
@@ -292,7 +294,7 @@ const StreamDelta& StreamAssembler::addChunk(std::string_view json) {
         readApiError(json, details);
         if (details.apiMessage.empty())
           details.apiMessage = "the server sent an error in the stream";
-        nlohmann::json parsed = nlohmann::json::parse(json, nullptr, false);
+        nlohmann::json parsed = parseJson(json, {}, /*allowExceptions=*/false);
         if (parsed.is_object() && parsed["error"].is_object()) {
           const nlohmann::json& code = parsed["error"]["code"];
           if (code.is_number_integer() && code.get<int64_t>() >= 400 && code.get<int64_t>() < 600) {
@@ -356,7 +358,7 @@ ChatResult StreamAssembler::finish() {
 }
 
 ChatResult resultFromCompletion(std::string_view body) {
-  nlohmann::json value = nlohmann::json::parse(body, nullptr, false);
+  nlohmann::json value = parseJson(body);  // ProtocolError when not JSON or nested too deep
   if (value.is_discarded() || !value.is_object()) {
     throw ProtocolError("the response is not JSON: " + std::string(body.substr(0, 120)));
   }
