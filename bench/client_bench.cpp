@@ -33,7 +33,16 @@ namespace {
 
 using namespace parley;
 
-constexpr int kStreamChunks = 100'000;
+// Content chunks of the benchmark stream: 100 000, or PARLEY_BENCH_STREAM_CHUNKS (the README
+// test runs bench/stream/run.sh --tiny on a small one).
+int streamChunks() {
+  static const int chunks = [] {
+    const char* text = std::getenv("PARLEY_BENCH_STREAM_CHUNKS");
+    const int n = text ? std::atoi(text) : 0;
+    return n > 0 ? n : 100'000;
+  }();
+  return chunks;
+}
 constexpr size_t kPieceBytes = 64 * 1024;
 
 // A realistic OpenAI stream: one chunk per word (about 250 bytes each, the fields OpenAI sends),
@@ -45,11 +54,11 @@ const std::string& benchStream() {
     const std::string words[] = {"The",   " quick", " brown", " fox", " jumps",
                                  " over", " the",   " lazy",  " dog", "."};
     std::string s;
-    s.reserve(kStreamChunks * 260);
+    s.reserve(static_cast<size_t>(streamChunks()) * 260);
     s += head +
          R"("role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"usage":null})"
          "\n\n";
-    for (int i = 0; i < kStreamChunks; ++i) {
+    for (int i = 0; i < streamChunks(); ++i) {
       s += head + R"("content":")" + words[i % 10] +
            R"("},"logprobs":null,"finish_reason":null}],"usage":null})"
            "\n\n";
@@ -57,8 +66,10 @@ const std::string& benchStream() {
     s += head + R"(},"logprobs":null,"finish_reason":"stop"}],"usage":null})"
                 "\n\n";
     s +=
-        R"(data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","system_fingerprint":"fp_bench","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":100000,"total_tokens":100010}})"
-        "\n\n";
+        R"(data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","system_fingerprint":"fp_bench","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":)" +
+        std::to_string(streamChunks()) + R"(,"total_tokens":)" +
+        std::to_string(streamChunks() + 10) +
+        "}}\n\n";
     s += "data: [DONE]\n\n";
     return s;
   }();
@@ -272,7 +283,7 @@ int main(int argc, char** argv) {
       std::ofstream out(argv[i] + kFlag.size());
       for (const auto& rule : streamScript())
         out << rule.dump() << "\n";
-      std::cout << "stream: " << kStreamChunks + 3 << " chunks, " << benchStream().size()
+      std::cout << "stream: " << streamChunks() + 3 << " chunks, " << benchStream().size()
                 << " bytes\n";
       return out ? 0 : 1;
     }

@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
 # Stream assembly over loopback: parley's generateStream against the official `openai` npm SDK,
 # both reading the same stream from the same `parley mock` process in the same run.
-#   bench/stream/run.sh [BUILD_DIR]     (default: build)
+#   bench/stream/run.sh [--tiny] [BUILD_DIR]     (default: build)
 # Installs the pinned SDK (bench/stream/package-lock.json) into BUILD_DIR/bench/stream-node with npm ci.
+# --tiny: a 1 000-chunk stream, one run each (the README test checks that the script works).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-build=${1:-build}
+build=build
+runs=3
+for arg in "$@"; do
+  case "$arg" in
+    --tiny)
+      export PARLEY_BENCH_STREAM_CHUNKS=1000
+      runs=1
+      ;;
+    *) build=$arg ;;
+  esac
+done
+build=$(cd "$build" && pwd)
+cd "$(dirname "$0")/../.."
 work="$build/bench/stream-node"
 mkdir -p "$work"
 cp bench/stream/package.json bench/stream/package-lock.json bench/stream/stream_bench.mjs "$work/"
@@ -31,9 +43,9 @@ url=$(head -1 "$out")
 echo "mock: $url"
 
 PARLEY_BENCH_BASE_URL="$url" "$build/bench/client_bench" --benchmark_filter='BM_StreamLoopback' \
-  --benchmark_repetitions=3 --benchmark_report_aggregates_only=false \
+  --benchmark_repetitions="$runs" --benchmark_report_aggregates_only=false \
   --benchmark_format=json >"$work/parley.json"
-node "$work/stream_bench.mjs" "$url" "$bytes" 3 | tee "$work/npm.jsonl"
+node "$work/stream_bench.mjs" "$url" "$bytes" "$runs" | tee "$work/npm.jsonl"
 
 node - "$work/parley.json" "$work/npm.jsonl" <<'JS'
 const fs = require('fs');

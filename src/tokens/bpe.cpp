@@ -1,11 +1,20 @@
 #include "parley/bpe.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <fstream>
 #include <limits>
 #include <queue>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 
 #include "parley/errors.hpp"
@@ -214,6 +223,127 @@ PieceCache& pieceCache() {
   return cache;
 }
 
+// ---- memory for the tables ---------------------------------------------------------------
+
+// A zeroed array for the large tables (o200k's hash table alone is 8 MB), mapped so that it is
+// filled in one system call, in 2 MB pages where the kernel has them: touched page by page, it
+// cost thousands of page faults, the better part of loading a vocabulary.
+template <class T>
+class ZeroedArray {
+ public:
+  ZeroedArray() = default;
+  explicit ZeroedArray(size_t count) : count_(count) {
+    if (count == 0) return;
+    bytes_ = (count * sizeof(T) + kHugePage - 1) / kHugePage * kHugePage;
+    void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    ::madvise(p, bytes_, MADV_HUGEPAGE);
+#ifdef MADV_POPULATE_WRITE
+    ::madvise(p, bytes_, MADV_POPULATE_WRITE);  // a hint: without it, pages come on first touch
+#endif
+    data_ = static_cast<T*>(p);
+  }
+  ~ZeroedArray() {
+    if (data_) ::munmap(data_, bytes_);
+  }
+  ZeroedArray(ZeroedArray&& other) noexcept { *this = std::move(other); }
+  ZeroedArray& operator=(ZeroedArray&& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(count_, other.count_);
+    std::swap(bytes_, other.bytes_);
+    return *this;
+  }
+  T* data() noexcept { return data_; }
+  const T* data() const noexcept { return data_; }
+  size_t size() const noexcept { return count_; }
+  T& operator[](size_t i) noexcept { return data_[i]; }
+  const T& operator[](size_t i) const noexcept { return data_[i]; }
+
+ private:
+  static constexpr size_t kHugePage = size_t{2} << 20;
+  T* data_ = nullptr;
+  size_t count_ = 0;
+  size_t bytes_ = 0;
+};
+
+// ---- parts for several threads ----------------------------------------------------------
+
+constexpr size_t kMinParallelBytes = size_t{1} << 20;
+constexpr size_t kMinPartBytes = size_t{256} << 10;
+
+bool isAsciiAlnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+// The first position at or after `from` where the text may be cut so that both sides split
+// into the same pieces as the whole does: right after a line break that an ASCII letter or
+// digit follows. The pieces that hold a line break are whitespace, or punctuation followed by
+// line breaks (and '/' in o200k); none takes in a letter or digit after the break, and the
+// splitter only looks forward from a piece's start. Invalid UTF-8 cannot span the cut either:
+// the byte after it is ASCII. npos when there is no such place.
+size_t nextCut(std::string_view text, size_t from) {
+  size_t i = std::max<size_t>(from, 1) - 1;  // where a line break may sit
+  while (i + 1 < text.size()) {
+    const void* found = std::memchr(text.data() + i, '\n', text.size() - 1 - i);
+    if (!found) return std::string_view::npos;
+    const size_t cut = static_cast<size_t>(static_cast<const char*>(found) - text.data()) + 1;
+    if (isAsciiAlnum(text[cut])) return cut;
+    i = cut;
+  }
+  return std::string_view::npos;
+}
+
+// `text` cut into at most `threads` parts of about equal size at nextCut() positions; one
+// part when the text is short, special tokens are allowed, or there is nowhere to cut.
+std::vector<std::string_view> partsFor(std::string_view text, const EncodeOptions& options) {
+  unsigned threads = options.threads == 0 ? std::thread::hardware_concurrency() : options.threads;
+  if (threads <= 1 || text.size() < kMinParallelBytes || options.allowAllSpecial ||
+      !options.allowedSpecial.empty()) {
+    return {text};
+  }
+  threads = static_cast<unsigned>(std::min<size_t>(threads, text.size() / kMinPartBytes));
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  for (unsigned k = 1; k < threads; ++k) {
+    const size_t cut = nextCut(text, std::max(start + 1, text.size() / threads * k));
+    if (cut == std::string_view::npos) break;
+    parts.push_back(text.substr(start, cut - start));
+    start = cut;
+  }
+  parts.push_back(text.substr(start));
+  return parts;
+}
+
+// Runs work(i) for every part, part 0 on this thread and the others on threads of their own
+// (a thread that cannot be started runs its part here instead), and rethrows the first error.
+template <class Work>
+void forEachPart(size_t parts, const Work& work) {
+  std::vector<std::exception_ptr> errors(parts);
+  auto guarded = [&](size_t i) {
+    try {
+      work(i);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  };
+  {
+    std::vector<std::jthread> helpers;
+    std::vector<size_t> here = {0};
+    for (size_t i = 1; i < parts; ++i) {
+      try {
+        helpers.emplace_back(guarded, i);
+      } catch (const std::system_error&) {
+        here.push_back(i);
+      }
+    }
+    for (size_t i : here)
+      guarded(i);
+  }  // joins the helpers
+  for (const auto& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+}
+
 }  // namespace
 
 // ---- the encoding ---------------------------------------------------------------------------
@@ -221,14 +351,15 @@ PieceCache& pieceCache() {
 class Encoding::Impl {
  public:
   EncodingSpec spec;
-  std::string blob;               // token bytes, in rank order
-  std::vector<uint32_t> offsets;  // rank -> start in blob; offsets[rankCount] = blob.size()
-  struct Slot {
-    uint64_t head = 0;
-    uint32_t len = 0;  // 0: empty
-    uint32_t rank = kNoRank;
+  ZeroedArray<char> blobMemory;
+  std::string_view blob;  // token bytes, in rank order, then 8 zero bytes
+  std::vector<uint32_t> offsets;  // rank -> start in blob; offsets[rankCount] = end of the last
+  struct Slot {                   // all zero: empty
+    uint64_t head;
+    uint32_t len;  // 0: empty
+    uint32_t rank;
   };
-  std::vector<Slot> slots;
+  ZeroedArray<Slot> slots;
   uint64_t slotMask = 0;
   std::array<uint32_t, 256> byteRank{};
   std::vector<uint32_t> pairRanks;         // [b0 << 8 | b1] -> rank of the two bytes, or kNoRank
@@ -237,14 +368,14 @@ class Encoding::Impl {
   size_t rankCount() const { return offsets.size() - 1; }
 
   std::string_view bytesOf(uint32_t rank) const {
-    return std::string_view(blob).substr(offsets[rank], offsets[rank + 1] - offsets[rank]);
+    return blob.substr(offsets[rank], offsets[rank + 1] - offsets[rank]);
   }
 
   void buildTable() {
     size_t size = 1;
     while (size < rankCount() * 2)
       size <<= 1;
-    slots.assign(size, Slot{});
+    slots = ZeroedArray<Slot>(size);
     slotMask = size - 1;
     byteRank.fill(kNoRank);
     pairRanks.assign(65536, kNoRank);
@@ -519,14 +650,23 @@ Encoding::~Encoding() = default;
 
 std::shared_ptr<const Encoding> Encoding::fromRankFile(const EncodingSpec& spec,
                                                        const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary | std::ios::ate);
-  if (!in) throw Error("cannot read the rank file " + file.string());
-  std::string text(static_cast<size_t>(in.tellg()), '\0');
-  in.seekg(0);
-  if (!in.read(text.data(), static_cast<std::streamsize>(text.size()))) {
+  // Mapped, not copied: the kernel hands over the page cache's pages in one call.
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat info {};
+  if (fd < 0 || ::fstat(fd, &info) != 0 || info.st_size <= 0) {
+    if (fd >= 0) ::close(fd);
     throw Error("cannot read the rank file " + file.string());
   }
-  return fromRankText(spec, text);
+  const auto size = static_cast<size_t>(info.st_size);
+  void* mapped = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  ::close(fd);
+  if (mapped == MAP_FAILED) throw Error("cannot read the rank file " + file.string());
+  struct Unmap {
+    void* p;
+    size_t n;
+    ~Unmap() { ::munmap(p, n); }
+  } unmap{mapped, size};
+  return fromRankText(spec, std::string_view(static_cast<const char*>(mapped), size));
 }
 
 std::shared_ptr<const Encoding> Encoding::fromRankText(const EncodingSpec& spec,
@@ -541,8 +681,8 @@ std::shared_ptr<const Encoding> Encoding::fromRankText(const EncodingSpec& spec,
   }();
   auto impl = std::make_unique<Impl>();
   impl->spec = spec;
-  impl->blob.resize(rankText.size() * 3 / 4 + 16);  // base64 never expands
-  char* out = impl->blob.data();
+  impl->blobMemory = ZeroedArray<char>(rankText.size() * 3 / 4 + 16);  // base64 never expands
+  char* out = impl->blobMemory.data();
   size_t outLen = 0;
   impl->offsets.reserve(spec.rankCount + 1);
   auto malformed = [&](size_t line, const std::string& why) {
@@ -586,8 +726,8 @@ std::shared_ptr<const Encoding> Encoding::fromRankText(const EncodingSpec& spec,
                 " tokens, expected " + std::to_string(spec.rankCount));
   }
   impl->offsets.push_back(static_cast<uint32_t>(outLen));
-  impl->blob.resize(outLen);
-  impl->blob.append(8, '\0');  // lets find() read 8 bytes past any token's start
+  // The zero bytes after the last token let find() read 8 bytes past any token's start.
+  impl->blob = std::string_view(impl->blobMemory.data(), outLen + 8);
   impl->buildTable();
   return std::shared_ptr<const Encoding>(new Encoding(std::move(impl)));
 }
@@ -611,15 +751,40 @@ std::vector<TokenId> Encoding::encode(std::string_view text, const EncodeOptions
 
 void Encoding::encodeInto(std::string_view text, std::vector<TokenId>& out,
                           const EncodeOptions& options) const {
-  auto sink = [&out](TokenId id) { out.push_back(id); };
-  impl_->encode(text, options, sink);
+  const std::vector<std::string_view> parts = partsFor(text, options);
+  if (parts.size() == 1) {
+    auto sink = [&out](TokenId id) { out.push_back(id); };
+    impl_->encode(text, options, sink);
+    return;
+  }
+  std::vector<std::vector<TokenId>> ids(parts.size());
+  forEachPart(parts.size(), [&](size_t i) {
+    ids[i].reserve(parts[i].size() / 4 + 4);
+    auto sink = [&part = ids[i]](TokenId id) { part.push_back(id); };
+    impl_->encode(parts[i], options, sink);
+  });
+  for (const auto& part : ids)
+    out.insert(out.end(), part.begin(), part.end());
 }
 
 std::size_t Encoding::count(std::string_view text, const EncodeOptions& options) const {
-  std::size_t n = 0;
-  auto sink = [&n](TokenId) { ++n; };
-  impl_->encode(text, options, sink);
-  return n;
+  const std::vector<std::string_view> parts = partsFor(text, options);
+  std::vector<std::size_t> counts(parts.size(), 0);
+  auto countPart = [&](size_t i) {
+    std::size_t n = 0;
+    auto sink = [&n](TokenId) { ++n; };
+    impl_->encode(parts[i], options, sink);
+    counts[i] = n;
+  };
+  if (parts.size() == 1) {
+    countPart(0);
+  } else {
+    forEachPart(parts.size(), countPart);
+  }
+  std::size_t total = 0;
+  for (std::size_t n : counts)
+    total += n;
+  return total;
 }
 
 std::optional<std::string_view> Encoding::tokenBytes(TokenId id) const noexcept {
