@@ -68,8 +68,7 @@ const std::string& benchStream() {
     s +=
         R"(data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","system_fingerprint":"fp_bench","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":)" +
         std::to_string(streamChunks()) + R"(,"total_tokens":)" +
-        std::to_string(streamChunks() + 10) +
-        "}}\n\n";
+        std::to_string(streamChunks() + 10) + "}}\n\n";
     s += "data: [DONE]\n\n";
     return s;
   }();

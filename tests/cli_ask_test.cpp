@@ -206,16 +206,9 @@ std::string askOnTerminal(const std::vector<std::string>& args) {
   int master = -1;
   const pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
   if (pid == 0) {
-    ::unsetenv("OPENAI_BASE_URL");
-    ::unsetenv("OPENAI_API_KEY");
-    std::vector<std::string> all = {PARLEY_CLI_PATH, "ask"};
+    std::vector<std::string> all = {"ask"};
     all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : all)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
+    testing::execCli(all);
   }
   std::string seen;
   char buffer[4096];

@@ -67,7 +67,7 @@ class AskToolsTest : public ::testing::Test {
     std::string err;
   };
   Measured askMeasured(std::vector<std::string> args) {
-    args.insert(args.begin(), {PARLEY_CLI_PATH, "ask", "--base-url", server_->baseUrl()});
+    args.insert(args.begin(), {"ask", "--base-url", server_->baseUrl()});
     std::filesystem::create_directories(dir_);
     const std::string errPath = (dir_ / "measured.err").string();
     const pid_t pid = ::fork();
@@ -76,14 +76,7 @@ class AskToolsTest : public ::testing::Test {
       const int err = ::open(errPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
       ::dup2(out, 1);
       ::dup2(err, 2);
-      ::unsetenv("OPENAI_BASE_URL");
-      ::unsetenv("OPENAI_API_KEY");
-      std::vector<char*> argv;
-      for (auto& a : args)
-        argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
+      testing::execCli(args);
     }
     Measured measured;
     int status = 0;

@@ -125,10 +125,17 @@ TEST_P(EncodingTest, SeveralThreadsGiveExactlyTheIdsOfOne) {
   // join across it if the cut were wrong: punctuation and '/' after line breaks (o200k takes
   // them into the piece), whitespace runs, contractions, digits, CJK, invalid UTF-8.
   const std::string lines[] = {
-      "int main() {\n", "  return 0;\n}\n", "see http://example.com/a/b.\n/usr/bin\n",
-      "It's 2024; they'll see.\n", "\n\n\nAfter blank lines\r\n", "12345678 digits\n9 more\n",
-      "中文字符，日本語のテキスト。\n", "\xff\xfe bad bytes \xe2\x82\n", "   indented\n\tTab\n",
-      "x\n/y\n.\nz\n", "MixedCASE words'S\n",
+      "int main() {\n",
+      "  return 0;\n}\n",
+      "see http://example.com/a/b.\n/usr/bin\n",
+      "It's 2024; they'll see.\n",
+      "\n\n\nAfter blank lines\r\n",
+      "12345678 digits\n9 more\n",
+      "中文字符，日本語のテキスト。\n",
+      "\xff\xfe bad bytes \xe2\x82\n",
+      "   indented\n\tTab\n",
+      "x\n/y\n.\nz\n",
+      "MixedCASE words'S\n",
   };
   std::string text;
   for (int i = 0; text.size() < (size_t{3} << 20); ++i)

@@ -120,10 +120,12 @@ for (const enc of Object.keys(loadMs)) {
 }
 console.log("");
 const whole = fs.readFileSync(process.argv[4], "utf8").trim().split("\n").map((l) => JSON.parse(l));
-console.log(`whole process: \`parley tokens FILE\` vs node + npm tiktoken, ${(whole[0].bytes / 1e6).toFixed(1)} MB mixed file, s (wall, best run)`);
-console.log("encoding      parley  tiktoken  parley is   tokens (equal)");
+console.log(`whole process: \`parley tokens FILE\` vs node + npm tiktoken, ${(whole[0].bytes / 1e6).toFixed(1)} MB mixed file, s (best run)`);
+console.log("encoding      parley wall  tiktoken wall  parley is   parley CPU  tiktoken CPU  parley is   tokens (equal)");
 for (const w of whole) {
-  console.log(`${w.encoding.padEnd(13)} ${w.parley_seconds.toFixed(3).padStart(6)} ${w.tiktoken_seconds.toFixed(3).padStart(9)} ` +
-    `${((w.tiktoken_seconds / w.parley_seconds).toFixed(1) + "x").padStart(10)}   ${w.parley_tokens}`);
+  console.log(`${w.encoding.padEnd(13)} ${w.parley_seconds.toFixed(3).padStart(11)} ${w.tiktoken_seconds.toFixed(3).padStart(14)} ` +
+    `${((w.tiktoken_seconds / w.parley_seconds).toFixed(1) + "x").padStart(10)} ` +
+    `${w.parley_cpu_seconds.toFixed(3).padStart(12)} ${w.tiktoken_cpu_seconds.toFixed(3).padStart(13)} ` +
+    `${((w.tiktoken_cpu_seconds / w.parley_cpu_seconds).toFixed(1) + "x").padStart(10)}   ${w.parley_tokens}`);
 }
 JS

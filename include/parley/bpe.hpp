@@ -21,8 +21,9 @@
 //   differently from a tiktoken built with newer tables.
 //
 // Thread-safety: an Encoding is immutable after construction; any number of threads may call
-// its const methods at once (and with EncodeOptions::threads, one call uses several). Each thread that encodes keeps a small cache of recent pieces
-// (about 256 KB plus at most 4096 longer pieces), so no call takes a lock.
+// its const methods at once (and with EncodeOptions::threads, one call uses several). Each thread
+// that encodes keeps a small cache of recent pieces (about 1 MB plus at most 4096 longer pieces),
+// so no call takes a lock.
 #pragma once
 
 #include <cstddef>
