@@ -36,7 +36,16 @@ namespace {
 
 using namespace parley;
 
-constexpr int kStreamChunks = 100'000;
+// Content chunks of the benchmark stream: 100 000, or PARLEY_BENCH_STREAM_CHUNKS (the README
+// test runs bench/stream/run.sh --tiny on a small one).
+int streamChunks() {
+  static const int chunks = [] {
+    const char* text = std::getenv("PARLEY_BENCH_STREAM_CHUNKS");
+    const int n = text ? std::atoi(text) : 0;
+    return n > 0 ? n : 100'000;
+  }();
+  return chunks;
+}
 constexpr size_t kPieceBytes = 64 * 1024;
 
 // A realistic OpenAI stream: one chunk per word (about 250 bytes each, the fields OpenAI sends),
@@ -48,11 +57,11 @@ const std::string& benchStream() {
     const std::string words[] = {"The",   " quick", " brown", " fox", " jumps",
                                  " over", " the",   " lazy",  " dog", "."};
     std::string s;
-    s.reserve(kStreamChunks * 260);
+    s.reserve(static_cast<size_t>(streamChunks()) * 260);
     s += head +
          R"("role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"usage":null})"
          "\n\n";
-    for (int i = 0; i < kStreamChunks; ++i) {
+    for (int i = 0; i < streamChunks(); ++i) {
       s += head + R"("content":")" + words[i % 10] +
            R"("},"logprobs":null,"finish_reason":null}],"usage":null})"
            "\n\n";
@@ -60,8 +69,9 @@ const std::string& benchStream() {
     s += head + R"(},"logprobs":null,"finish_reason":"stop"}],"usage":null})"
                 "\n\n";
     s +=
-        R"(data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","system_fingerprint":"fp_bench","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":100000,"total_tokens":100010}})"
-        "\n\n";
+        R"(data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","system_fingerprint":"fp_bench","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":)" +
+        std::to_string(streamChunks()) + R"(,"total_tokens":)" +
+        std::to_string(streamChunks() + 10) + "}}\n\n";
     s += "data: [DONE]\n\n";
     return s;
   }();
@@ -79,11 +89,11 @@ const std::string& protocolStream(mock::WireProtocol protocol) {
     r.model = "gpt-4o-mini";
     r.created = 1700000000;
     std::string content;
-    for (int i = 0; i < kStreamChunks; ++i)
+    for (int i = 0; i < streamChunks(); ++i)
       content += words[i % 10];
     r.content = std::move(content);
     r.finishReason = "stop";
-    r.usage = {{"prompt_tokens", 10}, {"completion_tokens", kStreamChunks}};
+    r.usage = {{"prompt_tokens", 10}, {"completion_tokens", streamChunks()}};
     std::string s;
     auto append = [&s](std::string_view event) {
       s.append(event);
@@ -361,7 +371,7 @@ int main(int argc, char** argv) {
       std::ofstream out(argv[i] + kFlag.size());
       for (const auto& rule : streamScript())
         out << rule.dump() << "\n";
-      std::cout << "stream: " << kStreamChunks + 3 << " chunks, " << benchStream().size()
+      std::cout << "stream: " << streamChunks() + 3 << " chunks, " << benchStream().size()
                 << " bytes; responses " << protocolStream(mock::WireProtocol::Responses).size()
                 << " bytes; anthropic " << protocolStream(mock::WireProtocol::Anthropic).size()
                 << " bytes\n";

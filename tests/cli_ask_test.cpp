@@ -1,7 +1,11 @@
 // `parley ask` end to end: the real binary against the mock server over loopback.
 #include <gtest/gtest.h>
 
+#include <pty.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <filesystem>
 #include <fstream>
@@ -175,12 +179,110 @@ TEST_F(AskTest, FailuresAreOneLineNamingTheCause) {
   }
 }
 
-TEST_F(AskTest, MoreThanOneIterationNeedsTheToolLoop) {
+TEST_F(AskTest, MaxIterationsWithoutToolsIsOneCall) {
+  // Without tools a turn is one model call, within any bound of at least 1; scripts pass the
+  // option whether or not they offer tools.
   serve(R"({"reply": {"content": "ok"}})");
-  CliRun run = ask({"--base-url", server_->baseUrl(), "--max-iterations", "3", "x"});
+  for (const char* n : {"1", "3"}) {
+    SCOPED_TRACE(n);
+    CliRun run = ask({"--base-url", server_->baseUrl(), "--max-iterations", n, "x"});
+    EXPECT_EQ(run.exitCode, 0) << run.err;
+    EXPECT_EQ(run.out, "ok\n");
+  }
+  EXPECT_EQ(server_->requests().size(), 2u);
+  CliRun zero = ask({"--base-url", server_->baseUrl(), "--max-iterations", "0", "x"});
+  EXPECT_EQ(zero.exitCode, 2);
+  EXPECT_NE(zero.err.find("--max-iterations"), std::string::npos) << zero.err;
+}
+
+TEST_F(AskTest, AnEmptyThreadIdIsRefused) {
+  // It used to start a thread with a random id, which the user then could not name.
+  serve(R"({"reply": {"content": "ok"}})");
+  CliRun run = ask(
+      {"--base-url", server_->baseUrl(), "--db", (dir_ / "t.db").string(), "--thread", "", "x"});
   EXPECT_EQ(run.exitCode, 2);
-  EXPECT_NE(run.err.find("--max-iterations"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("--thread: needs a thread id"), std::string::npos) << run.err;
   EXPECT_TRUE(server_->requests().empty());
+}
+
+TEST_F(AskTest, InBodyErrorsAreNotCalledHttp0Or200) {
+  serve(
+      R"({"match": {"stream": false}, "raw": "{\"error\": {\"message\": \"quota exceeded\"}}", "content_type": "application/json"}
+{"match": {"stream": true}, "raw": "data: {\"error\": {\"message\": \"overloaded\"}}\n\n"})");
+  CliRun body = ask({"--base-url", server_->baseUrl(), "--no-stream", "x"});
+  EXPECT_EQ(body.exitCode, 1);
+  EXPECT_EQ(body.err,
+            "parley: error: the server sent an error instead of a reply: quota exceeded\n");
+  CliRun stream = ask({"--base-url", server_->baseUrl(), "x"});
+  EXPECT_EQ(stream.exitCode, 1);
+  EXPECT_EQ(stream.err.rfind("parley: error: the server sent an error inside its 200 reply: "
+                             "overloaded",
+                             0),
+            0u)
+      << stream.err;
+}
+
+TEST_F(AskTest, AKeyInTheBaseUrlIsNotPrinted) {
+  CliRun run = ask({"--base-url", "http://me:sk-SECRET-7@127.0.0.1:1/v1", "--timeout", "200", "x"});
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_EQ(run.err.find("SECRET"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("http://***@127.0.0.1:1/v1"), std::string::npos) << run.err;
+}
+
+// Runs `parley ask <args>` on a pseudo-terminal (stdout and stderr) and returns what the
+// terminal received.
+std::string askOnTerminal(const std::vector<std::string>& args) {
+  int master = -1;
+  const pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+  if (pid == 0) {
+    std::vector<std::string> all = {"ask"};
+    all.insert(all.end(), args.begin(), args.end());
+    testing::execCli(all);
+  }
+  std::string seen;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = ::read(master, buffer, sizeof buffer);
+    if (n > 0) {
+      seen.append(buffer, static_cast<std::size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;  // EIO once the child closed the terminal
+    }
+  }
+  ::close(master);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return seen;
+}
+
+TEST_F(AskTest, EscapeSequencesFromTheServerNeverReachATerminal) {
+  // A title change, a colour, clearing the screen, a carriage return that overwrites the line,
+  // and a C1 CSI (U+009B): a terminal would obey each.
+  const std::string hostile =
+      R"(safe \u001b]0;pwned\u0007one \u001b[31mred\u001b[0m \u001b[2Jtwo\rthree \u009b31mfour)";
+  serve(
+      R"({"match": {"user_contains": "fail"}, "error": {"status": 400, "message": "bad \u001b[2Jnews"}}
+{"reply": {"content": ")" +
+      hostile + R"("}})");
+  for (const char* mode : {"--stream", "--no-stream"}) {
+    SCOPED_TRACE(mode);
+    const std::string seen = askOnTerminal({"--base-url", server_->baseUrl(), mode, "hello"});
+    EXPECT_EQ(seen.find('\x1b'), std::string::npos) << seen;
+    EXPECT_EQ(seen.find("\xC2\x9B"), std::string::npos) << seen;
+    EXPECT_NE(seen.find("safe one red twothree 31mfour"), std::string::npos) << seen;
+  }
+  const std::string error = askOnTerminal({"--base-url", server_->baseUrl(), "fail"});
+  EXPECT_EQ(error.find('\x1b'), std::string::npos) << error;
+  EXPECT_NE(error.find("HTTP 400: bad news"), std::string::npos) << error;
+
+  // The bytes themselves are kept where a program reads them: a pipe, and --json.
+  CliRun piped = ask({"--base-url", server_->baseUrl(), "hello"});
+  EXPECT_NE(piped.out.find("\x1b[31mred"), std::string::npos) << piped.out;
+  CliRun asJson = ask({"--base-url", server_->baseUrl(), "--json", "hello"});
+  EXPECT_NE(json::parse(asJson.out)["message"]["content"].get<std::string>().find("\x1b]0;pwned"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // `parley ask` with the tool loop, user tools and stored threads, end to end against the mock's
 // demo agent (which calls get_weather, get_time and calculate when they are offered).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -15,6 +18,7 @@
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/store.hpp"
+#include "parley/tools.hpp"
 
 namespace parley {
 namespace {
@@ -53,6 +57,37 @@ class AskToolsTest : public ::testing::Test {
       if ((*it)["role"] == "tool") return *it;
     }
     return nullptr;
+  }
+
+  // The peak memory (KiB) and exit code of `parley ask <args>`, run directly (no shell) so
+  // that wait4() reports the process itself; its output goes to files in dir_.
+  struct Measured {
+    int exitCode = -1;
+    long maxRssKib = 0;
+    std::string err;
+  };
+  Measured askMeasured(std::vector<std::string> args) {
+    args.insert(args.begin(), {"ask", "--base-url", server_->baseUrl()});
+    std::filesystem::create_directories(dir_);
+    const std::string errPath = (dir_ / "measured.err").string();
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const int out = ::open("/dev/null", O_WRONLY);
+      const int err = ::open(errPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      ::dup2(out, 1);
+      ::dup2(err, 2);
+      testing::execCli(args);
+    }
+    Measured measured;
+    int status = 0;
+    rusage usage{};
+    while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
+    }
+    measured.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    measured.maxRssKib = usage.ru_maxrss;
+    std::ifstream in(errPath);
+    measured.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return measured;
   }
 
   std::unique_ptr<mock::MockServer> server_;
@@ -144,6 +179,76 @@ timeout_ms = 200
   ASSERT_EQ(run.exitCode, 0) << run.err;
   const json content = json::parse(lastToolMessage()["content"].get<std::string>());
   ASSERT_TRUE(content.contains("error")) << content;
+}
+
+TEST_F(AskToolsTest, ToolOutputIsCappedAndReadInBoundedMemory) {
+  // 40 MB of output: it used to take about 25 bytes of memory per byte (1 GB here), went to the
+  // model whole and was echoed whole to stderr.
+  const std::string file = writeFile("flood.toml", R"(
+[[tool]]
+name = "get_time"
+command = ["sh", "-c", "echo BEGIN; head -c 40000000 /dev/zero | tr '\\0' z; echo; echo END"]
+)");
+  Measured run = askMeasured({"--tools-file", file, "what time is it"});
+  ASSERT_EQ(run.exitCode, 0) << run.err.substr(0, 2000);
+  EXPECT_LT(run.maxRssKib, 100 * 1024) << "peak memory of parley ask, KiB";
+  const std::string content = lastToolMessage()["content"].get<std::string>();
+  EXPECT_LE(content.size(), kDefaultMaxToolResultBytes);
+  EXPECT_EQ(content.rfind("BEGIN\n", 0), 0u);
+  EXPECT_EQ(content.substr(content.size() - 4), "END\n");
+  EXPECT_NE(content.find("bytes cut here: the output was 40000011 bytes"), std::string::npos);
+  // The CLI shows a one-line preview of it.
+  EXPECT_LT(run.err.size(), 1000u) << run.err.substr(0, 2000);
+  EXPECT_NE(run.err.find("[tool] get_time -> BEGIN zzz"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("... (" + std::to_string(content.size()) + " bytes)"), std::string::npos)
+      << run.err;
+}
+
+TEST_F(AskToolsTest, ToolThatDoesNotReadItsArgumentsDoesNotKillParley) {
+  // 200 KB of arguments outgrow the pipe; `echo ok` exits without reading them. Writing the
+  // rest used to raise SIGPIPE and end parley with status 141.
+  server_->setScript(mock::readScript(
+      json{{"match", {{"last_role", "user"}}},
+           {"reply",
+            {{"tool_calls", json::array({{{"name", "get_time"},
+                                          {"arguments", {{"pad", std::string(200'000, 'p')}}}}})}}}}
+          .dump() +
+      "\n" + R"({"reply": {"content": "tool said {{last_tool}}"}})"));
+  const std::string file = writeFile("deaf.toml", R"(
+[[tool]]
+name = "get_time"
+command = ["sh", "-c", "echo ok"]
+)");
+  CliRun run = ask({"--tools-file", file, "--json", "what time is it"});
+  ASSERT_EQ(run.exitCode, 0) << run.err.substr(0, 2000);
+  EXPECT_EQ(lastToolMessage()["content"], "ok");
+  EXPECT_EQ(json::parse(run.out)["message"]["content"], "tool said ok");
+}
+
+TEST_F(AskToolsTest, ToolOutputThatIsNotUtf8IsRepairedNotAUsageError) {
+  // It used to end the turn with exit 2 (bad command line) after the tool had run.
+  const std::string file = writeFile("latin1.toml", R"(
+[[tool]]
+name = "get_time"
+command = ["printf", "12:00 caf\\351"]
+)");
+  CliRun run = ask({"--tools-file", file, "--json", "what time is it"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  const std::string content = lastToolMessage()["content"].get<std::string>();
+  EXPECT_EQ(content.rfind("12:00 caf\xEF\xBF\xBD", 0), 0u) << content;
+  EXPECT_NE(content.find("not valid UTF-8"), std::string::npos) << content;
+}
+
+TEST_F(AskToolsTest, ToolsFileLongestTimeoutRunsTheCommand) {
+  const std::string file = writeFile("forever.toml", R"(
+[[tool]]
+name = "get_time"
+command = ["echo", "noon"]
+timeout_ms = 9223372036854775807
+)");
+  CliRun run = ask({"--tools-file", file, "--json", "what time is it"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_EQ(lastToolMessage()["content"], "noon");
 }
 
 TEST_F(AskToolsTest, BadToolsFileIsAUsageErrorNamingTheField) {

@@ -90,6 +90,13 @@ TEST_F(ChatTest, ReasoningIsShownFoldedOverEveryProtocol) {
   }
 }
 
+TEST_F(ChatTest, AnEmptyThreadIdIsRefused) {
+  CliRun run = chat({"--thread", ""}, "hello\n");
+  EXPECT_EQ(run.exitCode, 2);
+  EXPECT_NE(run.err.find("--thread: needs a thread id"), std::string::npos) << run.err;
+  EXPECT_FALSE(std::filesystem::exists(db_));
+}
+
 TEST_F(ChatTest, ForkSwitchUndoSaveAndResume) {
   mock::MockServer server(mock::MockOptions{});
   server.start();

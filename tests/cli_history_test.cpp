@@ -104,6 +104,57 @@ TEST_F(HistoryTest, ExportJsonIsTheSnapshotAndImportTakesItBack) {
   EXPECT_EQ(store.listThreads().size(), 2u);
 }
 
+TEST_F(HistoryTest, ImportRefusesBrokenToolCallPairingOrRepairsIt) {
+  // A tool message that answers no call (index 2), and a call whose result is missing (3).
+  // Every model API refuses either history, so the thread could never be continued.
+  const auto snapshotOf = [&](const std::vector<Message>& messages) {
+    SqliteStore scratch((dir_ / "scratch.db").string());
+    scratch.createThread({.id = "x"}, messages);
+    json snapshot = scratch.exportThread("x");
+    scratch.deleteThread("x");
+    return snapshot;
+  };
+  const Message system = Message::system("You are terse.");
+  const Message user = Message::user("Is 2+2 four?");
+  const Message answer = Message::assistant("Yes.");
+  const json orphan = snapshotOf({system, user, Message::tool("call_9", "stray"), answer});
+  const json unanswered = snapshotOf(
+      {system, user, answer,
+       Message::assistant("", {ToolCall{"call_1", "calculate", R"({"expression":"2+2"})"}})});
+  struct Case {
+    json snapshot;
+    std::string error;
+    size_t visibleAfterRepair;
+  };
+  const Case cases[] = {
+      {orphan, "messages[2]: a tool message (tool_call_id \"call_9\") that answers no call", 3},
+      {unanswered,
+       "messages[3]: an assistant message whose tool calls (the first is \"call_1\") are not "
+       "all followed by their results",
+       3},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.error);
+    const std::string file = writeFile("broken.json", c.snapshot.dump());
+    CliRun refused = history({"import", file, "--id", "broken"});
+    EXPECT_EQ(refused.exitCode, 2);
+    EXPECT_NE(refused.err.find(c.error), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("--repair"), std::string::npos) << refused.err;
+    EXPECT_FALSE(SqliteStore(db_).threadInfo("broken"));
+
+    CliRun repaired = history({"import", file, "--id", "broken", "--repair"});
+    ASSERT_EQ(repaired.exitCode, 0) << repaired.err;
+    EXPECT_NE(repaired.err.find("1 message(s) hidden"), std::string::npos) << repaired.err;
+    ConversationManager loaded;
+    SqliteStore(db_).load("broken", loaded);
+    EXPECT_EQ(loaded.getAllMessages().size(), 4u);  // storage keeps the file's messages
+    EXPECT_EQ(loaded.getMessages().size(), c.visibleAfterRepair);
+    for (const Message& m : loaded.getMessages())
+      EXPECT_NE(m.role, Role::Tool);
+    EXPECT_EQ(history({"rm", "broken"}).exitCode, 0);
+  }
+}
+
 TEST_F(HistoryTest, ExportMarkdownAndHtml) {
   CliRun md = history({"export", "t1", "--format", "markdown"});
   ASSERT_EQ(md.exitCode, 0) << md.err;

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -61,6 +63,21 @@ inline CliRun runCli(const std::vector<std::string>& args, const std::filesystem
   text << err.rdbuf();
   run.err = text.str();
   return run;
+}
+
+// In a forked child: becomes `parley <args>` with the same clean OPENAI_* environment as
+// runCli(). Never returns (exit 127 if the binary cannot be run).
+[[noreturn]] inline void execCli(std::vector<std::string> args) {
+  for (const char* name :
+       {"OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "PARLEY_CONFIG", "XDG_CONFIG_HOME"})
+    ::unsetenv(name);
+  args.insert(args.begin(), PARLEY_CLI_PATH);
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(argv[0], argv.data());
+  ::_exit(127);
 }
 
 }  // namespace parley::testing

@@ -205,6 +205,27 @@ TEST(OpenAiClient, RejectsUnusableOptions) {
   EXPECT_THROW(OpenAiClient{negative}, ValidationError);
 }
 
+TEST(RedactUrl, UserInfoBecomesStars) {
+  EXPECT_EQ(redactUrl("http://user:KEY@host:8080/v1"), "http://***@host:8080/v1");
+  EXPECT_EQ(redactUrl("https://KEY@host"), "https://***@host");
+  EXPECT_EQ(redactUrl("http://a:b@c@host/v1?x=y@z"), "http://***@host/v1?x=y@z");
+  EXPECT_EQ(redactUrl("http://host/v1/a@b"), "http://host/v1/a@b");  // an @ in the path
+  EXPECT_EQ(redactUrl("https://api.openai.com/v1"), "https://api.openai.com/v1");
+  EXPECT_EQ(redactUrl("user:KEY@host/v1"), "***@host/v1");
+}
+
+TEST(HttpError, InBodyErrorsSayWhatHappened) {
+  HttpError::Details details;
+  details.apiMessage = "quota exceeded";
+  EXPECT_STREQ(HttpError(details).what(),
+               "the server sent an error instead of a reply: quota exceeded");
+  details.status = 200;
+  EXPECT_STREQ(HttpError(details).what(),
+               "the server sent an error inside its 200 reply: quota exceeded");
+  details.status = 429;
+  EXPECT_STREQ(HttpError(details).what(), "HTTP 429: quota exceeded");
+}
+
 TEST(OpenAiClient, ApiKeyFromTheNamedEnvironmentVariable) {
   ::setenv("PARLEY_TEST_KEY_FOR_CLIENT", "sk-from-env", 1);
   ClientOptions options;
@@ -290,6 +311,12 @@ TEST(ProfileRegistry, BadFilesNameTheKeyAndAddNothing) {
   EXPECT_NE(what("[profiles.a]\nbase_url = 3\n").find("base_url"), std::string::npos);
   EXPECT_NE(what("[profiles.a\n").find("p.toml:"), std::string::npos);
   EXPECT_NE(what("[other]\n").find("other"), std::string::npos);
+  // Parameters nested deeper than JSON may be (toml++ itself allows 256 levels).
+  const std::string deep =
+      "[profiles.a]\nparameters = { x = " + std::string(200, '[') + std::string(200, ']') + " }\n";
+  EXPECT_NE(what(deep).find("profiles.a.parameters: nested deeper than 128 levels"),
+            std::string::npos)
+      << what(deep);
 }
 
 TEST(ProfileRegistry, LoadsAFileAndSharesOneClientPerProfile) {

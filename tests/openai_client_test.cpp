@@ -398,6 +398,83 @@ TEST_F(ClientTest, ErrorObjectInsideTheStream) {
   } catch (const HttpError& e) {
     EXPECT_EQ(e.apiMessage(), "model crashed");
     EXPECT_EQ(e.requestId(), "req_mock_1");
+    // Not "HTTP 200": the status was fine, the stream then carried an error.
+    EXPECT_EQ(std::string(e.what()).rfind("the server sent an error inside its 200 reply: "
+                                          "model crashed",
+                                          0),
+              0u)
+        << e.what();
+  }
+}
+
+TEST_F(ClientTest, ErrorObjectInAnOkBodyIsNotCalledHttp0) {
+  serve(
+      R"({"raw": "{\"error\": {\"message\": \"quota exceeded\", \"type\": \"insufficient_quota\"}}", "content_type": "application/json"})");
+  OpenAiClient client(options());
+  try {
+    client.generate(ask("x"));
+    FAIL() << "no error";
+  } catch (const HttpError& e) {
+    EXPECT_EQ(e.apiMessage(), "quota exceeded");
+    EXPECT_EQ(std::string(e.what()),
+              "the server sent an error instead of a reply: quota exceeded (type "
+              "insufficient_quota)");
+  }
+}
+
+TEST_F(ClientTest, AReplyNestedTooDeepIsAProtocolErrorNotACrash) {
+  // A 100 000-level extra field in a non-streamed completion: parsed, it overflowed the stack
+  // when the message was copied out of the reply.
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  const std::string body =
+      R"({"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi","extra":)" +
+      deep + R"(},"finish_reason":"stop"}]})";
+  mock::MockOptions o;
+  o.script = nlohmann::json::array(
+      {{{"raw", body}, {"content_type", "application/json"}, {"match", {{"stream", false}}}},
+       {{"raw",
+         "data: " +
+             std::string(
+                 R"({"id":"x","object":"chat.completion.chunk","model":"m","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2,"prompt_tokens_details":)") +
+             deep + "}}\n\n"}}});
+  server_ = std::make_unique<mock::MockServer>(o);
+  server_->start();
+  OpenAiClient client(options());
+  for (bool stream : {false, true}) {
+    SCOPED_TRACE(stream);
+    try {
+      if (stream) {
+        client.generateStream(ask("x"), [](const StreamDelta&) { return true; });
+      } else {
+        client.generate(ask("x"));
+      }
+      FAIL() << "no error";
+    } catch (const ProtocolError& e) {
+      EXPECT_NE(std::string(e.what()).find("nested deeper than 128 levels"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST_F(ClientTest, AKeyInTheUrlIsNeverShown) {
+  serve(R"({"reply": {"content": "unused"}})");
+  ClientOptions o = options();
+  o.baseUrl = "http://user:sk-SECRET-42@127.0.0.1:1/v1";  // nothing listens on port 1
+  o.maxRetries = 0;
+  try {
+    OpenAiClient(o).generate(ask("x"));
+    FAIL() << "no error";
+  } catch (const ConnectionError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find("SECRET"), std::string::npos) << what;
+    EXPECT_NE(what.find("http://***@127.0.0.1:1/v1"), std::string::npos) << what;
+  }
+  o.baseUrl = "htp://user:sk-SECRET-42@host/v1";
+  try {
+    OpenAiClient{o};
+    FAIL() << "no error";
+  } catch (const ValidationError& e) {
+    EXPECT_EQ(std::string(e.what()).find("SECRET"), std::string::npos) << e.what();
   }
 }
 

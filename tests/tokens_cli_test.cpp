@@ -1,6 +1,7 @@
 // `parley tokens`: counts, ids, chat requests, and the estimate fallback, run as a user would.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -129,6 +130,26 @@ TEST_F(TokensCli, EstimatesWithoutVocabulary) {
 TEST_F(TokensCli, UnknownEncodingIsUsageError) {
   CliRun r = parley("tokens --encoding p50k_base 2>/dev/null </dev/null");
   EXPECT_EQ(r.status, 2);
+}
+
+TEST_F(TokensCli, AReaderThatWentAwayIsAnErrorNotASignal) {
+  // stdout is a pipe whose reader is gone: writing fails with EPIPE. SIGPIPE used to end the
+  // process (status 141 in a shell) wherever it was.
+  fs::path file = write("many.txt", std::string(200'000, 'a') + "\n");
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ::close(fds[0]);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::execl(PARLEY_CLI, PARLEY_CLI, "tokens", "--ids", file.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 1);
 }
 
 }  // namespace

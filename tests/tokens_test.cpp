@@ -120,6 +120,40 @@ TEST_P(EncodingTest, SharedByThreads) {
   EXPECT_NE(expected, last);
 }
 
+TEST_P(EncodingTest, SeveralThreadsGiveExactlyTheIdsOfOne) {
+  // Every place a part may start (a line break, then a letter or digit) next to what could
+  // join across it if the cut were wrong: punctuation and '/' after line breaks (o200k takes
+  // them into the piece), whitespace runs, contractions, digits, CJK, invalid UTF-8.
+  const std::string lines[] = {
+      "int main() {\n",
+      "  return 0;\n}\n",
+      "see http://example.com/a/b.\n/usr/bin\n",
+      "It's 2024; they'll see.\n",
+      "\n\n\nAfter blank lines\r\n",
+      "12345678 digits\n9 more\n",
+      "中文字符，日本語のテキスト。\n",
+      "\xff\xfe bad bytes \xe2\x82\n",
+      "   indented\n\tTab\n",
+      "x\n/y\n.\nz\n",
+      "MixedCASE words'S\n",
+  };
+  std::string text;
+  for (int i = 0; text.size() < (size_t{3} << 20); ++i)
+    text += lines[static_cast<size_t>(i) % std::size(lines)] + std::to_string(i % 7);
+  auto enc = load(GetParam());
+  parley::EncodeOptions one;
+  parley::EncodeOptions several;
+  several.threads = 5;
+  const std::vector<TokenId> expected = enc->encode(text, one);
+  EXPECT_EQ(enc->encode(text, several), expected);
+  EXPECT_EQ(enc->count(text, several), expected.size());
+  several.threads = 0;  // one per core
+  EXPECT_EQ(enc->count(text, several), expected.size());
+  // A text with nowhere to cut is counted whole.
+  const std::string noBreaks(size_t{1} << 20, 'a');
+  EXPECT_EQ(enc->count(noBreaks, several), enc->count(noBreaks, one));
+}
+
 INSTANTIATE_TEST_SUITE_P(Encodings, EncodingTest, ::testing::Values("cl100k_base", "o200k_base"));
 
 TEST(Encoding, UnknownNameIsValidationError) {

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <latch>
+#include <limits>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -13,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "parley/errors.hpp"
+#include "tools/tool_output.hpp"
 
 namespace parley {
 namespace {
@@ -98,6 +100,8 @@ TEST(ToolRegistry, RejectsEmptyHandlerAndBadOptions) {
   EXPECT_EQ(fieldOfAdd(registry, "t", kCitySchema, echo, {.retries = -1}), "tool.options.retries");
   EXPECT_EQ(fieldOfAdd(registry, "t", kCitySchema, echo, {.retryDelay = -1ms}),
             "tool.options.retryDelay");
+  EXPECT_EQ(fieldOfAdd(registry, "t", kCitySchema, echo, {.maxResultBytes = 1023}),
+            "tool.options.maxResultBytes");
   EXPECT_FALSE(registry.has("t"));
 }
 
@@ -220,6 +224,17 @@ TEST_F(ToolExecutorTest, ArgumentsThatAreNotJsonBecomeError) {
   EXPECT_EQ(result.errorKind, ToolErrorKind::InvalidJson);
   EXPECT_TRUE(contains(result.error, "not valid JSON")) << result.error;
   EXPECT_FALSE(contains(result.error, "[json.exception")) << result.error;
+  EXPECT_EQ(calls.load(), 0);
+}
+
+TEST_F(ToolExecutorTest, ArgumentsNestedTooDeepBecomeErrorNotACrash) {
+  addCounting("get_weather", json::object());
+  ToolExecutor executor(registry);
+  const std::string deep =
+      R"({"city": )" + std::string(100'000, '[') + std::string(100'000, ']') + "}";
+  ToolResult result = executor.execute({"c1", "get_weather", deep});
+  EXPECT_EQ(result.errorKind, ToolErrorKind::InvalidJson);
+  EXPECT_TRUE(contains(result.error, "nested deeper than 128 levels")) << result.error;
   EXPECT_EQ(calls.load(), 0);
 }
 
@@ -357,6 +372,16 @@ TEST_F(ToolExecutorTest, HandlerIgnoringItsStopTokenDoesNotHangTheCaller) {
   }  // the executor is gone while the handler still runs
   release->count_down();
   finished->wait();  // the late result went nowhere; nothing dangled
+}
+
+TEST_F(ToolExecutorTest, ALongestTimeoutDoesNotOverflowIntoAnExpiredDeadline) {
+  // 9223372036854775807 ms: converted to the clock's nanoseconds it used to wrap around to a
+  // deadline in the past, and every call timed out at once.
+  registry->add("t", "d", json::object(), echo,
+                {.timeout = std::chrono::milliseconds(std::numeric_limits<int64_t>::max())});
+  ToolExecutor executor(registry);
+  ToolResult result = executor.execute({"c1", "t", "{}"});
+  EXPECT_TRUE(result.success) << result.error;
 }
 
 TEST_F(ToolExecutorTest, RetriesWithTheConfiguredDelay) {
@@ -674,6 +699,123 @@ TEST_F(ToolExecutorTest, RegistryAndExecutorAreSafeToShareAcrossThreads) {
   EXPECT_FALSE(inconsistent.load());
   EXPECT_EQ(calls.load(), 2 * (kRounds / 4) * 2);
   EXPECT_TRUE(registry->has("stable"));
+}
+
+}  // namespace
+}  // namespace parley
+
+// --- what a result may be ---------------------------------------------------------------------
+
+namespace parley {
+namespace {
+
+TEST(ToolResultCap, ALongResultKeepsItsHeadAndTailAndSaysWhatWasCut) {
+  auto registry = std::make_shared<ToolRegistry>();
+  const std::string big = "HEAD" + std::string(1'000'000, 'x') + "TAIL";
+  registry->add("big", "d", json::object(), [&](const json&, ToolContext&) -> json { return big; },
+                {.maxResultBytes = 4096});
+  registry->add("bigjson", "d", json::object(),
+                [&](const json&, ToolContext&) -> json {
+                  return {{"data", big}};
+                },
+                {.maxResultBytes = 4096});
+  registry->add("small", "d", json::object(),
+                [](const json&, ToolContext&) -> json {
+                  return {{"ok", true}};
+                },
+                {.maxResultBytes = 4096});
+  ToolExecutor executor(registry);
+  for (const char* name : {"big", "bigjson"}) {
+    SCOPED_TRACE(name);
+    ToolResult result = executor.execute({"c1", name, "{}"});
+    ASSERT_TRUE(result.success) << result.error;
+    const std::string content = result.content();
+    EXPECT_LE(content.size(), 4096u);
+    EXPECT_GT(content.size(), 3500u);  // the cap is used, not wasted
+    EXPECT_TRUE(contains(content.substr(0, 20), "HEAD")) << content.substr(0, 20);
+    EXPECT_TRUE(contains(content.substr(content.size() - 20), "TAIL"));
+    EXPECT_TRUE(contains(content, "bytes cut here: the output was")) << content;
+    EXPECT_TRUE(contains(content, "more than the limit of 4096")) << content;
+  }
+  // A result that fits stays the JSON value it was.
+  ToolResult small = executor.execute({"c1", "small", "{}"});
+  EXPECT_EQ(small.result, json({{"ok", true}}));
+}
+
+TEST(ToolResultCap, OutputThatIsNotUtf8IsRepairedAndSaysSo) {
+  auto registry = std::make_shared<ToolRegistry>();
+  registry->add("bytes", "d", json::object(),
+                [](const json&, ToolContext&) -> json { return std::string("ok \xff\xfe end"); });
+  registry->add("object", "d", json::object(), [](const json&, ToolContext&) -> json {
+    return {{"name", std::string("caf\xe9")}};
+  });
+  ToolExecutor executor(registry);
+  ToolResult text = executor.execute({"c1", "bytes", "{}"});
+  ASSERT_TRUE(text.success);
+  EXPECT_EQ(text.content().rfind("ok \xEF\xBF\xBD\xEF\xBF\xBD end", 0), 0u) << text.content();
+  EXPECT_TRUE(contains(text.content(), "not valid UTF-8")) << text.content();
+  ToolResult object = executor.execute({"c1", "object", "{}"});
+  ASSERT_TRUE(object.success);
+  EXPECT_TRUE(contains(object.content(), "{\"name\":\"caf\xEF\xBF\xBD\"}")) << object.content();
+  EXPECT_TRUE(contains(object.content(), "not valid UTF-8")) << object.content();
+  // Either is now text a request can carry.
+  EXPECT_NO_THROW(json(text.content()).dump());
+  EXPECT_NO_THROW(json(object.content()).dump());
+}
+
+TEST(ToolOutput, Utf8RepairReplacesEachMaximalIllFormedSubsequence) {
+  struct Case {
+    std::string in, out;
+  };
+  const std::string r = "\xEF\xBF\xBD";
+  const Case cases[] = {
+      {"plain", "plain"},
+      {"\xC3\xA9t\xC3\xA9", "\xC3\xA9t\xC3\xA9"},
+      {"a\x80"
+       "b",
+       "a" + r + "b"},
+      {"\xC0\xAF", r + r},  // overlong: each byte
+      {"\xE2\x82", r},      // truncated: one replacement
+      {"\xE2\x82x", r + "x"},
+      {"\xED\xA0\x80", r + r + r},          // a surrogate
+      {"\xF4\x90\x80\x80", r + r + r + r},  // past U+10FFFF
+      {"\xF0\x9F\x98\x80!", "\xF0\x9F\x98\x80!"},
+      {"\xF0\x9F\x98", r},
+  };
+  for (const Case& c : cases) {
+    std::string text = c.in;
+    const std::size_t replaced = detail::repairUtf8(text);
+    EXPECT_EQ(text, c.out);
+    EXPECT_EQ(replaced == 0, c.in == c.out);
+  }
+}
+
+TEST(ToolOutput, CollectorKeepsHeadAndTailInBoundedMemory) {
+  detail::OutputCollector collector(2048);
+  collector.append("START");
+  std::string block;
+  for (int i = 0; i < 5000; ++i)
+    block += "\xC3\xA9";  // two bytes a character, so the cuts land inside characters
+  for (int i = 0; i < 1000; ++i)
+    collector.append(block);
+  collector.append("!END");
+  EXPECT_TRUE(collector.truncated());
+  EXPECT_EQ(collector.totalBytes(), 5u + 10'000'000u + 4u);
+  const std::string text = collector.text();
+  EXPECT_LE(text.size(), 2048u);
+  EXPECT_GT(text.size(), 1800u);
+  EXPECT_EQ(text.rfind("START", 0), 0u);
+  EXPECT_EQ(text.substr(text.size() - 4), "!END");
+  EXPECT_TRUE(contains(text, "bytes cut here: the output was 10000009 bytes")) << text;
+  std::string repaired = text;
+  EXPECT_EQ(detail::repairUtf8(repaired), 0u);  // no character was cut in two
+
+  detail::OutputCollector small(2048);
+  small.append("one ");
+  small.append(std::string(1500, 't'));
+  small.append(" two");
+  EXPECT_FALSE(small.truncated());
+  EXPECT_EQ(small.text(), "one " + std::string(1500, 't') + " two");
 }
 
 }  // namespace

@@ -13,7 +13,6 @@
 
 #include <atomic>
 #include <csignal>
-#include <iomanip>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -32,6 +31,7 @@
 #include "parley/protocol.hpp"
 #include "parley/store.hpp"
 #include "prompt_input.hpp"
+#include "terminal.hpp"
 #include "tool_file.hpp"
 
 namespace parley::cli {
@@ -41,7 +41,6 @@ struct AskArgs {
   EndpointArgs endpoint;
   bool stream = true;
   int maxIterations = 10;
-  bool maxIterationsGiven = false;
   std::vector<std::string> toolSets;
   std::vector<std::string> toolFiles;
   std::vector<std::string> mcpServers;
@@ -51,6 +50,7 @@ struct AskArgs {
   bool continueLast = false;
   bool noSave = false;
   std::vector<std::string> files;
+  bool threadGiven = false;
   int64_t timeoutMs = -1;
   bool json = false;
   std::string prompt;
@@ -69,20 +69,13 @@ std::string oneLine(std::string text) {
   return text;
 }
 
-void printToolCall(const ToolCall& call) {
-  std::cerr << "[tool] " << call.name << " " << (call.arguments.empty() ? "{}" : call.arguments)
-            << "\n";
-}
-
-void printToolResult(const ToolResult& result) {
-  const double ms = static_cast<double>(result.executionTime.count()) / 1000.0;
-  std::cerr << "[tool] " << result.name << " -> " << oneLine(result.content()) << " (" << std::fixed
-            << std::setprecision(1) << ms << " ms)\n"
-            << std::defaultfloat;
-}
-
 int runAsk(const AskArgs& args) {
+  // Without tools a turn is one model call, within any bound of at least 1: scripts pass
+  // --max-iterations whether or not they offer tools.
   if (args.maxIterations < 1) throw ValidationError("--max-iterations", "must be at least 1");
+  if (args.threadGiven && args.thread.empty()) {
+    throw ValidationError("--thread", "needs a thread id (leave --thread out to start a new one)");
+  }
   if (args.continueLast && !args.thread.empty()) {
     throw ValidationError("-c", "continues the thread used last; it cannot go with --thread");
   }
@@ -101,10 +94,6 @@ int runAsk(const AskArgs& args) {
   addMcpServers(*tools, args.mcpServers, configFile(args.endpoint), std::cerr,
                 args.json ? nullptr : &std::cerr);
   const bool loop = tools->size() > 0;
-  if (args.maxIterationsGiven && !loop) {
-    throw ValidationError("--max-iterations",
-                          "bounds the tool loop: offer tools with --tools, --tools-file or --mcp");
-  }
 
   ConversationOptions options;
   options.llm = makeClient(resolveEndpoint(args.endpoint));
@@ -149,9 +138,10 @@ int runAsk(const AskArgs& args) {
   if (args.timeoutMs > 0) run.timeout = std::chrono::milliseconds(args.timeoutMs);
   bool printedText = false;
   bool atLineStart = true;
+  TerminalFilter toStdout(STDOUT_FILENO);
   run.onChunk = [&](const StreamDelta& delta) {
     if (!args.json && !delta.content.empty()) {
-      std::cout << delta.content << std::flush;
+      std::cout << toStdout(delta.content) << std::flush;
       printedText = true;
       atLineStart = delta.content.back() == '\n';
     }
@@ -160,10 +150,10 @@ int runAsk(const AskArgs& args) {
   run.onToolCall = [&](const ToolCall& call) {
     if (!atLineStart) std::cout << "\n" << std::flush;
     atLineStart = true;
-    if (!args.json) printToolCall(call);
+    if (!args.json) std::cerr << toolCallLine(call, STDERR_FILENO) << "\n";
   };
   run.onToolResult = [&](const ToolResult& result) {
-    if (!args.json) printToolResult(result);
+    if (!args.json) std::cerr << toolResultLine(result, STDERR_FILENO) << "\n";
   };
 
   // Ctrl-C cancels the call: the handler only sets a flag, a watcher turns it into a stop.
@@ -217,7 +207,7 @@ int runAsk(const AskArgs& args) {
     std::signal(SIGINT, previous);
     forgetNewThread();
     if (printedText) std::cout << "\n";
-    std::cerr << "parley: error: " << oneLine(e.what()) << "\n";
+    std::cerr << "parley: error: " << forTerminal(oneLine(e.what()), STDERR_FILENO) << "\n";
     return dynamic_cast<const ValidationError*>(&e) ? kExitUsage : kExitFailure;
   }
   std::signal(SIGINT, previous);
@@ -240,12 +230,12 @@ int runAsk(const AskArgs& args) {
     noteNewThread();
     return kExitOk;
   }
-  if (!args.stream) std::cout << reply.content;
+  if (!args.stream) std::cout << toStdout(reply.content);
   if (!reply.content.empty() && (!args.stream || !atLineStart)) std::cout << "\n";
   if (!loop) {
     for (const ToolCall& call : reply.toolCalls) {
-      std::cout << "tool call (not executed): " << call.name << " " << call.arguments << " ["
-                << call.id << "]\n";
+      std::cout << toStdout("tool call (not executed): " + call.name + " " + call.arguments + " [" +
+                            call.id + "]\n");
     }
   }
   noteNewThread();
@@ -265,7 +255,8 @@ void addAskCommand(CLI::App& app, int& exitCode) {
   cmd->add_flag("--stream,!--no-stream", args->stream,
                 "Stream the reply as it is generated (default) or wait for all of it");
   cmd->add_option("--max-iterations", args->maxIterations,
-                  "Model calls allowed in one turn when tools are offered (the tool loop)")
+                  "Model calls allowed in one turn (the tool loop; without tools a turn is one "
+                  "call)")
       ->capture_default_str();
   cmd->add_option("--tools", args->toolSets,
                   "Offer a built-in tool set: demo (calculate, get_time, get_weather)")
@@ -295,7 +286,7 @@ void addAskCommand(CLI::App& app, int& exitCode) {
                   "The prompt (text piped on stdin is added after it, or is the prompt; up to "
                   "8 MiB)");
   cmd->callback([args, cmd, &exitCode] {
-    args->maxIterationsGiven = cmd->get_option("--max-iterations")->count() > 0;
+    args->threadGiven = cmd->get_option("--thread")->count() > 0;
     exitCode = runAsk(*args);
   });
 }

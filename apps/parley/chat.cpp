@@ -38,9 +38,11 @@
 #include "parley/context_ops.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
+#include "parley/json.hpp"
 #include "parley/protocol.hpp"
 #include "parley/store.hpp"
 #include "prompt_input.hpp"
+#include "terminal.hpp"
 #include "tool_file.hpp"
 
 namespace parley::cli {
@@ -55,6 +57,7 @@ struct ChatArgs {
   std::string db;
   std::string thread;
   bool continueLast = false;
+  bool threadGiven = false;
   int maxIterations = 10;
   int64_t tokenLimit = 0;
   bool jsonMode = false;
@@ -137,6 +140,10 @@ class ChatSession {
   ChatSession(const ChatArgs& args, std::ostream& out) : args_(args), out_(out) {}
 
   int run() {
+    if (args_.threadGiven && args_.thread.empty()) {
+      throw ValidationError("--thread",
+                            "needs a thread id (leave --thread out to start a new one)");
+    }
     interactive_ = ::isatty(STDIN_FILENO) != 0;
     // libedit reads multibyte (UTF-8) input only under a UTF-8 character-type locale: the
     // user's, else C.UTF-8 when the environment names none.
@@ -165,7 +172,7 @@ class ChatSession {
               mock_->baseUrl() + " (offline; try \"weather in Paris\" or \"what is 6 * 7\")";
     } else {
       client = resolveEndpoint(args_.endpoint);
-      intro = "parley chat: model " + client.model + " at " + client.baseUrl;
+      intro = "parley chat: model " + client.model + " at " + redactUrl(client.baseUrl);
     }
     ConversationOptions options;
     options.llm = makeClient(client);
@@ -220,9 +227,9 @@ class ChatSession {
           turn(*line);
         }
       } catch (const ValidationError& e) {
-        out_ << "error: " << e.what() << "\n";
+        out_ << "error: " << forTerminal(e.what(), STDOUT_FILENO) << "\n";
       } catch (const Error& e) {
-        out_ << "error: " << oneLine(e.what(), 400) << "\n";
+        out_ << "error: " << forTerminal(oneLine(e.what(), 400), STDOUT_FILENO) << "\n";
       }
       out_ << std::flush;
     }
@@ -315,6 +322,7 @@ class ChatSession {
     std::optional<std::chrono::steady_clock::time_point> firstToken;
     bool waiting = interactive_;
     bool atLineStart = true;
+    TerminalFilter toTerminal(STDOUT_FILENO);
     auto stopWaiting = [&] {
       if (waiting) out_ << "\r   \r";
       waiting = false;
@@ -336,7 +344,7 @@ class ChatSession {
       if (!firstToken) firstToken = std::chrono::steady_clock::now();
       showReasoning();
       stopWaiting();
-      out_ << delta.content << std::flush;
+      out_ << toTerminal(delta.content) << std::flush;
       atLineStart = delta.content.back() == '\n';
       return true;
     };
@@ -345,15 +353,10 @@ class ChatSession {
       stopWaiting();
       if (!atLineStart) out_ << "\n";
       atLineStart = true;
-      out_ << "[tool] " << call.name << " " << (call.arguments.empty() ? "{}" : call.arguments)
-           << "\n"
-           << std::flush;
+      out_ << toolCallLine(call, STDOUT_FILENO) << "\n" << std::flush;
     };
     run.onToolResult = [&](const ToolResult& result) {
-      out_ << "[tool] " << result.name << " -> " << oneLine(result.content()) << " (" << std::fixed
-           << std::setprecision(1) << static_cast<double>(result.executionTime.count()) / 1000.0
-           << " ms)\n"
-           << std::defaultfloat << std::flush;
+      out_ << toolResultLine(result, STDOUT_FILENO) << "\n" << std::flush;
     };
 
     std::stop_source stop;
@@ -396,7 +399,7 @@ class ChatSession {
       }
     }
     showReasoning();
-    if (!args_.stream) out_ << result.content;
+    if (!args_.stream) out_ << toTerminal(result.content);
     if (!result.content.empty() && (!args_.stream || !atLineStart)) out_ << "\n";
     save();
 
@@ -534,8 +537,8 @@ class ChatSession {
   void applyOperation(const std::string& name, const std::string& argument) {
     nlohmann::json config;
     try {
-      config = nlohmann::json::parse(argument.empty() ? "{}" : argument);
-    } catch (const nlohmann::json::parse_error&) {
+      config = parseJson(argument.empty() ? "{}" : argument);
+    } catch (const ProtocolError&) {
       throw ValidationError("/" + name, "expects a JSON object, e.g. /truncate {\"keepLast\": 4}");
     }
     ConversationManager& manager = current().manager;
@@ -607,10 +610,11 @@ class ChatSession {
       const auto messages = manager.getMessages();
       for (size_t i = 0; i < messages.size(); ++i) {
         const Message& m = messages[i];
-        out_ << "[" << i << "] " << toString(m.role) << ": " << oneLine(m.content);
+        std::string line = "[" + std::to_string(i) + "] " + std::string(toString(m.role)) + ": " +
+                           oneLine(m.content);
         for (const ToolCall& call : m.toolCalls)
-          out_ << " <call " << call.name << " " << oneLine(call.arguments) << ">";
-        out_ << "\n";
+          line += " <call " + call.name + " " + oneLine(call.arguments) + ">";
+        out_ << forTerminal(line, STDOUT_FILENO) << "\n";
       }
     } else if (name == "usage") {
       const TokenUsageStats usage = manager.getTokenUsage();
@@ -722,11 +726,13 @@ class ChatSession {
       if (argument.empty()) throw ValidationError("/load", "give a file: /load FILE");
       std::ifstream file(argument, std::ios::binary);
       if (!file) throw ValidationError(argument, "cannot read the file");
+      std::ostringstream text;
+      text << file.rdbuf();
       nlohmann::json snapshot;
       try {
-        snapshot = nlohmann::json::parse(file);
-      } catch (const nlohmann::json::parse_error& e) {
-        throw ValidationError(argument, std::string("not valid JSON: ") + e.what());
+        snapshot = parseJson(text.str());
+      } catch (const ProtocolError& e) {
+        throw ValidationError(argument, e.what());
       }
       ConversationManager loaded(manager.options());
       loaded.restoreFromSnapshot(snapshot);
@@ -782,7 +788,8 @@ void addChatCommand(CLI::App& app, int& exitCode) {
   cmd->add_flag("--json-mode", args->jsonMode, "Ask for JSON object replies (response_format)");
   cmd->add_flag("--stream,!--no-stream", args->stream,
                 "Stream replies as they are generated (default) or print them whole");
-  cmd->callback([args, &exitCode] {
+  cmd->callback([args, cmd, &exitCode] {
+    args->threadGiven = cmd->get_option("--thread")->count() > 0;
     ChatSession session(*args, std::cout);
     exitCode = session.run();
   });

@@ -19,6 +19,7 @@
 #include "parley/context_ops.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
+#include "parley/json.hpp"
 #include "parley/store.hpp"
 
 namespace parley::cli {
@@ -32,6 +33,7 @@ struct HistoryArgs {
   std::string newId;
   bool json = false;
   size_t limit = 0;
+  bool repair = false;
 };
 
 std::string isoTime(std::chrono::system_clock::time_point at) {
@@ -64,9 +66,9 @@ std::string readFile(const std::string& path) {
 
 nlohmann::json parseJsonFile(const std::string& path) {
   try {
-    return nlohmann::json::parse(readFile(path));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ValidationError(path, std::string("not valid JSON: ") + e.what());
+    return parseJson(readFile(path));
+  } catch (const ProtocolError& e) {
+    throw ValidationError(path, e.what());
   }
 }
 
@@ -140,11 +142,46 @@ void exportThreadCommand(const HistoryArgs& args) {
   }
 }
 
+// Why a view entry breaks tool-call pairing (context_ops.hpp), for a person fixing the file.
+std::string pairingProblem(const MessageStore& store, MessageStore::Index index) {
+  const Message& m = store.stored(index);
+  if (m.role == Role::Tool) {
+    return "a tool message (tool_call_id \"" + m.toolCallId +
+           "\") that answers no call of the assistant message before it";
+  }
+  if (m.role == Role::Assistant && !m.toolCalls.empty()) {
+    return "an assistant message whose tool calls (the first is \"" + m.toolCalls.front().id +
+           "\") are not all followed by their results";
+  }
+  return "a message that breaks tool-call pairing";
+}
+
 void importCommand(const HistoryArgs& args) {
+  nlohmann::json snapshot = parseJsonFile(args.file);
+  // Every model API refuses a history with a tool message that answers no call, or a tool call
+  // without its result: check the view that would be sent before storing it.
+  ConversationManager manager = plainManager();
+  manager.restoreFromSnapshot(snapshot);
+  const MessageStore view = manager.store();
+  const std::vector<MessageStore::Index> broken = pairingViolations(view, view.view().toVector());
+  if (!broken.empty()) {
+    if (!args.repair) {
+      throw ValidationError(args.file + ": messages[" + std::to_string(broken.front()) + "]",
+                            pairingProblem(view, broken.front()) +
+                                "; a model API refuses such a history (--repair hides the "
+                                "broken tool-call groups)");
+    }
+    // An empty filter keeps everything and then drops what breaks pairing, as a new batch:
+    // storage keeps every message of the file.
+    const ContextOperationResult result = applyContextOperation(manager, FilterOp{});
+    snapshot = manager.createSnapshot();
+    std::cerr << "parley: repaired: " << result.removedForPairing
+              << " message(s) hidden to keep tool calls paired\n";
+  }
   auto store = openCliStore(args.db);
   ThreadOptions options;
   options.id = args.newId;
-  std::cout << store->importThread(parseJsonFile(args.file), options).id << "\n";
+  std::cout << store->importThread(snapshot, options).id << "\n";
 }
 
 void apply(const HistoryArgs& args) {
@@ -239,6 +276,9 @@ void addHistoryCommand(CLI::App& app, int& exitCode) {
   importCmd->add_option("file", args->file, "Snapshot JSON (as `export --format json` prints)")
       ->required();
   importCmd->add_option("--id", args->newId, "Id of the new thread (default: generated)");
+  importCmd->add_flag("--repair", args->repair,
+                      "Hide tool-call groups that a model API would refuse (a tool message "
+                      "answering no call, a call without its result) instead of refusing the file");
   importCmd->callback(run(&importCommand));
 
   CLI::App* applyCmd =

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <sstream>
 
+#include "parley/json.hpp"
+
 namespace parley::cli {
 namespace {
 
@@ -14,7 +16,7 @@ std::string heading(Role role) {
 }
 
 std::string prettyArguments(const std::string& arguments) {
-  auto parsed = nlohmann::json::parse(arguments, nullptr, /*allow_exceptions=*/false);
+  auto parsed = parseJson(arguments, {}, /*allowExceptions=*/false);
   return parsed.is_discarded() ? arguments : parsed.dump(2);
 }
 

@@ -1,3 +1,4 @@
+#include <csignal>
 #include <exception>
 #include <iostream>
 
@@ -11,6 +12,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("parley ") + parley::kVersion);
   app.footer("Exit codes: 0 success, 1 the operation failed, 2 bad command line, 130 interrupted.");
+  // A reader that went away (`parley tokens --ids big.txt | head -1`) makes writes fail with
+  // EPIPE, reported below, instead of a SIGPIPE ending the process mid-turn. The tools parley
+  // runs still start with SIGPIPE at its default action (parley/command_tools.hpp).
+  std::signal(SIGPIPE, SIG_IGN);
   int exitCode = kExitOk;
   // Subcommands (one line each, in alphabetical order).
   addTokensCommand(app, exitCode);
@@ -32,6 +37,10 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "parley: error: " << e.what() << "\n";
     return kExitFailure;
+  }
+  if (!std::cout.flush()) {
+    std::cerr << "parley: error: could not write to standard output (the reader went away?)\n";
+    return exitCode == kExitOk ? kExitFailure : exitCode;
   }
   return exitCode;
 }

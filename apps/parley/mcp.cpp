@@ -8,6 +8,7 @@
 #include "endpoint.hpp"
 #include "mcp_config.hpp"
 #include "parley/errors.hpp"
+#include "parley/json.hpp"
 #include "parley/mcp.hpp"
 
 namespace parley::cli {
@@ -74,7 +75,7 @@ int listTools(const McpArgs& args) {
 int callTool(const McpArgs& args) {
   nlohmann::json arguments = nlohmann::json::object();
   if (!args.arguments.empty()) {
-    arguments = nlohmann::json::parse(args.arguments, nullptr, false);
+    arguments = parseJson(args.arguments, {}, false);
     if (!arguments.is_object())
       throw ValidationError("ARGS", "must be one JSON object, e.g. '{\"message\": \"hi\"}'");
   }

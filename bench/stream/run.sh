@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
 # Stream assembly over loopback: parley's generateStream against the official `openai` npm SDK,
 # both reading the same stream from the same `parley mock` process in the same run.
-#   bench/stream/run.sh [BUILD_DIR]     (default: build)
+#   bench/stream/run.sh [--tiny] [BUILD_DIR]     (default: build)
 # Installs the pinned SDK (bench/stream/package-lock.json) into BUILD_DIR/bench/stream-node with npm ci.
+# --tiny: a 1 000-chunk stream, one run each (the README test checks that the script works).
 set -euo pipefail
+build=build
+runs=3
+for arg in "$@"; do
+  case "$arg" in
+    --tiny)
+      export PARLEY_BENCH_STREAM_CHUNKS=1000
+      runs=1
+      ;;
+    *) build=$arg ;;
+  esac
+done
+build=$(cd "$build" && pwd)
 cd "$(dirname "$0")/../.."
-build=${1:-build}
 work="$build/bench/stream-node"
 mkdir -p "$work"
 cp bench/stream/package.json bench/stream/package-lock.json bench/stream/stream_bench.mjs \
@@ -34,9 +46,9 @@ url=$(head -1 "$out")
 echo "mock: $url"
 
 PARLEY_BENCH_BASE_URL="$url" "$build/bench/client_bench" --benchmark_filter='BM_StreamLoopback' \
-  --benchmark_repetitions=3 --benchmark_report_aggregates_only=false \
+  --benchmark_repetitions="$runs" --benchmark_report_aggregates_only=false \
   --benchmark_format=json >"$work/parley.json"
-node "$work/stream_bench.mjs" "$url" "$bytes" 3 | tee "$work/npm.jsonl"
+node "$work/stream_bench.mjs" "$url" "$bytes" "$runs" | tee "$work/npm.jsonl"
 
 node - "$work/parley.json" "$work/npm.jsonl" <<'JS'
 const fs = require('fs');
@@ -58,9 +70,9 @@ JS
 # The other two protocols: the same reply as an OpenAI Responses and an Anthropic Messages stream,
 # parley's client of each against that protocol's official SDK.
 PARLEY_BENCH_BASE_URL="$url" "$build/bench/client_bench" \
-  --benchmark_filter='BM_ProtocolStreamLoopback/[12]' --benchmark_repetitions=3 \
+  --benchmark_filter='BM_ProtocolStreamLoopback/[12]' --benchmark_repetitions="$runs" \
   --benchmark_format=json >"$work/protocols.json"
-node "$work/protocols_bench.mjs" "$url" "$responses_bytes" "$anthropic_bytes" 3 | tee "$work/protocols-npm.jsonl"
+node "$work/protocols_bench.mjs" "$url" "$responses_bytes" "$anthropic_bytes" "$runs" | tee "$work/protocols-npm.jsonl"
 node - "$work/protocols.json" "$work/protocols-npm.jsonl" <<'JS'
 const fs = require('fs');
 const [parleyFile, npmFile] = process.argv.slice(2);

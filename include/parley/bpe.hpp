@@ -21,8 +21,9 @@
 //   differently from a tiktoken built with newer tables.
 //
 // Thread-safety: an Encoding is immutable after construction; any number of threads may call
-// its const methods at once. Each thread that encodes keeps a small cache of recent pieces
-// (about 256 KB plus at most 4096 longer pieces), so no call takes a lock.
+// its const methods at once (and with EncodeOptions::threads, one call uses several). Each thread
+// that encodes keeps a small cache of recent pieces (about 1 MB plus at most 4096 longer pieces),
+// so no call takes a lock.
 #pragma once
 
 #include <cstddef>
@@ -64,6 +65,10 @@ struct EncodeOptions {
   // ValidationError.
   std::vector<std::string> allowedSpecial;
   bool allowAllSpecial = false;  // recognise every special token of the encoding
+  // Threads that may share a long text (at least 1 MiB, no special tokens allowed): each takes
+  // a part that starts where a piece starts, so the ids are exactly those of one thread. 1: the
+  // calling thread only; 0: one per core (std::thread::hardware_concurrency()).
+  unsigned threads = 1;
 };
 
 class Encoding {

@@ -24,6 +24,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -56,8 +57,8 @@ struct PromptCachePolicy {
 
 struct ClientOptions {
   Protocol protocol = Protocol::OpenAiChat;  // which client makeClient() builds
-  std::string baseUrl =
-      "https://api.openai.com/v1";  // taken as given; the protocol's path is appended
+  // Taken as given; the protocol's path is appended. Shown in errors as redactUrl() shows it.
+  std::string baseUrl = "https://api.openai.com/v1";
   // Sent as "Authorization: Bearer ..." (Anthropic: "x-api-key"); never logged; empty: no header.
   std::string apiKey;
   std::string apiKeyEnv;  // when apiKey is empty: read the key from this environment variable
@@ -103,6 +104,10 @@ struct ClientOptions {
   // given the same transport share its connections.
   std::shared_ptr<HttpTransport> transport;
 };
+
+// `url` as it may be shown (errors, logs, a terminal): its user-info, which can hold a key
+// ("http://user:KEY@host/v1"), becomes "***" ("http://***@host/v1"). Anything else is kept.
+std::string redactUrl(std::string_view url);
 
 struct EmbeddingResult {
   std::vector<std::vector<float>> embeddings;  // one per input, in input order

@@ -66,8 +66,10 @@ struct ToolResult {
   std::string toolCallId;
   std::string name;
   bool success = false;
-  nlohmann::json result;  // the handler's return value; null on failure
-  std::string error;      // on failure: a message for the model, naming what to fix
+  // The handler's return value; null on failure. When it did not fit the tool's
+  // maxResultBytes or was not valid UTF-8, the text the model gets instead (a string).
+  nlohmann::json result;
+  std::string error;  // on failure: a message for the model, naming what to fix
   ToolErrorKind errorKind = ToolErrorKind::None;
   std::chrono::microseconds executionTime{
       0};              // from the call's start to its result, retries included
@@ -75,10 +77,16 @@ struct ToolResult {
 
   // The tool message's content: a string result as is, any other result as compact JSON, a
   // failure as compact {"error":"..."}. Invalid UTF-8 in JSON output is replaced by U+FFFD.
+  // A result the executor returns is at most the tool's maxResultBytes and valid UTF-8 (see
+  // ToolOptions::maxResultBytes).
   std::string content() const;
   // Message::tool(toolCallId, content()).
   Message toMessage() const;
 };
+
+// What a tool may hand back to the model by default: about 16 000 tokens of text. A tool that
+// prints more (a log, a whole file) gets its head and tail kept and a marker in between.
+inline constexpr std::size_t kDefaultMaxToolResultBytes = std::size_t{64} << 10;
 
 // Options of one tool. Checked by ToolRegistry::add().
 struct ToolOptions {
@@ -95,6 +103,11 @@ struct ToolOptions {
   // For the event-driven executor: a human must approve each call before it runs. The
   // ToolExecutor itself does not ask; it only carries the flag.
   bool requiresApproval = false;
+  // The most a result may take in the tool message (its content(), in bytes). A longer result
+  // becomes text: its head, a line saying how many bytes were cut, its tail. Output that is not
+  // valid UTF-8 has each bad sequence replaced by U+FFFD and a note saying so. Command tools
+  // (command_tools.hpp) also read their process's output within this cap. Must be >= 1024.
+  std::size_t maxResultBytes = kDefaultMaxToolResultBytes;
 };
 
 using ToolHandler = std::function<nlohmann::json(const nlohmann::json& args, ToolContext& context)>;
@@ -133,7 +146,8 @@ class ToolRegistry {
   // Throws ValidationError (and adds nothing) when: the name does not match ^[a-zA-Z0-9_-]{1,64}$
   // ("tool.name") or is taken ("tool.name"); the schema cannot be compiled, refers to a remote
   // document or has an invalid "pattern" ("tool.schema"); the handler is empty ("tool.handler");
-  // an option is out of range ("tool.options.timeout", ".retries", ".retryDelay").
+  // an option is out of range ("tool.options.timeout", ".retries", ".retryDelay",
+  // ".maxResultBytes").
   void add(const std::string& name, const std::string& description, nlohmann::json schema,
            ToolHandler handler, ToolOptions options = {});
 

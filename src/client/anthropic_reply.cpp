@@ -10,6 +10,7 @@
 #include "client/provider_fields.hpp"
 #include "client/stream_assembler.hpp"
 #include "parley/errors.hpp"
+#include "parley/json.hpp"
 
 namespace parley::detail {
 
@@ -219,7 +220,7 @@ const StreamDelta& AnthropicAssembler::addEvent(std::string_view data, int statu
   s.delta.usage.reset();
   s.delta.finishReason.clear();
   if (s.fastDelta(data)) return s.delta;
-  const json value = json::parse(data, nullptr, false);
+  const json value = parseJson(data, {}, false);
   if (value.is_discarded() || !value.is_object()) {
     throw ProtocolError("a stream event is not a JSON object: " + std::string(data.substr(0, 120)));
   }
@@ -312,7 +313,7 @@ ChatResult AnthropicAssembler::finish() {
 ChatResult resultFromAnthropicMessage(std::string_view body) {
   // Ordered, so that a tool_use input keeps its keys in the order the model wrote them.
   using ojson = nlohmann::ordered_json;
-  const ojson value = ojson::parse(body, nullptr, false);
+  const ojson value = parseOrderedJson(body, {}, false);
   if (value.is_discarded() || !value.is_object()) {
     throw ProtocolError("the response is not JSON: " + std::string(body.substr(0, 120)));
   }

@@ -3,6 +3,7 @@
 #include "client/provider_fields.hpp"
 #include "client/request_body.hpp"
 #include "parley/errors.hpp"
+#include "parley/json.hpp"
 
 namespace parley::detail {
 
@@ -27,7 +28,7 @@ ojson cacheControl(const ClientOptions& options) {
 // A tool call's arguments as the `input` object; "" is {}.
 ojson toolInput(const ToolCall& call, const std::string& field) {
   if (call.arguments.empty()) return ojson::object();
-  ojson input = ojson::parse(call.arguments, nullptr, false);
+  ojson input = parseOrderedJson(call.arguments, {}, false);
   if (input.is_discarded() || !input.is_object()) {
     throw ValidationError(field, "the arguments of tool call \"" + call.id +
                                      "\" are not a JSON object, which tool_use.input must be");

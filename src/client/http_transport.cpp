@@ -12,6 +12,8 @@
 
 #include "client/retry_policy.hpp"
 #include "parley/errors.hpp"
+#include "parley/json.hpp"
+#include "parley/openai_client.hpp"
 #include "parley/version.hpp"
 
 namespace parley {
@@ -286,7 +288,8 @@ void CurlTransport::post(const HttpRequest& request, HttpReplySink& sink) {
 
 bool CurlTransport::attempt(const HttpRequest& request, HttpReplySink& sink,
                             std::optional<Clock::time_point> deadline, Failure& failure) {
-  const std::string url(request.url);
+  const std::string target(request.url);
+  const std::string url = redactUrl(target);  // for messages; the request goes to `target`
   const bool stream = request.stream;
   std::unique_ptr<Connection> connection = acquire();
   CURL* easy = connection->easy;
@@ -302,7 +305,7 @@ bool CurlTransport::attempt(const HttpRequest& request, HttpReplySink& sink,
     headers.add(line);
 
   connection->errorBuffer[0] = '\0';
-  curl_easy_setopt(easy, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(easy, CURLOPT_URL, target.c_str());
   curl_easy_setopt(easy, CURLOPT_POST, 1L);
   curl_easy_setopt(easy, CURLOPT_POSTFIELDS, request.body.data());
   curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
@@ -490,7 +493,7 @@ std::string apiCodeText(const nlohmann::json& code) {
 }  // namespace
 
 void readApiError(std::string_view body, HttpError::Details& details) {
-  nlohmann::json value = nlohmann::json::parse(body, nullptr, false);
+  nlohmann::json value = parseJson(body, {}, false);
   if (value.is_discarded() || !value.is_object()) return;
   const nlohmann::json* error = &value;
   if (auto it = value.find("error"); it != value.end()) {
@@ -522,7 +525,8 @@ std::string joinUrl(std::string_view base, std::string_view path) {
 ClientOptions checkedClientOptions(ClientOptions options) {
   if (options.baseUrl.rfind("http://", 0) != 0 && options.baseUrl.rfind("https://", 0) != 0) {
     throw ValidationError("options.baseUrl",
-                          "must start with http:// or https://, got \"" + options.baseUrl + "\"");
+                          "must start with http:// or https://, got \"" +
+                                                 redactUrl(options.baseUrl) + "\"");
   }
   if (options.maxRetries < 0) throw ValidationError("options.maxRetries", "must not be negative");
   if (options.apiKey.empty() && !options.apiKeyEnv.empty()) {

@@ -4,6 +4,7 @@
 #include "client/request_body.hpp"
 #include "client/stream_assembler.hpp"
 #include "parley/errors.hpp"
+#include "parley/json.hpp"
 
 namespace parley {
 
@@ -21,7 +22,7 @@ class JsonReplyReader final : public HttpReplySink {
   bool streamComplete() const noexcept override { return false; }
   bool delivered() const noexcept override { return false; }
   void onBody(std::string_view body, const HttpReplyInfo&) override {
-    value_ = nlohmann::json::parse(body, nullptr, false);
+    value_ = parseJson(body, {}, false);
     if (value_.is_discarded())
       throw ProtocolError("the server's reply from " + url_ + " is not JSON");
   }
@@ -96,7 +97,7 @@ EmbeddingResult OpenAiClient::createEmbeddings(const std::vector<std::string>& i
   if (model.empty()) throw ValidationError("model", "must name an embedding model");
   const std::string body =
       nlohmann::json{{"model", model}, {"input", inputs}, {"encoding_format", "float"}}.dump();
-  JsonReplyReader reader(impl_->embeddingsUrl);
+  JsonReplyReader reader(redactUrl(impl_->embeddingsUrl));
   impl_->transport->post(
       HttpRequest{impl_->embeddingsUrl, body, impl_->headers, false, timeout, std::move(stopToken)},
       reader);
@@ -123,6 +124,18 @@ EmbeddingResult OpenAiClient::createEmbeddings(const std::vector<std::string>& i
     result.usage = usageFromJson(*usage);
   }
   return result;
+}
+
+std::string redactUrl(std::string_view url) {
+  const std::size_t scheme = url.find("://");
+  const std::size_t start = scheme == std::string_view::npos ? 0 : scheme + 3;
+  const std::size_t end = std::min(url.find_first_of("/?#", start), url.size());
+  const std::size_t at = url.substr(start, end - start).rfind('@');
+  if (at == std::string_view::npos) return std::string(url);
+  std::string shown(url.substr(0, start));
+  shown += "***";
+  shown.append(url.substr(start + at));
+  return shown;
 }
 
 }  // namespace parley

@@ -152,7 +152,7 @@ ClientOptions readProfile(const toml::table& table, const std::string& field) {
   o.promptCacheKey = r.string("prompt_cache_key", o.promptCacheKey);
   o.responsesStore = r.boolean("responses_store", o.responsesStore);
   if (const toml::table* parameters = r.table("parameters")) {
-    o.defaultParameters = tomlToJson(*parameters);
+    o.defaultParameters = tomlToJson(*parameters, field + ".parameters");
   }
   if (o.baseUrl.rfind("http://", 0) != 0 && o.baseUrl.rfind("https://", 0) != 0) {
     throw ValidationError(field + ".base_url", "must start with http:// or https://");

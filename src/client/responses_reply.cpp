@@ -12,6 +12,7 @@
 #include "client/provider_fields.hpp"
 #include "client/stream_assembler.hpp"
 #include "parley/errors.hpp"
+#include "parley/json.hpp"
 
 namespace parley::detail {
 
@@ -229,7 +230,7 @@ const StreamDelta& ResponsesAssembler::addEvent(std::string_view data, int statu
   s.delta.usage.reset();
   s.delta.finishReason.clear();
   if (s.fastDelta(data)) return s.delta;
-  const ojson value = ojson::parse(data, nullptr, false);
+  const ojson value = parseOrderedJson(data, {}, false);
   if (value.is_discarded() || !value.is_object()) {
     throw ProtocolError("a stream event is not a JSON object: " + std::string(data.substr(0, 120)));
   }
@@ -317,7 +318,7 @@ ChatResult ResponsesAssembler::finish() {
 }
 
 ChatResult resultFromResponse(std::string_view body) {
-  const ojson value = ojson::parse(body, nullptr, false);
+  const ojson value = parseOrderedJson(body, {}, false);
   if (value.is_discarded() || !value.is_object()) {
     throw ProtocolError("the response is not JSON: " + std::string(body.substr(0, 120)));
   }

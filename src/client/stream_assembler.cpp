@@ -9,6 +9,8 @@
 
 #include <simdjson.h>
 
+#include "parley/json.hpp"
+
 namespace parley::detail {
 
 namespace ondemand = simdjson::ondemand;
@@ -248,7 +250,7 @@ const StreamDelta& StreamAssembler::addChunk(std::string_view json) {
         if (value.type() != ondemand::json_type::object) continue;
         ondemand::object usage = value.get_object();
         std::string_view raw = usage.raw_json();
-        delta_.usage = usageFromJson(nlohmann::json::parse(raw));
+        delta_.usage = usageFromJson(parseJson(raw));
         s.usage = delta_.usage;
       } else if (key == "id") {
         if (s.id.empty()) s.id = stringOrEmpty(value);
@@ -267,7 +269,7 @@ const StreamDelta& StreamAssembler::addChunk(std::string_view json) {
         readApiError(json, details);
         if (details.apiMessage.empty())
           details.apiMessage = "the server sent an error in the stream";
-        nlohmann::json parsed = nlohmann::json::parse(json, nullptr, false);
+        nlohmann::json parsed = parseJson(json, {}, /*allowExceptions=*/false);
         if (parsed.is_object() && parsed["error"].is_object()) {
           const nlohmann::json& code = parsed["error"]["code"];
           if (code.is_number_integer() && code.get<int64_t>() >= 400 && code.get<int64_t>() < 600) {
@@ -350,7 +352,7 @@ TokenUsage normalisedUsage(int64_t prompt, int64_t completion, int64_t cacheRead
 }
 
 ChatResult resultFromCompletion(std::string_view body) {
-  nlohmann::json value = nlohmann::json::parse(body, nullptr, false);
+  nlohmann::json value = parseJson(body);  // ProtocolError when not JSON or nested too deep
   if (value.is_discarded() || !value.is_object()) {
     throw ProtocolError("the response is not JSON: " + std::string(body.substr(0, 120)));
   }

@@ -17,6 +17,7 @@
 #include "mock/protocol_replies.hpp"
 #include "mock/script.hpp"
 #include "parley/errors.hpp"
+#include "parley/json.hpp"
 
 namespace parley::mock {
 namespace {
@@ -82,7 +83,7 @@ struct MockServer::Impl {
         headers[key] = value;
       }
     }
-    json body = json::parse(req.body, nullptr, false);
+    json body = parseJson(req.body, {}, /*allowExceptions=*/false);
     if (body.is_discarded()) body = req.body;
     std::lock_guard lock(mutex);
     std::size_t index = cleared + recorded.size();
@@ -289,7 +290,7 @@ void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response
     ~NotifyOnReturn() { impl.notify(index); }
   } notifyOnReturn{*this, index};
   res.set_header("x-request-id", "req_mock_" + std::to_string(index + 1));
-  json body = json::parse(req.body, nullptr, false);
+  json body = parseJson(req.body, {}, /*allowExceptions=*/false);
   if (body.is_discarded()) {
     sendBody(res, 400, errorBody("the request body is not valid JSON", "invalid_request_error"),
              "application/json", -1);
@@ -431,7 +432,7 @@ void MockServer::Impl::install() {
   });
   server.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {
     notify(record(req));
-    json body = json::parse(req.body, nullptr, false);
+    json body = parseJson(req.body, {}, /*allowExceptions=*/false);
     try {
       if (body.is_discarded()) throw ValidationError("body", "not valid JSON");
       res.set_content(embeddingsResponse(body, options.embeddingDimensions).dump(),

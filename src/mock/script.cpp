@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "parley/errors.hpp"
+#include "parley/json.hpp"
 
 namespace parley::mock {
 namespace {
@@ -362,8 +363,8 @@ json readScript(std::string_view text, const std::string& source) {
     std::string where = source + ":" + std::to_string(lineNo);
     json rule;
     try {
-      rule = json::parse(line);
-    } catch (const json::parse_error& e) {
+      rule = parseJson(line);
+    } catch (const ProtocolError& e) {
       throw ValidationError(where, std::string("invalid JSON: ") + e.what());
     }
     compileRule(rule, rules.size(), Checker(where));

@@ -10,7 +10,15 @@ ValidationError::ValidationError(std::string field, const std::string& reason)
 namespace {
 
 std::string describe(const HttpError::Details& d) {
-  std::string text = "HTTP " + std::to_string(d.status);
+  // An error object in a 2xx body or inside a stream is not an HTTP status; say what it is.
+  std::string text;
+  if (d.status == 0) {
+    text = "the server sent an error instead of a reply";
+  } else if (d.status >= 200 && d.status < 300) {
+    text = "the server sent an error inside its " + std::to_string(d.status) + " reply";
+  } else {
+    text = "HTTP " + std::to_string(d.status);
+  }
   if (!d.apiMessage.empty()) {
     text += ": " + d.apiMessage;
   } else if (!d.body.empty()) {

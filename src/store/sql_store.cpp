@@ -1,5 +1,7 @@
 #include "store/sql_store.hpp"
 
+#include "parley/json.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -231,8 +233,8 @@ SqlValue metadataValue(const json& metadata) {
 json parseColumn(const SqlValue& value, const std::string& what) {
   if (isNull(value)) return nullptr;
   try {
-    return json::parse(asText(value));
-  } catch (const json::exception& e) {
+    return parseJson(asText(value));
+  } catch (const std::exception& e) {  // not JSON, or nested too deep
     throw StoreError(what + " is corrupt: " + e.what());
   }
 }
@@ -590,7 +592,7 @@ ThreadData SqlStoreEngine::loadThread(const std::string& threadId) {
         try {
           const auto* body = std::get_if<std::string>(&r.at(1));
           if (!body) throw StoreError("the body is not text");
-          data.messages.push_back(messageFromJson(json::parse(*body)));
+          data.messages.push_back(messageFromJson(parseJson(*body)));
         } catch (const std::exception& e) {
           throw StoreError("store: thread " + named(threadId) + ": message " + std::to_string(seq) +
                            " (row " + named(segment->id) + "/" + std::to_string(seq) +

@@ -1,11 +1,20 @@
 #include "parley/bpe.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <limits>
+#include <new>
 #include <queue>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 
 #include "parley/errors.hpp"
@@ -163,7 +172,7 @@ uint32_t nextGeneration() {
 // carry the generation of the encoding that wrote them: encodings never share entries, and a
 // new encoding at a dead one's address does not see its entries.
 struct PieceCache {
-  static constexpr size_t kEntries = 4096;
+  static constexpr size_t kEntries = 16384;
   static constexpr size_t kMaxBytes = 22;
   static constexpr size_t kMaxIds = 7;
   struct Entry {
@@ -180,6 +189,7 @@ struct PieceCache {
       hash = h;
       len = static_cast<uint8_t>(n);
       count = static_cast<uint8_t>(k);
+      std::memset(bytes, 0, kMaxBytes);  // so that the first 8 bytes compare as one word
       std::memcpy(bytes, p, n);
       std::memcpy(ids, tokens, k * sizeof(uint32_t));
     }
@@ -214,6 +224,139 @@ PieceCache& pieceCache() {
   return cache;
 }
 
+// ---- memory for the tables ---------------------------------------------------------------
+
+// A zeroed array for the large tables (o200k's hash table alone is 8 MB), mapped so that it is
+// filled in one system call, in 2 MB pages where the kernel has them: touched page by page, it
+// cost thousands of page faults, the better part of loading a vocabulary.
+template <class T>
+class ZeroedArray {
+ public:
+  ZeroedArray() = default;
+  explicit ZeroedArray(size_t count) : count_(count) {
+    if (count == 0) return;
+    bytes_ = (count * sizeof(T) + kHugePage - 1) / kHugePage * kHugePage;
+    void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    ::madvise(p, bytes_, MADV_HUGEPAGE);
+#ifdef MADV_POPULATE_WRITE
+    ::madvise(p, bytes_, MADV_POPULATE_WRITE);  // a hint: without it, pages come on first touch
+#endif
+    data_ = static_cast<T*>(p);
+  }
+  ~ZeroedArray() {
+    if (data_) ::munmap(data_, bytes_);
+  }
+  ZeroedArray(ZeroedArray&& other) noexcept {
+    *this = std::move(other);
+  }
+  ZeroedArray& operator=(ZeroedArray&& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(count_, other.count_);
+    std::swap(bytes_, other.bytes_);
+    return *this;
+  }
+  T* data() noexcept {
+    return data_;
+  }
+  const T* data() const noexcept {
+    return data_;
+  }
+  size_t size() const noexcept {
+    return count_;
+  }
+  T& operator[](size_t i) noexcept {
+    return data_[i];
+  }
+  const T& operator[](size_t i) const noexcept {
+    return data_[i];
+  }
+
+ private:
+  static constexpr size_t kHugePage = size_t{2} << 20;
+  T* data_ = nullptr;
+  size_t count_ = 0;
+  size_t bytes_ = 0;
+};
+
+// ---- parts for several threads ----------------------------------------------------------
+
+constexpr size_t kMinParallelBytes = size_t{1} << 20;
+constexpr size_t kMinPartBytes = size_t{256} << 10;
+
+bool isAsciiAlnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+// The first position at or after `from` where the text may be cut so that both sides split
+// into the same pieces as the whole does: right after a line break that an ASCII letter or
+// digit follows. The pieces that hold a line break are whitespace, or punctuation followed by
+// line breaks (and '/' in o200k); none takes in a letter or digit after the break, and the
+// splitter only looks forward from a piece's start. Invalid UTF-8 cannot span the cut either:
+// the byte after it is ASCII. npos when there is no such place.
+size_t nextCut(std::string_view text, size_t from) {
+  size_t i = std::max<size_t>(from, 1) - 1;  // where a line break may sit
+  while (i + 1 < text.size()) {
+    const void* found = std::memchr(text.data() + i, '\n', text.size() - 1 - i);
+    if (!found) return std::string_view::npos;
+    const size_t cut = static_cast<size_t>(static_cast<const char*>(found) - text.data()) + 1;
+    if (isAsciiAlnum(text[cut])) return cut;
+    i = cut;
+  }
+  return std::string_view::npos;
+}
+
+// `text` cut into at most `threads` parts of about equal size at nextCut() positions; one
+// part when the text is short, special tokens are allowed, or there is nowhere to cut.
+std::vector<std::string_view> partsFor(std::string_view text, const EncodeOptions& options) {
+  unsigned threads = options.threads == 0 ? std::thread::hardware_concurrency() : options.threads;
+  if (threads <= 1 || text.size() < kMinParallelBytes || options.allowAllSpecial ||
+      !options.allowedSpecial.empty()) {
+    return {text};
+  }
+  threads = static_cast<unsigned>(std::min<size_t>(threads, text.size() / kMinPartBytes));
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  for (unsigned k = 1; k < threads; ++k) {
+    const size_t cut = nextCut(text, std::max(start + 1, text.size() / threads * k));
+    if (cut == std::string_view::npos) break;
+    parts.push_back(text.substr(start, cut - start));
+    start = cut;
+  }
+  parts.push_back(text.substr(start));
+  return parts;
+}
+
+// Runs work(i) for every part, part 0 on this thread and the others on threads of their own
+// (a thread that cannot be started runs its part here instead), and rethrows the first error.
+template <class Work>
+void forEachPart(size_t parts, const Work& work) {
+  std::vector<std::exception_ptr> errors(parts);
+  auto guarded = [&](size_t i) {
+    try {
+      work(i);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  };
+  {
+    std::vector<std::jthread> helpers;
+    std::vector<size_t> here = {0};
+    for (size_t i = 1; i < parts; ++i) {
+      try {
+        helpers.emplace_back(guarded, i);
+      } catch (const std::system_error&) {
+        here.push_back(i);
+      }
+    }
+    for (size_t i : here)
+      guarded(i);
+  }  // joins the helpers
+  for (const auto& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+}
+
 }  // namespace
 
 // ---- the encoding ---------------------------------------------------------------------------
@@ -221,15 +364,22 @@ PieceCache& pieceCache() {
 class Encoding::Impl {
  public:
   EncodingSpec spec;
-  std::string blob;               // token bytes, in rank order
-  std::vector<uint32_t> offsets;  // rank -> start in blob; offsets[rankCount] = blob.size()
-  struct Slot {
-    uint64_t head = 0;
-    uint32_t len = 0;  // 0: empty
-    uint32_t rank = kNoRank;
+  ZeroedArray<char> blobMemory;
+  std::string_view blob;          // token bytes, in rank order, then 8 zero bytes
+  std::vector<uint32_t> offsets;  // rank -> start in blob; offsets[rankCount] = end of the last
+  struct Slot {                   // all zero: empty
+    uint64_t head;
+    uint32_t len;  // 0: empty
+    uint32_t rank;
   };
-  std::vector<Slot> slots;
+  ZeroedArray<Slot> slots;
   uint64_t slotMask = 0;
+  // One bit per hash value (other bits of the hash than the slot index): most lookups while
+  // merging ask for a pair that is no token, and this 512 KB filter, which stays in the CPU's
+  // cache, answers most of them without touching the table (megabytes: a cache miss each).
+  static constexpr unsigned kFilterBits = 22;
+  ZeroedArray<uint64_t> filter;
+  static uint64_t filterBit(uint64_t hash) { return hash >> (64 - kFilterBits); }
   std::array<uint32_t, 256> byteRank{};
   std::vector<uint32_t> pairRanks;         // [b0 << 8 | b1] -> rank of the two bytes, or kNoRank
   uint32_t generation = nextGeneration();  // tells this encoding's cache entries apart
@@ -237,15 +387,16 @@ class Encoding::Impl {
   size_t rankCount() const { return offsets.size() - 1; }
 
   std::string_view bytesOf(uint32_t rank) const {
-    return std::string_view(blob).substr(offsets[rank], offsets[rank + 1] - offsets[rank]);
+    return blob.substr(offsets[rank], offsets[rank + 1] - offsets[rank]);
   }
 
   void buildTable() {
     size_t size = 1;
     while (size < rankCount() * 2)
       size <<= 1;
-    slots.assign(size, Slot{});
+    slots = ZeroedArray<Slot>(size);
     slotMask = size - 1;
+    filter = ZeroedArray<uint64_t>((size_t{1} << kFilterBits) / 64);
     byteRank.fill(kNoRank);
     pairRanks.assign(65536, kNoRank);
     for (uint32_t r = 0; r < rankCount(); ++r) {
@@ -254,7 +405,8 @@ class Encoding::Impl {
       // The blob may end right after this token; loadHead reads no further than it may.
       const size_t avail = blob.size() - offsets[r];
       const uint64_t head = loadHead(p, b.size(), avail);
-      uint64_t i = hashBytes(p, b.size(), head) & slotMask;
+      const uint64_t hash = hashBytes(p, b.size(), head);
+      uint64_t i = hash & slotMask;
       while (slots[i].len != 0) {
         if (slots[i].len == b.size() && bytesOf(slots[i].rank) == b) {
           throw Error(spec.name + ": duplicate token in the rank file at rank " +
@@ -263,6 +415,8 @@ class Encoding::Impl {
         i = (i + 1) & slotMask;
       }
       slots[i] = Slot{head, static_cast<uint32_t>(b.size()), r};
+      const uint64_t bit = filterBit(hash);
+      filter[bit / 64] |= uint64_t{1} << (bit % 64);
       if (b.size() == 1) byteRank[static_cast<uint8_t>(b[0])] = r;
       if (b.size() == 2) {
         pairRanks[static_cast<uint8_t>(b[0]) << 8 | static_cast<uint8_t>(b[1])] = r;
@@ -280,6 +434,8 @@ class Encoding::Impl {
   }
 
   uint32_t findHashed(const uint8_t* p, size_t len, uint64_t head, uint64_t hash) const {
+    const uint64_t bit = filterBit(hash);
+    if (!(filter[bit / 64] >> (bit % 64) & 1)) return kNoRank;
     uint64_t i = hash & slotMask;
     for (;;) {
       const Slot& slot = slots[i];
@@ -292,6 +448,22 @@ class Encoding::Impl {
       }
       i = (i + 1) & slotMask;
     }
+  }
+
+  // A lookup of bytes [from, to) of p whose table slot is already on its way into the cache.
+  struct Probe {
+    const uint8_t* p;
+    size_t len;
+    uint64_t head;
+    uint64_t hash;
+    uint32_t rank(const Impl& impl) const { return impl.findHashed(p, len, head, hash); }
+  };
+  Probe probe(const uint8_t* p, size_t from, size_t to, size_t avail) const {
+    Probe probe{p + from, to - from, loadHead(p + from, to - from, avail - from), 0};
+    probe.hash = hashBytes(probe.p, probe.len, probe.head);
+    __builtin_prefetch(&filter[filterBit(probe.hash) / 64]);
+    __builtin_prefetch(&slots[probe.hash & slotMask]);
+    return probe;
   }
 
   // The rank of a two-byte sequence, from a dense table: the first merges of every piece.
@@ -312,7 +484,8 @@ class Encoding::Impl {
     if (len <= PieceCache::kMaxBytes) {
       cached = &pieceCache().slot(hash);
       if (cached->owner == generation && cached->hash == hash && cached->len == len &&
-          std::memcmp(cached->bytes, p, len) == 0) {
+          load8(reinterpret_cast<const uint8_t*>(cached->bytes)) == head &&
+          (len <= 8 || std::memcmp(cached->bytes + 8, p + 8, len - 8) == 0)) {
         for (uint8_t i = 0; i < cached->count; ++i)
           sink(cached->ids[i]);
         return;
@@ -376,8 +549,16 @@ class Encoding::Impl {
       }
       --parts;
       start[parts] = static_cast<uint32_t>(len);
-      rank[at] = pairRank(at);
-      if (at > 0) rank[at - 1] = pairRank(at - 1);
+      if (at > 0 && at + 2 <= parts) {
+        // Both neighbours' pairs at once: the two table slots are fetched from memory together.
+        const Probe right = probe(p, start[at], start[at + 2], avail);
+        const Probe left = probe(p, start[at - 1], start[at + 1], avail);
+        rank[at] = right.rank(*this);
+        rank[at - 1] = left.rank(*this);
+      } else {
+        rank[at] = pairRank(at);
+        if (at > 0) rank[at - 1] = pairRank(at - 1);
+      }
     }
     std::memcpy(out, self, parts * sizeof(uint32_t));
     return parts;
@@ -519,14 +700,23 @@ Encoding::~Encoding() = default;
 
 std::shared_ptr<const Encoding> Encoding::fromRankFile(const EncodingSpec& spec,
                                                        const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary | std::ios::ate);
-  if (!in) throw Error("cannot read the rank file " + file.string());
-  std::string text(static_cast<size_t>(in.tellg()), '\0');
-  in.seekg(0);
-  if (!in.read(text.data(), static_cast<std::streamsize>(text.size()))) {
+  // Mapped, not copied: the kernel hands over the page cache's pages in one call.
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat info {};
+  if (fd < 0 || ::fstat(fd, &info) != 0 || info.st_size <= 0) {
+    if (fd >= 0) ::close(fd);
     throw Error("cannot read the rank file " + file.string());
   }
-  return fromRankText(spec, text);
+  const auto size = static_cast<size_t>(info.st_size);
+  void* mapped = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  ::close(fd);
+  if (mapped == MAP_FAILED) throw Error("cannot read the rank file " + file.string());
+  struct Unmap {
+    void* p;
+    size_t n;
+    ~Unmap() { ::munmap(p, n); }
+  } unmap{mapped, size};
+  return fromRankText(spec, std::string_view(static_cast<const char*>(mapped), size));
 }
 
 std::shared_ptr<const Encoding> Encoding::fromRankText(const EncodingSpec& spec,
@@ -541,8 +731,8 @@ std::shared_ptr<const Encoding> Encoding::fromRankText(const EncodingSpec& spec,
   }();
   auto impl = std::make_unique<Impl>();
   impl->spec = spec;
-  impl->blob.resize(rankText.size() * 3 / 4 + 16);  // base64 never expands
-  char* out = impl->blob.data();
+  impl->blobMemory = ZeroedArray<char>(rankText.size() * 3 / 4 + 16);  // base64 never expands
+  char* out = impl->blobMemory.data();
   size_t outLen = 0;
   impl->offsets.reserve(spec.rankCount + 1);
   auto malformed = [&](size_t line, const std::string& why) {
@@ -586,8 +776,8 @@ std::shared_ptr<const Encoding> Encoding::fromRankText(const EncodingSpec& spec,
                 " tokens, expected " + std::to_string(spec.rankCount));
   }
   impl->offsets.push_back(static_cast<uint32_t>(outLen));
-  impl->blob.resize(outLen);
-  impl->blob.append(8, '\0');  // lets find() read 8 bytes past any token's start
+  // The zero bytes after the last token let find() read 8 bytes past any token's start.
+  impl->blob = std::string_view(impl->blobMemory.data(), outLen + 8);
   impl->buildTable();
   return std::shared_ptr<const Encoding>(new Encoding(std::move(impl)));
 }
@@ -611,15 +801,40 @@ std::vector<TokenId> Encoding::encode(std::string_view text, const EncodeOptions
 
 void Encoding::encodeInto(std::string_view text, std::vector<TokenId>& out,
                           const EncodeOptions& options) const {
-  auto sink = [&out](TokenId id) { out.push_back(id); };
-  impl_->encode(text, options, sink);
+  const std::vector<std::string_view> parts = partsFor(text, options);
+  if (parts.size() == 1) {
+    auto sink = [&out](TokenId id) { out.push_back(id); };
+    impl_->encode(text, options, sink);
+    return;
+  }
+  std::vector<std::vector<TokenId>> ids(parts.size());
+  forEachPart(parts.size(), [&](size_t i) {
+    ids[i].reserve(parts[i].size() / 4 + 4);
+    auto sink = [&part = ids[i]](TokenId id) { part.push_back(id); };
+    impl_->encode(parts[i], options, sink);
+  });
+  for (const auto& part : ids)
+    out.insert(out.end(), part.begin(), part.end());
 }
 
 std::size_t Encoding::count(std::string_view text, const EncodeOptions& options) const {
-  std::size_t n = 0;
-  auto sink = [&n](TokenId) { ++n; };
-  impl_->encode(text, options, sink);
-  return n;
+  const std::vector<std::string_view> parts = partsFor(text, options);
+  std::vector<std::size_t> counts(parts.size(), 0);
+  auto countPart = [&](size_t i) {
+    std::size_t n = 0;
+    auto sink = [&n](TokenId) { ++n; };
+    impl_->encode(parts[i], options, sink);
+    counts[i] = n;
+  };
+  if (parts.size() == 1) {
+    countPart(0);
+  } else {
+    forEachPart(parts.size(), countPart);
+  }
+  std::size_t total = 0;
+  for (std::size_t n : counts)
+    total += n;
+  return total;
 }
 
 std::optional<std::string_view> Encoding::tokenBytes(TokenId id) const noexcept {

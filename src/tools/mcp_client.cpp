@@ -6,6 +6,7 @@
 #include <mutex>
 #include <utility>
 
+#include "parley/json.hpp"
 #include "parley/mcp.hpp"
 #include "tools/mcp_transport.hpp"
 
@@ -89,16 +90,9 @@ std::string describeBlock(const json& block) {
   return "[" + (type.empty() ? std::string("untyped") : type) + " content]";
 }
 
-// Parses one message; throws json::exception for bad JSON and ProtocolError past the depth cap.
+// Parses one message; ProtocolError when it is not JSON or nests deeper than the cap.
 json parseMessage(std::string_view text, int maxDepth) {
-  json::parser_callback_t limit = [maxDepth](int depth, json::parse_event_t event, json&) {
-    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
-        depth >= maxDepth)
-      throw ProtocolError("a message nested deeper than " + std::to_string(maxDepth) +
-                          " levels (maxJsonDepth)");
-    return true;
-  };
-  return json::parse(text.begin(), text.end(), limit);
+  return parseJson(text, {.maxDepth = maxDepth});
 }
 
 struct Pending {
@@ -166,8 +160,6 @@ struct McpClient::Impl {
       message = parseMessage(text, options.maxJsonDepth);
     } catch (const ProtocolError& e) {
       return {false, std::nullopt, e.what()};
-    } catch (const std::exception&) {
-      return {false, std::nullopt, "not JSON"};
     }
     if (message.is_array()) {  // a batch (protocol 2025-03-26)
       McpReceived all{true, std::nullopt, ""};

@@ -23,6 +23,7 @@
 
 #include "parley/errors.hpp"
 #include "parley/sse.hpp"
+#include "parley/json.hpp"
 #include "tools/mcp_transport.hpp"
 
 namespace parley::detail {
@@ -413,7 +414,7 @@ class HttpTransport final : public McpTransport {
     HttpError::Details details;
     details.status = static_cast<int>(exchange.status);
     details.body = exchange.body;
-    auto parsed = nlohmann::json::parse(exchange.body, nullptr, false);
+    auto parsed = parseJson(exchange.body, {}, false);
     if (parsed.is_object() && parsed.contains("error") && parsed["error"].is_object()) {
       const auto& error = parsed["error"];
       if (error.contains("message") && error["message"].is_string())

@@ -10,7 +10,9 @@
 #include <utility>
 
 #include "parley/errors.hpp"
+#include "parley/json.hpp"
 #include "parley/thread_pool.hpp"
+#include "tools/tool_output.hpp"
 #include "tools/tool_schema.hpp"
 
 namespace parley {
@@ -103,6 +105,8 @@ void ToolRegistry::add(const std::string& name, const std::string& description, 
   if (options.retries < 0) throw ValidationError("tool.options.retries", "must not be negative");
   if (options.retryDelay < std::chrono::milliseconds::zero())
     throw ValidationError("tool.options.retryDelay", "must not be negative");
+  if (options.maxResultBytes < 1024)
+    throw ValidationError("tool.options.maxResultBytes", "must be at least 1024");
 
   // Compile outside the lock: it is the expensive part and touches nothing shared.
   auto tool = std::make_shared<detail::RegisteredTool>();
@@ -238,19 +242,31 @@ bool realSleep(std::chrono::milliseconds delay, std::stop_token stop) {
   return !stop.stop_requested();
 }
 
-// now + timeout without overflowing steady_clock for "practically forever" timeouts.
+// now + timeout without overflowing steady_clock for "practically forever" timeouts. Compared
+// in milliseconds: converting a huge timeout to the clock's nanoseconds first would overflow.
 Clock::time_point deadlineAfter(Clock::time_point now, std::chrono::milliseconds timeout) {
-  constexpr auto kLongest = std::chrono::hours(24 * 365 * 50);
-  return now + std::min<Clock::duration>(timeout, kLongest);
+  constexpr std::chrono::milliseconds kLongest = std::chrono::hours(24 * 365 * 50);
+  return now + std::chrono::duration_cast<Clock::duration>(std::min(timeout, kLongest));
 }
 
-std::string withoutJsonExceptionPrefix(const std::string& what) {
-  // nlohmann prefixes "[json.exception.parse_error.101] ", which means nothing to a model.
-  if (what.rfind("[json.exception.", 0) == 0) {
-    auto end = what.find("] ");
-    if (end != std::string::npos) return what.substr(end + 2);
+// A successful result as the model will get it: within the tool's cap, valid UTF-8. A JSON
+// result that needs neither stays a JSON value; anything changed becomes text.
+void fitResult(json& value, std::size_t maxResultBytes) {
+  std::string text;
+  if (value.is_string()) {
+    text = std::move(value.get_ref<std::string&>());
+  } else {
+    try {
+      text = value.dump();
+      if (text.size() <= maxResultBytes) return;
+    } catch (const json::type_error&) {  // a string in it is not UTF-8
+      text = value.dump(-1, ' ', false, json::error_handler_t::replace) +
+             "\n[parley: the output was not valid UTF-8: invalid byte sequences replaced with "
+             "U+FFFD]";
+    }
   }
-  return what;
+  detail::fitToolOutput(text, maxResultBytes);
+  value = std::move(text);
 }
 
 // What one attempt ended with.
@@ -346,11 +362,14 @@ static ToolResult runCall(detail::ToolExecutorState& state, const ToolRegistry& 
   ToolResult result;
   result.toolCallId = call.id;
   result.name = call.name;
+  const std::size_t cap = tool ? tool->options.maxResultBytes : kDefaultMaxToolResultBytes;
   auto finish = [&](Outcome outcome) {
     result.success = outcome.kind == ToolErrorKind::None;
     result.errorKind = outcome.kind;
     result.result = result.success ? std::move(outcome.value) : json();
+    if (result.success) fitResult(result.result, cap);
     result.error = std::move(outcome.error);
+    if (result.error.size() > cap) detail::fitToolOutput(result.error, cap);
     result.executionTime =
         std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
     return std::move(result);
@@ -369,11 +388,10 @@ static ToolResult runCall(detail::ToolExecutorState& state, const ToolRegistry& 
 
   json parsed;
   try {
-    parsed = call.arguments.empty() ? json::object() : json::parse(call.arguments);
-  } catch (const json::parse_error& e) {
+    parsed = call.arguments.empty() ? json::object() : parseJson(call.arguments);
+  } catch (const ProtocolError& e) {
     return finish({ToolErrorKind::InvalidJson, nullptr,
-                   "the arguments for \"" + tool->name + "\" are not valid JSON (" +
-                       withoutJsonExceptionPrefix(e.what()) +
+                   "the arguments for \"" + tool->name + "\" are not usable (" + e.what() +
                        "); send one JSON object that matches the tool's parameters"});
   }
   if (!parsed.is_object())

@@ -1,0 +1,220 @@
+// Command tools: tools files, and the processes they run (bounded output, EPIPE, UTF-8).
+#include "parley/command_tools.hpp"
+
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "parley/errors.hpp"
+
+namespace parley {
+namespace {
+
+using nlohmann::json;
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+class CommandToolsTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  std::string writeFile(const std::string& name, const std::string& text) {
+    std::filesystem::create_directories(dir_);
+    const auto path = dir_ / name;
+    std::ofstream(path, std::ios::binary) << text;
+    return path.string();
+  }
+
+  std::string errorOfLoad(const std::string& text) {
+    try {
+      loadToolsFile(writeFile("tools.toml", text), *registry_);
+    } catch (const ValidationError& e) {
+      return e.what();
+    }
+    return "";
+  }
+
+  ToolResult call(const std::string& name, const std::string& arguments = "{}") {
+    ToolExecutor executor(registry_);
+    return executor.execute({"c1", name, arguments});
+  }
+
+  std::shared_ptr<ToolRegistry> registry_ = std::make_shared<ToolRegistry>();
+  std::filesystem::path dir_ = std::filesystem::temp_directory_path() /
+                               ("parley-command-tools-test-" + std::to_string(::getpid()));
+};
+
+TEST_F(CommandToolsTest, AToolsFileRegistersCommandsThatGetTheirArgumentsOnStdin) {
+  loadToolsFile(writeFile("tools.toml", R"(
+[[tool]]
+name = "shout"
+description = "Upper-cases its arguments"
+command = ["tr", "a-z", "A-Z"]
+timeout_ms = 5000
+max_result_bytes = 2048
+[tool.parameters]
+type = "object"
+properties = { text = { type = "string" } }
+
+[[tool]]
+name = "words"
+command = ["sh", "-c", "echo not json"]
+parameters = '{"type": "object"}'
+)"),
+                *registry_);
+  EXPECT_EQ(registry_->names(), (std::vector<std::string>{"shout", "words"}));
+  EXPECT_EQ(registry_->find("shout")->options.maxResultBytes, 2048u);
+  EXPECT_EQ(registry_->find("shout")->options.timeout, std::chrono::milliseconds(5000));
+  EXPECT_EQ(registry_->find("shout")->description, "Upper-cases its arguments");
+
+  ToolResult shout = call("shout", R"({"text": "hi"})");
+  ASSERT_TRUE(shout.success) << shout.error;
+  EXPECT_EQ(shout.result, json({{"TEXT", "HI"}}));  // JSON output stays JSON
+  ToolResult words = call("words");
+  ASSERT_TRUE(words.success) << words.error;
+  EXPECT_EQ(words.result, "not json");  // anything else is text, without its last newline
+}
+
+TEST_F(CommandToolsTest, BadFilesNameTheFieldAndRegisterNothing) {
+  registry_->add("taken", "", nullptr, [](const json&, ToolContext&) -> json { return 1; });
+  const std::string ok = "[[tool]]\nname = \"ok\"\ncommand = [\"true\"]\n";
+  struct Case {
+    std::string text, error;
+  };
+  const Case cases[] = {
+      {ok + "[[tool]]\nname = \"x\"\n", "tool[1].command: required"},
+      {ok + "[[tool]]\nname = \"x\"\ncommand = [\"true\"]\ncolour = 1\n",
+       "tool[1].colour: unknown key"},
+      {ok + "[[tool]]\nname = \"x\"\ncommand = [\"true\"]\nmax_result_bytes = 10\n",
+       "tool[1].max_result_bytes: must be an integer >= 1024"},
+      {ok + "[[tool]]\nname = \"x\"\ncommand = [\"true\"]\ntimeout_ms = 0\n",
+       "tool[1].timeout_ms: must be a positive integer"},
+      {ok + "[[tool]]\nname = \"x\"\ncommand = [\"true\"]\nparameters = '" + std::string(200, '[') +
+           std::string(200, ']') + "'\n",
+       "tool[1].parameters: JSON nested deeper than 128 levels"},
+      {ok + "[[tool]]\nname = \"taken\"\ncommand = [\"true\"]\n",
+       "\"taken\" is already registered"},
+      {ok + "[[tool]]\nname = \"ok\"\ncommand = [\"true\"]\n", "\"ok\" is already registered"},
+      {"[[tool]]\nname = \n", "tools.toml:2:"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    const std::string error = errorOfLoad(c.text);
+    EXPECT_TRUE(contains(error, c.error)) << error;
+    EXPECT_EQ(registry_->names(), std::vector<std::string>{"taken"});
+  }
+}
+
+TEST_F(CommandToolsTest, ALongestTimeoutRunsTheCommand) {
+  // 2^63 - 1 ms used to overflow into a deadline in the past: the command was killed at once.
+  loadToolsFile(writeFile("tools.toml", R"(
+[[tool]]
+name = "ok"
+command = ["echo", "fine"]
+timeout_ms = 9223372036854775807
+)"),
+                *registry_);
+  ToolResult result = call("ok");
+  ASSERT_TRUE(result.success) << result.error;
+  EXPECT_EQ(result.result, "fine");
+}
+
+TEST_F(CommandToolsTest, ACommandThatDoesNotReadItsInputIsNotASignal) {
+  // The arguments outgrow the pipe's buffer and the reader is gone: write() fails with EPIPE.
+  // SIGPIPE is at its default action here, as in most applications: raised, it would end this
+  // test program.
+  ASSERT_EQ(::signal(SIGPIPE, SIG_DFL), SIG_DFL);
+  addCommandTool(*registry_, {"ok", "", {"sh", "-c", "echo ok"}, nullptr, {}});
+  const std::string big = json{{"data", std::string(200'000, 'x')}}.dump();
+  for (int i = 0; i < 3; ++i) {
+    ToolResult result = call("ok", big);
+    ASSERT_TRUE(result.success) << result.error;
+    EXPECT_EQ(result.result, "ok");
+  }
+  // Small arguments lose the race only now and then: many calls in one batch.
+  std::vector<ToolCall> calls;
+  for (int i = 0; i < 200; ++i)
+    calls.push_back({"c" + std::to_string(i), "ok", R"({"n": 1})"});
+  ToolExecutor executor(registry_);
+  for (const ToolResult& result : executor.executeAll(calls)) {
+    ASSERT_TRUE(result.success) << result.error;
+    EXPECT_EQ(result.result, "ok");
+  }
+}
+
+TEST_F(CommandToolsTest, OutputPastTheCapKeepsHeadAndTail) {
+  addCommandTool(*registry_, {"flood",
+                              "",
+                              {"sh", "-c",
+                               "echo FIRST; head -c 30000000 /dev/zero | tr '\\0' y; "
+                               "echo; echo LAST"},
+                              nullptr,
+                              {.maxResultBytes = 8192}});
+  ToolResult result = call("flood");
+  ASSERT_TRUE(result.success) << result.error;
+  const std::string content = result.content();
+  EXPECT_LE(content.size(), 8192u);
+  EXPECT_EQ(content.rfind("FIRST\n", 0), 0u);
+  EXPECT_EQ(content.substr(content.size() - 5), "LAST\n");
+  EXPECT_TRUE(contains(content, "bytes cut here: the output was 30000012 bytes")) << content;
+}
+
+TEST_F(CommandToolsTest, OutputThatIsNotUtf8IsRepairedAndSaysSo) {
+  addCommandTool(*registry_, {"latin1", "", {"printf", "caf\\351 ok"}, nullptr, {}});
+  ToolResult result = call("latin1");
+  ASSERT_TRUE(result.success) << result.error;
+  EXPECT_EQ(result.content().rfind("caf\xEF\xBF\xBD ok", 0), 0u) << result.content();
+  EXPECT_TRUE(contains(result.content(), "not valid UTF-8")) << result.content();
+}
+
+TEST_F(CommandToolsTest, AFailureCarriesTheEndOfStderrOnly) {
+  addCommandTool(*registry_, {"fails",
+                              "",
+                              {"sh", "-c",
+                               "head -c 1000000 /dev/zero | tr '\\0' e >&2; "
+                               "echo ' the real reason' >&2; exit 3"},
+                              nullptr,
+                              {}});
+  ToolResult result = call("fails");
+  ASSERT_FALSE(result.success);
+  EXPECT_TRUE(contains(result.error, "exited with status 3")) << result.error.substr(0, 200);
+  EXPECT_TRUE(contains(result.error, "the real reason"));
+  EXPECT_LT(result.error.size(), 9000u);
+}
+
+TEST_F(CommandToolsTest, TheCommandStartsWithDefaultSignals) {
+  // An ignored signal stays ignored across exec, and a blocked one stays blocked: an application
+  // that ignores SIGPIPE (as the parley command line does) or blocks signals in its threads
+  // must not hand that to the tools it runs.
+  auto previous = ::signal(SIGPIPE, SIG_IGN);
+  sigset_t usr1, before;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &usr1, &before);
+  ToolContext context;
+  const std::string status = runToolCommand({"cat", "/proc/self/status"}, "", context);
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  ::signal(SIGPIPE, previous);
+
+  auto mask = [&](const std::string& name) {
+    const auto at = status.find("\n" + name + ":\t");
+    EXPECT_NE(at, std::string::npos) << name;
+    return std::stoull(status.substr(at + name.size() + 3, 16), nullptr, 16);
+  };
+  EXPECT_EQ(mask("SigIgn") & (1ull << (SIGPIPE - 1)), 0u);
+  EXPECT_EQ(mask("SigBlk"), 0u);
+}
+
+}  // namespace
+}  // namespace parley
