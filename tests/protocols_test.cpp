@@ -375,7 +375,9 @@ TEST(AnthropicWriter, CacheBreakpointsStayWithinTheLimitOfFour) {
     EXPECT_EQ(body["tools"].back()["cache_control"],
               json::parse(R"({"type":"ephemeral","ttl":"1h"})"));
     EXPECT_TRUE(body["system"].back().contains("cache_control"));
-    if (turns > 0) EXPECT_TRUE(body["messages"].back()["content"].back().contains("cache_control"));
+    if (turns > 0) {
+      EXPECT_TRUE(body["messages"].back()["content"].back().contains("cache_control"));
+    }
   }
   o.promptCache.mode = PromptCachePolicy::Mode::Off;
   EXPECT_EQ(breakpoints(json::parse(buildAnthropicBody(requestOf(many), o, false))), 0);

@@ -2,12 +2,25 @@
 # One tools/call round trip (server-everything's `echo`): parley's McpClient (bench/mcp_bench.cpp)
 # against the official TypeScript SDK client (bench/mcp/sdk_bench.mjs), over stdio (each its own
 # child server) and over Streamable HTTP (one server for both), in the same run.
-#   bench/mcp/run.sh [BUILD_DIR]     (default: build)
+#   bench/mcp/run.sh [--tiny] [BUILD_DIR]     (default: build)
+# --tiny: a fraction of a second per side (the README test checks that the script works).
 # Installs the pinned packages of tests/node/mcp (the servers and the SDK) into
 # BUILD_DIR/bench/mcp-node with npm ci.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-build=$(realpath "${1:-build}")
+build=build
+seconds=2
+min_time=
+for arg in "$@"; do
+  case "$arg" in
+    --tiny)
+      seconds=0.2
+      min_time=--benchmark_min_time=0.05
+      ;;
+    *) build=$arg ;;
+  esac
+done
+build=$(realpath "$build")
+cd "$(dirname "$(realpath "$0")")/../.."  # the repository (this script may be reached through a link)
 work="$build/bench/mcp-node"
 mkdir -p "$work"
 cmake -DSRC="$PWD/tests/node/mcp" -DDST="$work" -DNPM="$(command -v npm)" -P tests/node/npm_ci.cmake
@@ -28,8 +41,8 @@ echo "server-everything: stdio children, and Streamable HTTP at $url"
 
 PARLEY_BENCH_MCP_NODE="$node_bin" PARLEY_BENCH_MCP_EVERYTHING="$everything" PARLEY_BENCH_MCP_URL="$url" \
   "$build/bench/mcp_bench" --benchmark_format=json --benchmark_out="$work/parley.json" \
-  --benchmark_out_format=json >/dev/null
-(cd "$work" && node sdk_bench.mjs "$node_bin" "$everything" "$url" 2) >"$work/sdk.jsonl"
+  --benchmark_out_format=json $min_time >/dev/null
+(cd "$work" && node sdk_bench.mjs "$node_bin" "$everything" "$url" "$seconds") >"$work/sdk.jsonl"
 
 node - "$work/parley.json" "$work/sdk.jsonl" <<'JS'
 const fs = require('fs');
