@@ -22,7 +22,7 @@ declare -A rank=(
 # here is itself a violation: every header must say where it belongs.
 declare -A public_layer=(
   [errors]=model [message]=model [usage]=model [detail/persistent_vector]=model
-  [version]=model [json]=model [sse]=model
+  [version]=model [json]=model [sse]=model [toml]=model
   [llm]=client [openai_client]=client [profiles]=client [transport]=client
   [anthropic_client]=client [responses_client]=client [protocol]=client
   [tools]=tools [thread_pool]=tools [command_tools]=tools [mcp]=tools [tool_schema]=tools

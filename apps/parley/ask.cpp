@@ -8,7 +8,8 @@
 // run. The prompt is the argument, then text piped on stdin, then the files of -f.
 // Every turn is saved (in --db, default the user's database) when it completes: to a new thread
 // titled after the prompt, to --thread ID, or with -c to the thread used last; --no-save keeps
-// nothing. A failed turn leaves the store as it was.
+// nothing. A failed turn leaves the store as it was. -t NAME takes options from a template of the
+// config file (template_config.hpp); --save-template NAME writes them as one.
 #include <unistd.h>
 
 #include <atomic>
@@ -31,6 +32,7 @@
 #include "parley/protocol.hpp"
 #include "parley/store.hpp"
 #include "prompt_input.hpp"
+#include "template_config.hpp"
 #include "terminal.hpp"
 #include "tool_file.hpp"
 
@@ -54,6 +56,8 @@ struct AskArgs {
   int64_t timeoutMs = -1;
   bool json = false;
   std::string prompt;
+  std::string templateName;
+  std::string saveTemplateName;
 };
 
 std::atomic<bool> interrupted{false};
@@ -69,7 +73,32 @@ std::string oneLine(std::string text) {
   return text;
 }
 
-int runAsk(const AskArgs& args) {
+// The options as saved by --save-template: what this command line and its template chose.
+PromptTemplate currentOptions(const AskArgs& args, const PromptTemplate& used) {
+  PromptTemplate t = used;
+  t.name = args.saveTemplateName;
+  t.system = args.system;
+  t.model = args.endpoint.model;
+  t.profile = args.endpoint.profile;
+  t.tools = args.toolSets;
+  t.toolsFiles = args.toolFiles;
+  t.mcp = args.mcpServers;
+  return t;
+}
+
+int runAsk(const AskArgs& given) {
+  AskArgs args = given;
+  PromptTemplate used;
+  if (!args.templateName.empty()) {
+    used = readTemplate(configFile(args.endpoint), args.templateName);
+    applyTemplate(used, {&args.endpoint, &args.system, &args.toolSets, &args.toolFiles,
+                         &args.mcpServers});
+  }
+  if (!args.saveTemplateName.empty()) {
+    const std::string file = configFile(args.endpoint);
+    saveTemplate(file, currentOptions(args, used));
+    std::cerr << "parley: saved template " << args.saveTemplateName << " in " << file << "\n";
+  }
   // Without tools a turn is one model call, within any bound of at least 1: scripts pass
   // --max-iterations whether or not they offer tools.
   if (args.maxIterations < 1) throw ValidationError("--max-iterations", "must be at least 1");
@@ -86,17 +115,21 @@ int runAsk(const AskArgs& args) {
   const std::string files = filesAsText(args.files, skipped);
   for (const std::string& path : skipped)
     std::cerr << "parley: note: skipped the binary file " << path << "\n";
-  const std::string prompt = composePrompt(args.prompt, readPipedStdin(), files);
-  if (prompt.empty()) {
+  const std::string input = composePrompt(args.prompt, readPipedStdin(), files);
+  if (input.empty()) {
+    if (!args.saveTemplateName.empty()) return kExitOk;  // only saving the template
     throw ValidationError("prompt", "give a prompt, pipe text in, or add files with -f");
   }
+  const std::string prompt = fillPrompt(used.prompt, input);
   auto tools = makeToolRegistry(args.toolSets, args.toolFiles);
   addMcpServers(*tools, args.mcpServers, configFile(args.endpoint), std::cerr,
                 args.json ? nullptr : &std::cerr);
   const bool loop = tools->size() > 0;
 
   ConversationOptions options;
-  options.llm = makeClient(resolveEndpoint(args.endpoint));
+  ClientOptions client = resolveEndpoint(args.endpoint);
+  addParameters(used, client);
+  options.llm = makeClient(client);
   if (loop) options.tools = tools;
   options.systemPrompt = args.system;
   options.stream = args.stream;
@@ -118,7 +151,7 @@ int runAsk(const AskArgs& args) {
     }
     if (id.empty()) {
       ThreadOptions thread;
-      thread.title = titleFromPrompt(prompt);
+      thread.title = titleFromPrompt(input);
       id = store->createThread(thread, manager.getAllMessages(), nullptr).id;
       created = true;
     }
@@ -267,6 +300,7 @@ void addAskCommand(CLI::App& app, int& exitCode) {
       ->allow_extra_args(false);
   addMcpOption(*cmd, args->mcpServers);
   cmd->add_option("--system", args->system, "System prompt of a new conversation");
+  addTemplateOptions(*cmd, args->templateName, args->saveTemplateName);
   cmd->add_option("--db", args->db,
                   "Conversation store: FILE, sqlite://FILE or postgresql://... (default: "
                   "$XDG_DATA_HOME/parley/parley.db, else ~/.local/share/parley/parley.db)");

@@ -42,6 +42,7 @@
 #include "parley/protocol.hpp"
 #include "parley/store.hpp"
 #include "prompt_input.hpp"
+#include "template_config.hpp"
 #include "terminal.hpp"
 #include "tool_file.hpp"
 
@@ -62,6 +63,8 @@ struct ChatArgs {
   int64_t tokenLimit = 0;
   bool jsonMode = false;
   bool stream = true;
+  std::string templateName;
+  std::string saveTemplateName;
 };
 
 std::atomic<bool> chatInterrupted{false};
@@ -86,6 +89,7 @@ constexpr const char* kHelp =
     "  /model NAME           use another model from the next reply on\n"
     "  /set KEY [VALUE]      model, temperature, top_p, max_tokens or seed (no value: default)\n"
     "  /show settings        the request settings in use\n"
+    "  /template NAME        use a [templates.NAME] table: system prompt, model, settings, prompt\n"
     "  /regenerate           redo the last reply on a new branch (the old one stays)\n"
     "  /continue [TEXT]      ask the model to go on\n"
     "  /fork [NAME]          copy this conversation into a new branch and switch to it\n"
@@ -157,6 +161,25 @@ class ChatSession {
       sigemptyset(&drop.sa_mask);
       ::sigaction(SIGINT, &drop, nullptr);
     }
+    PromptTemplate used;
+    if (!args_.templateName.empty()) {
+      used = readTemplate(configFile(args_.endpoint), args_.templateName);
+      applyTemplate(used, {&args_.endpoint, &args_.system, &args_.toolSets, &args_.toolFiles,
+                           &args_.mcpServers});
+      promptPattern_ = used.prompt;
+    }
+    if (!args_.saveTemplateName.empty()) {
+      PromptTemplate current = used;
+      current.name = args_.saveTemplateName;
+      current.system = args_.system;
+      current.model = args_.endpoint.model;
+      current.profile = args_.endpoint.profile;
+      current.tools = args_.toolSets;
+      current.toolsFiles = args_.toolFiles;
+      current.mcp = args_.mcpServers;
+      saveTemplate(configFile(args_.endpoint), current);
+      out_ << "saved template " << current.name << " in " << configFile(args_.endpoint) << "\n";
+    }
     std::string intro;
     ClientOptions client;
     std::vector<std::string> toolSets = args_.toolSets;
@@ -174,6 +197,7 @@ class ChatSession {
       client = resolveEndpoint(args_.endpoint);
       intro = "parley chat: model " + client.model + " at " + redactUrl(client.baseUrl);
     }
+    addParameters(used, client);
     ConversationOptions options;
     options.llm = makeClient(client);
     auto tools = makeToolRegistry(toolSets, args_.toolFiles);
@@ -217,14 +241,14 @@ class ChatSession {
         line = readBlock();
         if (!line) break;
         if (line->empty()) continue;
-        turnOrError(*line);
+        turnOrError(fillPrompt(promptPattern_, *line));
         continue;
       }
       try {
         if ((*line)[0] == '/') {
           if (!command(*line)) break;
         } else {
-          turn(*line);
+          turn(fillPrompt(promptPattern_, *line));
         }
       } catch (const ValidationError& e) {
         out_ << "error: " << forTerminal(e.what(), STDOUT_FILENO) << "\n";
@@ -422,6 +446,49 @@ class ChatSession {
                                               "seed"};
 
   // "" clears the setting. Values are checked here, so a bad one never reaches a request.
+  // A system prompt first in the view, replacing the one there; one step of /undo.
+  void setSystemPrompt(const std::string& text) {
+    ConversationManager& manager = current().manager;
+    const auto view = manager.getMessages();
+    ContextOperation op;
+    if (!view.empty() && view.front().role == Role::System) {
+      op = ReplaceOp{0, Message::system(text)};
+    } else {
+      op = InsertOp{0, {Message::system(text)}};
+    }
+    current().undo.push_back(manager.getMarkMap().currentBatch);
+    applyContextOperation(manager, op);
+    save();
+  }
+
+  // /template NAME: its system prompt, model, parameters and prompt pattern from now on. Its
+  // tools and profile need a new session (-t NAME): a session keeps its endpoint and tools.
+  void useTemplate(const PromptTemplate& t) {
+    if (!t.system.empty()) setSystemPrompt(t.system);
+    if (!t.model.empty()) setSetting("model", t.model);
+    nlohmann::json settings = settings_.value_or(nlohmann::json::object());
+    for (const auto& [key, value] : t.parameters.items()) {
+      const bool integer = key == "max_tokens" || key == "seed";
+      const bool number = key == "temperature" || key == "top_p";
+      if ((integer && !value.is_number_integer()) || (number && !value.is_number()) ||
+          (key == "model" && !value.is_string())) {
+        throw ValidationError("templates." + t.name + ".parameters." + key,
+                              "has the wrong type (" + value.dump() + ")");
+      }
+      settings[key] = value;
+    }
+    settings_ = settings.empty() ? std::nullopt : std::optional<nlohmann::json>(settings);
+    promptPattern_ = t.prompt;
+    out_ << "template " << t.name << ":" << (t.system.empty() ? "" : " system prompt set;")
+         << (t.model.empty() ? "" : " model " + t.model + ";")
+         << (t.parameters.empty() ? "" : " settings " + t.parameters.dump() + ";")
+         << (t.prompt.empty() ? " prompts as typed" : " prompts go through its pattern") << "\n";
+    if (!t.profile.empty() || !t.tools.empty() || !t.toolsFiles.empty() || !t.mcp.empty()) {
+      out_ << "note: its profile and tools take effect in a new session: parley chat -t " << t.name
+           << "\n";
+    }
+  }
+
   void setSetting(const std::string& key, const std::string& value) {
     if (std::find(std::begin(kSettings), std::end(kSettings), key) == std::end(kSettings)) {
       throw ValidationError("/set " + key,
@@ -464,6 +531,12 @@ class ChatSession {
     if (s.contains("top_p")) request.topP = s["top_p"].get<double>();
     if (s.contains("max_tokens")) request.maxTokens = s["max_tokens"].get<int64_t>();
     if (s.contains("seed")) request.seed = s["seed"].get<int64_t>();
+    // A template's other parameters travel as they are (reasoning_effort, stop, ...).
+    for (const auto& [key, value] : s.items()) {
+      if (std::find(std::begin(kSettings), std::end(kSettings), key) == std::end(kSettings)) {
+        request.extra[key] = value;
+      }
+    }
     return request;
   }
 
@@ -484,6 +557,8 @@ class ChatSession {
     show("top_p", request.topP);
     show("max_tokens", request.maxTokens);
     show("seed", request.seed);
+    for (const auto& [key, value] : request.extra.items())
+      out_ << key << ": " << value.dump() << "\n";
   }
 
   // The last prompt again, on a new branch; the old reply stays on the branch it was on.
@@ -634,17 +709,11 @@ class ChatSession {
            << "\n";
     } else if (name == "system") {
       if (argument.empty()) throw ValidationError("/system", "give the prompt: /system TEXT");
-      const auto view = manager.getMessages();
-      ContextOperation op;
-      if (!view.empty() && view.front().role == Role::System) {
-        op = ReplaceOp{0, Message::system(argument)};
-      } else {
-        op = InsertOp{0, {Message::system(argument)}};
-      }
-      current().undo.push_back(manager.getMarkMap().currentBatch);
-      applyContextOperation(manager, op);
-      save();
+      setSystemPrompt(argument);
       out_ << "system prompt set\n";
+    } else if (name == "template") {
+      if (argument.empty()) throw ValidationError("/template", "give a name: /template NAME");
+      useTemplate(readTemplate(configFile(args_.endpoint), argument));
     } else if (name == "model") {
       if (argument.empty()) throw ValidationError("/model", "give a model name: /model NAME");
       setSetting("model", argument);
@@ -749,7 +818,8 @@ class ChatSession {
     return true;
   }
 
-  const ChatArgs& args_;
+  ChatArgs args_;  // with the -t template applied
+  std::string promptPattern_;  // the template's prompt; "" = what is typed
   std::ostream& out_;
   bool interactive_ = false;
   std::unique_ptr<mock::MockServer> mock_;
@@ -776,6 +846,7 @@ void addChatCommand(CLI::App& app, int& exitCode) {
   cmd->footer(std::string("\nIn the session:\n") + kHelp +
               "Ctrl-C at the prompt clears the line; everything is already saved.");
   cmd->add_option("--system", args->system, "System prompt of a new conversation");
+  addTemplateOptions(*cmd, args->templateName, args->saveTemplateName);
   cmd->add_option("--db", args->db,
                   "Conversation store: FILE, sqlite://FILE or postgresql://... (default: "
                   "$XDG_DATA_HOME/parley/parley.db, else ~/.local/share/parley/parley.db)");

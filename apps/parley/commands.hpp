@@ -22,5 +22,6 @@ void addChatCommand(CLI::App& app, int& exitCode);
 void addMcpCommand(CLI::App& app, int& exitCode);
 // Walks `app` when it runs, so register it last.
 void addCompletionCommand(CLI::App& app, int& exitCode);
+void addTemplatesCommand(CLI::App& app, int& exitCode);
 
 }  // namespace parley::cli

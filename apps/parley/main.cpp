@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   addHistoryCommand(app, exitCode);
   addChatCommand(app, exitCode);
   addMcpCommand(app, exitCode);
+  addTemplatesCommand(app, exitCode);
   addCompletionCommand(app, exitCode);
 
   try {

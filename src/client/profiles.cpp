@@ -10,6 +10,7 @@
 
 #include "parley/errors.hpp"
 #include "parley/protocol.hpp"
+#include "parley/toml.hpp"
 
 namespace parley {
 
@@ -207,31 +208,17 @@ std::shared_ptr<LlmClient> ProfileRegistry::client(const std::string& name) {
   return slot;
 }
 
-ProfileRegistry& ProfileRegistry::loadToml(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ValidationError(path, "cannot open the profiles file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return loadTomlString(text.str(), path);
-}
+namespace {
 
-ProfileRegistry& ProfileRegistry::loadTomlString(const std::string& text,
-                                                 const std::string& source) {
-  toml::table root;
-  try {
-    root = toml::parse(text, std::string_view(source));
-  } catch (const toml::parse_error& e) {
-    const auto& where = e.source().begin;
-    throw ValidationError(
-        source + ":" + std::to_string(where.line) + ":" + std::to_string(where.column),
-        std::string(e.description()));
-  }
+// The [profiles.NAME] tables of a config file, all checked before any is added.
+void loadProfiles(ProfileRegistry& registry, const toml::table& root, const std::string& source) {
   for (const auto& [key, value] : root) {
-    // [mcp.NAME] tables (MCP servers) belong to the command line, which reads them itself.
-    if (key.str() != "profiles" && key.str() != "mcp") {
+    // [mcp.NAME] (MCP servers) and [templates.NAME] tables belong to the command line, which
+    // reads them itself.
+    if (key.str() != "profiles" && key.str() != "mcp" && key.str() != "templates") {
       throw ValidationError(source + ": " + std::string(key.str()),
                             "unknown top-level key (profiles go in [profiles.NAME] tables, MCP "
-                            "servers in [mcp.NAME])");
+                            "servers in [mcp.NAME], templates in [templates.NAME])");
     }
   }
   std::vector<std::pair<std::string, ClientOptions>> loaded;
@@ -246,8 +233,21 @@ ProfileRegistry& ProfileRegistry::loadTomlString(const std::string& text,
     }
   }
   for (auto& [name, options] : loaded)
-    add(name, std::move(options));
+    registry.add(name, std::move(options));
+}
+
+}  // namespace
+
+ProfileRegistry& ProfileRegistry::loadToml(const std::string& path) {
+  loadProfiles(*this, detail::readTomlTable(path, "the profiles file", kMaxTomlFileBytes), path);
   return *this;
 }
+
+ProfileRegistry& ProfileRegistry::loadTomlString(const std::string& text,
+                                                 const std::string& source) {
+  loadProfiles(*this, detail::parseTomlTable(text, source), source);
+  return *this;
+}
+
 
 }  // namespace parley

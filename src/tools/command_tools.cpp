@@ -21,6 +21,7 @@
 #include "model/toml_json.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
+#include "parley/toml.hpp"
 #include "tools/tool_output.hpp"
 
 extern char** environ;
@@ -270,19 +271,7 @@ void addCommandTool(ToolRegistry& registry, const CommandTool& tool) {
 }
 
 std::vector<CommandTool> readToolsFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ValidationError(path, "cannot open the tools file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  toml::table root;
-  try {
-    root = toml::parse(text.str(), std::string_view(path));
-  } catch (const toml::parse_error& e) {
-    const auto& where = e.source().begin;
-    throw ValidationError(
-        path + ":" + std::to_string(where.line) + ":" + std::to_string(where.column),
-        std::string(e.description()));
-  }
+  const toml::table root = detail::readTomlTable(path, "the tools file", kMaxTomlFileBytes);
   for (const auto& [key, value] : root) {
     if (key.str() != "tool") {
       throw ValidationError(path + ": " + std::string(key.str()),
