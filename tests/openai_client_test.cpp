@@ -525,14 +525,14 @@ class RecordingTransport : public HttpTransport {
  public:
   explicit RecordingTransport(HttpTransportOptions options)
       : inner_(makeCurlTransport(std::move(options))) {}
-  void post(const HttpRequest& request, HttpReplySink& sink) override {
+  void send(const HttpRequest& request, HttpReplySink& sink) override {
     {
       std::lock_guard lock(mutex);
       urls.emplace_back(request.url);
       headers.emplace_back(request.headers.begin(), request.headers.end());
       streams.push_back(request.stream);
     }
-    inner_->post(request, sink);
+    inner_->send(request, sink);
   }
   std::mutex mutex;
   std::vector<std::string> urls;

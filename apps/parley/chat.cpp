@@ -498,7 +498,7 @@ class ChatSession {
     if (value.empty()) {
       settings.erase(key);
     } else if (key == "model") {
-      settings[key] = value;
+      settings[key] = resolveModelAlias(configFile(args_.endpoint), value);
     } else {
       try {
         size_t used = 0;
@@ -717,7 +717,7 @@ class ChatSession {
     } else if (name == "model") {
       if (argument.empty()) throw ValidationError("/model", "give a model name: /model NAME");
       setSetting("model", argument);
-      out_ << "model: " << argument << "\n";
+      out_ << "model: " << settings_->at("model").get<std::string>() << "\n";
     } else if (name == "set") {
       const size_t split = argument.find(' ');
       const std::string key = argument.substr(0, split);

@@ -23,5 +23,6 @@ void addMcpCommand(CLI::App& app, int& exitCode);
 // Walks `app` when it runs, so register it last.
 void addCompletionCommand(CLI::App& app, int& exitCode);
 void addTemplatesCommand(CLI::App& app, int& exitCode);
+void addModelsCommand(CLI::App& app, int& exitCode);
 
 }  // namespace parley::cli

@@ -6,6 +6,7 @@
 #include "parley/errors.hpp"
 #include "parley/profiles.hpp"
 #include "parley/protocol.hpp"
+#include "parley/toml.hpp"
 
 namespace parley::cli {
 namespace {
@@ -48,6 +49,28 @@ void addEndpointOptions(CLI::App& cmd, EndpointArgs& args) {
                  "$XDG_CONFIG_HOME/parley/config.toml or ~/.config/parley/config.toml)");
 }
 
+std::map<std::string, std::string> modelAliases(const std::string& file) {
+  std::map<std::string, std::string> aliases;
+  std::error_code ignored;
+  if (!std::filesystem::exists(file, ignored)) return aliases;
+  const nlohmann::json root = readTomlFile(file);
+  if (!root.contains("aliases")) return aliases;
+  if (!root["aliases"].is_object()) throw ValidationError(file + ": aliases", "must be a table");
+  for (const auto& [alias, model] : root["aliases"].items()) {
+    if (!model.is_string() || model.get<std::string>().empty()) {
+      throw ValidationError(file + ": aliases." + alias, "must be a model name (a string)");
+    }
+    aliases[alias] = model.get<std::string>();
+  }
+  return aliases;
+}
+
+std::string resolveModelAlias(const std::string& file, const std::string& model) {
+  const auto aliases = modelAliases(file);
+  auto it = aliases.find(model);
+  return it == aliases.end() ? model : it->second;
+}
+
 ClientOptions resolveEndpoint(const EndpointArgs& args) {
   ClientOptions options;
   if (!args.profile.empty()) {
@@ -65,7 +88,7 @@ ClientOptions resolveEndpoint(const EndpointArgs& args) {
     options.model = envOr("OPENAI_MODEL", "gpt-4o-mini");
   }
   if (!args.baseUrl.empty()) options.baseUrl = args.baseUrl;
-  if (!args.model.empty()) options.model = args.model;
+  if (!args.model.empty()) options.model = resolveModelAlias(configFile(args), args.model);
   if (!args.apiKeyEnv.empty()) {
     options.apiKey.clear();
     options.apiKeyEnv = args.apiKeyEnv;

@@ -1,10 +1,11 @@
-// The endpoint options `parley ask` and `parley chat` share: --profile from the config file
+// The endpoint options `parley ask`, `chat` and `models` share: --profile from the config file
 // (--config, $PARLEY_CONFIG, else $XDG_CONFIG_HOME/parley/config.toml), else --base-url /
 // $OPENAI_BASE_URL; --base-url, --model, --api-key and --protocol override a profile's values; the
-// key defaults to $OPENAI_API_KEY.
+// key defaults to $OPENAI_API_KEY; --model may name an alias of the config file's [aliases].
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <map>
 #include <string>
 
 #include "parley/openai_client.hpp"
@@ -28,7 +29,14 @@ void addEndpointOptions(CLI::App& cmd, EndpointArgs& args);
 std::string defaultConfigFile();
 std::string configFile(const EndpointArgs& args);
 
-// Throws ValidationError for a missing config file or an unknown profile.
+// The [aliases] table of the config file (alias -> model name); none when the file is missing.
+// ValidationError naming the key for a value that is not a model name.
+std::map<std::string, std::string> modelAliases(const std::string& file);
+// `model` itself, or the model its alias names.
+std::string resolveModelAlias(const std::string& file, const std::string& model);
+
+// --model may be an alias of the config file. Throws ValidationError for a missing config file or
+// an unknown profile.
 ClientOptions resolveEndpoint(const EndpointArgs& args);
 
 // True when anything names an endpoint: an option above, $OPENAI_BASE_URL or $OPENAI_API_KEY.

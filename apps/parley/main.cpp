@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   addChatCommand(app, exitCode);
   addMcpCommand(app, exitCode);
   addTemplatesCommand(app, exitCode);
+  addModelsCommand(app, exitCode);
   addCompletionCommand(app, exitCode);
 
   try {

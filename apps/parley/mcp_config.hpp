@@ -1,19 +1,22 @@
 // MCP servers from the config file (`--mcp NAME`, `parley mcp list NAME`), one [mcp.NAME] table
 // each:
 //
+// clang-format off
 //   [mcp.files]
-//   command = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "/srv/docs"]  # argv, no
-//   shell env = { LOG_LEVEL = "warn" }       # set in the server's environment (PATH, HOME, ...
-//   pass) cwd = "/srv"                        # its working directory allow = ["read_text_file"] #
-//   take only these tools (default: all) deny = ["write_file"]               # never these approve
-//   = "never"                   # "always" | "never" | ["tool", ...]: needs a human timeout_ms =
-//   30000                  # each tool call prefix = true                       # register
-//   "files__read_text_file"
+//   command = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "/srv/docs"]  # argv, no shell
+//   env = { LOG_LEVEL = "warn" }       # set in the server's environment (PATH, HOME, ... pass)
+//   cwd = "/srv"                       # its working directory
+//   allow = ["read_text_file"]         # take only these tools (default: all)
+//   deny = ["write_file"]              # never these
+//   approve = "never"                  # "always" | "never" | ["tool", ...]: needs a human
+//   timeout_ms = 30000                 # each tool call
+//   prefix = true                      # register "files__read_text_file"
 //
 //   [mcp.remote]
 //   url = "https://example.com/mcp"     # Streamable HTTP instead of a command
 //   bearer_token_env = "REMOTE_TOKEN"   # the variable holding the bearer token
 //   headers = { "X-Team" = "docs" }
+// clang-format on
 #pragma once
 
 #include <ostream>

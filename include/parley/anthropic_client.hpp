@@ -27,6 +27,8 @@ class AnthropicClient : public LlmClient {
 
   ChatResult generate(const ChatRequest& request) override;
   ChatResult generateStream(const ChatRequest& request, const ChunkHandler& onChunk) override;
+  std::vector<ModelInfo> listModels(std::optional<std::chrono::milliseconds> timeout = {},
+                                    std::stop_token stopToken = {}) override;
 
   const ClientOptions& options() const noexcept;
   // The JSON body a call with `request` would send (for logs and tests; it carries no key).

@@ -112,6 +112,15 @@ using ChunkHandler = std::function<bool(const StreamDelta&)>;
 // Failure: both calls throw parley errors (errors.hpp): HttpError, ConnectionError,
 // TimeoutError, CancelledError, ProtocolError, ValidationError for a request that cannot be
 // sent. Nothing partial is ever returned as if complete.
+// One model an endpoint offers (LlmClient::listModels); fields the endpoint did not send are empty.
+struct ModelInfo {
+  std::string id;           // what ChatRequest::model takes
+  std::string ownedBy;      // OpenAI: owned_by
+  std::string displayName;  // Anthropic: display_name
+  std::optional<std::chrono::system_clock::time_point> created;
+  nlohmann::json raw;  // the entry as the endpoint sent it
+};
+
 class LlmClient {
  public:
   virtual ~LlmClient() = default;
@@ -126,6 +135,11 @@ class LlmClient {
   // How this endpoint wants messages written; callers that fill ChatRequest::encodedMessages
   // must encode with these.
   virtual MessageJsonOptions messageJsonOptions() const noexcept { return {}; }
+
+  // The models the endpoint offers (GET {base}/models), in its order. ValidationError for a
+  // client that cannot list them; the errors of a call otherwise.
+  virtual std::vector<ModelInfo> listModels(std::optional<std::chrono::milliseconds> timeout = {},
+                                            std::stop_token stopToken = {});
 };
 
 // Writes one message as compact OpenAI JSON text: the same value as toJson(message,

@@ -129,6 +129,8 @@ class OpenAiClient : public LlmClient {
   const ClientOptions& options() const noexcept;
   // The options an encodeMessage() caller must use for ChatRequest::encodedMessages.
   MessageJsonOptions messageJsonOptions() const noexcept override;
+  std::vector<ModelInfo> listModels(std::optional<std::chrono::milliseconds> timeout = {},
+                                    std::stop_token stopToken = {}) override;
 
   // POST {baseUrl}/embeddings for `inputs`, with the same retries, timeouts and errors as a
   // chat call. Vectors come back in the order of the inputs.

@@ -23,7 +23,7 @@
 //   prompt_cache_key = "tenant-7"        # openai-chat / openai-responses: prompt_cache_key
 //   responses_store = false              # openai-responses: store (false: stateless)
 //   [profiles.local.parameters]          # sent with every request unless the request says
-//   otherwise temperature = 0.2
+//   temperature = 0.2                    # otherwise
 //
 // Unknown keys are an error (a typo must not silently fall back to a default).
 //

@@ -1,4 +1,4 @@
-// The HTTP seam below every protocol client: one POST with its deadlines and retries, the reply
+// The HTTP seam below every protocol client: one request with its deadlines and retries, the reply
 // streamed into a sink. A protocol client (OpenAiClient for Chat Completions, ...) writes the
 // request body and reads the reply; the transport does everything in between: the connection
 // pool, the four deadlines, retries, classifying failures into the errors of errors.hpp, the
@@ -29,7 +29,10 @@
 
 namespace parley {
 
-// One POST. The views must outlive HttpTransport::post().
+enum class HttpMethod { Post, Get };
+
+// One request: a POST of a JSON body, or a GET (listing models). The views must outlive
+// HttpTransport::send().
 struct HttpRequest {
   std::string_view url;
   std::string_view body;  // sent as application/json
@@ -42,6 +45,7 @@ struct HttpRequest {
   std::optional<std::chrono::milliseconds> timeout;
   // Requesting stop from another thread ends the call with CancelledError within 100 ms.
   std::stop_token stopToken;
+  HttpMethod method = HttpMethod::Post;  // Get: `body` is not sent
 };
 
 // What the transport knows of the reply an event or body belongs to.
@@ -61,7 +65,7 @@ class HttpReplySink {
 
   // A new attempt starts: forget anything an earlier one read.
   virtual void reset() = 0;
-  // One event of the stream. Return false to stop the call: post() then throws CancelledError.
+  // One event of the stream. Return false to stop the call: send() then throws CancelledError.
   virtual bool onEvent(const SseEvent& event, const HttpReplyInfo& reply) = 0;
   // The stream ended without a transport error. Throw ProtocolError if it was cut short.
   virtual void onStreamEnd(const HttpReplyInfo& reply) = 0;
@@ -80,7 +84,7 @@ class HttpTransport {
   // Sends `request` until it succeeds, fails for good or runs out of retries or time. Throws
   // HttpError (non-2xx, with the API's error fields), ConnectionError, TimeoutError,
   // CancelledError, ProtocolError (a reply over a size cap, an empty body), or what the sink threw.
-  virtual void post(const HttpRequest& request, HttpReplySink& sink) = 0;
+  virtual void send(const HttpRequest& request, HttpReplySink& sink) = 0;
 };
 
 struct HttpTransportOptions {

@@ -3,6 +3,7 @@
 #include "client/anthropic_reply.hpp"
 #include "client/anthropic_request.hpp"
 #include "client/http_transport.hpp"
+#include "client/model_list.hpp"
 #include "parley/errors.hpp"
 
 namespace parley {
@@ -16,7 +17,7 @@ struct AnthropicClient::Impl {
   ChatResult call(const ChatRequest& request, bool stream, const ChunkHandler* onChunk) {
     const std::string body = detail::buildAnthropicBody(request, options, stream);
     detail::AnthropicReader reader(onChunk, stream);
-    transport->post(HttpRequest{url, body, headers, stream, request.timeout, request.stopToken},
+    transport->send(HttpRequest{url, body, headers, stream, request.timeout, request.stopToken},
                     reader);
     return std::move(reader.result());
   }
@@ -54,6 +55,12 @@ ChatResult AnthropicClient::generate(const ChatRequest& request) {
 ChatResult AnthropicClient::generateStream(const ChatRequest& request,
                                            const ChunkHandler& onChunk) {
   return impl_->call(request, true, &onChunk);
+}
+
+std::vector<ModelInfo> AnthropicClient::listModels(std::optional<std::chrono::milliseconds> timeout,
+                                                   std::stop_token stopToken) {
+  return detail::listAnthropicModels(*impl_->transport, impl_->options.baseUrl, impl_->headers, timeout,
+                                    std::move(stopToken));
 }
 
 }  // namespace parley

@@ -217,7 +217,7 @@ class CurlTransport final : public HttpTransport {
     initCurlOnce();
   }
 
-  void post(const HttpRequest& request, HttpReplySink& sink) override;
+  void send(const HttpRequest& request, HttpReplySink& sink) override;
 
  private:
   std::unique_ptr<Connection> acquire() {
@@ -266,7 +266,7 @@ class CurlTransport final : public HttpTransport {
   std::mt19937_64 rng_{std::random_device{}()};
 };
 
-void CurlTransport::post(const HttpRequest& request, HttpReplySink& sink) {
+void CurlTransport::send(const HttpRequest& request, HttpReplySink& sink) {
   std::optional<Clock::time_point> deadline;
   if (request.timeout && request.timeout->count() > 0) deadline = Clock::now() + *request.timeout;
 
@@ -306,9 +306,14 @@ bool CurlTransport::attempt(const HttpRequest& request, HttpReplySink& sink,
 
   connection->errorBuffer[0] = '\0';
   curl_easy_setopt(easy, CURLOPT_URL, target.c_str());
-  curl_easy_setopt(easy, CURLOPT_POST, 1L);
-  curl_easy_setopt(easy, CURLOPT_POSTFIELDS, request.body.data());
-  curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+  if (request.method == HttpMethod::Get) {
+    curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L);
+  } else {
+    curl_easy_setopt(easy, CURLOPT_POST, 1L);
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, request.body.data());
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
+                     static_cast<curl_off_t>(request.body.size()));
+  }
   curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers.list);
   curl_easy_setopt(easy, CURLOPT_USERAGENT, "parley/" PARLEY_VERSION);
   curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);

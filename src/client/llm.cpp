@@ -74,6 +74,11 @@ ResponseFormat ResponseFormat::jsonSchema(std::string name, nlohmann::json schem
   return format;
 }
 
+std::vector<ModelInfo> LlmClient::listModels(std::optional<std::chrono::milliseconds>,
+                                             std::stop_token) {
+  throw ValidationError("listModels", "this client cannot list the endpoint's models");
+}
+
 std::string encodeMessage(const Message& message, const MessageJsonOptions& options) {
   std::string out;
   out.reserve(message.content.size() + 64);

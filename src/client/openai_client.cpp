@@ -1,6 +1,7 @@
 #include "parley/openai_client.hpp"
 
 #include "client/http_transport.hpp"
+#include "client/model_list.hpp"
 #include "client/request_body.hpp"
 #include "client/stream_assembler.hpp"
 #include "parley/errors.hpp"
@@ -8,32 +9,6 @@
 
 namespace parley {
 
-namespace {
-
-// Any JSON reply (the embeddings endpoint), kept whole.
-class JsonReplyReader final : public HttpReplySink {
- public:
-  explicit JsonReplyReader(const std::string& url) : url_(url) {}
-  void reset() override { value_ = nullptr; }
-  bool onEvent(const SseEvent&, const HttpReplyInfo&) override { return true; }
-  void onStreamEnd(const HttpReplyInfo&) override {
-    throw ProtocolError("the server's reply from " + url_ + " is an event stream, not JSON");
-  }
-  bool streamComplete() const noexcept override { return false; }
-  bool delivered() const noexcept override { return false; }
-  void onBody(std::string_view body, const HttpReplyInfo&) override {
-    value_ = parseJson(body, {}, false);
-    if (value_.is_discarded())
-      throw ProtocolError("the server's reply from " + url_ + " is not JSON");
-  }
-  nlohmann::json& value() noexcept { return value_; }
-
- private:
-  const std::string& url_;
-  nlohmann::json value_;
-};
-
-}  // namespace
 
 struct OpenAiClient::Impl {
   ClientOptions options;
@@ -45,7 +20,7 @@ struct OpenAiClient::Impl {
   ChatResult call(const ChatRequest& request, bool stream, const ChunkHandler* onChunk) {
     const std::string body = detail::buildRequestBody(request, options, stream);
     detail::ChatCompletionsReader reader(onChunk, stream);
-    transport->post(HttpRequest{url, body, headers, stream, request.timeout, request.stopToken},
+    transport->send(HttpRequest{url, body, headers, stream, request.timeout, request.stopToken},
                     reader);
     return std::move(reader.result());
   }
@@ -89,6 +64,12 @@ ChatResult OpenAiClient::generateStream(const ChatRequest& request, const ChunkH
   return impl_->call(request, true, &onChunk);
 }
 
+std::vector<ModelInfo> OpenAiClient::listModels(std::optional<std::chrono::milliseconds> timeout,
+                                                std::stop_token stopToken) {
+  return detail::listOpenAiModels(*impl_->transport, impl_->options.baseUrl, impl_->headers,
+                                  timeout, std::move(stopToken));
+}
+
 EmbeddingResult OpenAiClient::createEmbeddings(const std::vector<std::string>& inputs,
                                                const std::string& model,
                                                std::optional<std::chrono::milliseconds> timeout,
@@ -97,8 +78,8 @@ EmbeddingResult OpenAiClient::createEmbeddings(const std::vector<std::string>& i
   if (model.empty()) throw ValidationError("model", "must name an embedding model");
   const std::string body =
       nlohmann::json{{"model", model}, {"input", inputs}, {"encoding_format", "float"}}.dump();
-  JsonReplyReader reader(redactUrl(impl_->embeddingsUrl));
-  impl_->transport->post(
+  detail::JsonReplyReader reader(redactUrl(impl_->embeddingsUrl));
+  impl_->transport->send(
       HttpRequest{impl_->embeddingsUrl, body, impl_->headers, false, timeout, std::move(stopToken)},
       reader);
 

@@ -213,12 +213,14 @@ namespace {
 // The [profiles.NAME] tables of a config file, all checked before any is added.
 void loadProfiles(ProfileRegistry& registry, const toml::table& root, const std::string& source) {
   for (const auto& [key, value] : root) {
-    // [mcp.NAME] (MCP servers) and [templates.NAME] tables belong to the command line, which
-    // reads them itself.
-    if (key.str() != "profiles" && key.str() != "mcp" && key.str() != "templates") {
+    // [mcp.NAME] (MCP servers), [templates.NAME] and [aliases] tables belong to the command
+    // line, which reads them itself.
+    if (key.str() != "profiles" && key.str() != "mcp" && key.str() != "templates" &&
+        key.str() != "aliases") {
       throw ValidationError(source + ": " + std::string(key.str()),
                             "unknown top-level key (profiles go in [profiles.NAME] tables, MCP "
-                            "servers in [mcp.NAME], templates in [templates.NAME])");
+                            "servers in [mcp.NAME], templates in [templates.NAME], model "
+                            "aliases in [aliases])");
     }
   }
   std::vector<std::pair<std::string, ClientOptions>> loaded;

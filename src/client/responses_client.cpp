@@ -1,6 +1,7 @@
 #include "parley/responses_client.hpp"
 
 #include "client/http_transport.hpp"
+#include "client/model_list.hpp"
 #include "client/responses_reply.hpp"
 #include "client/responses_request.hpp"
 
@@ -15,7 +16,7 @@ struct ResponsesClient::Impl {
   ChatResult call(const ChatRequest& request, bool stream, const ChunkHandler* onChunk) {
     const std::string body = detail::buildResponsesBody(request, options, stream);
     detail::ResponsesReader reader(onChunk, stream);
-    transport->post(HttpRequest{url, body, headers, stream, request.timeout, request.stopToken},
+    transport->send(HttpRequest{url, body, headers, stream, request.timeout, request.stopToken},
                     reader);
     return std::move(reader.result());
   }
@@ -49,6 +50,12 @@ ChatResult ResponsesClient::generate(const ChatRequest& request) {
 ChatResult ResponsesClient::generateStream(const ChatRequest& request,
                                            const ChunkHandler& onChunk) {
   return impl_->call(request, true, &onChunk);
+}
+
+std::vector<ModelInfo> ResponsesClient::listModels(std::optional<std::chrono::milliseconds> timeout,
+                                                   std::stop_token stopToken) {
+  return detail::listOpenAiModels(*impl_->transport, impl_->options.baseUrl, impl_->headers, timeout,
+                                 std::move(stopToken));
 }
 
 }  // namespace parley

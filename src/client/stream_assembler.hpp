@@ -74,7 +74,7 @@ class ChatCompletionsReader final : public HttpReplySink {
   bool delivered() const noexcept override { return delivered_; }
   void onBody(std::string_view body, const HttpReplyInfo& reply) override;
 
-  // The reply, once the transport's post() has returned.
+  // The reply, once the transport's send() has returned.
   ChatResult& result() noexcept { return result_; }
 
  private:

@@ -406,6 +406,21 @@ void MockServer::Impl::install() {
   server.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     notify(record(req));
     json data = json::array();
+    if (req.has_header("anthropic-version")) {  // Anthropic's format, one page
+      for (const auto& m : options.models) {
+        data.push_back({{"type", "model"},
+                        {"id", m},
+                        {"display_name", "Parley " + m},
+                        {"created_at", "2025-01-01T00:00:00Z"}});
+      }
+      res.set_content(json{{"data", data},
+                           {"has_more", false},
+                           {"first_id", options.models.empty() ? json() : json(options.models.front())},
+                           {"last_id", options.models.empty() ? json() : json(options.models.back())}}
+                          .dump(),
+                      "application/json");
+      return;
+    }
     for (const auto& m : options.models) {
       data.push_back(
           {{"id", m}, {"object", "model"}, {"created", options.created}, {"owned_by", "parley"}});
