@@ -18,9 +18,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -108,6 +110,15 @@ class StdioTransport final : public McpTransport {
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+        // The server is gone: say how it ended (its exit status, the end of its stderr), as the
+        // reader will once it has collected that, rather than just "broken pipe".
+        const Clock::time_point until = std::min(deadline, Clock::now() + 2 * options_.shutdownGrace);
+        std::unique_lock lock(stateMutex_);
+        if (closedCv_.wait_until(lock, until, [&] { return closedText_.has_value(); })) {
+          throw ConnectionError(*closedText_);
+        }
+      }
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         // The child is not reading: wait for room until the deadline.
         pollfd fd{stdin_.get(), POLLOUT, 0};
@@ -343,6 +354,13 @@ class StdioTransport final : public McpTransport {
       if (!tail.empty()) text += "; its stderr ends with: " + tail;
       fatal = std::make_exception_ptr(ConnectionError(text));
     }
+    try {
+      std::rethrow_exception(fatal);
+    } catch (const std::exception& e) {
+      std::lock_guard lock(stateMutex_);
+      closedText_ = e.what();
+    }
+    closedCv_.notify_all();
     events_.onClosed(fatal);
   }
 
@@ -373,7 +391,9 @@ class StdioTransport final : public McpTransport {
   std::mutex closeMutex_;
   bool closed_ = false;
   std::atomic<bool> closing_{false};
-  mutable std::mutex stateMutex_;  // reaped_, stderrTail_
+  mutable std::mutex stateMutex_;  // reaped_, stderrTail_, closedText_
+  std::condition_variable closedCv_;
+  std::optional<std::string> closedText_;  // how the server ended, once the reader knows
   bool reaped_ = false;
   std::string stderrTail_;
   std::atomic<int> nonJson_{0};
