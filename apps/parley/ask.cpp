@@ -32,6 +32,7 @@
 #include "parley/protocol.hpp"
 #include "parley/store.hpp"
 #include "prompt_input.hpp"
+#include "markdown.hpp"
 #include "template_config.hpp"
 #include "terminal.hpp"
 #include "tool_file.hpp"
@@ -58,6 +59,8 @@ struct AskArgs {
   std::string prompt;
   std::string templateName;
   std::string saveTemplateName;
+  std::string format;  // text | markdown | json; "": text on a terminal, else markdown
+  std::string color = "auto";
 };
 
 std::atomic<bool> interrupted{false};
@@ -88,6 +91,18 @@ PromptTemplate currentOptions(const AskArgs& args, const PromptTemplate& used) {
 
 int runAsk(const AskArgs& given) {
   AskArgs args = given;
+  if (args.json && !args.format.empty() && args.format != "json") {
+    throw ValidationError("--json", "cannot go with --format " + args.format);
+  }
+  if (args.json) args.format = "json";
+  args.format = replyFormat(args.format, STDOUT_FILENO, "--format");
+  args.json = args.format == "json";
+  std::optional<MarkdownRenderer> rendered;  // --format text
+  if (args.format == "text") {
+    rendered.emplace(MarkdownStyle{colorWanted(args.color, STDOUT_FILENO), terminalWidth(STDOUT_FILENO)});
+  } else {
+    colorWanted(args.color, STDOUT_FILENO);  // a bad --color is an error whatever the format
+  }
   PromptTemplate used;
   if (!args.templateName.empty()) {
     used = readTemplate(configFile(args.endpoint), args.templateName);
@@ -174,13 +189,15 @@ int runAsk(const AskArgs& given) {
   TerminalFilter toStdout(STDOUT_FILENO);
   run.onChunk = [&](const StreamDelta& delta) {
     if (!args.json && !delta.content.empty()) {
-      std::cout << toStdout(delta.content) << std::flush;
+      const std::string text = toStdout(delta.content);
+      std::cout << (rendered ? rendered->feed(text) : text) << std::flush;
       printedText = true;
       atLineStart = delta.content.back() == '\n';
     }
     return true;
   };
   run.onToolCall = [&](const ToolCall& call) {
+    if (rendered) std::cout << rendered->finish();
     if (!atLineStart) std::cout << "\n" << std::flush;
     atLineStart = true;
     if (!args.json) std::cerr << toolCallLine(call, STDERR_FILENO) << "\n";
@@ -233,13 +250,13 @@ int runAsk(const AskArgs& given) {
   } catch (const CancelledError&) {
     std::signal(SIGINT, previous);
     forgetNewThread();
-    if (printedText) std::cout << "\n";
+    if (printedText) std::cout << (rendered ? rendered->finish() : std::string()) << "\n";
     std::cerr << "parley: interrupted\n";
     return kExitInterrupted;
   } catch (const Error& e) {
     std::signal(SIGINT, previous);
     forgetNewThread();
-    if (printedText) std::cout << "\n";
+    if (printedText) std::cout << (rendered ? rendered->finish() : std::string()) << "\n";
     std::cerr << "parley: error: " << forTerminal(oneLine(e.what()), STDERR_FILENO) << "\n";
     return dynamic_cast<const ValidationError*>(&e) ? kExitUsage : kExitFailure;
   }
@@ -263,8 +280,13 @@ int runAsk(const AskArgs& given) {
     noteNewThread();
     return kExitOk;
   }
-  if (!args.stream) std::cout << toStdout(reply.content);
-  if (!reply.content.empty() && (!args.stream || !atLineStart)) std::cout << "\n";
+  if (!args.stream) {
+    const std::string text = toStdout(reply.content);
+    std::cout << (rendered ? rendered->feed(text) : text);
+    atLineStart = reply.content.empty() || reply.content.back() == '\n';
+  }
+  if (rendered) std::cout << rendered->finish();
+  if (!atLineStart) std::cout << "\n";
   if (!loop) {
     for (const ToolCall& call : reply.toolCalls) {
       std::cout << toStdout("tool call (not executed): " + call.name + " " + call.arguments + " [" +
@@ -314,6 +336,13 @@ void addAskCommand(CLI::App& app, int& exitCode) {
                   "adds its text files; caps: 1 MiB a file, 8 MiB in all, 200 files)")
       ->allow_extra_args(false);
   cmd->add_option("--timeout", args->timeoutMs, "Bound the whole call, retries included, in ms");
+  cmd->add_option("--format", args->format,
+                  "The reply as text (Markdown rendered, wrapped; the default on a terminal), "
+                  "markdown (as the model wrote it; the default elsewhere) or json (as --json)");
+  cmd->add_option("--color", args->color,
+                  "Styles in --format text: auto (on a terminal, unless NO_COLOR is set), always "
+                  "or never")
+      ->capture_default_str();
   cmd->add_flag("--json", args->json,
                 "Print one JSON object: {\"message\", \"finish_reason\", \"usage\"}");
   cmd->add_option("prompt", args->prompt,

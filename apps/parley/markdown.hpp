@@ -1,0 +1,61 @@
+// Replies rendered for reading: the Markdown a model writes (headings, emphasis, inline code,
+// code blocks, lists, quotes, links, rules) shown with terminal styles, or as plain text with
+// the markers taken out, and wrapped at word boundaries. It works line by line, so a streamed
+// reply is rendered as its lines complete; the text fed in has already been through
+// TerminalFilter (terminal.hpp), and the only escape sequences in the output are its own styles.
+//
+// Code blocks and tables are never wrapped or changed (but for their colour); a word longer than
+// the width gets a line of its own. Widths are counted in characters, East Asian wide characters
+// and emoji as two.
+//
+// Thread-safety: a renderer belongs to one reply; not thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace parley::cli {
+
+struct MarkdownStyle {
+  bool color = false;  // terminal styles (SGR); false: plain text
+  size_t width = 80;   // wrap paragraphs, list items and quotes here; 0: never wrap
+};
+
+class MarkdownRenderer {
+ public:
+  explicit MarkdownRenderer(MarkdownStyle style) : style_(style) {}
+
+  // The rendering of the lines `chunk` completes; the rest is held until its newline.
+  std::string feed(std::string_view chunk);
+  // The rendering of what is held (the last line, without its newline).
+  std::string finish();
+
+ private:
+  std::string renderLine(std::string_view line);
+  std::string inlineText(std::string_view text) const;
+  std::string wrapped(const std::string& text, const std::string& first,
+                      const std::string& rest) const;
+
+  MarkdownStyle style_;
+  std::string pending_;
+  bool inCode_ = false;
+  std::string fence_;  // the fence that opened the code block: ``` or ~~~ (and its length)
+};
+
+// The output format of a reply: "text" (rendered), "markdown" (as the model wrote it) or "json";
+// "" chooses text on a terminal and markdown elsewhere. ValidationError names `option` for
+// anything else.
+std::string replyFormat(const std::string& given, int fd, const std::string& option);
+
+// Colour for `fd` by --color: "always", "never", or "auto" (a terminal, and NO_COLOR unset or
+// empty: https://no-color.org). ValidationError for anything else.
+bool colorWanted(const std::string& mode, int fd);
+
+// The width to wrap at on `fd`: the terminal's, else $COLUMNS, else 80.
+size_t terminalWidth(int fd);
+
+// Characters a terminal shows for `text` (styles count nothing; wide characters two).
+size_t displayWidth(std::string_view text);
+
+}  // namespace parley::cli
