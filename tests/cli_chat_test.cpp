@@ -256,13 +256,17 @@ TEST_F(ChatTest, SystemModelClearAndLoad) {
 // The REPL on a pseudo-terminal: line editing is on, and Ctrl-C is the terminal's interrupt.
 class ChatPty {
  public:
-  ChatPty(const std::vector<std::string>& args, const std::string& home) {
+  ChatPty(const std::vector<std::string>& args, const std::string& home,
+          const std::vector<std::pair<std::string, std::string>>& env = {}) {
     pid_ = ::forkpty(&fd_, nullptr, nullptr, nullptr);
     if (pid_ == 0) {
       ::setenv("HOME", home.c_str(), 1);
       ::setenv("TERM", "dumb", 1);
       ::unsetenv("OPENAI_BASE_URL");
       ::unsetenv("OPENAI_API_KEY");
+      ::unsetenv("NO_COLOR");
+      for (const auto& [name, value] : env)
+        ::setenv(name.c_str(), value.c_str(), 1);
       std::vector<char*> argv;
       static std::string program = PARLEY_CLI_PATH;
       argv.push_back(program.data());
@@ -332,7 +336,9 @@ TEST_F(ChatTest, CtrlCCancelsTheReplyAndKeepsTheSession) {
   mock::MockServer server(options);
   server.start();
   std::filesystem::create_directories(dir_);
-  ChatPty pty({"chat", "--db", db_, "--thread", "t1", "--base-url", server.baseUrl()},
+  // --format markdown: the echo of what was typed is checked byte for byte.
+  ChatPty pty({"chat", "--db", db_, "--thread", "t1", "--base-url", server.baseUrl(), "--format",
+               "markdown"},
               dir_.string());
   ASSERT_TRUE(pty.waitFor("/help for commands")) << pty.output();
   pty.send("first\r");
@@ -359,6 +365,35 @@ TEST_F(ChatTest, CtrlCCancelsTheReplyAndKeepsTheSession) {
   server.stop();
 }
 
+TEST_F(ChatTest, OnATerminalRepliesAreRenderedAndNoColorTakesTheStylesAway) {
+  mock::MockOptions options;
+  options.script = mock::readScript(R"({"reply": {"content": "Some **bold** words\n- item"}})");
+  mock::MockServer server(options);
+  server.start();
+  std::filesystem::create_directories(dir_);
+  for (const bool noColor : {false, true}) {
+    SCOPED_TRACE(noColor ? "NO_COLOR=1" : "colour");
+    std::vector<std::pair<std::string, std::string>> env;
+    if (noColor) env.emplace_back("NO_COLOR", "1");
+    ChatPty pty({"chat", "--db", db_, "--base-url", server.baseUrl()}, dir_.string(), env);
+    ASSERT_TRUE(pty.waitFor("/help for commands")) << pty.output();
+    pty.send("hi\r");
+    ASSERT_TRUE(pty.waitFor("tokens")) << pty.output();
+    pty.send("/quit\r");
+    EXPECT_EQ(pty.wait(), 0) << pty.output();
+    const std::string& out = pty.output();
+    if (noColor) {
+      EXPECT_NE(out.find("Some bold words\r\n- item"), std::string::npos) << out;
+      EXPECT_EQ(out.find("\033[1m"), std::string::npos) << out;
+    } else {
+      EXPECT_NE(out.find("Some \033[1mbold\033[22m words\r\n\033[2m\u2022\033[22m item"),
+                std::string::npos)
+          << out;
+    }
+  }
+  server.stop();
+}
+
 TEST_F(ChatTest, TypedUtf8CtrlCAtThePromptMultiLineFilesAndExit) {
   mock::MockOptions options;
   options.script = mock::readScript(R"({"reply": {"content": "got <{{last_user}}>"}})");
@@ -366,7 +401,9 @@ TEST_F(ChatTest, TypedUtf8CtrlCAtThePromptMultiLineFilesAndExit) {
   server.start();
   std::filesystem::create_directories(dir_);
   std::ofstream(dir_ / "notes.txt") << "from a file\n";
-  ChatPty pty({"chat", "--db", db_, "--thread", "t1", "--base-url", server.baseUrl()},
+  // --format markdown: the echo of what was typed is checked byte for byte.
+  ChatPty pty({"chat", "--db", db_, "--thread", "t1", "--base-url", server.baseUrl(), "--format",
+               "markdown"},
               dir_.string());
   ASSERT_TRUE(pty.waitFor("/help for commands")) << pty.output();
   pty.send("h\xC3\xA9llo w\xC3\xB6rld \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\r");

@@ -152,5 +152,22 @@ TEST_F(AskFormatTest, ColorIsAskedForOrRefusedAndNoColorWins) {
   EXPECT_EQ(server_->requests().size(), 3u);  // the refused command lines sent nothing
 }
 
+TEST_F(AskFormatTest, ChatRendersRepliesWhenAskedAndPipesTheMarkdownOtherwise) {
+  const std::string db = (scratch_ / "chat.db").string();
+  testing::CliRun rendered =
+      testing::runCli({"chat", "--base-url", server_->baseUrl(), "--db", db, "--format", "text",
+                       "--color", "always"},
+                      scratch_, "COLUMNS=200", "hi\n/quit\n");
+  ASSERT_EQ(rendered.exitCode, 0) << rendered.err;
+  EXPECT_NE(rendered.out.find("\033[1;4mResult\033[22;24m\nThe \033[1manswer\033[22m is "
+                              "\033[36m42\033[39m"),
+            std::string::npos)
+      << rendered.out;
+  testing::CliRun raw = testing::runCli({"chat", "--base-url", server_->baseUrl(), "--db", db},
+                                        scratch_, "", "hi\n/quit\n");
+  ASSERT_EQ(raw.exitCode, 0) << raw.err;
+  EXPECT_NE(raw.out.find("# Result\nThe **answer** is `42`"), std::string::npos) << raw.out;
+}
+
 }  // namespace
 }  // namespace parley::cli

@@ -42,6 +42,7 @@
 #include "parley/protocol.hpp"
 #include "parley/store.hpp"
 #include "prompt_input.hpp"
+#include "markdown.hpp"
 #include "template_config.hpp"
 #include "terminal.hpp"
 #include "tool_file.hpp"
@@ -65,6 +66,8 @@ struct ChatArgs {
   bool stream = true;
   std::string templateName;
   std::string saveTemplateName;
+  std::string format;  // text | markdown; "": text on a terminal, else markdown
+  std::string color = "auto";
 };
 
 std::atomic<bool> chatInterrupted{false};
@@ -149,6 +152,10 @@ class ChatSession {
                             "needs a thread id (leave --thread out to start a new one)");
     }
     interactive_ = ::isatty(STDIN_FILENO) != 0;
+    const std::string format = replyFormat(args_.format, STDOUT_FILENO, "--format");
+    if (format == "json") throw ValidationError("--format", "chat shows text or markdown");
+    renderReplies_ = format == "text";
+    colorReplies_ = colorWanted(args_.color, STDOUT_FILENO);
     // libedit reads multibyte (UTF-8) input only under a UTF-8 character-type locale: the
     // user's, else C.UTF-8 when the environment names none.
     const char* locale = std::setlocale(LC_CTYPE, "");
@@ -347,13 +354,21 @@ class ChatSession {
     bool waiting = interactive_;
     bool atLineStart = true;
     TerminalFilter toTerminal(STDOUT_FILENO);
+    std::optional<MarkdownRenderer> rendered;
+    if (renderReplies_) rendered.emplace(MarkdownStyle{colorReplies_, terminalWidth(STDOUT_FILENO)});
+    auto show = [&](const std::string& text) {
+      out_ << (rendered ? rendered->feed(toTerminal(text)) : toTerminal(text));
+    };
+    auto flush = [&] {
+      if (rendered) out_ << rendered->finish();
+    };
     auto stopWaiting = [&] {
       if (waiting) out_ << "\r   \r";
       waiting = false;
     };
     // Reasoning of the current model call, shown folded before its text or tool calls.
     std::string reasoning;
-    const bool dim = ::isatty(STDOUT_FILENO) != 0;
+    const bool dim = colorReplies_;
     auto showReasoning = [&] {
       if (reasoning.empty()) return;
       stopWaiting();
@@ -368,11 +383,13 @@ class ChatSession {
       if (!firstToken) firstToken = std::chrono::steady_clock::now();
       showReasoning();
       stopWaiting();
-      out_ << toTerminal(delta.content) << std::flush;
+      show(delta.content);
+      out_ << std::flush;
       atLineStart = delta.content.back() == '\n';
       return true;
     };
     run.onToolCall = [&](const ToolCall& call) {
+      flush();
       showReasoning();
       stopWaiting();
       if (!atLineStart) out_ << "\n";
@@ -404,12 +421,14 @@ class ChatSession {
     } catch (const CancelledError&) {
       std::signal(SIGINT, previous);
       stopWaiting();
+      flush();
       branch.manager = std::move(before);
       out_ << (atLineStart ? "" : "\n") << "[cancelled; the conversation is as before]\n";
       return;
     } catch (...) {
       std::signal(SIGINT, previous);
       stopWaiting();
+      flush();
       branch.manager = std::move(before);
       if (!atLineStart) out_ << "\n";
       throw;
@@ -423,8 +442,12 @@ class ChatSession {
       }
     }
     showReasoning();
-    if (!args_.stream) out_ << toTerminal(result.content);
-    if (!result.content.empty() && (!args_.stream || !atLineStart)) out_ << "\n";
+    if (!args_.stream) {
+      show(result.content);
+      atLineStart = result.content.empty() || result.content.back() == '\n';
+    }
+    flush();
+    if (!atLineStart) out_ << "\n";
     save();
 
     const auto end = std::chrono::steady_clock::now();
@@ -819,6 +842,8 @@ class ChatSession {
   }
 
   ChatArgs args_;  // with the -t template applied
+  bool renderReplies_ = false;  // --format text
+  bool colorReplies_ = false;
   std::string promptPattern_;  // the template's prompt; "" = what is typed
   std::ostream& out_;
   bool interactive_ = false;
@@ -847,6 +872,13 @@ void addChatCommand(CLI::App& app, int& exitCode) {
               "Ctrl-C at the prompt clears the line; everything is already saved.");
   cmd->add_option("--system", args->system, "System prompt of a new conversation");
   addTemplateOptions(*cmd, args->templateName, args->saveTemplateName);
+  cmd->add_option("--format", args->format,
+                  "Replies as text (Markdown rendered, wrapped; the default on a terminal) or "
+                  "markdown (as the model wrote them)");
+  cmd->add_option("--color", args->color,
+                  "Styles in --format text: auto (on a terminal, unless NO_COLOR is set), always "
+                  "or never")
+      ->capture_default_str();
   cmd->add_option("--db", args->db,
                   "Conversation store: FILE, sqlite://FILE or postgresql://... (default: "
                   "$XDG_DATA_HOME/parley/parley.db, else ~/.local/share/parley/parley.db)");
