@@ -354,6 +354,9 @@ class StdioTransport final : public McpTransport {
       if (!tail.empty()) text += "; its stderr ends with: " + tail;
       fatal = std::make_exception_ptr(ConnectionError(text));
     }
+    // The client learns of the death first, so a writer woken below finds the connection dead
+    // and the next call starts the server again.
+    events_.onClosed(fatal);
     try {
       std::rethrow_exception(fatal);
     } catch (const std::exception& e) {
@@ -361,7 +364,6 @@ class StdioTransport final : public McpTransport {
       closedText_ = e.what();
     }
     closedCv_.notify_all();
-    events_.onClosed(fatal);
   }
 
   // Waits for the child (killing it after the grace period) and describes how it ended.
