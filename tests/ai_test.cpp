@@ -281,6 +281,16 @@ TEST_F(Facade, EmbeddingsCompareByMeaningOfWords) {
   EXPECT_FALSE(nowhere.lastError().empty());
 }
 
+TEST_F(Facade, AStoreFromOpenStoreGoesStraightIntoAConversation) {
+  std::filesystem::create_directories(dir_);
+  auto store = openStore((dir_ / "direct.db").string());  // as a user writes it
+  AI ai = makeAI();
+  Conversation convo = ai.createConversation(store, "direct");
+  EXPECT_EQ(convo.lastError(), "");
+  EXPECT_NE(convo.ask("Hello"), "");
+  EXPECT_EQ(store->threadInfo("direct")->messageCount, 2);
+}
+
 TEST_F(Facade, PersistedConversationSurvivesTheProcessState) {
   std::shared_ptr<ConversationStore> store = openTestStore();
   {

@@ -59,7 +59,8 @@ class PostgresStore : public ConversationStore, public detail::SqlEngineAccess {
 };
 
 // Makes openStore() open "postgresql://..." and "postgres://..." URLs as PostgresStore (the URL
-// is given to libpq as is; OpenStoreOptions::readOnly becomes PostgresStoreOptions::readOnly). Call it once, before openStore(); calling it again is harmless.
+// is given to libpq as is; OpenStoreOptions::readOnly becomes PostgresStoreOptions::readOnly).
+// Call it once, before openStore(); calling it again is harmless.
 void registerPostgresStore();
 
 }  // namespace parley

@@ -249,8 +249,9 @@ struct OpenStoreOptions {
 // "SCHEME://..." -> the opener registered for SCHEME (registerStoreScheme), e.g.
 // "postgresql://..." and "postgres://..." -> PostgresStore once registerPostgresStore()
 // (postgres_store.hpp, library parley::postgres) has run. Throws StoreError when the store
-// cannot be opened, ValidationError for an empty url or a scheme nothing registered.
-std::unique_ptr<ConversationStore> openStore(const std::string& url,
+// cannot be opened, ValidationError for an empty url or a scheme nothing registered. Shared, as
+// the AI facade, StoredThread and RunStore take it: `ai.createConversation(openStore(url), id)`.
+std::shared_ptr<ConversationStore> openStore(const std::string& url,
                                              const OpenStoreOptions& options = {});
 
 // Makes openStore() open "SCHEME://..." URLs with `opener` (given the whole URL), replacing an

@@ -173,7 +173,7 @@ void registerStoreScheme(const std::string& scheme, StoreOpener opener) {
   storeSchemes().openers[scheme] = std::move(opener);
 }
 
-std::unique_ptr<ConversationStore> openStore(const std::string& url,
+std::shared_ptr<ConversationStore> openStore(const std::string& url,
                                              const OpenStoreOptions& options) {
   if (url.empty()) throw ValidationError("url", "must not be empty");
   std::string path = url;
