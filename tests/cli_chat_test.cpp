@@ -394,6 +394,73 @@ TEST_F(ChatTest, OnATerminalRepliesAreRenderedAndNoColorTakesTheStylesAway) {
   server.stop();
 }
 
+TEST_F(ChatTest, PromptsAreRememberedAcrossSessionsAndTabCompletesCommands) {
+  mock::MockOptions options;
+  options.script = mock::readScript(R"({"reply": {"content": "got {{last_user}}"}})");
+  mock::MockServer server(options);
+  server.start();
+  std::filesystem::create_directories(dir_);
+  const std::vector<std::pair<std::string, std::string>> env = {
+      {"XDG_STATE_HOME", (dir_ / "state").string()}};
+  {
+    ChatPty pty({"chat", "--db", db_, "--base-url", server.baseUrl(), "--format", "markdown"},
+                dir_.string(), env);
+    ASSERT_TRUE(pty.waitFor("/help for commands")) << pty.output();
+    pty.send("remember me\r");
+    ASSERT_TRUE(pty.waitFor("got remember me")) << pty.output();
+    ASSERT_TRUE(pty.waitFor("tokens")) << pty.output();
+    pty.send("/bran\t\r");  // Tab completes the command
+    ASSERT_TRUE(pty.waitFor("* main  thread")) << pty.output();
+    pty.send("/quit\r");
+    EXPECT_EQ(pty.wait(), 0) << pty.output();
+  }
+  const auto history = dir_ / "state" / "parley" / "chat_history";
+  ASSERT_TRUE(std::filesystem::exists(history));
+  EXPECT_EQ(std::filesystem::status(history).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  {
+    ChatPty pty({"chat", "--db", db_, "--base-url", server.baseUrl(), "--format", "markdown"},
+                dir_.string(), env);
+    ASSERT_TRUE(pty.waitFor("/help for commands")) << pty.output();
+    pty.send("\x10\x10\x10\r");  // Ctrl-P three times: past /quit and /branches to the prompt
+    ASSERT_TRUE(pty.waitFor("got remember me")) << pty.output();
+    pty.send("/quit\r");
+    EXPECT_EQ(pty.wait(), 0) << pty.output();
+  }
+  EXPECT_EQ(server.requests().back()["body"]["messages"].back()["content"], "remember me");
+  server.stop();
+}
+
+TEST_F(ChatTest, CopyWritesTheLastReplyToAFileOrTheClipboardTool) {
+  mock::MockOptions options;
+  options.script = mock::readScript(R"({"reply": {"content": "copy **this**"}})");
+  mock::MockServer server(options);
+  server.start();
+  std::filesystem::create_directories(dir_ / "bin");
+  const auto clipboard = dir_ / "clipboard.txt";
+  const auto tool = dir_ / "bin" / "xclip";
+  std::ofstream(tool) << "#!/bin/sh\ncat > " << clipboard.string() << "\n";
+  std::filesystem::permissions(tool, std::filesystem::perms::owner_all);
+  const auto file = dir_ / "reply.md";
+
+  CliRun run = chat({"--base-url", server.baseUrl()},
+                    "/copy\nhi\n/copy " + file.string() + "\n/copy\n/quit\n",
+                    "DISPLAY=:0 PATH=" + (dir_ / "bin").string() + ":/usr/bin:/bin");
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("error: /copy: there is no reply to copy"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("copied 13 bytes to " + file.string()), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("copied 13 bytes to the clipboard (xclip)"), std::string::npos) << run.out;
+  std::ifstream copied(clipboard);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(copied), {}), "copy **this**");
+  std::ifstream written(file);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(written), {}), "copy **this**");
+
+  CliRun none = chat({"--base-url", server.baseUrl(), "-c"}, "/copy\n/quit\n",
+                     "PATH=" + (dir_ / "empty").string());
+  EXPECT_NE(none.out.find("no clipboard tool found"), std::string::npos) << none.out;
+  server.stop();
+}
+
 TEST_F(ChatTest, TypedUtf8CtrlCAtThePromptMultiLineFilesAndExit) {
   mock::MockOptions options;
   options.script = mock::readScript(R"({"reply": {"content": "got <{{last_user}}>"}})");

@@ -11,19 +11,24 @@
 // OPENAI_API_KEY) it starts the mock's demo agent in-process and offers the demo tools, so a
 // newcomer sees streaming and tool calls offline.
 #include <editline/readline.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <clocale>
+#include <condition_variable>
 #include <csetjmp>
 #include <csignal>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -33,8 +38,10 @@
 #include "cli_store.hpp"
 #include "commands.hpp"
 #include "endpoint.hpp"
+#include "markdown.hpp"
 #include "mcp_config.hpp"
 #include "mock/mock_server.hpp"
+#include "parley/command_tools.hpp"
 #include "parley/context_ops.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
@@ -42,7 +49,6 @@
 #include "parley/protocol.hpp"
 #include "parley/store.hpp"
 #include "prompt_input.hpp"
-#include "markdown.hpp"
 #include "template_config.hpp"
 #include "terminal.hpp"
 #include "tool_file.hpp"
@@ -105,8 +111,10 @@ constexpr const char* kHelp =
     "  /save FILE            write the conversation as a snapshot JSON file\n"
     "  /load FILE            load a snapshot file as a new branch\n"
     "  /file PATH [PROMPT]   send a file's (or a directory's) text, after PROMPT if given\n"
+    "  /copy [FILE]          the last reply to the clipboard (wl-copy, xclip, xsel, pbcopy) or FILE\n"
     "  /quit                 end the session (so do exit, quit and Ctrl-D)\n"
     "  \"\"\"                   on a line of its own: starts and ends a multi-line prompt\n"
+    "Tab completes commands and branch names; prompts are remembered across sessions.\n"
     "Ctrl-C during a reply cancels it.\n";
 
 std::string oneLine(std::string text, size_t max = 200) {
@@ -163,6 +171,9 @@ class ChatSession {
       std::setlocale(LC_CTYPE, "C.UTF-8");
     }
     if (interactive_) {
+      loadHistory();
+      completing_ = this;
+      rl_attempted_completion_function = complete;
       struct sigaction drop {};
       drop.sa_handler = onPromptSigint;
       sigemptyset(&drop.sa_mask);
@@ -309,7 +320,10 @@ class ChatSession {
       }
       std::string line(raw);
       std::free(raw);
-      if (!line.empty()) ::add_history(line.c_str());
+      if (!line.empty()) {
+        ::add_history(line.c_str());
+        saveHistory();
+      }
       return line;
     }
     std::string line;
@@ -341,6 +355,134 @@ class ChatSession {
   }
 
   void save() { current().thread->save(current().manager); }
+
+  // --- the prompt's line editor: history across sessions, Tab completion ---------------------
+
+  // $XDG_STATE_HOME/parley/chat_history (else ~/.local/state/...): the last kHistoryLines prompts,
+  // readable by this user only (prompts can be private).
+  static constexpr int kHistoryLines = 1000;
+  static std::string historyFile() {
+    const char* state = std::getenv("XDG_STATE_HOME");
+    const char* home = std::getenv("HOME");
+    if (state && *state) return std::string(state) + "/parley/chat_history";
+    return std::string(home && *home ? home : ".") + "/.local/state/parley/chat_history";
+  }
+
+  void loadHistory() {
+    ::stifle_history(kHistoryLines);
+    std::error_code ignored;
+    if (std::filesystem::exists(historyFile(), ignored)) ::read_history(historyFile().c_str());
+  }
+
+  void saveHistory() {
+    const std::filesystem::path file = historyFile();
+    std::error_code ignored;
+    std::filesystem::create_directories(file.parent_path(), ignored);
+    const mode_t previous = ::umask(077);
+    if (::write_history(file.c_str()) != 0) {
+      if (!historyWarned_) out_ << "note: prompts cannot be kept in " << file.string() << "\n";
+      historyWarned_ = true;
+    }
+    ::umask(previous);
+  }
+
+  // The completions of the word being typed: a command after "/", a branch after "/switch ".
+  static char* completion(const char* text, int state) {
+    static std::vector<std::string> matches;
+    static size_t next = 0;
+    if (state == 0) {
+      matches.clear();
+      next = 0;
+      const std::string line = rl_line_buffer ? rl_line_buffer : "";
+      const std::string word = text;
+      std::vector<std::string> candidates;
+      if (line.rfind("/switch ", 0) == 0 && completing_) {
+        for (const auto& [name, branch] : completing_->branches_)
+          candidates.push_back(name);
+      } else if (!line.empty() && line[0] == '/' && line.find(' ') == std::string::npos) {
+        for (const char* command : kCommands)
+          candidates.push_back(std::string("/") + command);
+      }
+      for (const std::string& candidate : candidates) {
+        if (candidate.rfind(word, 0) == 0) matches.push_back(candidate);
+      }
+    }
+    if (next >= matches.size()) return nullptr;
+    return ::strdup(matches[next++].c_str());
+  }
+
+  static char** complete(const char* text, int, int) {
+    rl_attempted_completion_over = 1;  // no file names when nothing matches
+    return rl_completion_matches(text, completion);
+  }
+
+  static constexpr const char* kCommands[] = {
+      "help",   "history",  "usage",      "system",   "model",  "set",    "show",
+      "template", "regenerate", "continue", "fork",   "branches", "switch", "truncate",
+      "filter", "undo",     "clear",      "save",     "load",   "file",   "copy",   "quit"};
+  static inline ChatSession* completing_ = nullptr;
+  bool historyWarned_ = false;
+
+  // /copy [FILE]: the last reply, to FILE or to the first clipboard tool found.
+  void copyLastReply(const std::string& file) {
+    const auto view = current().manager.getMessages();
+    auto last = std::find_if(view.rbegin(), view.rend(), [](const Message& m) {
+      return m.role == Role::Assistant && !m.content.empty();
+    });
+    if (last == view.rend()) throw ValidationError("/copy", "there is no reply to copy");
+    const std::string& text = last->content;
+    if (!file.empty()) {
+      std::ofstream out(file, std::ios::binary);
+      out << text;
+      if (!out.flush()) throw ValidationError("/copy", "cannot write " + file);
+      out_ << "copied " << text.size() << " bytes to " << file << "\n";
+      return;
+    }
+    std::vector<std::vector<std::string>> tools;
+    if (std::getenv("WAYLAND_DISPLAY")) tools.push_back({"wl-copy"});
+    if (std::getenv("DISPLAY")) {
+      tools.push_back({"xclip", "-selection", "clipboard"});
+      tools.push_back({"xsel", "--clipboard", "--input"});
+    }
+    tools.push_back({"pbcopy"});
+    for (const auto& argv : tools) {
+      if (!onPath(argv[0])) continue;
+      std::stop_source stop;
+      ToolContext context;
+      context.stopToken = stop.get_token();
+      std::jthread deadline([&stop](std::stop_token done) {
+        std::mutex m;
+        std::condition_variable_any cv;
+        std::unique_lock lock(m);
+        if (!cv.wait_for(lock, done, std::chrono::seconds(5), [] { return false; })) {
+          if (!done.stop_requested()) stop.request_stop();
+        }
+      });
+      try {
+        runToolCommand(argv, text, context, 4096);
+      } catch (const std::exception& e) {
+        throw ValidationError("/copy", argv[0] + " failed: " + e.what());
+      }
+      out_ << "copied " << text.size() << " bytes to the clipboard (" << argv[0] << ")\n";
+      return;
+    }
+    throw ValidationError("/copy", "no clipboard tool found (wl-copy, xclip, xsel, pbcopy); "
+                                   "give a file: /copy FILE");
+  }
+
+  static bool onPath(const std::string& program) {
+    const char* path = std::getenv("PATH");
+    std::string dirs = path ? path : "";
+    size_t start = 0;
+    while (start <= dirs.size()) {
+      size_t end = dirs.find(':', start);
+      if (end == std::string::npos) end = dirs.size();
+      const std::string dir = dirs.substr(start, end - start);
+      if (!dir.empty() && ::access((dir + "/" + program).c_str(), X_OK) == 0) return true;
+      start = end + 1;
+    }
+    return false;
+  }
 
   void turn(const std::string& prompt) {
     Branch& branch = current();
@@ -704,6 +846,8 @@ class ChatSession {
     if (name == "quit" || name == "exit") return false;
     if (name == "help") {
       out_ << kHelp;
+    } else if (name == "copy") {
+      copyLastReply(argument);
     } else if (name == "history") {
       const auto messages = manager.getMessages();
       for (size_t i = 0; i < messages.size(); ++i) {
