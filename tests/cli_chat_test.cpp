@@ -431,6 +431,42 @@ TEST_F(ChatTest, PromptsAreRememberedAcrossSessionsAndTabCompletesCommands) {
   server.stop();
 }
 
+TEST_F(ChatTest, EditChangesAPromptOnANewBranchInlineOrInTheEditor) {
+  mock::MockOptions options;
+  options.script = mock::readScript(R"({"reply": {"content": "re: {{last_user}}"}})");
+  mock::MockServer server(options);
+  server.start();
+  std::filesystem::create_directories(dir_);
+  // An editor that appends to what it was given, so the test sees both the old text and the edit.
+  const auto editor = dir_ / "editor.sh";
+  std::ofstream(editor) << "#!/bin/sh\nprintf ' (edited)' >> \"$1\"\n";
+  std::filesystem::permissions(editor, std::filesystem::perms::owner_all);
+
+  CliRun run = chat({"--base-url", server.baseUrl()},
+                    "first\nsecond\n/edit 2 changed\n/switch main\n/edit 0\n/edit 1 x\n/edit\n"
+                    "/branches\n/quit\n",
+                    "EDITOR=" + editor.string());
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  const auto& requests = server.requests();
+  ASSERT_EQ(requests.size(), 5u) << run.out;
+  // /edit 2 changed: the first turn kept, the second prompt replaced.
+  const json inline_ = requests[2]["body"]["messages"];
+  ASSERT_EQ(inline_.size(), 3u);
+  EXPECT_EQ(inline_[0]["content"], "first");
+  EXPECT_EQ(inline_.back()["content"], "changed");
+  // /edit 0 from main: the editor changed the first prompt; nothing before it.
+  const json edited = requests[3]["body"]["messages"];
+  ASSERT_EQ(edited.size(), 1u);
+  EXPECT_EQ(edited[0]["content"], "first (edited)");
+  EXPECT_NE(run.out.find("error: /edit: message 1 is not a prompt"), std::string::npos) << run.out;
+  // /edit alone: the next prompt from the editor (which started empty).
+  EXPECT_EQ(requests[4]["body"]["messages"].back()["content"], " (edited)");
+  EXPECT_NE(run.out.find("  edit-1  thread"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("* edit-2  thread"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("  main  thread"), std::string::npos) << run.out;
+  server.stop();
+}
+
 TEST_F(ChatTest, CopyWritesTheLastReplyToAFileOrTheClipboardTool) {
   mock::MockOptions options;
   options.script = mock::readScript(R"({"reply": {"content": "copy **this**"}})");

@@ -11,12 +11,15 @@
 // OPENAI_API_KEY) it starts the mock's demo agent in-process and offers the demo tools, so a
 // newcomer sees streaming and tool calls offline.
 #include <editline/readline.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <clocale>
 #include <condition_variable>
 #include <csetjmp>
@@ -100,6 +103,7 @@ constexpr const char* kHelp =
     "  /show settings        the request settings in use\n"
     "  /template NAME        use a [templates.NAME] table: system prompt, model, settings, prompt\n"
     "  /regenerate           redo the last reply on a new branch (the old one stays)\n"
+    "  /edit [N] [TEXT]      prompt N (see /history) changed, on a new branch; no N: the editor\n"
     "  /continue [TEXT]      ask the model to go on\n"
     "  /fork [NAME]          copy this conversation into a new branch and switch to it\n"
     "  /branches             list the branches\n"
@@ -418,7 +422,7 @@ class ChatSession {
 
   static constexpr const char* kCommands[] = {
       "help",   "history",  "usage",      "system",   "model",  "set",    "show",
-      "template", "regenerate", "continue", "fork",   "branches", "switch", "truncate",
+      "template", "regenerate", "edit", "continue", "fork",   "branches", "switch", "truncate",
       "filter", "undo",     "clear",      "save",     "load",   "file",   "copy",   "quit"};
   static inline ChatSession* completing_ = nullptr;
   bool historyWarned_ = false;
@@ -728,8 +732,7 @@ class ChatSession {
 
   // The last prompt again, on a new branch; the old reply stays on the branch it was on.
   void regenerate() {
-    ConversationManager& manager = current().manager;
-    const std::vector<Message> view = manager.getMessages();
+    const std::vector<Message> view = current().manager.getMessages();
     size_t last = view.size();
     for (size_t i = view.size(); i-- > 0;) {
       if (view[i].role == Role::User) {
@@ -738,19 +741,89 @@ class ChatSession {
       }
     }
     if (last == view.size()) throw ValidationError("/regenerate", "there is no prompt to redo");
-    const std::string prompt = view[last].content;
-    const std::string branchName = freshName("regen");
+    redoOnBranch(last, view[last].content, "regen", "regenerating");
+  }
+
+  // /edit N [TEXT]: prompt N of the view (as /history numbers it) replaced by TEXT, or by what
+  // the editor makes of it, on a new branch; /edit alone: the next prompt written in the editor.
+  void editPrompt(const std::string& argument) {
+    if (argument.empty()) {
+      const std::string prompt = fromEditor("");
+      if (prompt.empty()) throw ValidationError("/edit", "the editor left nothing to send");
+      turn(fillPrompt(promptPattern_, prompt));
+      return;
+    }
+    const size_t space = argument.find(' ');
+    const std::string number = argument.substr(0, space);
+    const std::vector<Message> view = current().manager.getMessages();
+    size_t index = 0;
+    try {
+      size_t used = 0;
+      index = std::stoul(number, &used);
+      if (used != number.size()) throw std::invalid_argument(number);
+    } catch (const std::logic_error&) {
+      throw ValidationError("/edit", "give the number /history shows: /edit N [TEXT]");
+    }
+    if (index >= view.size() || view[index].role != Role::User) {
+      throw ValidationError("/edit", "message " + number + " is not a prompt of this view (see /history)");
+    }
+    std::string prompt = space == std::string::npos ? fromEditor(view[index].content)
+                                                    : argument.substr(space + 1);
+    if (prompt.empty()) throw ValidationError("/edit", "the edited prompt is empty; nothing sent");
+    redoOnBranch(index, prompt, "edit", "editing");
+  }
+
+  // Forks the conversation into a new branch without the view's messages from `index` on and
+  // sends `prompt` there; the branch it came from keeps everything.
+  void redoOnBranch(size_t index, const std::string& prompt, const std::string& prefix,
+                    const std::string& what) {
+    ConversationManager& manager = current().manager;
+    const size_t count = manager.getMessages().size();
+    const std::string branchName = freshName(prefix);
     ThreadOptions fork;
     fork.metadata = {{"branch", branchName}};
     std::shared_ptr<StoredThread> thread = current().thread->fork(manager, fork);
     ConversationManager redo = manager.clone(thread);
     TruncateOp drop;
-    drop.removeLast = static_cast<int64_t>(view.size() - last);
+    drop.removeLast = static_cast<int64_t>(count - index);
     applyContextOperation(redo, drop);
     addBranch(branchName, std::move(redo), std::move(thread));
-    out_ << "regenerating on branch " << branchName << " (the old reply stays on its branch)\n";
+    out_ << what << " on branch " << branchName << " (the old reply stays on its branch)\n";
     save();
     turn(prompt);
+  }
+
+  // Runs $VISUAL (else $EDITOR, else vi) on a file holding `text` and returns what it saved,
+  // without a final newline. The editor gets the terminal; a non-zero exit sends nothing.
+  std::string fromEditor(const std::string& text) {
+    const char* visual = std::getenv("VISUAL");
+    const char* editor = visual && *visual ? visual : std::getenv("EDITOR");
+    const std::string command = editor && *editor ? editor : "vi";
+    std::string path = (std::filesystem::temp_directory_path() / "parley-edit-XXXXXX.md").string();
+    const int fd = ::mkstemps(path.data(), 3);
+    if (fd < 0) throw ValidationError("/edit", "cannot make a file for the editor");
+    {
+      const ssize_t n = ::write(fd, text.data(), text.size());
+      ::close(fd);
+      if (n != static_cast<ssize_t>(text.size())) throw ValidationError("/edit", "cannot write " + path);
+    }
+    // As git runs its editor: through the shell, so EDITOR may carry arguments ("code -w").
+    const std::string script = command + " \"$1\"";
+    const char* argv[] = {"sh", "-c", script.c_str(), "sh", path.c_str(), nullptr};
+    pid_t pid = -1;
+    int status = 0;
+    const int spawned =
+        ::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ);
+    while (spawned == 0 && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    std::ifstream in(path, std::ios::binary);
+    std::string edited((std::istreambuf_iterator<char>(in)), {});
+    std::filesystem::remove(path);
+    if (spawned != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      throw ValidationError("/edit", "the editor (" + command + ") failed; nothing sent");
+    }
+    while (!edited.empty() && (edited.back() == '\n' || edited.back() == '\r')) edited.pop_back();
+    return edited;
   }
 
   // The branches of earlier sessions: stored forks named by /fork or /regenerate, recursively.
@@ -848,6 +921,8 @@ class ChatSession {
       out_ << kHelp;
     } else if (name == "copy") {
       copyLastReply(argument);
+    } else if (name == "edit") {
+      editPrompt(argument);
     } else if (name == "history") {
       const auto messages = manager.getMessages();
       for (size_t i = 0; i < messages.size(); ++i) {
