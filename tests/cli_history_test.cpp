@@ -52,6 +52,30 @@ class HistoryTest : public ::testing::Test {
   std::string db_ = (dir_ / "history.db").string();
 };
 
+TEST_F(HistoryTest, SearchFindsMessagesAcrossThreads) {
+  SqliteStore(db_).createThread({.id = "t2", .title = "more sums"},
+                                std::vector<Message>{Message::user("what is 3+3, is it four?")});
+  CliRun run = history({"search", "four"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("t1 \"sums\" #1 user: Is <b>2+2</b> [four]?"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("t2 \"more sums\" #0 user: what is 3+3, is it [four]?"),
+            std::string::npos)
+      << run.out;
+  run = history({"search", "four", "--json", "--limit", "1"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  const json hits = json::parse(run.out);
+  ASSERT_EQ(hits.size(), 1u);
+  EXPECT_EQ(hits[0]["role"], "user");
+  run = history({"search", "zebra"});
+  EXPECT_EQ(run.exitCode, 0);
+  EXPECT_EQ(run.out, "");
+  EXPECT_NE(run.err.find("no message matches"), std::string::npos);
+  run = history({"search", "?!"});
+  EXPECT_EQ(run.exitCode, 2);
+  EXPECT_NE(run.err.find("query: has no words"), std::string::npos) << run.err;
+}
+
 TEST_F(HistoryTest, ListShowsEveryThread) {
   SqliteStore(db_).forkThread("t1", 2, {.id = "t1-fork"});
   CliRun run = history({"list"});

@@ -131,6 +131,11 @@ TYPED_TEST_P(RunStoreConformance, MigratesAVersion1Database) {
   EXPECT_EQ(old.info.title, "from version 1");
   EXPECT_EQ(old.info.metadata, json({{"k", 1}}));
   EXPECT_EQ(store->loadThread("old-fork").messages.at(0).content, "hello");
+  // The messages of the old version are in the search index.
+  const auto hits = store->searchMessages("hello");
+  ASSERT_EQ(hits.size(), 1u);
+  EXPECT_EQ(hits[0].threadId, "old");
+  EXPECT_EQ(hits[0].position, 0);
 
   RunStore runs(store);
   RunInfo run = runs.submit("old", "again");

@@ -673,8 +673,51 @@ TYPED_TEST_P(StoreConformance, AForkedStoredThreadKeepsACloneApart) {
   EXPECT_EQ(forkBack.getMessages()[1].content, "fork only");
 }
 
+TYPED_TEST_P(StoreConformance, SearchFindsMessagesByTheirWords) {
+  ConversationStore& store = *this->store;
+  store.createThread({.id = "a", .title = "Animals"},
+                     std::vector<Message>{Message::user("Tell me about the quick brown fox"),
+                                          Message::assistant("The fox is quick and clever.")});
+  store.createThread({.id = "b"}, std::vector<Message>{Message::user("Un café, s'il vous plaît"),
+                                                       Message::assistant("Voilà: one coffee")});
+  store.appendTurn("b", std::vector<Message>{Message::user("and a FOX please")}, nullptr, 1);
+
+  auto hits = store.searchMessages("quick fox");
+  ASSERT_EQ(hits.size(), 2u);
+  for (const auto& hit : hits) {
+    EXPECT_EQ(hit.threadId, "a");
+    EXPECT_NE(hit.snippet.find("[fox]"), std::string::npos) << hit.snippet;
+  }
+  EXPECT_EQ(hits[0].role == Role::User ? hits[0].position : hits[1].position, 0);
+
+  hits = store.searchMessages("FOX");  // case is ignored; a later turn is indexed too
+  EXPECT_EQ(hits.size(), 3u);
+  hits = store.searchMessages("cafe");  // so are accents
+  ASSERT_EQ(hits.size(), 1u);
+  EXPECT_EQ(hits[0].threadId, "b");
+  EXPECT_EQ(hits[0].role, Role::User);
+
+  // Query syntax is text: quotes, operators and stars are not a query language.
+  EXPECT_EQ(store.searchMessages("\"fox\" OR -coffee* NEAR(").size(), 0u);
+  EXPECT_EQ(store.searchMessages("fox\"").size(), 3u);
+  EXPECT_THROW(store.searchMessages("  ?! "), ValidationError);
+  EXPECT_THROW(store.searchMessages("fox", {.limit = 0}), ValidationError);
+  EXPECT_EQ(store.searchMessages("fox", {.limit = 1}).size(), 1u);
+
+  // A fork's own messages are found under the fork; a deleted thread is not found.
+  const ThreadInfo fork = store.forkThread("a", 1, {.id = "a-fork"});
+  store.appendTurn("a-fork", std::vector<Message>{Message::user("a zebra now")}, nullptr,
+                   fork.version);
+  hits = store.searchMessages("zebra");
+  ASSERT_EQ(hits.size(), 1u);
+  EXPECT_EQ(hits[0].threadId, "a-fork");
+  EXPECT_EQ(hits[0].position, 1);
+  EXPECT_TRUE(store.deleteThread("b"));
+  EXPECT_EQ(store.searchMessages("cafe").size(), 0u);
+}
+
 REGISTER_TYPED_TEST_SUITE_P(
-    StoreConformance, CreatesAnEmptyThread, GeneratesDistinctIds, RefusesATakenIdAndBadOptions,
+    StoreConformance, CreatesAnEmptyThread, SearchFindsMessagesByTheirWords, GeneratesDistinctIds, RefusesATakenIdAndBadOptions,
     AppendsTurnsAndLoadsThemInOrder, KeepsEveryMessageFieldExactly, WritesOnlyTheNewRowsOfATurn,
     StaleVersionIsAConflictAndWritesNothing, NullStateKeepsTheLastOne,
     RefusesBadTurnsAndChangesNothing, UnknownThreadsAreErrors,

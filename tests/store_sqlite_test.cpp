@@ -166,15 +166,25 @@ void sqliteExec(const std::string& path, const std::string& sql) {
 TEST(SqliteStore, ADamagedFirstPageIsCalledDamaged) {
   TempDir dir;
   const std::string path = (dir.path() / "store.db").string();
-  SqliteStore(path).createThread({.id = "a"}, std::vector<Message>{Message::user("hi")});
-  // Page 1 holds the schema; a zero cell count there reads as an empty schema, on which a naive
-  // open would create parley's tables anew over the old pages.
+  // A version 1 database, whose schema fits on page 1: a zero cell count there reads as an
+  // empty schema, on which a naive open would create parley's tables anew over the old pages.
+  for (const auto& sql : schemaVersion1(true))
+    sqliteExec(path, sql);
   damage(path, 103, 2);
   const auto size = fs::file_size(path);
   std::string error = errorOf([&] { SqliteStore store(path); });
   EXPECT_NE(error.find("is damaged"), std::string::npos) << error;
   EXPECT_NE(error.find("first page"), std::string::npos) << error;
   EXPECT_EQ(fs::file_size(path), size);  // nothing was written
+
+  // Today's schema spans more pages; the same damage is still called damaged.
+  const std::string current = (dir.path() / "current.db").string();
+  SqliteStore(current).createThread({.id = "a"}, std::vector<Message>{Message::user("hi")});
+  damage(current, 103, 2);
+  const auto currentSize = fs::file_size(current);
+  error = errorOf([&] { SqliteStore store(current); });
+  EXPECT_NE(error.find("is damaged"), std::string::npos) << error;
+  EXPECT_EQ(fs::file_size(current), currentSize);
 }
 
 TEST(SqliteStore, AnotherApplicationsDatabaseIsRefusedUnlessAsked) {

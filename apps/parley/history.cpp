@@ -3,6 +3,8 @@
 // Every subcommand takes --db (FILE, sqlite://FILE or postgresql://...; default
 // $XDG_DATA_HOME/parley/parley.db). A thread is shown as its visible view; export --format json
 // prints the snapshot document (ConversationStore::exportThread), which import takes back.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -16,11 +18,13 @@
 #include "cli_store.hpp"
 #include "commands.hpp"
 #include "history_export.hpp"
+#include "markdown.hpp"
 #include "parley/context_ops.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
 #include "parley/store.hpp"
+#include "terminal.hpp"
 
 namespace parley::cli {
 namespace {
@@ -34,6 +38,8 @@ struct HistoryArgs {
   bool json = false;
   size_t limit = 0;
   bool repair = false;
+  std::string query;
+  size_t searchLimit = 20;
 };
 
 std::string isoTime(std::chrono::system_clock::time_point at) {
@@ -88,6 +94,47 @@ std::shared_ptr<ConversationStore> readableStoreWith(const HistoryArgs& args) {
   if (!store) throw StoreError("no thread \"" + args.id + "\": nothing is stored yet");
   requireThread(*store, args.id);
   return store;
+}
+
+// One line per hit: thread, title, position, role, and the snippet with the matched words in
+// bold on a terminal (in [brackets] elsewhere).
+void search(const HistoryArgs& args) {
+  auto store = openCliStore(args.db);  // for writing: an older database gets its search index
+  MessageSearchOptions options;
+  options.limit = args.searchLimit;
+  const std::vector<MessageSearchHit> hits = store->searchMessages(args.query, options);
+  if (args.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const MessageSearchHit& hit : hits) {
+      out.push_back({{"thread", hit.threadId},
+                     {"position", hit.position},
+                     {"role", std::string(toString(hit.role))},
+                     {"snippet", hit.snippet}});
+    }
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  const bool bold = colorWanted("auto", STDOUT_FILENO);
+  for (const MessageSearchHit& hit : hits) {
+    std::string snippet = forTerminal(hit.snippet, STDOUT_FILENO);
+    for (char& c : snippet) {
+      if (c == '\n' || c == '\r') c = ' ';
+    }
+    if (bold) {
+      std::string styled;
+      for (char c : snippet) {
+        styled += c == '[' ? std::string("\033[1m") : c == ']' ? std::string("\033[22m") : std::string(1, c);
+      }
+      snippet = styled;
+    }
+    std::string title;
+    if (auto info = store->threadInfo(hit.threadId); info && !info->title.empty()) {
+      title = " \"" + forTerminal(info->title, STDOUT_FILENO) + "\"";
+    }
+    std::cout << hit.threadId << title << " #" << hit.position << " " << toString(hit.role)
+              << ": " << snippet << "\n";
+  }
+  if (hits.empty()) std::cerr << "parley: no message matches\n";
 }
 
 void list(const HistoryArgs& args) {
@@ -254,6 +301,16 @@ void addHistoryCommand(CLI::App& app, int& exitCode) {
   listCmd->add_option("--limit", args->limit, "Show at most this many threads (0: all)");
   listCmd->add_flag("--json", args->json, "Print a JSON array of thread descriptions");
   listCmd->callback(run(&list));
+
+  CLI::App* searchCmd = cmd->add_subcommand(
+      "search", "Find the stored messages that hold every word of QUERY (best matches first)");
+  addDb(searchCmd);
+  searchCmd->add_option("query", args->query, "The words to find (case and accents ignored)")
+      ->required();
+  searchCmd->add_option("--limit", args->searchLimit, "At most this many hits (1..1000)")
+      ->capture_default_str();
+  searchCmd->add_flag("--json", args->json, "Print a JSON array of hits");
+  searchCmd->callback(run(&search));
 
   CLI::App* showCmd = cmd->add_subcommand("show", "Print a thread's visible messages");
   addDb(showCmd);

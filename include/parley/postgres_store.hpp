@@ -51,6 +51,8 @@ class PostgresStore : public ConversationStore, public detail::SqlEngineAccess {
   ThreadInfo forkThread(const std::string& parentId, int64_t position,
                         const ThreadOptions& options = {},
                         const nlohmann::json& state = nullptr) override;
+  std::vector<MessageSearchHit> searchMessages(const std::string& query,
+                                               const MessageSearchOptions& options = {}) override;
 
  private:
   detail::SqlStoreEngine& engine() override;

@@ -50,6 +50,19 @@ class SqlEngineAccess {
 };
 }  // namespace detail
 
+// One message that matched ConversationStore::searchMessages.
+struct MessageSearchHit {
+  std::string threadId;  // the thread that stores the message (a fork finds its shared prefix
+                         // under the thread it was forked from)
+  int64_t position = 0;  // its index among the thread's storage messages
+  Role role = Role::User;
+  std::string snippet;  // the text around the match, each matched word in [brackets]
+};
+
+struct MessageSearchOptions {
+  size_t limit = 20;  // at most this many hits, best first; 1..1000
+};
+
 // What a store knows about one thread (listThreads, threadInfo).
 struct ThreadInfo {
   std::string id;
@@ -124,6 +137,13 @@ class ConversationStore {
   virtual ThreadInfo forkThread(const std::string& parentId, int64_t position,
                                 const ThreadOptions& options = {},
                                 const nlohmann::json& state = nullptr) = 0;
+
+  // The messages whose text holds every word of `query` (case and accents ignored), best
+  // matches first, from threads that are not deleted. Words are matched whole; the query is
+  // words, not a query language (quotes and operators are taken as text). ValidationError for an
+  // empty query or a limit outside 1..1000; a store that cannot search says so.
+  virtual std::vector<MessageSearchHit> searchMessages(const std::string& query,
+                                                       const MessageSearchOptions& options = {});
 
   // --- conveniences on top of the calls above (store.cpp) --------------------------------------
 
@@ -227,6 +247,8 @@ class SqliteStore : public ConversationStore, public detail::SqlEngineAccess {
   ThreadInfo forkThread(const std::string& parentId, int64_t position,
                         const ThreadOptions& options = {},
                         const nlohmann::json& state = nullptr) override;
+  std::vector<MessageSearchHit> searchMessages(const std::string& query,
+                                               const MessageSearchOptions& options = {}) override;
 
  private:
   detail::SqlStoreEngine& engine() override;
@@ -235,9 +257,10 @@ class SqliteStore : public ConversationStore, public detail::SqlEngineAccess {
 };
 
 // The schema version this build writes; a database with a higher one is refused. Version 2 added
-// the run queue, leases, the tool journal and the event log (run_store.hpp); a version 1 database
-// is upgraded when it is opened for writing.
-inline constexpr int kStoreSchemaVersion = 2;
+// the run queue, leases, the tool journal and the event log (run_store.hpp); version 3 the index
+// of message text that searchMessages() reads. An older database is upgraded when it is opened
+// for writing.
+inline constexpr int kStoreSchemaVersion = 3;
 
 // For openStore.
 struct OpenStoreOptions {

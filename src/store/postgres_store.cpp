@@ -300,6 +300,11 @@ ThreadInfo PostgresStore::forkThread(const std::string& parentId, int64_t positi
   return impl_->engine.forkThread(parentId, position, options, state);
 }
 
+std::vector<MessageSearchHit> PostgresStore::searchMessages(const std::string& query,
+                                                          const MessageSearchOptions& options) {
+  return impl_->engine.searchMessages(query, options);
+}
+
 void registerPostgresStore() {
   auto open = [](const std::string& url,
                  const OpenStoreOptions& options) -> std::unique_ptr<ConversationStore> {

@@ -3,6 +3,7 @@
 #include "parley/json.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <limits>
 #include <random>
@@ -132,6 +133,45 @@ const std::vector<std::string> kSchemaV2Sqlite = {
     " PRIMARY KEY (thread_id, seq)) WITHOUT ROWID",
     "CREATE INDEX parley_events_chunks ON parley_events (created_at) "
     "WHERE type = 'llm_stream_chunk'",
+};
+
+// Version 3: the text of each message, indexed for searchMessages(). SQLite: an FTS5 table kept
+// by triggers, keyed through parley_message_keys (the messages table has no rowid to key it by).
+// Only messages whose content is text are indexed.
+const std::vector<std::string> kSchemaV3Sqlite = {
+    "CREATE TABLE parley_message_keys ("
+    " id INTEGER PRIMARY KEY,"
+    " thread_id TEXT NOT NULL,"
+    " seq BIGINT NOT NULL,"
+    " UNIQUE (thread_id, seq))",
+    "CREATE VIRTUAL TABLE parley_message_text USING fts5(text, tokenize = 'unicode61 "
+    "remove_diacritics 2')",
+    "CREATE TRIGGER parley_message_text_add AFTER INSERT ON parley_messages "
+    "WHEN json_type(new.body, '$.content') = 'text' BEGIN "
+    "INSERT INTO parley_message_keys (thread_id, seq) VALUES (new.thread_id, new.seq); "
+    "INSERT INTO parley_message_text (rowid, text) "
+    "VALUES (last_insert_rowid(), json_extract(new.body, '$.content')); END",
+    "CREATE TRIGGER parley_message_text_remove AFTER DELETE ON parley_messages BEGIN "
+    "DELETE FROM parley_message_text WHERE rowid = (SELECT id FROM parley_message_keys "
+    "WHERE thread_id = old.thread_id AND seq = old.seq); "
+    "DELETE FROM parley_message_keys WHERE thread_id = old.thread_id AND seq = old.seq; END",
+    "INSERT INTO parley_message_keys (thread_id, seq) SELECT thread_id, seq FROM parley_messages "
+    "WHERE json_type(body, '$.content') = 'text'",
+    "INSERT INTO parley_message_text (rowid, text) SELECT k.id, json_extract(m.body, '$.content') "
+    "FROM parley_message_keys k JOIN parley_messages m ON m.thread_id = k.thread_id AND m.seq = "
+    "k.seq",
+};
+
+// PostgreSQL: an expression index of the text's words ('simple': no language's stemming), with
+// the accents of Latin letters folded as SQLite's remove_diacritics folds them (translate() is
+// immutable, as an index needs; unaccent() is neither immutable nor always installed).
+#define PARLEY_FOLD(x)                                                                         \
+  "translate(" x ", 'ÁÀÂÄÃÅáàâäãåÉÈÊËéèêëÍÌÎÏíìîïÓÒÔÖÕóòôöõÚÙÛÜúùûüÇçÑñÝýÿ', "                   \
+  "'AAAAAAaaaaaaEEEEeeeeIIIIiiiiOOOOOoooooUUUUuuuuCcNnYyy')"
+#define PARLEY_MESSAGE_WORDS \
+  "to_tsvector('simple', " PARLEY_FOLD("COALESCE((body::jsonb)->>'content', '')") ")"
+const std::vector<std::string> kSchemaV3Postgres = {
+    "CREATE INDEX parley_messages_text ON parley_messages USING gin (" PARLEY_MESSAGE_WORDS ")",
 };
 
 std::vector<std::string> postgresVariant(std::vector<std::string> steps) {
@@ -315,6 +355,8 @@ const std::vector<std::string>& migrationSteps(SqlDialect dialect, int toVersion
       return sqlite ? kSchemaV1Sqlite : postgresV1;
     case 2:
       return sqlite ? kSchemaV2Sqlite : postgresV2;
+    case 3:
+      return sqlite ? kSchemaV3Sqlite : kSchemaV3Postgres;
     default:
       throw StoreError("store: no migration to schema version " + std::to_string(toVersion));
   }
@@ -616,6 +658,79 @@ std::optional<ThreadInfo> SqlStoreEngine::threadInfo(const std::string& threadId
     return infoFromRow(*row);
   });
 }
+
+std::vector<MessageSearchHit> SqlStoreEngine::searchMessages(const std::string& query,
+                                                             const MessageSearchOptions& options) {
+  if (options.limit < 1 || options.limit > 1000) {
+    throw ValidationError("options.limit", "must be within 1..1000");
+  }
+  // The query's words, each quoted, so that no character of it is taken as query syntax.
+  std::vector<std::string> words;
+  std::string word;
+  for (size_t i = 0; i <= query.size(); ++i) {
+    const unsigned char c = i < query.size() ? static_cast<unsigned char>(query[i]) : ' ';
+    if (c >= 0x80 || std::isalnum(c) || c == '_' || c == '\'') {
+      word += static_cast<char>(c);
+    } else if (!word.empty()) {
+      words.push_back(word);
+      word.clear();
+    }
+  }
+  if (words.empty()) throw ValidationError("query", "has no words to search for");
+  if (words.size() > 32) throw ValidationError("query", "has more than 32 words");
+  std::vector<MessageSearchHit> hits;
+  auto collect = [&](const std::vector<SqlRow>& rows) {
+    for (const auto& r : rows) {
+      MessageSearchHit hit;
+      hit.threadId = asText(r.at(0));
+      hit.position = asInt(r.at(1));
+      hit.role = roleFromString(asText(r.at(2)));
+      hit.snippet = asText(r.at(3));
+      hits.push_back(std::move(hit));
+    }
+  };
+  const auto limit = static_cast<int64_t>(options.limit);
+  transaction(false, [&](SqlConnection& c) {
+    if (dialect_ == SqlDialect::Sqlite) {
+      if (!c.tableExists("parley_message_text")) {
+        throw StoreError("store: this database predates message search (schema version 2); "
+                         "open it once for writing (any parley command that saves) to upgrade it");
+      }
+      std::string match;
+      for (const std::string& w : words) {
+        std::string quoted;
+        for (char ch : w) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+        match += (match.empty() ? "\"" : " \"") + quoted + "\"";
+      }
+      collect(c.query(
+          "SELECT k.thread_id, k.seq, json_extract(m.body, $3), "
+          "snippet(parley_message_text, 0, '[', ']', '...', 16) "
+          "FROM parley_message_text "
+          "JOIN parley_message_keys k ON k.id = parley_message_text.rowid "
+          "JOIN parley_messages m ON m.thread_id = k.thread_id AND m.seq = k.seq "
+          "JOIN parley_threads t ON t.id = k.thread_id AND t.deleted = 0 "
+          "WHERE parley_message_text MATCH $1 ORDER BY rank LIMIT $2",
+          {match, limit, std::string("$.role")}));  // a parameter: "$" in the text is one
+    } else {
+      std::string text;
+      for (const std::string& w : words) text += (text.empty() ? "" : " ") + w;
+      // The index's own expression, so that the planner uses it.
+      collect(c.query(
+          "SELECT m.thread_id, m.seq, (m.body::jsonb)->>'role', "
+          "ts_headline('simple', " PARLEY_FOLD("(m.body::jsonb)->>'content'") ", q, "
+          "'StartSel=[, StopSel=], MaxWords=16, MinWords=6, MaxFragments=1, "
+          "FragmentDelimiter=...') "
+          "FROM parley_messages m JOIN parley_threads t ON t.id = m.thread_id AND t.deleted = 0, "
+          "plainto_tsquery('simple', " PARLEY_FOLD("$1") ") q "
+          "WHERE " PARLEY_MESSAGE_WORDS " @@ q "
+          "ORDER BY ts_rank(" PARLEY_MESSAGE_WORDS ", q) DESC, m.thread_id, m.seq LIMIT $2",
+          {text, limit}));
+    }
+  });
+  return hits;
+}
+#undef PARLEY_MESSAGE_WORDS
+#undef PARLEY_FOLD
 
 std::vector<ThreadInfo> SqlStoreEngine::listThreads(const ThreadListOptions& options) {
   const int64_t limit = options.limit == 0 ? std::numeric_limits<int64_t>::max()

@@ -124,6 +124,8 @@ class SqlStoreEngine {
   ThreadData loadThread(const std::string& threadId);
   std::optional<ThreadInfo> threadInfo(const std::string& threadId);
   std::vector<ThreadInfo> listThreads(const ThreadListOptions& options);
+  std::vector<MessageSearchHit> searchMessages(const std::string& query,
+                                               const MessageSearchOptions& options);
   bool deleteThread(const std::string& threadId);
   ThreadInfo forkThread(const std::string& parentId, int64_t position, const ThreadOptions& options,
                         const nlohmann::json& state);

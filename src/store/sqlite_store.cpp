@@ -334,4 +334,9 @@ ThreadInfo SqliteStore::forkThread(const std::string& parentId, int64_t position
   return impl_->engine.forkThread(parentId, position, options, state);
 }
 
+std::vector<MessageSearchHit> SqliteStore::searchMessages(const std::string& query,
+                                                        const MessageSearchOptions& options) {
+  return impl_->engine.searchMessages(query, options);
+}
+
 }  // namespace parley

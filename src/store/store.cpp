@@ -34,6 +34,11 @@ bool startsWith(const std::string& text, std::string_view prefix) {
 
 }  // namespace
 
+std::vector<MessageSearchHit> ConversationStore::searchMessages(const std::string&,
+                                                                const MessageSearchOptions&) {
+  throw ValidationError("searchMessages", "this store cannot search its messages");
+}
+
 ConversationStore::Version ConversationStore::load(const std::string& threadId,
                                                    ConversationManager& manager) {
   ThreadData data = loadThread(threadId);
