@@ -76,19 +76,6 @@ std::string oneLine(std::string text) {
   return text;
 }
 
-// The options as saved by --save-template: what this command line and its template chose.
-PromptTemplate currentOptions(const AskArgs& args, const PromptTemplate& used) {
-  PromptTemplate t = used;
-  t.name = args.saveTemplateName;
-  t.system = args.system;
-  t.model = args.endpoint.model;
-  t.profile = args.endpoint.profile;
-  t.tools = args.toolSets;
-  t.toolsFiles = args.toolFiles;
-  t.mcp = args.mcpServers;
-  return t;
-}
-
 int runAsk(const AskArgs& given) {
   AskArgs args = given;
   if (args.json && !args.format.empty() && args.format != "json") {
@@ -104,14 +91,15 @@ int runAsk(const AskArgs& given) {
     colorWanted(args.color, STDOUT_FILENO);  // a bad --color is an error whatever the format
   }
   PromptTemplate used;
+  const TemplatedOptions templated{&args.endpoint, &args.system, &args.toolSets, &args.toolFiles,
+                                   &args.mcpServers};
   if (!args.templateName.empty()) {
     used = readTemplate(configFile(args.endpoint), args.templateName);
-    applyTemplate(used, {&args.endpoint, &args.system, &args.toolSets, &args.toolFiles,
-                         &args.mcpServers});
+    applyTemplate(used, templated);
   }
   if (!args.saveTemplateName.empty()) {
     const std::string file = configFile(args.endpoint);
-    saveTemplate(file, currentOptions(args, used));
+    saveTemplate(file, templateOf(args.saveTemplateName, used, templated));
     std::cerr << "parley: saved template " << args.saveTemplateName << " in " << file << "\n";
   }
   // Without tools a turn is one model call, within any bound of at least 1: scripts pass

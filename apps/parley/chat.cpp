@@ -184,23 +184,17 @@ class ChatSession {
       ::sigaction(SIGINT, &drop, nullptr);
     }
     PromptTemplate used;
+    const TemplatedOptions templated{&args_.endpoint, &args_.system, &args_.toolSets,
+                                     &args_.toolFiles, &args_.mcpServers};
     if (!args_.templateName.empty()) {
       used = readTemplate(configFile(args_.endpoint), args_.templateName);
-      applyTemplate(used, {&args_.endpoint, &args_.system, &args_.toolSets, &args_.toolFiles,
-                           &args_.mcpServers});
+      applyTemplate(used, templated);
       promptPattern_ = used.prompt;
     }
     if (!args_.saveTemplateName.empty()) {
-      PromptTemplate current = used;
-      current.name = args_.saveTemplateName;
-      current.system = args_.system;
-      current.model = args_.endpoint.model;
-      current.profile = args_.endpoint.profile;
-      current.tools = args_.toolSets;
-      current.toolsFiles = args_.toolFiles;
-      current.mcp = args_.mcpServers;
-      saveTemplate(configFile(args_.endpoint), current);
-      out_ << "saved template " << current.name << " in " << configFile(args_.endpoint) << "\n";
+      saveTemplate(configFile(args_.endpoint), templateOf(args_.saveTemplateName, used, templated));
+      out_ << "saved template " << args_.saveTemplateName << " in " << configFile(args_.endpoint)
+           << "\n";
     }
     std::string intro;
     ClientOptions client;

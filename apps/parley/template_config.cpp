@@ -186,6 +186,19 @@ void applyTemplate(const PromptTemplate& t, const TemplatedOptions& options) {
   add(*options.mcpServers, t.mcp);
 }
 
+PromptTemplate templateOf(const std::string& name, const PromptTemplate& used,
+                          const TemplatedOptions& options) {
+  PromptTemplate t = used;
+  t.name = name;
+  t.system = *options.system;
+  t.model = options.endpoint->model;
+  t.profile = options.endpoint->profile;
+  t.tools = *options.toolSets;
+  t.toolsFiles = *options.toolFiles;
+  t.mcp = *options.mcpServers;
+  return t;
+}
+
 void addParameters(const PromptTemplate& t, ClientOptions& client) {
   if (!client.defaultParameters.is_object()) client.defaultParameters = json::object();
   for (const auto& [key, value] : t.parameters.items())

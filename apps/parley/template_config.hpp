@@ -60,6 +60,10 @@ struct TemplatedOptions {
   std::vector<std::string>* mcpServers;
 };
 void applyTemplate(const PromptTemplate& t, const TemplatedOptions& options);
+// What --save-template NAME writes: `used` (the -t template, or none) with the options the
+// command line ended up with.
+PromptTemplate templateOf(const std::string& name, const PromptTemplate& used,
+                          const TemplatedOptions& options);
 // The template's parameters over the endpoint's default parameters.
 void addParameters(const PromptTemplate& t, ClientOptions& client);
 

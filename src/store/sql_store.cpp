@@ -164,13 +164,18 @@ const std::vector<std::string> kSchemaV3Sqlite = {
 
 // PostgreSQL: an expression index of the text's words ('simple': no language's stemming), with
 // the accents of Latin letters folded as SQLite's remove_diacritics folds them (translate() is
-// immutable, as an index needs; unaccent() is neither immutable nor always installed).
+// immutable, as an index needs; unaccent() is neither immutable nor always installed). The text
+// comes from a function that reads a body that is not JSON, or that jsonb refuses (a \u0000), as
+// no text: such a row must not make its insert fail.
 #define PARLEY_FOLD(x)                                                                         \
   "translate(" x ", 'ÁÀÂÄÃÅáàâäãåÉÈÊËéèêëÍÌÎÏíìîïÓÒÔÖÕóòôöõÚÙÛÜúùûüÇçÑñÝýÿ', "                   \
   "'AAAAAAaaaaaaEEEEeeeeIIIIiiiiOOOOOoooooUUUUuuuuCcNnYyy')"
 #define PARLEY_MESSAGE_WORDS \
-  "to_tsvector('simple', " PARLEY_FOLD("COALESCE((body::jsonb)->>'content', '')") ")"
+  "to_tsvector('simple', " PARLEY_FOLD("COALESCE(parley_message_text(body), '')") ")"
 const std::vector<std::string> kSchemaV3Postgres = {
+    "CREATE FUNCTION parley_message_text(body TEXT) RETURNS TEXT IMMUTABLE LANGUAGE plpgsql AS "
+    "$fn$ BEGIN RETURN body::jsonb->>'content'; EXCEPTION WHEN others THEN RETURN NULL; END "
+    "$fn$",
     "CREATE INDEX parley_messages_text ON parley_messages USING gin (" PARLEY_MESSAGE_WORDS ")",
 };
 
@@ -716,8 +721,8 @@ std::vector<MessageSearchHit> SqlStoreEngine::searchMessages(const std::string& 
       for (const std::string& w : words) text += (text.empty() ? "" : " ") + w;
       // The index's own expression, so that the planner uses it.
       collect(c.query(
-          "SELECT m.thread_id, m.seq, (m.body::jsonb)->>'role', "
-          "ts_headline('simple', " PARLEY_FOLD("(m.body::jsonb)->>'content'") ", q, "
+          "SELECT m.thread_id, m.seq, (m.body::jsonb)->>'role', "  // valid JSON: it matched
+          "ts_headline('simple', " PARLEY_FOLD("parley_message_text(m.body)") ", q, "
           "'StartSel=[, StopSel=], MaxWords=16, MinWords=6, MaxFragments=1, "
           "FragmentDelimiter=...') "
           "FROM parley_messages m JOIN parley_threads t ON t.id = m.thread_id AND t.deleted = 0, "
