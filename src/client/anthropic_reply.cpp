@@ -358,41 +358,4 @@ ChatResult resultFromAnthropicMessage(std::string_view body) {
   return assembler.finish();
 }
 
-void AnthropicReader::reset() {
-  assembler_ = std::make_unique<AnthropicAssembler>();
-  delivered_ = false;
-}
-
-bool AnthropicReader::onEvent(const SseEvent& event, const HttpReplyInfo& reply) {
-  if (event.data.empty()) return true;
-  const StreamDelta* delta;
-  try {
-    delta = &assembler_->addEvent(event.data, reply.status);
-  } catch (const HttpError& e) {
-    HttpError::Details details = e.details();
-    details.requestId = reply.requestId;
-    throw HttpError(std::move(details));
-  }
-  if (!delta->empty() && onChunk_) {
-    delivered_ = true;
-    return (*onChunk_)(*delta);
-  }
-  return true;
-}
-
-void AnthropicReader::onStreamEnd(const HttpReplyInfo&) {
-  result_ = assembler_->finish();
-}
-
-void AnthropicReader::onBody(std::string_view body, const HttpReplyInfo& reply) {
-  try {
-    result_ = resultFromAnthropicMessage(body);
-  } catch (const HttpError& e) {
-    HttpError::Details details = e.details();
-    details.requestId = reply.requestId;
-    throw HttpError(std::move(details));
-  }
-  if (stream_ && onChunk_) deliverWhole(result_, *onChunk_);
-}
-
 }  // namespace parley::detail

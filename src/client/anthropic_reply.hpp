@@ -21,6 +21,7 @@
 #include <memory>
 #include <string_view>
 
+#include "client/event_stream_reader.hpp"
 #include "parley/llm.hpp"
 #include "parley/transport.hpp"
 
@@ -48,26 +49,7 @@ class AnthropicAssembler {
 // A whole (non-streamed) message object as a ChatResult.
 ChatResult resultFromAnthropicMessage(std::string_view body);
 
-class AnthropicReader final : public HttpReplySink {
- public:
-  AnthropicReader(const ChunkHandler* onChunk, bool stream)
-      : onChunk_(onChunk && *onChunk ? onChunk : nullptr), stream_(stream) {}
-
-  void reset() override;
-  bool onEvent(const SseEvent& event, const HttpReplyInfo& reply) override;
-  void onStreamEnd(const HttpReplyInfo& reply) override;
-  bool streamComplete() const noexcept override { return assembler_ && assembler_->sawStop(); }
-  bool delivered() const noexcept override { return delivered_; }
-  void onBody(std::string_view body, const HttpReplyInfo& reply) override;
-
-  ChatResult& result() noexcept { return result_; }
-
- private:
-  const ChunkHandler* onChunk_;
-  bool stream_;
-  bool delivered_ = false;
-  std::unique_ptr<AnthropicAssembler> assembler_;
-  ChatResult result_;
-};
+using AnthropicReader =
+    EventStreamReader<AnthropicAssembler, &AnthropicAssembler::sawStop, resultFromAnthropicMessage>;
 
 }  // namespace parley::detail

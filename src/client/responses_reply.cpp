@@ -342,41 +342,4 @@ ChatResult resultFromResponse(std::string_view body) {
   return assembler.finish();
 }
 
-void ResponsesReader::reset() {
-  assembler_ = std::make_unique<ResponsesAssembler>();
-  delivered_ = false;
-}
-
-bool ResponsesReader::onEvent(const SseEvent& event, const HttpReplyInfo& reply) {
-  if (event.data.empty()) return true;
-  const StreamDelta* delta;
-  try {
-    delta = &assembler_->addEvent(event.data, reply.status);
-  } catch (const HttpError& e) {
-    HttpError::Details details = e.details();
-    details.requestId = reply.requestId;
-    throw HttpError(std::move(details));
-  }
-  if (!delta->empty() && onChunk_) {
-    delivered_ = true;
-    return (*onChunk_)(*delta);
-  }
-  return true;
-}
-
-void ResponsesReader::onStreamEnd(const HttpReplyInfo&) {
-  result_ = assembler_->finish();
-}
-
-void ResponsesReader::onBody(std::string_view body, const HttpReplyInfo& reply) {
-  try {
-    result_ = resultFromResponse(body);
-  } catch (const HttpError& e) {
-    HttpError::Details details = e.details();
-    details.requestId = reply.requestId;
-    throw HttpError(std::move(details));
-  }
-  if (stream_ && onChunk_) deliverWhole(result_, *onChunk_);
-}
-
 }  // namespace parley::detail

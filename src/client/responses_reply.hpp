@@ -19,6 +19,7 @@
 #include <memory>
 #include <string_view>
 
+#include "client/event_stream_reader.hpp"
 #include "parley/llm.hpp"
 #include "parley/transport.hpp"
 
@@ -47,26 +48,7 @@ class ResponsesAssembler {
 // A whole (non-streamed) response object as a ChatResult.
 ChatResult resultFromResponse(std::string_view body);
 
-class ResponsesReader final : public HttpReplySink {
- public:
-  ResponsesReader(const ChunkHandler* onChunk, bool stream)
-      : onChunk_(onChunk && *onChunk ? onChunk : nullptr), stream_(stream) {}
-
-  void reset() override;
-  bool onEvent(const SseEvent& event, const HttpReplyInfo& reply) override;
-  void onStreamEnd(const HttpReplyInfo& reply) override;
-  bool streamComplete() const noexcept override { return assembler_ && assembler_->sawEnd(); }
-  bool delivered() const noexcept override { return delivered_; }
-  void onBody(std::string_view body, const HttpReplyInfo& reply) override;
-
-  ChatResult& result() noexcept { return result_; }
-
- private:
-  const ChunkHandler* onChunk_;
-  bool stream_;
-  bool delivered_ = false;
-  std::unique_ptr<ResponsesAssembler> assembler_;
-  ChatResult result_;
-};
+using ResponsesReader =
+    EventStreamReader<ResponsesAssembler, &ResponsesAssembler::sawEnd, resultFromResponse>;
 
 }  // namespace parley::detail
