@@ -567,6 +567,29 @@ TEST_F(Executor, ValidationFailuresNameTheField) {
   EXPECT_EQ(executor.threadCount(), 0u);
 }
 
+TEST_F(Executor, AnHttpErrorCrossesTheEventsAsItself) {
+  startMock(R"({"error": {"status": 429, "message": "slow down", "type": "rate_limit"}})");
+  Recorder rec(bus_);
+  LlmExecutor executor(bus_, options());
+  try {
+    executor.execute(request("limited", "hi"));
+    ADD_FAILURE() << "no error";
+  } catch (const HttpError& e) {
+    EXPECT_EQ(e.status(), 429);
+    EXPECT_EQ(e.apiMessage(), "slow down");
+    EXPECT_EQ(e.apiType(), "rate_limit");
+    EXPECT_NE(e.body().find("slow down"), std::string::npos);
+    EXPECT_TRUE(e.retryable());
+  }
+  std::lock_guard lock(rec.mutex);
+  ASSERT_EQ(rec.failed.size(), 1u);
+  const nlohmann::json& details = rec.failed[0].errorDetails;
+  EXPECT_EQ(details.at("kind"), "http");
+  EXPECT_EQ(details.at("status"), 429);
+  EXPECT_EQ(details.at("retryable"), true);
+  EXPECT_EQ(details.at("message"), rec.failed[0].error);
+}
+
 TEST_F(Executor, CleanupWhileAToolCallIsPendingCancelsTheThread) {
   startMock(kToolScript);
   addTools();

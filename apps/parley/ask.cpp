@@ -246,7 +246,7 @@ int runAsk(const AskArgs& given) {
     forgetNewThread();
     if (printedText) std::cout << (rendered ? rendered->finish() : std::string()) << "\n";
     std::cerr << "parley: error: " << forTerminal(oneLine(e.what()), STDERR_FILENO) << "\n";
-    return dynamic_cast<const ValidationError*>(&e) ? kExitUsage : kExitFailure;
+    return exitCodeOf(e);
   }
   std::signal(SIGINT, previous);
   // After the reply, so a terminal shows the note on a line of its own. Said when the user

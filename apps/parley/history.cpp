@@ -271,10 +271,10 @@ int guarded(const std::function<void()>& body) {
     return kExitOk;
   } catch (const ValidationError& e) {
     std::cerr << "parley: " << e.what() << "\n";
-    return kExitUsage;
+    return exitCodeOf(e);
   } catch (const Error& e) {
     std::cerr << "parley: error: " << e.what() << "\n";
-    return kExitFailure;
+    return exitCodeOf(e);
   }
 }
 

@@ -96,9 +96,10 @@ class LlmExecutor {
   LlmExecutor(const LlmExecutor&) = delete;
   LlmExecutor& operator=(const LlmExecutor&) = delete;
 
-  // Publishes the request on the bus and waits for its completion. Throws ValidationError
-  // (naming the field) for an invalid request, CancelledError when it was cancelled, Error
-  // with the failure's message otherwise. A request without traceId gets one.
+  // Publishes the request on the bus and waits for its completion. A failure is rethrown as
+  // the error the request failed with (errorFromJson of its errorDetails): ValidationError
+  // naming the field for an invalid request, CancelledError when it was cancelled, HttpError
+  // with the status and body the server sent, and so on. A request without traceId gets one.
   LlmExecutionResult execute(LlmExecutionRequest request);
 
   // Returns once no request is queued or running.

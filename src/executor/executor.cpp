@@ -184,33 +184,8 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
   void publishFailed(const LlmExecutionRequest& request, const std::exception_ptr& error) {
     auto event = causedBy<LlmExecutionFailed>(request);
     event.nodeId = request.nodeId;
-    try {
-      std::rethrow_exception(error);
-    } catch (const ValidationError& e) {
-      event.error = e.what();
-      event.errorDetails = {{"kind", "validation"}, {"field", e.field()}, {"reason", e.reason()}};
-    } catch (const CancelledError& e) {
-      event.error = e.what();
-      event.errorDetails = {{"kind", "cancelled"}};
-    } catch (const TimeoutError& e) {
-      event.error = e.what();
-      event.errorDetails = {{"kind", "timeout"}};
-    } catch (const HttpError& e) {
-      event.error = e.what();
-      event.errorDetails = {{"kind", "http"}, {"status", e.status()}};
-    } catch (const ConnectionError& e) {
-      event.error = e.what();
-      event.errorDetails = {{"kind", "connection"}};
-    } catch (const ProtocolError& e) {
-      event.error = e.what();
-      event.errorDetails = {{"kind", "protocol"}};
-    } catch (const std::exception& e) {
-      event.error = e.what();
-      event.errorDetails = {{"kind", "error"}};
-    } catch (...) {
-      event.error = "unknown error";
-      event.errorDetails = {{"kind", "error"}};
-    }
+    event.errorDetails = errorToJson(error);
+    event.error = event.errorDetails.at("message").get<std::string>();
     bus.publish(event);
   }
 
@@ -836,19 +811,10 @@ LlmExecutionResult LlmExecutor::execute(LlmExecutionRequest request) {
   Subscription failed =
       bus.subscribe<LlmExecutionFailed>([promise, settled, trace](const LlmExecutionFailed& e) {
         if (e.traceId != trace || settled->exchange(true)) return;
-        const std::string kind = e.errorDetails.value("kind", "");
-        std::exception_ptr error;
-        if (kind == "validation") {
-          error = std::make_exception_ptr(ValidationError(e.errorDetails.value("field", ""),
-                                                          e.errorDetails.value("reason", e.error)));
-        } else if (kind == "cancelled") {
-          error = std::make_exception_ptr(CancelledError(e.error));
-        } else if (kind == "timeout") {
-          error = std::make_exception_ptr(TimeoutError(e.error));
-        } else {
-          error = std::make_exception_ptr(Error(e.error));
-        }
-        promise->set_exception(error);
+        nlohmann::json details = e.errorDetails;
+        // A failure published by someone else may say what went wrong in `error` alone.
+        if (details.is_object() && !details.contains("message")) details["message"] = e.error;
+        promise->set_exception(errorFromJson(details));
       });
   bus.publish(request);
   return promise->get_future().get();
