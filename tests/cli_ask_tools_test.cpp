@@ -19,6 +19,7 @@
 #include "parley/errors.hpp"
 #include "parley/store.hpp"
 #include "parley/tools.hpp"
+#include "parley/stored_thread.hpp"
 
 namespace parley {
 namespace {
@@ -285,7 +286,7 @@ TEST_F(AskToolsTest, ThreadContinuesAcrossRuns) {
   // And the store holds every turn, whole.
   SqliteStore store(db);
   ConversationManager manager;
-  store.load("t1", manager);
+  loadConversation(store, "t1", manager);
   EXPECT_EQ(manager.getMessageCount(), 9u);
   EXPECT_EQ(manager.getAllMessages().back().content, "You said: and again");
 }

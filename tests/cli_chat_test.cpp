@@ -17,6 +17,7 @@
 #include "mock/script.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/store.hpp"
+#include "parley/stored_thread.hpp"
 
 namespace parley {
 namespace {
@@ -139,7 +140,7 @@ TEST_F(ChatTest, ForkSwitchUndoSaveAndResume) {
     if (info.parentId == "t1") {
       ++forks;
       ConversationManager fork;
-      store.load(info.id, fork);
+      loadConversation(store, info.id, fork);
       EXPECT_EQ(fork.getAllMessages().back().content, "You said: two");
     }
   }
@@ -359,7 +360,7 @@ TEST_F(ChatTest, CtrlCCancelsTheReplyAndKeepsTheSession) {
   // The cancelled prompt left no trace: the store holds the two whole turns.
   SqliteStore store(db_);
   ConversationManager manager;
-  store.load("t1", manager);
+  loadConversation(store, "t1", manager);
   ASSERT_EQ(manager.getMessageCount(), 4u);
   EXPECT_EQ(manager.getAllMessages()[2].content, "again");
   server.stop();
@@ -529,7 +530,7 @@ TEST_F(ChatTest, TypedUtf8CtrlCAtThePromptMultiLineFilesAndExit) {
   ASSERT_EQ(seen.size(), 3u);
   SqliteStore store(db_);
   ConversationManager manager;
-  store.load("t1", manager);
+  loadConversation(store, "t1", manager);
   ASSERT_EQ(manager.getMessageCount(), 6u);
   EXPECT_EQ(manager.getAllMessages()[2].content, "line one\nline two");
   EXPECT_EQ(manager.getAllMessages()[4].content.rfind("read this\n\n", 0), 0u);

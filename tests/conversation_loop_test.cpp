@@ -17,6 +17,7 @@
 #include "parley/errors.hpp"
 #include "parley/openai_client.hpp"
 #include "parley/store.hpp"
+#include "parley/stored_thread.hpp"
 #include "printers.hpp"
 
 namespace parley {

@@ -35,6 +35,7 @@
 #include "markdown.hpp"
 #include "template_config.hpp"
 #include "terminal.hpp"
+#include "parley/stored_thread.hpp"
 #include "tool_file.hpp"
 
 namespace parley::cli {

@@ -54,6 +54,7 @@
 #include "prompt_input.hpp"
 #include "template_config.hpp"
 #include "terminal.hpp"
+#include "parley/stored_thread.hpp"
 #include "tool_file.hpp"
 
 namespace parley::cli {
@@ -1041,7 +1042,7 @@ class ChatSession {
       }
       ConversationManager loaded(manager.options());
       loaded.restoreFromSnapshot(snapshot);
-      const ThreadInfo info = store_->importThread(snapshot);
+      const ThreadInfo info = importThread(*store_, snapshot);
       auto thread = std::make_shared<StoredThread>(store_, info.id);
       thread->attach(loaded);
       const std::string branchName = freshName("loaded");

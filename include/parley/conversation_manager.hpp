@@ -38,12 +38,12 @@
 #include "parley/message_store.hpp"
 #include "parley/tokens.hpp"
 #include "parley/tools.hpp"
+#include "parley/turn_sink.hpp"
 #include "parley/usage.hpp"
 
 namespace parley {
 
 class ConversationManager;
-class StoredThread;
 
 // What checkTokenUsage() found.
 struct TokenCheck {
@@ -87,10 +87,11 @@ struct ConversationOptions {
   TokenLimitHandler onTokenLimitExceeded;  // the compression trigger; see summarizeAndTruncate()
   // When set, each complete turn is saved through it as soon as it is committed: a reply without
   // tool calls, or the tool results that complete an iteration (never an assistant tool-call
-  // message without its results). A failed model call saves nothing. Attach it to its thread
-  // first (StoredThread::attach). A failed save throws (StoreError, StoreConflict) from the call
-  // that committed the turn; the turn stays in memory and the next save writes it.
-  std::shared_ptr<StoredThread> persist;
+  // message without its results). A failed model call saves nothing. For a StoredThread
+  // (stored_thread.hpp), attach it to its thread first. A failed save throws (StoreError,
+  // StoreConflict) from the call that committed the turn; the turn stays in memory and the next
+  // save writes it.
+  std::shared_ptr<TurnSink> persist;
   // Where diagnostics go (a failing trigger, ...). Null: stderr.
   std::function<void(const std::string&)> log;
 };
@@ -222,9 +223,9 @@ class ConversationManager {
   // thread's history, so the clone's options.persist is null. To keep a clone, fork the thread
   // and give it the fork: clone(thread.fork(*this)).
   ConversationManager clone() const;
-  // The same, saving each whole turn through `persist` (attached to a thread that holds what
+  // The same, saving each whole turn through `persist` (a sink for a thread that holds what
   // this manager holds, e.g. StoredThread::fork()).
-  ConversationManager clone(std::shared_ptr<StoredThread> persist) const;
+  ConversationManager clone(std::shared_ptr<TurnSink> persist) const;
 
   // Bumps on every change; lets a caller (a store, a cache) see that something changed.
   uint64_t revision() const;

@@ -9,7 +9,6 @@
 
 #include "parley/context_ops.hpp"
 #include "parley/errors.hpp"
-#include "parley/store.hpp"
 
 namespace parley {
 
@@ -374,7 +373,7 @@ ConversationManager ConversationManager::clone() const {
   return clone(nullptr);
 }
 
-ConversationManager ConversationManager::clone(std::shared_ptr<StoredThread> persist) const {
+ConversationManager ConversationManager::clone(std::shared_ptr<TurnSink> persist) const {
   ConversationManager copy;
   std::shared_lock lock(state_->mutex);
   State& to = *copy.state_;
@@ -575,7 +574,7 @@ void ConversationManager::persistIfWhole() {
       if (last.role == Role::Assistant && !last.toolCalls.empty()) return;  // results to come
     }
   }
-  state_->options->persist->save(*this);
+  state_->options->persist->saveTurn(*this);
 }
 
 ChatResult ConversationManager::executeLlmCall(const LlmCallOptions& options) {

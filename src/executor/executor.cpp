@@ -18,6 +18,7 @@
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/store.hpp"
+#include "parley/stored_thread.hpp"
 #include "parley/thread_pool.hpp"
 
 namespace parley {

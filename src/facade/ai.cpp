@@ -10,6 +10,7 @@
 #include "parley/errors.hpp"
 #include "parley/openai_client.hpp"
 #include "parley/store.hpp"
+#include "parley/stored_thread.hpp"
 
 namespace parley {
 
@@ -81,6 +82,8 @@ struct Conversation::State {
   mutable std::mutex mutex;
   std::shared_ptr<AI::State> ai;
   ConversationManager manager;
+  // The thread manager.options().persist saves to, when it is one (duplicate() forks it).
+  std::shared_ptr<StoredThread> thread;
   int promptTokens = 0;
   int responseTokens = 0;
   std::string finishReason;
@@ -228,6 +231,7 @@ Conversation AI::createConversation(std::shared_ptr<ConversationStore> store,
     ConversationManager persisted(std::move(options));
     thread->attach(persisted);
     conversation.state_->manager = std::move(persisted);
+    conversation.state_->thread = std::move(thread);
   } catch (const std::exception& e) {
     conversation.state_->lastError = describe(e);
   }
@@ -352,10 +356,12 @@ Conversation Conversation::duplicate() const {
   std::lock_guard lock(state_->mutex);
   fork->ai = state_->ai;
   // A stored conversation forks its thread too, so each saves its own turns.
-  if (const auto& parent = state_->manager.options().persist) {
+  if (const auto& parent = state_->thread; parent && state_->manager.options().persist == parent) {
     try {
-      fork->manager = state_->manager.clone(parent->fork(state_->manager));
+      fork->thread = parent->fork(state_->manager);
+      fork->manager = state_->manager.clone(fork->thread);
     } catch (const std::exception& e) {
+      fork->thread = nullptr;
       fork->manager = state_->manager.clone();
       fork->lastError = "the fork is not saved: " + describe(e);
     }
