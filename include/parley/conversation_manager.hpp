@@ -105,10 +105,25 @@ struct LlmCallOptions {
   std::optional<ChatRequest> request;
 };
 
+// Runs the tool calls of one reply and returns one result per call, in the calls' order. A
+// tool's failure is a result with an error, not an exception; an exception (CancelledError,
+// ...) ends the run.
+using ToolCallRunner = std::function<std::vector<ToolResult>(const std::vector<ToolCall>& calls,
+                                                             std::stop_token cancel)>;
+
+// What a runner of the tool loop changes about run(). The loop itself (call, run the tools,
+// append, repeat; the caps; when a turn is whole and saved) is the same for every runner: the
+// facade, the executor and a durable-run worker only configure it.
 struct RunOptions : LlmCallOptions {
   std::optional<int> maxIterations;                     // nullopt: ConversationOptions's
   std::function<void(const ToolCall&)> onToolCall;      // before a tool call runs
   std::function<void(const ToolResult&)> onToolResult;  // after, in the order of the calls
+  // How the calls are executed. Null: the conversation's ToolExecutor, in this process. The
+  // executor sends them out as events to a ToolWorker; a durable run journals them.
+  ToolCallRunner runToolCalls;
+  // Each message the run adds to the history (the prompt, each reply, each tool result), in
+  // order, once it is appended.
+  std::function<void(const Message&)> onMessage;
 };
 
 struct RunResult {
@@ -117,7 +132,8 @@ struct RunResult {
   int iterations = 0;                   // model calls made
   TokenUsage usage;                     // summed over the run's calls
   Message message;                      // the last assistant message
-  std::vector<ToolResult> toolResults;  // every tool call of the run, in order
+  std::vector<ToolCall> toolCalls;      // every tool call the model made, in order
+  std::vector<ToolResult> toolResults;  // their results, in the same order
 };
 
 class ConversationManager {
@@ -184,10 +200,11 @@ class ConversationManager {
   // of the calls.
   std::vector<ToolResult> executeToolCalls(const std::vector<ToolCall>& calls,
                                            std::stop_token cancel = {});
-  // Appends the user prompt and loops: call the model; if the reply has tool calls, run them
-  // and call again; stop at a reply without tool calls or after maxIterations calls (finish
-  // reason "max_iterations"). Each iteration is stored as one assistant
-  // message, then one tool message per call.
+  // The tool loop, the only one in parley: appends the user prompt and loops: call the model;
+  // if the reply has tool calls, run them (options.runToolCalls, else the ToolExecutor) and
+  // call again; stop at a reply without tool calls or after maxIterations calls (finish reason
+  // "max_iterations"). Each iteration is stored as one assistant message, then one tool
+  // message per call; each whole turn is saved through options.persist.
   RunResult run(const std::string& prompt, const RunOptions& options = {});
 
   // --- tokens ----------------------------------------------------------------------------------
@@ -239,7 +256,8 @@ class ConversationManager {
 
  private:
   struct State;
-  ChatResult call(const std::vector<Message>& pending, const LlmCallOptions& options);
+  ChatResult call(const std::vector<Message>& pending, const LlmCallOptions& options,
+                  const std::function<void(const Message&)>& onMessage = nullptr);
   std::vector<ToolResult> runTools(const std::vector<ToolCall>& calls, std::stop_token cancel,
                                    const RunOptions* hooks);
   nlohmann::json tokenUsageJson() const;  // REQUIRES the lock

@@ -510,7 +510,8 @@ const ConversationOptions& ConversationManager::options() const {
 // --- model and tools ----------------------------------------------------------------------
 
 ChatResult ConversationManager::call(const std::vector<Message>& pending,
-                                     const LlmCallOptions& options) {
+                                     const LlmCallOptions& options,
+                                     const std::function<void(const Message&)>& onMessage) {
   const ConversationOptions& config = *state_->options;
   if (!config.llm) {
     throw ValidationError("options.llm", "this conversation has no model attached");
@@ -560,6 +561,11 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
   }
   ++st.revision;
   lock.unlock();
+  if (onMessage) {
+    for (const Message& m : pending)
+      onMessage(m);
+    onMessage(result.message);
+  }
   persistIfWhole();
   return result;
 }
@@ -593,7 +599,13 @@ std::vector<ToolResult> ConversationManager::runTools(const std::vector<ToolCall
     for (const ToolCall& c : calls)
       hooks->onToolCall(c);
   }
-  std::vector<ToolResult> results = state_->executor->executeAll(calls, std::move(cancel));
+  std::vector<ToolResult> results = hooks && hooks->runToolCalls
+                                        ? hooks->runToolCalls(calls, std::move(cancel))
+                                        : state_->executor->executeAll(calls, std::move(cancel));
+  if (results.size() != calls.size()) {
+    throw ProtocolError("the tool-call runner returned " + std::to_string(results.size()) +
+                        " results for " + std::to_string(calls.size()) + " calls");
+  }
   std::vector<Message> messages;
   messages.reserve(results.size());
   for (const ToolResult& r : results) {
@@ -604,8 +616,13 @@ std::vector<ToolResult> ConversationManager::runTools(const std::vector<ToolCall
   }
   {
     std::unique_lock lock(state_->mutex);
-    state_->store.appendAll(std::move(messages));
+    // A copy only when a hook will read the messages after they are appended.
+    state_->store.appendAll(hooks && hooks->onMessage ? messages : std::move(messages));
     ++state_->revision;
+  }
+  if (hooks && hooks->onMessage) {
+    for (const Message& m : messages)
+      hooks->onMessage(m);
   }
   persistIfWhole();
   if (hooks && hooks->onToolResult) {
@@ -636,7 +653,7 @@ RunResult ConversationManager::run(const std::string& prompt, const RunOptions& 
       run.finishReason = "max_iterations";
       break;
     }
-    ChatResult result = call(pending, options);
+    ChatResult result = call(pending, options, options.onMessage);
     pending.clear();
     ++run.iterations;
     if (result.usage) addUsage(run.usage, *result.usage);
@@ -644,6 +661,8 @@ RunResult ConversationManager::run(const std::string& prompt, const RunOptions& 
     run.content = result.message.content;
     run.finishReason = result.finishReason;
     if (result.message.toolCalls.empty()) break;
+    run.toolCalls.insert(run.toolCalls.end(), result.message.toolCalls.begin(),
+                         result.message.toolCalls.end());
     auto results = runTools(result.message.toolCalls, options.stopToken, &options);
     run.toolResults.insert(run.toolResults.end(), std::make_move_iterator(results.begin()),
                            std::make_move_iterator(results.end()));

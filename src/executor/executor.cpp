@@ -34,12 +34,6 @@ Event causedBy(const LlmExecutionRequest& request) {
   return event;
 }
 
-void addUsage(TokenUsage& sum, const TokenUsage& usage) {
-  sum.promptTokens += usage.promptTokens;
-  sum.completionTokens += usage.completionTokens;
-  sum.totalTokens += usage.totalTokens;
-}
-
 bool isContextProcessor(const LlmExecutionRequest& request) {
   return request.nodeType == "context_processor";
 }
@@ -461,16 +455,19 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     wait->answered.notify_all();
   }
 
+  // The manager's tool loop (ConversationManager::run), configured for the executor: tool calls
+  // go out as events (runTools), every message added is published, chunks carry the iteration.
   LlmExecutionResult runLoop(ThreadState& state, const LlmExecutionRequest& request,
                              const std::string& prompt) {
     ConversationManager& manager = *state.manager;
     const LlmRequestData& data = request.requestData;
     std::stop_token stop = state.stop.get_token();
 
-    LlmCallOptions call;
-    call.stream = data.stream;
-    call.stopToken = stop;
-    if (options.llmTimeout.count() > 0) call.timeout = options.llmTimeout;
+    RunOptions run;
+    run.maxIterations = options.maxIterations;
+    run.stream = data.stream;
+    run.stopToken = stop;
+    if (options.llmTimeout.count() > 0) run.timeout = options.llmTimeout;
     if (!data.parameters.empty() || !data.tools.empty()) {
       ChatRequest base = manager.options().request;
       // Merged last into the body, so the request's parameters win.
@@ -484,10 +481,10 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
         }
         base.extra["tools"] = std::move(subset);
       }
-      call.request = std::move(base);
+      run.request = std::move(base);
     }
-    int iteration = 0;
-    call.onChunk = [&](const StreamDelta& delta) {
+    int iteration = 1;  // of the model call under way: one more than the replies seen
+    run.onChunk = [&](const StreamDelta& delta) {
       if (!delta.content.empty() || !delta.reasoning.empty()) {
         auto chunk = causedBy<LlmStreamChunk>(request);
         chunk.nodeId = request.nodeId;
@@ -498,39 +495,21 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       }
       return !stop.stop_requested();
     };
+    run.onMessage = [&](const Message& message) {
+      if (message.role == Role::Assistant) ++iteration;
+      publishAdded(request, message);
+    };
+    run.runToolCalls = [&](const std::vector<ToolCall>& calls, std::stop_token cancel) {
+      return runTools(request, calls, std::move(cancel));
+    };
 
+    RunResult done = manager.run(prompt, run);
     LlmExecutionResult out;
-    std::vector<Message> pending{Message::user(prompt)};
-    for (;;) {
-      if (out.iterations >= options.maxIterations) {
-        out.finishReason = "max_iterations";
-        break;
-      }
-      iteration = out.iterations + 1;
-      ChatResult reply = manager.executeLlmCall(pending, call);
-      for (const Message& m : pending)
-        publishAdded(request, m);
-      publishAdded(request, reply.message);
-      pending.clear();
-      ++out.iterations;
-      if (reply.usage) addUsage(out.usage, *reply.usage);
-      out.content = reply.message.content;
-      out.finishReason = reply.finishReason;
-      if (reply.message.toolCalls.empty()) break;
-      out.toolCalls.insert(out.toolCalls.end(), reply.message.toolCalls.begin(),
-                           reply.message.toolCalls.end());
-      std::vector<ToolResult> results = runTools(request, reply.message.toolCalls, stop);
-      std::vector<Message> messages;
-      messages.reserve(results.size());
-      for (const ToolResult& r : results) {
-        Message m = r.toMessage();
-        if (m.content.empty()) m.content = "(empty result)";  // chat APIs want text
-        messages.push_back(std::move(m));
-      }
-      manager.addMessages(messages);
-      for (const Message& m : messages)
-        publishAdded(request, m);
-    }
+    out.content = std::move(done.content);
+    out.usage = done.usage;
+    out.finishReason = std::move(done.finishReason);
+    out.toolCalls = std::move(done.toolCalls);
+    out.iterations = done.iterations;
     return out;
   }
 
