@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -339,6 +340,45 @@ struct CappedWorker {
   std::map<std::string, size_t> largest;
   Subscription sub;
 };
+
+// Some servers number tool calls per reply ("functions.search:0" in every reply), so two
+// threads wait for calls of the same id at once: each answer reaches its own thread.
+TEST_F(Executor, ThreadsWhoseModelsReuseACallIdDoNotCollide) {
+  startMock(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "got {{tool_results}}"}}
+{"reply": {"tool_calls": [{"id": "functions.search:0", "name": "alpha", "arguments": {}}]}}
+)");
+  addTools();
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<ToolExecutionRequest> waiting;
+  Subscription sub = bus_.subscribe<ToolExecutionRequest>([&](const ToolExecutionRequest& e) {
+    std::lock_guard lock(mutex);
+    waiting.push_back(e);
+    changed.notify_all();
+  });
+  LlmExecutor executor(bus_, options(/*toolWorker=*/false));
+  auto first = std::async(std::launch::async, [&] { return executor.execute(request("t1", "go")); });
+  auto second = std::async(std::launch::async, [&] { return executor.execute(request("t2", "go")); });
+  {
+    std::unique_lock lock(mutex);
+    // The bound only turns a collision (one call refused, never sent) into a failure.
+    ASSERT_TRUE(changed.wait_for(lock, 10s, [&] { return waiting.size() == 2; }))
+        << "only " << waiting.size() << " call(s) went out";
+  }
+  for (const ToolExecutionRequest& e : waiting) {
+    EXPECT_EQ(e.toolCall.id, "functions.search:0");
+    ToolExecutionCompleted done;
+    done.threadId = e.threadId;
+    done.traceId = e.traceId;
+    done.toolCallId = e.toolCall.id;
+    done.result.success = true;
+    done.result.result = "answer-for-" + e.threadId;
+    bus_.publish(done);
+  }
+  EXPECT_NE(first.get().content.find("answer-for-t1"), std::string::npos);
+  EXPECT_NE(second.get().content.find("answer-for-t2"), std::string::npos);
+}
 
 TEST_F(Executor, ToolCallsOfAThreadStayWithinTheCapAndKeepTheirOrder) {
   startMock(kFiveToolCalls);

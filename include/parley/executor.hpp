@@ -8,7 +8,8 @@
 // use, loaded from the store when one is set, or restored from contextSnapshot), call the model
 // with the prompt, send each tool call of a reply out as a ToolExecutionRequest (at most
 // maxToolCallsPerThread unanswered at once) and wait for the ToolExecutionCompleted/Failed of
-// its toolCallId (or the tool timeout: then the tool gets an error result), append the tool
+// its thread and toolCallId (or the tool timeout: then the tool gets an error result; two
+// threads may wait for calls of the same id), append the tool
 // messages in call order, call again, until a reply without tool calls or maxIterations calls.
 // With responseCacheSize set, a model call whose request was answered before is replayed
 // from the cache instead (see the option). Every event a request causes carries its traceId
