@@ -249,6 +249,83 @@ TEST_F(ConversationLoop, SlowToolHitsItsTimeoutAndTheModelSeesTheError) {
   EXPECT_EQ(result.content, "tool said " + toolMessage);
 }
 
+// One deadline for the whole turn: a tool that would run for a minute is stopped when the
+// turn's time is up, and run() fails with a TimeoutError, however long each tool may run.
+TEST_F(ConversationLoop, TurnTimeoutStopsASlowToolAndFailsTheTurn) {
+  startMock(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "done"}}
+{"reply": {"tool_calls": [{"name": "slow", "arguments": {}}]}}
+)");
+  ToolOptions toolOptions;
+  toolOptions.timeout = 60s;
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool stopped = false;
+  tools_->add(
+      "slow", "", json::object(),
+      [&](const json&, ToolContext& context) -> json {
+        {
+          std::mutex m;
+          std::condition_variable_any cv;
+          std::unique_lock lock(m);
+          cv.wait(lock, context.stopToken, [] { return false; });
+        }
+        std::lock_guard lock(mutex);
+        stopped = true;
+        changed.notify_all();
+        return "late";
+      },
+      toolOptions);
+  ConversationManager c(options());
+  RunOptions run;
+  run.turnTimeout = 300ms;
+  try {
+    c.run("go", run);
+    FAIL() << "the turn outlived its deadline";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("turn"), std::string::npos) << e.what();
+  }
+  {
+    // The bound only turns a tool that was never stopped into a failure instead of a hang.
+    std::unique_lock lock(mutex);
+    EXPECT_TRUE(changed.wait_for(lock, 10s, [&] { return stopped; }));
+  }
+  EXPECT_EQ(server_->requests().size(), 1u);  // the model was not called again
+  expectWellFormed(c.getMessages());          // the call has its (cancelled) result
+  RunOptions bad;
+  bad.turnTimeout = 0ms;
+  EXPECT_THROW(c.run("x", bad), ValidationError);
+}
+
+// A reply asking for more calls than maxToolCallsPerReply: the first ones run, the rest get an
+// error result the model reads, and every call still has its tool message.
+TEST_F(ConversationLoop, ToolCallsPastTheCapPerReplyAreNotRun) {
+  startMock(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "ok"}}
+{"reply": {"tool_calls": [{"name": "count", "arguments": {}}, {"name": "count", "arguments": {}}, {"name": "count", "arguments": {}}, {"name": "count", "arguments": {}}, {"name": "count", "arguments": {}}]}}
+)");
+  std::atomic<int> ran{0};
+  tools_->add("count", "", json::object(), [&](const json&, ToolContext&) -> json {
+    return ++ran;
+  });
+  ConversationOptions o = options();
+  o.maxToolCallsPerReply = 2;
+  ConversationManager c(o);
+  RunResult result = c.run("go");
+  EXPECT_EQ(ran.load(), 2);
+  ASSERT_EQ(result.toolResults.size(), 5u);
+  EXPECT_TRUE(result.toolResults[0].success);
+  EXPECT_TRUE(result.toolResults[1].success);
+  for (size_t i = 2; i < 5; ++i) {
+    EXPECT_EQ(result.toolResults[i].errorKind, ToolErrorKind::NotRun);
+    EXPECT_NE(result.toolResults[i].error.find("at most 2"), std::string::npos);
+  }
+  EXPECT_EQ(c.getMessageCountByRole(Role::Tool), 5u);
+  expectWellFormed(c.getMessages());
+  o.maxToolCallsPerReply = 0;
+  EXPECT_THROW(ConversationManager{o}, ValidationError);
+}
+
 TEST_F(ConversationLoop, SchemaInvalidArgumentsAreRepairedByTheModel) {
   startMock(R"(
 {"match": {"request": 1}, "reply": {"tool_calls": [{"name": "get_weather", "arguments": {"city": 5}}]}}

@@ -358,8 +358,10 @@ TEST_F(Executor, ThreadsWhoseModelsReuseACallIdDoNotCollide) {
     changed.notify_all();
   });
   LlmExecutor executor(bus_, options(/*toolWorker=*/false));
-  auto first = std::async(std::launch::async, [&] { return executor.execute(request("t1", "go")); });
-  auto second = std::async(std::launch::async, [&] { return executor.execute(request("t2", "go")); });
+  auto first =
+      std::async(std::launch::async, [&] { return executor.execute(request("t1", "go")); });
+  auto second =
+      std::async(std::launch::async, [&] { return executor.execute(request("t2", "go")); });
   {
     std::unique_lock lock(mutex);
     // The bound only turns a collision (one call refused, never sent) into a failure.

@@ -172,7 +172,11 @@ int runAsk(const AskArgs& given) {
   }
 
   RunOptions run;
-  if (args.timeoutMs > 0) run.timeout = std::chrono::milliseconds(args.timeoutMs);
+  if (args.timeoutMs > 0) {
+    // The whole turn: a tool that outlives it is stopped, and the turn fails with a timeout.
+    run.timeout = std::chrono::milliseconds(args.timeoutMs);
+    run.turnTimeout = run.timeout;
+  }
   bool printedText = false;
   bool atLineStart = true;
   TerminalFilter toStdout(STDOUT_FILENO);
@@ -324,7 +328,7 @@ void addAskCommand(CLI::App& app, int& exitCode) {
                   "Add a file's text to the prompt, fenced and labelled (repeatable; a directory "
                   "adds its text files; caps: 1 MiB a file, 8 MiB in all, 200 files)")
       ->allow_extra_args(false);
-  cmd->add_option("--timeout", args->timeoutMs, "Bound the whole call, retries included, in ms");
+  cmd->add_option("--timeout", args->timeoutMs, "Bound the whole turn (model calls, retries, tools), in ms");
   cmd->add_option("--format", args->format,
                   "The reply as text (Markdown rendered, wrapped; the default on a terminal), "
                   "markdown (as the model wrote it; the default elsewhere) or json (as --json)");

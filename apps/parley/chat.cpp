@@ -1,4 +1,6 @@
 // `parley chat`: an interactive conversation with streaming, tools, forks and persistence.
+// Over 600 lines because the session's slash commands share its state (branches, the store,
+// the renderer); the line editor, Markdown, templates and prompt input are files of their own.
 //
 // On a terminal it reads lines with libedit (editing, input history); otherwise it reads plain
 // lines from stdin, so scripts and tests can pipe a session in. Each turn is

@@ -80,6 +80,9 @@ struct ConversationOptions {
   ChatRequest request;
   bool stream = false;     // stream calls (the chunk callback sees deltas)
   int maxIterations = 10;  // model calls in one run()
+  // Tool calls run for one reply; the calls past it are not run and get an error result the
+  // model can read (kind NotRun), so a reply asking for 10 000 calls cannot start 10 000.
+  int maxToolCallsPerReply = 64;
   int64_t tokenLimit = 0;  // 0: no limit
   // Counts the view locally when the API's usage does not cover it. Default: o200k_base,
   // or the ceil(code points / 2.5) estimate when its vocabulary is not installed.
@@ -116,6 +119,10 @@ using ToolCallRunner = std::function<std::vector<ToolResult>(const std::vector<T
 // facade, the executor and a durable-run worker only configure it.
 struct RunOptions : LlmCallOptions {
   std::optional<int> maxIterations;                     // nullopt: ConversationOptions's
+  // One deadline for the whole run: every model call with its retries, and every tool. When it
+  // passes, what is under way is cancelled and run() throws TimeoutError. (LlmCallOptions::timeout
+  // still bounds each model call.) nullopt: no deadline beyond the calls' own.
+  std::optional<std::chrono::milliseconds> turnTimeout;
   std::function<void(const ToolCall&)> onToolCall;      // before a tool call runs
   std::function<void(const ToolResult&)> onToolResult;  // after, in the order of the calls
   // How the calls are executed. Null: the conversation's ToolExecutor, in this process. The

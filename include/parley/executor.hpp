@@ -59,6 +59,11 @@ struct ExecutorOptions {
   std::chrono::milliseconds toolCallTimeout{60'000};
   // Each model call, retries included; 0: only the profile's own timeouts.
   std::chrono::milliseconds llmTimeout{0};
+  // A whole llm request: every model call, retry and tool call it makes; when it passes, what
+  // is under way is cancelled and the request fails with a TimeoutError. 0: no such bound.
+  std::chrono::milliseconds requestTimeout{0};
+  // Tool calls run for one reply; the calls past it get an error result the model can read.
+  int maxToolCallsPerReply = 64;
   int maxIterations = 10;  // model calls per request; >= 1
   // Tool calls of one thread sent out (ToolExecutionRequest) and not yet answered, at most.
   // A reply with more calls sends this many and the next one each time an answer or a

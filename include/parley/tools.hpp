@@ -59,6 +59,7 @@ enum class ToolErrorKind {
   HandlerFailed,     // the handler threw
   Timeout,           // the attempt's deadline passed before the handler returned
   Cancelled,         // the caller's stop token was requested
+  NotRun,            // past the cap of calls run for one reply (maxToolCallsPerReply)
 };
 std::string_view toString(ToolErrorKind kind) noexcept;
 

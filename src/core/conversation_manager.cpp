@@ -1,10 +1,18 @@
+// ConversationManager: the history (over the message store), token accounting, snapshots, and
+// the tool loop every runner shares. Over 600 lines because these share one state and one lock:
+// a turn appends, counts and saves under the same rules.
 #include "parley/conversation_manager.hpp"
 
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <iostream>
 #include <limits>
 #include <mutex>
 #include <shared_mutex>
+#include <stop_token>
+#include <thread>
 #include <utility>
 
 #include "parley/context_ops.hpp"
@@ -127,6 +135,9 @@ ConversationManager::ConversationManager(ConversationOptions options)
     : state_(std::make_unique<State>()) {
   if (options.maxIterations < 1) {
     throw ValidationError("options.maxIterations", "must be at least 1");
+  }
+  if (options.maxToolCallsPerReply < 1) {
+    throw ValidationError("options.maxToolCallsPerReply", "must be at least 1");
   }
   if (options.maxToolConcurrency < 1) {
     throw ValidationError("options.maxToolConcurrency", "must be at least 1");
@@ -599,12 +610,26 @@ std::vector<ToolResult> ConversationManager::runTools(const std::vector<ToolCall
     for (const ToolCall& c : calls)
       hooks->onToolCall(c);
   }
+  const auto cap = static_cast<size_t>(state_->options->maxToolCallsPerReply);
+  const std::vector<ToolCall> capped(
+      calls.begin(), calls.begin() + static_cast<std::ptrdiff_t>(std::min(cap, calls.size())));
+  const std::vector<ToolCall>& toRun = calls.size() > cap ? capped : calls;
   std::vector<ToolResult> results = hooks && hooks->runToolCalls
-                                        ? hooks->runToolCalls(calls, std::move(cancel))
-                                        : state_->executor->executeAll(calls, std::move(cancel));
-  if (results.size() != calls.size()) {
+                                        ? hooks->runToolCalls(toRun, std::move(cancel))
+                                        : state_->executor->executeAll(toRun, std::move(cancel));
+  if (results.size() != toRun.size()) {
     throw ProtocolError("the tool-call runner returned " + std::to_string(results.size()) +
-                        " results for " + std::to_string(calls.size()) + " calls");
+                        " results for " + std::to_string(toRun.size()) + " calls");
+  }
+  for (size_t i = toRun.size(); i < calls.size(); ++i) {
+    ToolResult r;
+    r.toolCallId = calls[i].id;
+    r.name = calls[i].name;
+    r.errorKind = ToolErrorKind::NotRun;
+    r.error = "not run: the reply asked for " + std::to_string(calls.size()) +
+              " tool calls and at most " + std::to_string(cap) +
+              " are run per reply; ask for fewer at a time";
+    results.push_back(std::move(r));
   }
   std::vector<Message> messages;
   messages.reserve(results.size());
@@ -643,29 +668,80 @@ std::vector<ToolResult> ConversationManager::executeToolCalls(const std::vector<
 }
 
 RunResult ConversationManager::run(const std::string& prompt, const RunOptions& options) {
+  using Clock = std::chrono::steady_clock;
   const int maxIterations = options.maxIterations.value_or(state_->options->maxIterations);
   if (maxIterations < 1) throw ValidationError("maxIterations", "must be at least 1");
+  if (options.turnTimeout && options.turnTimeout->count() <= 0) {
+    throw ValidationError("turnTimeout", "must be positive");
+  }
   std::vector<Message> pending{Message::user(prompt)};
   validate(pending.front());
+
+  // The turn's deadline: a watchdog stops everything under way (the model call, the tools)
+  // through one stop source that also follows the caller's token.
+  std::optional<Clock::time_point> deadline;
+  std::stop_source turnStop;
+  std::optional<std::stop_callback<std::function<void()>>> followCaller;
+  std::atomic<bool> expired{false};
+  std::jthread watchdog;
+  LlmCallOptions bounded;
+  if (options.turnTimeout) {
+    deadline = Clock::now() + *options.turnTimeout;
+    followCaller.emplace(options.stopToken,
+                         std::function<void()>([&turnStop] { turnStop.request_stop(); }));
+    watchdog = std::jthread([&, until = *deadline](std::stop_token own) {
+      std::mutex mutex;
+      std::condition_variable_any wake;
+      std::unique_lock lock(mutex);
+      wake.wait_until(lock, own, until, [] { return false; });
+      if (own.stop_requested()) return;
+      expired = true;
+      turnStop.request_stop();
+    });
+    bounded = options;
+    bounded.stopToken = turnStop.get_token();
+  }
+  const auto turnTimedOut = [&] {
+    return TimeoutError("the turn did not finish within its timeout of " +
+                        std::to_string(options.turnTimeout->count()) + " ms");
+  };
+
   RunResult run;
-  for (;;) {
-    if (run.iterations >= maxIterations) {
-      run.finishReason = "max_iterations";
-      break;
+  try {
+    for (;;) {
+      if (run.iterations >= maxIterations) {
+        run.finishReason = "max_iterations";
+        break;
+      }
+      const LlmCallOptions* callOptions = &options;
+      if (deadline) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
+        if (left.count() <= 0 || expired) throw turnTimedOut();
+        bounded.timeout = options.timeout ? std::min(*options.timeout, left) : left;
+        callOptions = &bounded;
+      }
+      ChatResult result = call(pending, *callOptions, options.onMessage);
+      pending.clear();
+      ++run.iterations;
+      if (result.usage) addUsage(run.usage, *result.usage);
+      run.message = result.message;
+      run.content = result.message.content;
+      run.finishReason = result.finishReason;
+      if (result.message.toolCalls.empty()) break;
+      run.toolCalls.insert(run.toolCalls.end(), result.message.toolCalls.begin(),
+                           result.message.toolCalls.end());
+      auto results = runTools(result.message.toolCalls,
+                              deadline ? turnStop.get_token() : options.stopToken, &options);
+      run.toolResults.insert(run.toolResults.end(), std::make_move_iterator(results.begin()),
+                             std::make_move_iterator(results.end()));
+      if (expired) throw turnTimedOut();
     }
-    ChatResult result = call(pending, options, options.onMessage);
-    pending.clear();
-    ++run.iterations;
-    if (result.usage) addUsage(run.usage, *result.usage);
-    run.message = result.message;
-    run.content = result.message.content;
-    run.finishReason = result.finishReason;
-    if (result.message.toolCalls.empty()) break;
-    run.toolCalls.insert(run.toolCalls.end(), result.message.toolCalls.begin(),
-                         result.message.toolCalls.end());
-    auto results = runTools(result.message.toolCalls, options.stopToken, &options);
-    run.toolResults.insert(run.toolResults.end(), std::make_move_iterator(results.begin()),
-                           std::make_move_iterator(results.end()));
+  } catch (const CancelledError&) {
+    if (expired) throw turnTimedOut();
+    throw;
+  } catch (const TimeoutError&) {
+    if (deadline && Clock::now() >= *deadline) throw turnTimedOut();
+    throw;
   }
   return run;
 }

@@ -229,6 +229,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     o.tools = options.tools;
     o.systemPrompt = options.systemPrompt;
     o.maxIterations = options.maxIterations;
+    o.maxToolCallsPerReply = options.maxToolCallsPerReply;
     o.tokenLimit = options.tokenLimit;
     o.log = options.log;
     ThreadState* owner = &state;
@@ -347,6 +348,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     run.stream = data.stream;
     run.stopToken = stop;
     if (options.llmTimeout.count() > 0) run.timeout = options.llmTimeout;
+    if (options.requestTimeout.count() > 0) run.turnTimeout = options.requestTimeout;
     if (!data.parameters.empty() || !data.tools.empty()) {
       ChatRequest base = manager.options().request;
       // Merged last into the body, so the request's parameters win.
@@ -448,6 +450,12 @@ LlmExecutor::LlmExecutor(EventBus& bus, ExecutorOptions options) {
     throw ValidationError("options.maxIterations", "must be at least 1");
   if (options.maxToolCallsPerThread < 1) {
     throw ValidationError("options.maxToolCallsPerThread", "must be at least 1");
+  }
+  if (options.requestTimeout.count() < 0) {
+    throw ValidationError("options.requestTimeout", "must not be negative");
+  }
+  if (options.maxToolCallsPerReply < 1) {
+    throw ValidationError("options.maxToolCallsPerReply", "must be at least 1");
   }
   if (options.toolCallTimeout.count() <= 0) {
     throw ValidationError("options.toolCallTimeout", "must be positive");

@@ -82,8 +82,9 @@ void Interactions::onResponded(const UserInteractionResponded& event) {
     std::lock_guard lock(mutex_);
     auto it = pending_.find(event.interactionId);
     if (it == pending_.end()) {
-      logLine(options_, "parley: user_interaction_responded for unknown or finished interaction \"" +
-                            event.interactionId + "\" ignored");
+      logLine(options_,
+              "parley: user_interaction_responded for unknown or finished interaction \"" +
+                  event.interactionId + "\" ignored");
       return;
     }
     wait = it->second;

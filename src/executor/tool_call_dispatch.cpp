@@ -167,16 +167,16 @@ void ToolCallDispatch::resolve(const std::string& threadId, const std::string& t
         if (i->first.second == toolCallId && ++matches == 1) it = i;
       }
       if (matches > 1) {
-        logLine(options_, std::string("parley: ") + eventType + " for tool call \"" +
-                              toolCallId + "\" names no thread and " + std::to_string(matches) +
+        logLine(options_, std::string("parley: ") + eventType + " for tool call \"" + toolCallId +
+                              "\" names no thread and " + std::to_string(matches) +
                               " threads wait for that id; ignored");
         return;
       }
     }
     if (it == pending_.end()) {
       logLine(options_, std::string("parley: ") + eventType +
-                            " for unknown or already answered tool call \"" + toolCallId +
-                            "\"" + (threadId.empty() ? "" : " of thread \"" + threadId + "\"") +
+                            " for unknown or already answered tool call \"" + toolCallId + "\"" +
+                            (threadId.empty() ? "" : " of thread \"" + threadId + "\"") +
                             " ignored");
       return;
     }

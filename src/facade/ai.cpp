@@ -274,7 +274,7 @@ std::string Conversation::ask(const std::string& prompt, int timeoutMs) {
     }
     RunOptions options;
     options.maxIterations = 1;
-    options.timeout = timeoutOf(timeoutMs);
+    options.turnTimeout = timeoutOf(timeoutMs);
     options.request = st.ai->requestTemplate();
     RunResult result = work.run(prompt, options);  // no lock held while waiting
 

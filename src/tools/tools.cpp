@@ -36,6 +36,8 @@ std::string_view toString(ToolErrorKind kind) noexcept {
       return "timeout";
     case ToolErrorKind::Cancelled:
       return "cancelled";
+    case ToolErrorKind::NotRun:
+      return "not_run";
   }
   return "unknown";
 }
