@@ -326,6 +326,30 @@ TEST_F(ConversationLoop, ToolCallsPastTheCapPerReplyAreNotRun) {
   EXPECT_THROW(ConversationManager{o}, ValidationError);
 }
 
+// A reply that repeats a tool-call id (some servers' parsers do) made two calls: both run, each
+// gets its own result, streamed or not; the reply is not lost to a validation error.
+TEST_F(ConversationLoop, ARepeatedToolCallIdInOneReplyIsTwoCalls) {
+  startMock(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "ok"}}
+{"reply": {"tool_calls": [{"id": "call_1", "name": "get_weather", "arguments": {"city": "Oslo"}}, {"id": "call_1", "name": "get_weather", "arguments": {"city": "Rome"}}]}}
+)");
+  addWeatherTool();
+  for (bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "streamed" : "not streamed");
+    ConversationManager c(options(stream));
+    RunResult result = c.run("weather?");
+    EXPECT_EQ(result.content, "ok");
+    ASSERT_EQ(result.toolCalls.size(), 2u);
+    EXPECT_EQ(result.toolCalls[0].id, "call_1");
+    EXPECT_NE(result.toolCalls[1].id, "call_1");
+    EXPECT_EQ(json::parse(result.toolCalls[1].arguments).at("city"), "Rome");
+    ASSERT_EQ(result.toolResults.size(), 2u);
+    EXPECT_TRUE(result.toolResults[0].success);
+    EXPECT_TRUE(result.toolResults[1].success);
+    expectWellFormed(c.getMessages());
+  }
+}
+
 TEST_F(ConversationLoop, SchemaInvalidArgumentsAreRepairedByTheModel) {
   startMock(R"(
 {"match": {"request": 1}, "reply": {"tool_calls": [{"name": "get_weather", "arguments": {"city": 5}}]}}

@@ -723,6 +723,49 @@ TEST_F(Executor, UserInteractionPausesTheThreadUntilTheAnswer) {
   EXPECT_EQ(body["messages"][0]["content"], "Ada");
 }
 
+// A user_interaction's timeoutMs is the executor's, not a model parameter: the body the model
+// gets after the answer does not carry it (OpenAI refuses unknown fields with a 400).
+TEST_F(Executor, AnInteractionsTimeoutStaysOutOfTheModelRequest) {
+  startMock(R"({"reply": {"content": "Hello"}})");
+  auto user = bus_.subscribe<UserInteractionRequested>([&](const UserInteractionRequested& e) {
+    UserInteractionResponded answer;
+    answer.threadId = e.threadId;
+    answer.interactionId = e.interactionId;
+    answer.response = "Ada";
+    bus_.publish(answer);
+  });
+  LlmExecutor executor(bus_, options());
+  auto r = request("u", "What is your name?");
+  r.nodeType = "user_interaction";
+  r.requestData.parameters = {{"timeoutMs", 5000}, {"temperature", 0.5}};
+  EXPECT_EQ(executor.execute(r).content, "Hello");
+  const json body = server_->requests().back()["body"];
+  EXPECT_FALSE(body.contains("timeoutMs")) << body.dump();
+  EXPECT_EQ(body.value("temperature", 0.0), 0.5);
+}
+
+// requestData.tools narrows what runs, not only what is offered: a model that names another
+// registered tool gets an error result, and that tool never runs.
+TEST_F(Executor, OnlyTheToolsOfferedToTheModelRun) {
+  startMock(kToolScript);  // the model calls alpha and beta
+  std::atomic<int> betaRan{0};
+  tools_->add("alpha", "first", nullptr, [](const json&, ToolContext&) -> json { return "A"; });
+  tools_->add("beta", "second", nullptr, [&](const json&, ToolContext&) -> json {
+    ++betaRan;
+    return "B";
+  });
+  LlmExecutor executor(bus_, options());
+  auto r = request("t", "use tools");
+  r.requestData.tools = {"alpha"};
+  auto result = executor.execute(r);
+  EXPECT_EQ(betaRan.load(), 0);
+  EXPECT_EQ(result.content.rfind("got A; {\"error\":", 0), 0u) << result.content;
+  EXPECT_NE(result.content.find("not offered"), std::string::npos) << result.content;
+  const json offered = server_->requests().front()["body"]["tools"];
+  ASSERT_EQ(offered.size(), 1u);
+  EXPECT_EQ(offered[0]["function"]["name"], "alpha");
+}
+
 TEST_F(Executor, UserInteractionWithoutAnAnswerTimesOut) {
   startMock(R"({"reply": {"content": "never"}})");
   LlmExecutor executor(bus_, options());

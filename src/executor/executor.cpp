@@ -349,13 +349,17 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     run.stopToken = stop;
     if (options.llmTimeout.count() > 0) run.timeout = options.llmTimeout;
     if (options.requestTimeout.count() > 0) run.turnTimeout = options.requestTimeout;
+    // Only the tools offered to the model may run: a call of another registered tool is refused.
+    const std::unordered_set<std::string> offered(data.tools.begin(), data.tools.end());
     if (!data.parameters.empty() || !data.tools.empty()) {
       ChatRequest base = manager.options().request;
-      // Merged last into the body, so the request's parameters win.
-      for (const auto& [key, value] : data.parameters.items())
+      // Merged last into the body, so the request's parameters win; the executor's own
+      // parameters (a user_interaction's timeoutMs) are not the model's.
+      for (const auto& [key, value] : data.parameters.items()) {
+        if (isUserInteraction(request) && key == "timeoutMs") continue;
         base.extra[key] = value;
+      }
       if (!data.tools.empty()) {
-        const std::unordered_set<std::string> offered(data.tools.begin(), data.tools.end());
         nlohmann::json subset = nlohmann::json::array();
         for (const auto& tool : options.tools->definitions()->tools) {
           if (offered.count(tool["function"]["name"].get<std::string>())) subset.push_back(tool);
@@ -381,9 +385,19 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       publishAdded(request, message);
     };
     run.runToolCalls = [&](const std::vector<ToolCall>& calls, std::stop_token cancel) {
-      return toolCalls.run(request, calls, cancel, [&](const ToolCall& call) {
-        return interactions.approval(request, call, cancel);
-      });
+      return toolCalls.run(request, calls, cancel,
+                           [&](const ToolCall& call) -> std::optional<ToolResult> {
+                             if (!offered.empty() && !offered.count(call.name)) {
+                               ToolResult r;
+                               r.toolCallId = call.id;
+                               r.name = call.name;
+                               r.errorKind = ToolErrorKind::UnknownTool;
+                               r.error = "tool \"" + call.name +
+                                         "\" was not offered for this request";
+                               return r;
+                             }
+                             return interactions.approval(request, call, cancel);
+                           });
     };
 
     RunResult done = manager.run(prompt, run);
