@@ -17,6 +17,8 @@ namespace {
 const char* kEchoScript = R"jsonl(
 {"match": {"user_contains": "fail"}, "error": {"status": 400, "message": "bad prompt"}}
 {"match": {"user_contains": "slow"}, "delay_ms": 30000, "reply": {"content": "too late"}}
+{"match": {"user_contains": "unhurried"}, "delay_ms": 500, "reply": {"content": "worth the wait"}}
+{"match": {"user_contains": "use a tool"}, "reply": {"tool_calls": [{"name": "get_time", "arguments": {}}]}}
 {"reply": {"content": "echo: {{last_user}} (turn {{turn}})", "usage": {"prompt_tokens": 10, "completion_tokens": 4}}}
 )jsonl";
 
@@ -220,6 +222,42 @@ TEST_F(Facade, ErrorsGiveEmptyReplyUnchangedHistoryAndAReason) {
   Conversation lost = nowhere.createConversation();
   EXPECT_EQ(lost.ask("hi"), "");
   EXPECT_TRUE(lost.getConversationList().empty());
+}
+
+// The facade runs no tools. A reply that only asks for tools cannot be completed: "" with a
+// reason, and nothing of the turn is kept, in memory or in the store.
+TEST_F(Facade, AReplyAskingForToolsIsAFailureThatKeepsNothing) {
+  AI ai = makeAI();
+  auto store = openTestStore();
+  Conversation convo = ai.createConversation(store, "t");
+  ASSERT_NE(convo.ask("Hello"), "");
+  const auto before = convo.getConversationList();
+  EXPECT_EQ(convo.ask("please use a tool"), "");
+  EXPECT_NE(convo.lastError().find("get_time"), std::string::npos) << convo.lastError();
+  EXPECT_EQ(convo.getConversationList(), before);
+  EXPECT_EQ(store->loadThread("t").messages.size(), 2u);  // the first turn only
+  EXPECT_NE(convo.ask("Hello again"), "");
+  EXPECT_EQ(convo.getConversationList().size(), 4u);
+}
+
+// An ask in flight while the list is replaced: its turn is added after the new list, which is
+// kept (it used to be overwritten: both managers were at the same revision number).
+TEST_F(Facade, AnAskInFlightDoesNotUndoASetConversationList) {
+  AI ai = makeAI();
+  Conversation convo = ai.createConversation();
+  ASSERT_NE(convo.ask("Hello"), "");  // the history's manager and the list's are both at revision 1
+  std::thread asking(
+      [convo]() mutable { EXPECT_EQ(convo.ask("unhurried question"), "worth the wait"); });
+  // The bound only turns a request that never arrives into a failure instead of a hang.
+  ASSERT_TRUE(server_->waitForRequests(2, std::chrono::seconds(10)));
+  ASSERT_TRUE(convo.setConversationList({"set meanwhile", "kept"}));
+  asking.join();
+  const auto list = convo.getConversationList();
+  ASSERT_EQ(list.size(), 4u);
+  EXPECT_EQ(list[0], "set meanwhile");
+  EXPECT_EQ(list[1], "kept");
+  EXPECT_EQ(list[2], "unhurried question");
+  EXPECT_EQ(list[3], "worth the wait");
 }
 
 TEST_F(Facade, TimeoutIsHonoured) {

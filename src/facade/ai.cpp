@@ -88,6 +88,9 @@ struct Conversation::State {
   int responseTokens = 0;
   std::string finishReason;
   std::string lastError;
+  // Bumps on every change the facade commits (an ask, setConversationList): an ask compares it,
+  // not the revisions of two different managers, to see whether the history moved meanwhile.
+  uint64_t version = 0;
 };
 
 // --- Embedding ------------------------------------------------------------------------------
@@ -263,23 +266,35 @@ std::string Conversation::ask(const std::string& prompt, int timeoutMs) {
   try {
     if (!st.ai->llm) throw Error(AI(st.ai).lastError());
     ConversationManager work;
-    uint64_t revision = 0;
+    uint64_t version = 0;
     size_t baseStorage = 0;
     {
       std::lock_guard lock(st.mutex);
       // The working copy stands in for this conversation, so it saves to its thread.
       work = st.manager.clone(st.manager.options().persist);
-      revision = st.manager.revision();
+      version = st.version;
       baseStorage = st.manager.storageSize();
     }
     RunOptions options;
     options.maxIterations = 1;
     options.turnTimeout = timeoutOf(timeoutMs);
     options.request = st.ai->requestTemplate();
+    // The facade runs no tools: a reply that asks for some cannot be completed, so it is a
+    // failure, and nothing of it is kept (the working copy is dropped, nothing was saved).
+    options.runToolCalls = [](const std::vector<ToolCall>& calls,
+                              std::stop_token) -> std::vector<ToolResult> {
+      std::string names;
+      for (const ToolCall& call : calls)
+        names += (names.empty() ? "\"" : ", \"") + call.name + "\"";
+      throw ProtocolError("the model asked to call " + names +
+                          ", and a conversation of the AI facade has no tools to run; the turn "
+                          "was not kept");
+    };
     RunResult result = work.run(prompt, options);  // no lock held while waiting
 
     std::lock_guard lock(st.mutex);
-    if (st.manager.revision() == revision) {
+    ++st.version;
+    if (st.version == version + 1) {
       st.manager = std::move(work);
     } else {
       // Another ask on this conversation committed meanwhile: append this turn after it.
@@ -340,6 +355,7 @@ bool Conversation::setConversationList(const std::vector<std::string>& list) {
     rebuilt.addMessages(std::move(messages));
     std::lock_guard lock(state_->mutex);
     state_->manager = std::move(rebuilt);
+    ++state_->version;
     state_->promptTokens = 0;
     state_->responseTokens = 0;
     state_->finishReason.clear();
