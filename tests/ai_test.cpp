@@ -329,6 +329,42 @@ TEST_F(Facade, AStoreFromOpenStoreGoesStraightIntoAConversation) {
   EXPECT_EQ(store->threadInfo("direct")->messageCount, 2);
 }
 
+// A stored conversation stays stored: a list set on it is saved as the thread's new batch, and
+// later asks are saved after it.
+TEST_F(Facade, SetConversationListOnAStoredConversationKeepsSaving) {
+  std::shared_ptr<ConversationStore> store = openTestStore();
+  {
+    AI ai = makeAI();
+    Conversation convo = ai.createConversation(store, "t");
+    ASSERT_NE(convo.ask("Hello"), "");
+    ASSERT_TRUE(convo.setConversationList({"set question", "set answer"}));
+    ASSERT_NE(convo.ask("after the list"), "");
+  }
+  AI again = makeAI();
+  Conversation resumed = again.createConversation(store, "t");
+  const auto list = resumed.getConversationList();
+  ASSERT_EQ(list.size(), 4u) << resumed.lastError();
+  EXPECT_EQ(list[0], "set question");
+  EXPECT_EQ(list[2], "after the list");
+}
+
+// Two asks at once on one stored conversation: both turns are in memory and in the thread.
+TEST_F(Facade, ConcurrentAsksOnAStoredConversationAreBothSaved) {
+  std::shared_ptr<ConversationStore> store = openTestStore();
+  {
+    AI ai = makeAI();
+    Conversation convo = ai.createConversation(store, "t");
+    std::thread first([convo]() mutable { EXPECT_NE(convo.ask("unhurried one"), ""); });
+    std::thread second([convo]() mutable { EXPECT_NE(convo.ask("unhurried two"), ""); });
+    first.join();
+    second.join();
+    EXPECT_EQ(convo.getConversationList().size(), 4u);
+  }
+  AI again = makeAI();
+  Conversation resumed = again.createConversation(store, "t");
+  EXPECT_EQ(resumed.getConversationList().size(), 4u) << resumed.lastError();
+}
+
 TEST_F(Facade, PersistedConversationSurvivesTheProcessState) {
   std::shared_ptr<ConversationStore> store = openTestStore();
   {

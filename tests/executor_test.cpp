@@ -20,6 +20,7 @@
 #include "parley/event_log.hpp"
 #include "parley/executor.hpp"
 #include "parley/store.hpp"
+#include "parley/stored_thread.hpp"
 #include "printers.hpp"
 
 namespace parley {
@@ -852,6 +853,46 @@ TEST_F(Executor, ThreadsPersistInTheStoreAcrossExecutors) {
     LlmExecutor second(bus_, o);  // a new process, as far as the conversation knows
     EXPECT_EQ(second.execute(request("kept", "two")).content, "turn 2");
     EXPECT_EQ(store->loadThread("kept").messages.size(), 4u);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// With a store, a request's snapshot replaces the thread's conversation as a new batch: the
+// first request of a thread is saved, and a later (shorter) snapshot is neither spliced onto
+// the old messages nor a failed save after the model answered.
+TEST_F(Executor, ASnapshotOfAStoredThreadIsSavedAsItsNewView) {
+  startMock(R"({"reply": {"content": "turn {{turn}}: {{last_user}}"}})");
+  std::string dir = (std::filesystem::temp_directory_path() / "parley-exec-XXXXXX").string();
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  const auto snapshotOf = [](const std::vector<Message>& messages) {
+    ConversationManager m;
+    m.addMessages(messages);
+    return m.createSnapshot();
+  };
+  const auto storedView = [&](ConversationStore& store) {
+    ConversationManager loaded;
+    loadConversation(store, "s", loaded);
+    std::vector<std::string> texts;
+    for (const Message& m : loaded.getMessages())
+      texts.push_back(m.content);
+    return texts;
+  };
+  {
+    auto store = std::make_shared<SqliteStore>(dir + "/threads.db");
+    auto o = options();
+    o.store = store;
+    LlmExecutor executor(bus_, o);
+    auto first = request("s", "q1");
+    first.contextSnapshot = snapshotOf({Message::user("a"), Message::assistant("b"),
+                                        Message::user("c"), Message::assistant("d")});
+    EXPECT_EQ(executor.execute(first).content, "turn 3: q1");
+    EXPECT_EQ(storedView(*store), (std::vector<std::string>{"a", "b", "c", "d", "q1", "turn 3: q1"}));
+    auto shorter = request("s", "q2");
+    shorter.contextSnapshot = snapshotOf({Message::user("x"), Message::assistant("y")});
+    EXPECT_EQ(executor.execute(shorter).content, "turn 2: q2");
+    EXPECT_EQ(storedView(*store), (std::vector<std::string>{"x", "y", "q2", "turn 2: q2"}));
+    EXPECT_EQ(executor.execute(request("s", "q3")).content, "turn 3: q3");
+    EXPECT_EQ(storedView(*store).size(), 6u);
   }
   std::filesystem::remove_all(dir);
 }

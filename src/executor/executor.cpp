@@ -250,7 +250,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     if (!state.manager) {
       state.manager = makeManager(state, profileId);
       state.profileId = profileId;
-      if (options.store && request.contextSnapshot.is_null()) {
+      if (options.store) {
         state.stored = std::make_unique<StoredThread>(options.store, state.id);
         state.stored->attach(*state.manager);
       }
@@ -262,7 +262,18 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       state.profileId = profileId;
     }
     if (!request.contextSnapshot.is_null()) {
-      state.manager->restoreFromSnapshot(request.contextSnapshot);
+      if (!state.stored) {
+        state.manager->restoreFromSnapshot(request.contextSnapshot);
+        return;
+      }
+      // A stored thread only grows: the snapshot's view becomes the thread's new batch (the
+      // old messages stay in storage, hidden), never a splice of its tail onto the old prefix.
+      ConversationManager given;
+      given.restoreFromSnapshot(request.contextSnapshot);  // validates it all first
+      state.manager->modifyStore([&](MessageStore& store) {
+        store.startNewBatch(store.storageSize());
+        store.appendAll(given.getMessages());
+      });
     }
   }
 

@@ -270,8 +270,9 @@ std::string Conversation::ask(const std::string& prompt, int timeoutMs) {
     size_t baseStorage = 0;
     {
       std::lock_guard lock(st.mutex);
-      // The working copy stands in for this conversation, so it saves to its thread.
-      work = st.manager.clone(st.manager.options().persist);
+      // Unsaved: the turn is saved when it is committed below, into the history it joins (a
+      // working copy saved by itself could race another ask's and write a diverged history).
+      work = st.manager.clone();
       version = st.version;
       baseStorage = st.manager.storageSize();
     }
@@ -293,15 +294,20 @@ std::string Conversation::ask(const std::string& prompt, int timeoutMs) {
     RunResult result = work.run(prompt, options);  // no lock held while waiting
 
     std::lock_guard lock(st.mutex);
-    ++st.version;
-    if (st.version == version + 1) {
-      st.manager = std::move(work);
+    const std::shared_ptr<TurnSink>& persist = st.manager.options().persist;
+    ConversationManager next;
+    if (st.version == version) {
+      next = work.clone(persist);
     } else {
-      // Another ask on this conversation committed meanwhile: append this turn after it.
+      // The history changed meanwhile (another ask, setConversationList): append this turn.
+      next = st.manager.clone(persist);
       std::vector<Message> all = work.getAllMessages();
-      st.manager.addMessages(
+      next.addMessages(
           std::vector<Message>(all.begin() + static_cast<std::ptrdiff_t>(baseStorage), all.end()));
     }
+    if (persist) persist->saveTurn(next);  // throws: nothing committed, the history unchanged
+    st.manager = std::move(next);
+    ++st.version;
     st.promptTokens += static_cast<int>(result.usage.promptTokens);
     st.responseTokens += static_cast<int>(result.usage.completionTokens);
     st.finishReason = result.finishReason;
@@ -347,14 +353,17 @@ bool Conversation::setConversationList(const std::vector<std::string>& list) {
     }
   }
   try {
-    ConversationOptions options;
-    options.llm = state_->ai->llm;
-    options.systemPrompt = AI(state_->ai).getSystemPrompt();
-    options.maxIterations = 1;
-    ConversationManager rebuilt(std::move(options));
-    rebuilt.addMessages(std::move(messages));
+    const std::string system = AI(state_->ai).getSystemPrompt();
+    if (!system.empty()) messages.insert(messages.begin(), Message::system(system));
     std::lock_guard lock(state_->mutex);
-    state_->manager = std::move(rebuilt);
+    // The new list is a new batch of the same history (storage keeps the old messages), so a
+    // stored conversation saves it, and goes on saving, into its thread.
+    const std::shared_ptr<TurnSink>& persist = state_->manager.options().persist;
+    ConversationManager next = state_->manager.clone(persist);
+    next.clearMessages(/*keepSystem=*/false);
+    next.addMessages(std::move(messages));
+    if (persist) persist->saveTurn(next);
+    state_->manager = std::move(next);
     ++state_->version;
     state_->promptTokens = 0;
     state_->responseTokens = 0;
