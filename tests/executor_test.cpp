@@ -897,6 +897,44 @@ TEST_F(Executor, ASnapshotOfAStoredThreadIsSavedAsItsNewView) {
   std::filesystem::remove_all(dir);
 }
 
+// The default ToolWorker honours the request's executionOptions: a call the executor has timed
+// out is stopped through its stop token, not left running for the tool's own minute.
+TEST_F(Executor, TheToolWorkerStopsACallTheExecutorTimedOut) {
+  startMock(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "after {{tool_results}}"}}
+{"reply": {"tool_calls": [{"name": "slow", "arguments": {}}]}}
+)");
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool stopped = false;
+  ToolOptions own;
+  own.timeout = std::chrono::minutes(1);
+  tools_->add(
+      "slow", "", nullptr,
+      [&](const json&, ToolContext& context) -> json {
+        {
+          std::mutex m;
+          std::condition_variable_any cv;
+          std::unique_lock lock(m);
+          cv.wait(lock, context.stopToken, [] { return false; });
+        }
+        std::lock_guard lock(mutex);
+        stopped = true;
+        changed.notify_all();
+        return "late";
+      },
+      own);
+  auto o = options();
+  o.toolCallTimeout = 200ms;
+  LlmExecutor executor(bus_, o);
+  auto result = executor.execute(request("t", "go"));
+  EXPECT_NE(result.content.find("did not answer within 200 ms"), std::string::npos)
+      << result.content;
+  std::unique_lock lock(mutex);
+  // The bound only turns a call left running into a failure instead of a minute's wait.
+  EXPECT_TRUE(changed.wait_for(lock, 10s, [&] { return stopped; }));
+}
+
 TEST_F(Executor, ResponseCacheAnswersAnIdenticalRequestWithoutTheModel) {
   startMock(R"({"reply": {"content": "echo {{last_user}} #{{request}}"}})");
   std::mutex m;

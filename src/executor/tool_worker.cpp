@@ -35,7 +35,15 @@ struct ToolWorker::Impl : std::enable_shared_from_this<ToolWorker::Impl> {
     }
     try {
       pool->submit([self = shared_from_this(), request] {
-        ToolResult r = self->executor.execute(request.toolCall);
+        // The executor's limits for this call: its timeout covers the whole call (every attempt),
+        // so a call the executor has given up on is stopped here too, not left to run.
+        ToolCallLimits limits;
+        if (request.executionOptions.timeout.count() > 0) {
+          limits.deadline = std::chrono::steady_clock::now() + request.executionOptions.timeout;
+        }
+        limits.retries = request.executionOptions.retries;
+        limits.retryDelay = request.executionOptions.retryDelay;
+        ToolResult r = self->executor.execute(request.toolCall, {}, limits);
         ToolExecutionCompleted done;
         done.workflowId = request.workflowId;
         done.threadId = request.threadId;
