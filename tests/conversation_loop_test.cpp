@@ -350,6 +350,33 @@ TEST_F(ConversationLoop, ARepeatedToolCallIdInOneReplyIsTwoCalls) {
   }
 }
 
+// Tool calls run one by one outside run(): a call no visible message made is refused, and a
+// stored conversation saves the turn only when every call of the message has its result.
+TEST_F(ConversationLoop, ExecuteToolCallKeepsToolGroupsWhole) {
+  startMock(R"({"reply": {"tool_calls": [{"id": "c1", "name": "get_weather", "arguments": {"city": "Oslo"}}, {"id": "c2", "name": "get_weather", "arguments": {"city": "Rome"}}]}})");
+  addWeatherTool();
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("parley-groups-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto store = openStore((dir / "t.db").string());
+  auto thread = std::make_shared<StoredThread>(store, "t");
+  ConversationOptions o = options();
+  o.persist = thread;
+  ConversationManager c(o);
+  thread->attach(c);
+  c.addMessage(Message::user("weather?"));
+  ChatResult reply = c.executeLlmCall();
+  ASSERT_EQ(reply.message.toolCalls.size(), 2u);
+  EXPECT_THROW(c.executeToolCall({"nobody-made-this", "get_weather", R"({"city":"X"})"}),
+               ValidationError);
+  c.executeToolCall(reply.message.toolCalls[0]);
+  EXPECT_EQ(store->threadInfo("t")->messageCount, 1);  // the system prompt: no half group
+  c.executeToolCall(reply.message.toolCalls[1]);
+  EXPECT_EQ(store->threadInfo("t")->messageCount, 5);  // system, user, the calls, two results
+  EXPECT_THROW(c.executeToolCall(reply.message.toolCalls[1]), ValidationError);  // answered
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(ConversationLoop, SchemaInvalidArgumentsAreRepairedByTheModel) {
   startMock(R"(
 {"match": {"request": 1}, "reply": {"tool_calls": [{"name": "get_weather", "arguments": {"city": 5}}]}}

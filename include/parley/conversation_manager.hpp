@@ -198,10 +198,13 @@ class ConversationManager {
   ChatResult executeLlmCall(const LlmCallOptions& options = {});
   // The same call with `pending` messages (a user prompt) sent after the view and appended
   // together with the reply, only if the call succeeds: a failed call adds neither. For loops
-  // built outside run(), such as the event-driven executor's.
+  // built outside run().
   ChatResult executeLlmCall(const std::vector<Message>& pending, const LlmCallOptions& options);
   // Runs one tool call and appends its tool message. Never throws for a tool's failure: it
-  // becomes the result's error and the message's {"error": ...} content.
+  // becomes the result's error and the message's {"error": ...} content. The call must be one
+  // of the last assistant message's calls still without a result (ValidationError otherwise:
+  // an orphan result is a history every API refuses). A stored conversation saves the turn only
+  // once every call of the message has its result.
   ToolResult executeToolCall(const ToolCall& call, std::stop_token cancel = {});
   // Runs the calls concurrently (bounded) and appends one tool message per call, in the order
   // of the calls.
@@ -269,6 +272,8 @@ class ConversationManager {
                                    const RunOptions* hooks);
   nlohmann::json tokenUsageJson() const;  // REQUIRES the lock
   void persistIfWhole();                  // saves through options.persist at a turn's end
+  // ValidationError unless each call is one of the last tool-call message's unanswered calls.
+  void requireOpenCalls(const std::vector<ToolCall>& calls) const;
   TokenCheck contextTokens() const;       // REQUIRES the lock
 
   std::unique_ptr<State> state_;

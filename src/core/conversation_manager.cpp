@@ -13,6 +13,7 @@
 #include <shared_mutex>
 #include <stop_token>
 #include <thread>
+#include <unordered_set>
 #include <utility>
 
 #include "parley/context_ops.hpp"
@@ -581,17 +582,50 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
   return result;
 }
 
+namespace {
+
+// The ids of the calls of the view's last tool-call message that no tool message after it
+// answers yet: while there are any, the turn is not whole.
+std::unordered_set<std::string> openCallIds(const MessageStore& s) {
+  std::unordered_set<std::string> answered;
+  for (size_t i = s.viewSize(); i-- > 0;) {
+    const Message& m = s.visible(i);
+    if (m.role == Role::Tool) {
+      answered.insert(m.toolCallId);
+      continue;
+    }
+    std::unordered_set<std::string> open;
+    if (m.role == Role::Assistant) {
+      for (const ToolCall& call : m.toolCalls)
+        if (!answered.count(call.id)) open.insert(call.id);
+    }
+    return open;
+  }
+  return {};
+}
+
+}  // namespace
+
 void ConversationManager::persistIfWhole() {
   if (!state_->options->persist) return;
   {
     std::shared_lock lock(state_->mutex);
-    const MessageStore& s = state_->store;
-    if (s.viewSize() > 0) {
-      const Message& last = s.visible(s.viewSize() - 1);
-      if (last.role == Role::Assistant && !last.toolCalls.empty()) return;  // results to come
-    }
+    if (!openCallIds(state_->store).empty()) return;  // results to come
   }
   state_->options->persist->saveTurn(*this);
+}
+
+void ConversationManager::requireOpenCalls(const std::vector<ToolCall>& calls) const {
+  std::shared_lock lock(state_->mutex);
+  const auto open = openCallIds(state_->store);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (!open.count(calls[i].id)) {
+      throw ValidationError("calls[" + std::to_string(i) + "].id",
+                            "no call \"" + calls[i].id +
+                                "\" of the last assistant message waits for a result; a tool "
+                                "message must answer a call the model made");
+    }
+  }
 }
 
 ChatResult ConversationManager::executeLlmCall(const LlmCallOptions& options) {
@@ -658,12 +692,14 @@ std::vector<ToolResult> ConversationManager::runTools(const std::vector<ToolCall
 }
 
 ToolResult ConversationManager::executeToolCall(const ToolCall& call, std::stop_token cancel) {
+  requireOpenCalls({call});
   return runTools({call}, std::move(cancel), nullptr).front();
 }
 
 std::vector<ToolResult> ConversationManager::executeToolCalls(const std::vector<ToolCall>& calls,
                                                               std::stop_token cancel) {
   if (calls.empty()) return {};
+  requireOpenCalls(calls);
   return runTools(calls, std::move(cancel), nullptr);
 }
 
