@@ -242,6 +242,26 @@ size_t ConversationManager::getMessageCountByRole(Role role) const {
   return state_->store.roleIndex(role).size();
 }
 
+std::vector<Message> ConversationManager::getRecentMessages(size_t n, Role role) const {
+  return getRecentMessagesByRole(role, n);
+}
+
+std::vector<size_t> ConversationManager::getIndicesByRole(Role role) const {
+  std::shared_lock lock(state_->mutex);
+  return state_->store.indicesByRole(role);
+}
+
+std::vector<size_t> ConversationManager::getRecentIndicesByRole(Role role, size_t n) const {
+  std::shared_lock lock(state_->mutex);
+  return state_->store.recentIndicesByRole(role, n);
+}
+
+std::vector<size_t> ConversationManager::getIndicesByRoleRange(Role role, size_t start,
+                                                               size_t end) const {
+  std::shared_lock lock(state_->mutex);
+  return state_->store.indicesByRoleRange(role, start, end);
+}
+
 void ConversationManager::clearMessages(bool keepSystem) {
   ClearOp op;
   op.keepSystemMessage = keepSystem;
