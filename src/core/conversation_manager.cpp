@@ -29,14 +29,32 @@ struct ConversationManager::State {
   std::shared_ptr<ToolExecutor> executor;
   std::shared_ptr<const TokenCounter> counter;
 
-  // Token accounting (docs/architecture.md, "Tokens"). The last usage covers the view while the
-  // view's epoch is usageEpoch and its first usageViewSize entries are the ones the usage was
-  // reported for.
+  // Token accounting (docs/architecture.md, "Tokens"). The last usage was reported for the view
+  // usageView (storage indices); it covers the current view while that view begins with it,
+  // which an edit can undo and a rollback restore. usageEpoch is the view epoch it was taken at:
+  // while the epoch is unchanged only appends happened, so the prefix needs no comparison.
   std::optional<TokenUsage> lastUsage;
   TokenUsage cumulative;
   int64_t requests = 0;
   uint64_t usageEpoch = kNoEpoch;
-  size_t usageViewSize = 0;
+  MessageStore::IndexList usageView;
+
+  // How many view entries the last usage covers; nullopt when the view no longer begins with
+  // the one it was reported for.
+  std::optional<size_t> reportCoverage() const {
+    if (!lastUsage || usageEpoch == kNoEpoch) return std::nullopt;
+    const MessageStore::IndexList& view = store.view();
+    if (view.size() < usageView.size()) return std::nullopt;
+    if (usageEpoch != store.viewEpoch()) {
+      for (size_t i = 0; i < usageView.size(); ++i)
+        if (view[i] != usageView[i]) return std::nullopt;
+    }
+    return usageView.size();
+  }
+  void coverCurrentView() {
+    usageEpoch = store.viewEpoch();
+    usageView = store.view();
+  }
   // Tool definitions' tokens, per registry revision.
   mutable std::mutex toolTokensMutex;
   mutable uint64_t toolTokensRevision = std::numeric_limits<uint64_t>::max();
@@ -47,7 +65,7 @@ struct ConversationManager::State {
     cumulative = other.cumulative;
     requests = other.requests;
     usageEpoch = other.usageEpoch;
-    usageViewSize = other.usageViewSize;
+    usageView = other.usageView;
   }
 };
 
@@ -385,8 +403,14 @@ void ConversationManager::restoreFromSnapshot(const nlohmann::json& snapshot) {
   state_->lastUsage = std::move(lastUsage);
   state_->cumulative = cumulative;
   state_->requests = requests;
-  state_->usageEpoch = covers ? state_->store.viewEpoch() : kNoEpoch;
-  state_->usageViewSize = coveredViewSize;
+  state_->usageEpoch = kNoEpoch;
+  if (covers && coveredViewSize <= state_->store.viewSize()) {
+    state_->usageEpoch = state_->store.viewEpoch();
+    MessageStore::IndexList covered;
+    state_->store.view().forEach(0, coveredViewSize,
+                                 [&](MessageStore::Index i) { covered.push_back(i); });
+    state_->usageView = std::move(covered);
+  }
   ++state_->revision;
 }
 
@@ -440,9 +464,7 @@ nlohmann::json ConversationManager::tokenUsageJson() const {
                 {"completion_tokens", st.cumulative.completionTokens},
                 {"total_tokens", st.cumulative.totalTokens}}},
               {"requests", st.requests}};
-  if (st.lastUsage && st.usageEpoch == st.store.viewEpoch()) {
-    out["coveredViewSize"] = st.usageViewSize;
-  }
+  if (auto covered = st.reportCoverage()) out["coveredViewSize"] = *covered;
   return out;
 }
 
@@ -453,10 +475,10 @@ TokenCheck ConversationManager::contextTokens() const {
   TokenCheck check;
   check.tokenLimit = st.options->tokenLimit;
   size_t from = 0;
-  if (st.lastUsage && st.usageEpoch == s.viewEpoch() && s.viewSize() >= st.usageViewSize) {
-    // The API's numbers cover the view up to usageViewSize; estimate only what came after.
+  if (auto covered = st.reportCoverage()) {
+    // The API's numbers cover the view up to `covered`; count only what came after.
     check.contextTokens = st.lastUsage->promptTokens + st.lastUsage->completionTokens;
-    from = st.usageViewSize;
+    from = *covered;
     check.estimated = from < s.viewSize();
   } else {
     check.contextTokens = kReplyPrimingTokens;
@@ -503,8 +525,7 @@ void ConversationManager::updateTokenUsage(const TokenUsage& usage) {
   st.lastUsage = usage;
   addUsage(st.cumulative, usage);
   ++st.requests;
-  st.usageEpoch = st.store.viewEpoch();
-  st.usageViewSize = st.store.viewSize();
+  st.coverCurrentView();
   ++st.revision;
 }
 
@@ -576,8 +597,7 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
     st.lastUsage = *result.usage;
     addUsage(st.cumulative, *result.usage);
     ++st.requests;
-    st.usageEpoch = st.store.viewEpoch();
-    st.usageViewSize = st.store.viewSize();
+    st.coverCurrentView();
   }
   ++st.revision;
   lock.unlock();
