@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "parley/context_ops.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/openai_client.hpp"
@@ -81,6 +82,9 @@ struct Conversation::State {
   mutable std::mutex mutex;
   std::shared_ptr<AI::State> ai;
   ConversationManager manager;
+  // The AI's system prompt this history was last brought up to: a change on the AI since then
+  // is applied to the view at the next ask (AI::setSystemPrompt).
+  std::string systemPrompt;
   int promptTokens = 0;
   int responseTokens = 0;
   std::string finishReason;
@@ -214,6 +218,7 @@ Conversation AI::createConversation() {
   options.llm = state_->llm;
   options.systemPrompt = getSystemPrompt();
   options.maxIterations = 1;
+  conversation->systemPrompt = options.systemPrompt;
   conversation->manager = ConversationManager(std::move(options));
   return Conversation(std::move(conversation));
 }
@@ -261,12 +266,16 @@ std::string Conversation::ask(const std::string& prompt, int timeoutMs) {
     ConversationManager work;
     uint64_t revision = 0;
     size_t baseStorage = 0;
+    const std::string systemPrompt = AI(st.ai).getSystemPrompt();
     {
       std::lock_guard lock(st.mutex);
       // The working copy stands in for this conversation, so it saves to its thread.
       work = st.manager.clone(st.manager.options().persist);
       revision = st.manager.revision();
-      baseStorage = st.manager.storageSize();
+      if (systemPrompt != st.systemPrompt) {
+        if (auto op = systemPromptOperation(work, systemPrompt)) applyContextOperation(work, *op);
+      }
+      baseStorage = work.storageSize();
     }
     RunOptions options;
     options.maxIterations = 1;
@@ -277,6 +286,7 @@ std::string Conversation::ask(const std::string& prompt, int timeoutMs) {
     std::lock_guard lock(st.mutex);
     if (st.manager.revision() == revision) {
       st.manager = std::move(work);
+      st.systemPrompt = systemPrompt;
     } else {
       // Another ask on this conversation committed meanwhile: append this turn after it.
       std::vector<Message> all = work.getAllMessages();
@@ -330,12 +340,14 @@ bool Conversation::setConversationList(const std::vector<std::string>& list) {
   try {
     ConversationOptions options;
     options.llm = state_->ai->llm;
-    options.systemPrompt = AI(state_->ai).getSystemPrompt();
+    const std::string systemPrompt = AI(state_->ai).getSystemPrompt();
+    options.systemPrompt = systemPrompt;
     options.maxIterations = 1;
     ConversationManager rebuilt(std::move(options));
     rebuilt.addMessages(std::move(messages));
     std::lock_guard lock(state_->mutex);
     state_->manager = std::move(rebuilt);
+    state_->systemPrompt = systemPrompt;
     state_->promptTokens = 0;
     state_->responseTokens = 0;
     state_->finishReason.clear();
@@ -362,6 +374,7 @@ Conversation Conversation::duplicate() const {
   } else {
     fork->manager = state_->manager.clone();
   }
+  fork->systemPrompt = state_->systemPrompt;
   fork->promptTokens = state_->promptTokens;
   fork->responseTokens = state_->responseTokens;
   fork->finishReason = state_->finishReason;
