@@ -437,6 +437,44 @@ TEST_F(ConversationLoop, TriggerFiresOverTheLimitAndAFailingTriggerIsLogged) {
   EXPECT_NE(log_[0].find("compressor down"), std::string::npos);
 }
 
+// The check before a call counts the request about to be sent: the view, the new prompt and
+// the tool definitions. A long first prompt is over the limit although the view is small.
+TEST_F(ConversationLoop, TheTokenCheckCountsThePromptAboutToBeSent) {
+  startMock(
+      R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 9000, "completion_tokens": 1}}})");
+  addWeatherTool();
+  std::vector<TokenCheck> fired;
+  ConversationOptions o = options();
+  o.tokenLimit = 1000;
+  o.onTokenLimitExceeded = [&](ConversationManager& m, const TokenCheck& check) {
+    fired.push_back(check);
+    EXPECT_EQ(m.getMessageCount(), 1u) << "the prompt is not in the history yet";
+  };
+  ConversationManager c(o);
+  std::string prompt;
+  for (int i = 0; i < 8000; ++i)
+    prompt += "word ";                                       // 40 000 characters
+  ASSERT_LT(c.estimateContextTokens().contextTokens, 1000);  // the view alone is small
+  c.run(prompt);
+  ASSERT_EQ(fired.size(), 1u);
+  const TokenCounter counter;
+  const int64_t expected =
+      countChatTokens({Message::system("You are terse."), Message::user(prompt)},
+                      tools_->definitions()->tools, counter)
+          .tokens;
+  EXPECT_EQ(fired[0].contextTokens, expected);
+  EXPECT_GT(fired[0].contextTokens, 1000);
+  EXPECT_TRUE(fired[0].overLimit);
+  EXPECT_TRUE(fired[0].estimated);
+  EXPECT_EQ(c.getMessageCount(), 3u) << "the call went on";
+
+  // Executed as single steps, the pending prompt is counted the same way.
+  ConversationManager steps(o);
+  steps.executeLlmCall({Message::user(prompt)}, {});
+  ASSERT_EQ(fired.size(), 2u);
+  EXPECT_EQ(fired[1].contextTokens, expected);
+}
+
 TEST_F(ConversationLoop, SummarizeAndTruncateCompressesAndTheRunContinues) {
   startMock(R"(
 {"match": {"user_contains": "Summarize the conversation"}, "reply": {"content": "User asked about A, B and C.", "usage": {"prompt_tokens": 50, "completion_tokens": 8}}}

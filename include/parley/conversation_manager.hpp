@@ -201,8 +201,10 @@ class ConversationManager {
   // Records a call's usage; it covers the current view (call it after appending the reply).
   void updateTokenUsage(const TokenUsage& usage);
   TokenUsageStats getTokenUsage() const;
-  // Computes the context size against tokenLimit and, when over it, calls the trigger.
-  TokenCheck checkTokenUsage();
+  // Computes the size of the request about to be sent (the context, tool definitions included,
+  // plus `pending`, the messages to be sent after the view) against tokenLimit and, when over
+  // it, calls the trigger. Every model call runs it with the prompt it sends.
+  TokenCheck checkTokenUsage(const std::vector<Message>& pending = {});
   // The context size alone; fires nothing.
   TokenCheck estimateContextTokens() const;
   // Adds a call's usage to the cumulative counters only: for calls that did not produce the

@@ -505,8 +505,15 @@ TokenCheck ConversationManager::estimateContextTokens() const {
   return contextTokens();
 }
 
-TokenCheck ConversationManager::checkTokenUsage() {
+TokenCheck ConversationManager::checkTokenUsage(const std::vector<Message>& pending) {
   TokenCheck check = estimateContextTokens();
+  if (!pending.empty()) {
+    const TokenCounter& counter = state_->counter ? *state_->counter : defaultCounter();
+    for (const Message& m : pending)
+      check.contextTokens += countMessageTokens(m, counter).tokens;
+    check.estimated = true;
+    check.overLimit = check.tokenLimit > 0 && check.contextTokens > check.tokenLimit;
+  }
   if (!check.overLimit) return check;
   const TokenLimitHandler handler = options().onTokenLimitExceeded;
   if (!handler) return check;
@@ -559,7 +566,7 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
   }
   for (const Message& m : pending)
     validate(m);
-  checkTokenUsage();
+  checkTokenUsage(pending);  // the request about to be sent: the view, `pending`, the tools
 
   ChatRequest request = options.request ? *options.request : config.request;
   request.messages = pending;
