@@ -177,6 +177,71 @@ TEST_F(Facade, GetAISharesConfiguration) {
   EXPECT_EQ(body["max_completion_tokens"], 50);
 }
 
+// Every setting changed on an AI after createConversation() reaches the conversations that
+// share it at their next ask, the system prompt included, whether set on the AI or through
+// convo.getAI(); a failed ask leaves the history as it was.
+TEST_F(Facade, SettingsChangedAfterCreationReachEveryConversation) {
+  AI ai = makeAI();
+  Conversation convo = ai.createConversation();
+  Conversation other = ai.createConversation();
+  convo.ask("Hello");
+  EXPECT_EQ(lastBody()["messages"][0]["role"], "user");
+
+  ai.setSystemPrompt("Answer in French.");
+  convo.ask("Bonjour?");
+  auto messages = lastBody()["messages"];
+  ASSERT_EQ(messages.size(), 4u) << messages.dump();
+  EXPECT_EQ(messages[0], (nlohmann::json{{"role", "system"}, {"content", "Answer in French."}}));
+  EXPECT_EQ(messages[1]["content"], "Hello");  // the history is kept after the new prompt
+  other.ask("Salut");
+  EXPECT_EQ(lastBody()["messages"][0]["content"], "Answer in French.");
+
+  // Through getAI(), with the other settings; a fork shares the AI too.
+  convo.getAI().setSystemPrompt("Answer in German.").setMaxTokens(20).setModel("m2");
+  Conversation fork = convo.duplicate();
+  fork.ask("Hallo?");
+  messages = lastBody()["messages"];
+  EXPECT_EQ(messages[0]["content"], "Answer in German.");
+  EXPECT_EQ(messages.size(), 6u) << "one system message, replaced, not added";
+  EXPECT_EQ(lastBody()["model"], "m2");
+  EXPECT_EQ(lastBody()["max_completion_tokens"], 20);
+  other.ask("Noch da?");
+  EXPECT_EQ(lastBody()["messages"][0]["content"], "Answer in German.");
+
+  // A failed ask changes nothing; the next one still sends the new prompt.
+  const auto before = convo.getConversationList();
+  EXPECT_EQ(convo.ask("please fail"), "");
+  EXPECT_EQ(convo.getConversationList(), before);
+  convo.ask("Und jetzt?");
+  EXPECT_EQ(lastBody()["messages"][0]["content"], "Answer in German.");
+  EXPECT_EQ(lastBody()["messages"].size(), 6u);
+
+  // No system prompt any more: none is sent.
+  ai.setSystemPrompt("");
+  convo.ask("Plain again");
+  EXPECT_EQ(lastBody()["messages"][0]["role"], "user");
+  EXPECT_EQ(convo.getConversationList().size(), 8u);
+}
+
+// A stored conversation saves the new system prompt with the turn that first sent it.
+TEST_F(Facade, ASystemPromptChangedLaterIsSavedWithTheStoredThread) {
+  std::shared_ptr<ConversationStore> store = openTestStore();
+  {
+    AI ai = makeAI();
+    Conversation convo = ai.createConversation(store, "prompted");
+    convo.ask("Hello");
+    ai.setSystemPrompt("Answer in French.");
+    convo.ask("Bonjour?");
+    EXPECT_EQ(convo.lastError(), "");
+  }
+  AI again = makeAI();  // no system prompt of its own: the stored one stays
+  Conversation resumed = again.createConversation(store, "prompted");
+  resumed.ask("Encore?");
+  const auto messages = lastBody()["messages"];
+  ASSERT_EQ(messages.size(), 6u) << messages.dump();
+  EXPECT_EQ(messages[0]["content"], "Answer in French.");
+}
+
 // Seed: the three counters.
 TEST_F(Facade, CountersAddUp) {
   AI ai = makeAI();

@@ -63,6 +63,24 @@ TEST_F(ChatTest, WithoutAnEndpointItTalksToTheBuiltInMock) {
   EXPECT_EQ(threads[0].messageCount, 2 + 4);
 }
 
+// /usage's context follows the view: a local count after /truncate, the API's report again
+// after /undo brings back the view it was made for.
+TEST_F(ChatTest, UsageContextFollowsTheViewThroughTruncateAndUndo) {
+  CliRun run = chat({},
+                    "hello\nweather in Paris\nhow are you\nthanks\n/usage\n"
+                    "/truncate {\"keepLast\": 3}\n/usage\n/undo\n/usage\n/quit\n");
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  std::vector<std::string> context;
+  for (size_t at = run.out.find("context: "); at != std::string::npos;
+       at = run.out.find("context: ", at + 1))
+    context.push_back(run.out.substr(at, run.out.find('\n', at) - at));
+  ASSERT_EQ(context.size(), 3u) << run.out;
+  EXPECT_EQ(context[0].find("(est.)"), std::string::npos) << context[0];
+  EXPECT_NE(context[1].find("(est.)"), std::string::npos) << context[1];
+  EXPECT_NE(context[1], context[0]);
+  EXPECT_EQ(context[2], context[0]) << run.out;
+}
+
 TEST_F(ChatTest, ReasoningIsShownFoldedOverEveryProtocol) {
   mock::MockOptions options;
   options.script = mock::readScript(

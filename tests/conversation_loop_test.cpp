@@ -495,6 +495,55 @@ TEST_F(ConversationLoop, ContextEstimateFollowsReportsAndEdits) {
   EXPECT_EQ(restored.getTokenUsage().requests, 1);
 }
 
+// The visible context's size is the view's: the API's last report while the view still begins
+// with the messages it was made for, the local count of the whole view otherwise, and so the
+// same figure whenever the same view comes back (an undo).
+TEST_F(ConversationLoop, ContextSizeFollowsTheViewThroughEditsAndUndo) {
+  startMock(R"({"reply": {"content": "answer to {{last_user}}"}})");
+  addWeatherTool();
+  ConversationManager c(options());
+  for (const char* prompt : {"one", "two", "three", "four"})
+    c.run(prompt);
+  ASSERT_EQ(c.getMessageCount(), 9u);
+  const TokenUsageStats reported = c.getTokenUsage();
+  ASSERT_TRUE(reported.lastRequest);
+  const int64_t fullView =
+      reported.lastRequest->promptTokens + reported.lastRequest->completionTokens;
+  EXPECT_EQ(reported.context.contextTokens, fullView);
+  EXPECT_FALSE(reported.context.estimated);
+
+  // Three messages left in view: the report covers none of them; the local count of the view.
+  applyContextOperation(c, TruncateOp{.keepLast = 3});
+  ASSERT_EQ(c.getMessageCount(), 3u);
+  const TokenCheck truncated = c.estimateContextTokens();
+  EXPECT_TRUE(truncated.estimated);
+  EXPECT_EQ(truncated.contextTokens,
+            countChatTokens(c.getMessages(), tools_->definitions()->tools).tokens);
+
+  // Undo: the same view as the report's, the same figure.
+  c.rollbackToBatch(0);
+  ASSERT_EQ(c.getMessageCount(), 9u);
+  TokenCheck undone = c.estimateContextTokens();
+  EXPECT_EQ(undone.contextTokens, fullView);
+  EXPECT_FALSE(undone.estimated);
+
+  // The same edit again gives the same figure as the first time.
+  applyContextOperation(c, TruncateOp{.keepLast = 3});
+  EXPECT_EQ(c.estimateContextTokens().contextTokens, truncated.contextTokens);
+  c.rollbackToBatch(0);
+
+  // A message added after the undo is counted locally on top of the report.
+  c.addMessage(Message::user("five"));
+  TokenCheck grown = c.estimateContextTokens();
+  EXPECT_TRUE(grown.estimated);
+  EXPECT_EQ(grown.contextTokens,
+            fullView + countMessageTokens(Message::user("five"), TokenCounter()).tokens);
+  // A snapshot keeps what the report covers.
+  ConversationManager restored(options());
+  restored.restoreFromSnapshot(c.createSnapshot());
+  EXPECT_EQ(restored.estimateContextTokens().contextTokens, grown.contextTokens);
+}
+
 TEST_F(ConversationLoop, TriggerFiresOverTheLimitAndAFailingTriggerIsLogged) {
   startMock(
       R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 500, "completion_tokens": 10}}})");
@@ -515,6 +564,44 @@ TEST_F(ConversationLoop, TriggerFiresOverTheLimitAndAFailingTriggerIsLogged) {
   std::lock_guard lock(logMutex_);
   ASSERT_EQ(log_.size(), 1u);
   EXPECT_NE(log_[0].find("compressor down"), std::string::npos);
+}
+
+// The check before a call counts the request about to be sent: the view, the new prompt and
+// the tool definitions. A long first prompt is over the limit although the view is small.
+TEST_F(ConversationLoop, TheTokenCheckCountsThePromptAboutToBeSent) {
+  startMock(
+      R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 9000, "completion_tokens": 1}}})");
+  addWeatherTool();
+  std::vector<TokenCheck> fired;
+  ConversationOptions o = options();
+  o.tokenLimit = 1000;
+  o.onTokenLimitExceeded = [&](ConversationManager& m, const TokenCheck& check) {
+    fired.push_back(check);
+    EXPECT_EQ(m.getMessageCount(), 1u) << "the prompt is not in the history yet";
+  };
+  ConversationManager c(o);
+  std::string prompt;
+  for (int i = 0; i < 8000; ++i)
+    prompt += "word ";                                       // 40 000 characters
+  ASSERT_LT(c.estimateContextTokens().contextTokens, 1000);  // the view alone is small
+  c.run(prompt);
+  ASSERT_EQ(fired.size(), 1u);
+  const TokenCounter counter;
+  const int64_t expected =
+      countChatTokens({Message::system("You are terse."), Message::user(prompt)},
+                      tools_->definitions()->tools, counter)
+          .tokens;
+  EXPECT_EQ(fired[0].contextTokens, expected);
+  EXPECT_GT(fired[0].contextTokens, 1000);
+  EXPECT_TRUE(fired[0].overLimit);
+  EXPECT_TRUE(fired[0].estimated);
+  EXPECT_EQ(c.getMessageCount(), 3u) << "the call went on";
+
+  // Executed as single steps, the pending prompt is counted the same way.
+  ConversationManager steps(o);
+  steps.executeLlmCall({Message::user(prompt)}, {});
+  ASSERT_EQ(fired.size(), 2u);
+  EXPECT_EQ(fired[1].contextTokens, expected);
 }
 
 TEST_F(ConversationLoop, SummarizeAndTruncateCompressesAndTheRunContinues) {

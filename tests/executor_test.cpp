@@ -838,6 +838,28 @@ TEST_F(Executor, OverTheTokenLimitPublishesTokenLimitExceeded) {
     EXPECT_TRUE(e.traceId == "trace-first" || e.traceId == "trace-limit") << e.traceId;
 }
 
+// The check counts the prompt the request sends, so a long first prompt is over the limit.
+TEST_F(Executor, ALongFirstPromptIsOverTheTokenLimit) {
+  startMock(R"({"reply": {"content": "ok"}})");
+  std::vector<TokenLimitExceeded> seen;
+  std::mutex m;
+  auto sub = bus_.subscribe<TokenLimitExceeded>([&](const TokenLimitExceeded& e) {
+    std::lock_guard lock(m);
+    seen.push_back(e);
+  });
+  auto o = options();
+  o.tokenLimit = 1000;
+  LlmExecutor executor(bus_, o);
+  std::string prompt;
+  for (int i = 0; i < 8000; ++i)
+    prompt += "word ";  // 40 000 characters
+  EXPECT_EQ(executor.execute(request("long", prompt)).content, "ok");
+  std::lock_guard lock(m);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].threadId, "long");
+  EXPECT_GT(seen[0].contextTokens, 1000);
+}
+
 TEST_F(Executor, ThreadsPersistInTheStoreAcrossExecutors) {
   startMock(R"({"reply": {"content": "turn {{turn}}"}})");
   std::string dir = (std::filesystem::temp_directory_path() / "parley-exec-XXXXXX").string();

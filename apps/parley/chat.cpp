@@ -615,15 +615,10 @@ class ChatSession {
   // A system prompt first in the view, replacing the one there; one step of /undo.
   void setSystemPrompt(const std::string& text) {
     ConversationManager& manager = current().manager;
-    const auto view = manager.getMessages();
-    ContextOperation op;
-    if (!view.empty() && view.front().role == Role::System) {
-      op = ReplaceOp{0, Message::system(text)};
-    } else {
-      op = InsertOp{0, {Message::system(text)}};
-    }
+    const std::optional<ContextOperation> op = systemPromptOperation(manager, text);
+    if (!op) return;  // already the prompt in use
     current().undo.push_back(manager.getMarkMap().currentBatch);
-    applyContextOperation(manager, op);
+    applyContextOperation(manager, *op);
     save();
   }
 

@@ -178,6 +178,14 @@ class ConversationManager {
   // Positions [start, end) among the visible messages of `role`; end is clamped.
   std::vector<Message> getMessagesByRoleRange(Role role, size_t start, size_t end) const;
   size_t getMessageCountByRole(Role role) const;
+  // The last n visible messages of `role` in one call (same as getRecentMessagesByRole).
+  std::vector<Message> getRecentMessages(size_t n, Role role) const;
+  // The type-index queries (MessageStore::indicesByRole and its siblings): STORAGE indices of
+  // the visible messages of `role`, in view order, as in the mark map's typeIndices; read the
+  // messages with getAllMessages() or check them with isModified().
+  std::vector<size_t> getIndicesByRole(Role role) const;
+  std::vector<size_t> getRecentIndicesByRole(Role role, size_t n) const;
+  std::vector<size_t> getIndicesByRoleRange(Role role, size_t start, size_t end) const;
 
   // --- batches ---------------------------------------------------------------------------------
   // Clears the view to its system messages (keepSystem) or to nothing, as a new batch.
@@ -221,8 +229,10 @@ class ConversationManager {
   // Records a call's usage; it covers the current view (call it after appending the reply).
   void updateTokenUsage(const TokenUsage& usage);
   TokenUsageStats getTokenUsage() const;
-  // Computes the context size against tokenLimit and, when over it, calls the trigger.
-  TokenCheck checkTokenUsage();
+  // Computes the size of the request about to be sent (the context, tool definitions included,
+  // plus `pending`, the messages to be sent after the view) against tokenLimit and, when over
+  // it, calls the trigger. Every model call runs it with the prompt it sends.
+  TokenCheck checkTokenUsage(const std::vector<Message>& pending = {});
   // The context size alone; fires nothing.
   TokenCheck estimateContextTokens() const;
   // Adds a call's usage to the cumulative counters only: for calls that did not produce the

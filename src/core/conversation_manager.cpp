@@ -37,14 +37,32 @@ struct ConversationManager::State {
   std::shared_ptr<ToolExecutor> executor;
   std::shared_ptr<const TokenCounter> counter;
 
-  // Token accounting (docs/architecture.md, "Tokens"). The last usage covers the view while the
-  // view's epoch is usageEpoch and its first usageViewSize entries are the ones the usage was
-  // reported for.
+  // Token accounting (docs/architecture.md, "Tokens"). The last usage was reported for the view
+  // usageView (storage indices); it covers the current view while that view begins with it,
+  // which an edit can undo and a rollback restore. usageEpoch is the view epoch it was taken at:
+  // while the epoch is unchanged only appends happened, so the prefix needs no comparison.
   std::optional<TokenUsage> lastUsage;
   TokenUsage cumulative;
   int64_t requests = 0;
   uint64_t usageEpoch = kNoEpoch;
-  size_t usageViewSize = 0;
+  MessageStore::IndexList usageView;
+
+  // How many view entries the last usage covers; nullopt when the view no longer begins with
+  // the one it was reported for.
+  std::optional<size_t> reportCoverage() const {
+    if (!lastUsage || usageEpoch == kNoEpoch) return std::nullopt;
+    const MessageStore::IndexList& view = store.view();
+    if (view.size() < usageView.size()) return std::nullopt;
+    if (usageEpoch != store.viewEpoch()) {
+      for (size_t i = 0; i < usageView.size(); ++i)
+        if (view[i] != usageView[i]) return std::nullopt;
+    }
+    return usageView.size();
+  }
+  void coverCurrentView() {
+    usageEpoch = store.viewEpoch();
+    usageView = store.view();
+  }
   // Tool definitions' tokens, per registry revision.
   mutable std::mutex toolTokensMutex;
   mutable uint64_t toolTokensRevision = std::numeric_limits<uint64_t>::max();
@@ -55,7 +73,7 @@ struct ConversationManager::State {
     cumulative = other.cumulative;
     requests = other.requests;
     usageEpoch = other.usageEpoch;
-    usageViewSize = other.usageViewSize;
+    usageView = other.usageView;
   }
 };
 
@@ -253,6 +271,26 @@ size_t ConversationManager::getMessageCountByRole(Role role) const {
   return state_->store.roleIndex(role).size();
 }
 
+std::vector<Message> ConversationManager::getRecentMessages(size_t n, Role role) const {
+  return getRecentMessagesByRole(role, n);
+}
+
+std::vector<size_t> ConversationManager::getIndicesByRole(Role role) const {
+  std::shared_lock lock(state_->mutex);
+  return state_->store.indicesByRole(role);
+}
+
+std::vector<size_t> ConversationManager::getRecentIndicesByRole(Role role, size_t n) const {
+  std::shared_lock lock(state_->mutex);
+  return state_->store.recentIndicesByRole(role, n);
+}
+
+std::vector<size_t> ConversationManager::getIndicesByRoleRange(Role role, size_t start,
+                                                               size_t end) const {
+  std::shared_lock lock(state_->mutex);
+  return state_->store.indicesByRoleRange(role, start, end);
+}
+
 void ConversationManager::clearMessages(bool keepSystem) {
   ClearOp op;
   op.keepSystemMessage = keepSystem;
@@ -376,8 +414,14 @@ void ConversationManager::restoreFromSnapshot(const nlohmann::json& snapshot) {
   state_->lastUsage = std::move(lastUsage);
   state_->cumulative = cumulative;
   state_->requests = requests;
-  state_->usageEpoch = covers ? state_->store.viewEpoch() : kNoEpoch;
-  state_->usageViewSize = coveredViewSize;
+  state_->usageEpoch = kNoEpoch;
+  if (covers && coveredViewSize <= state_->store.viewSize()) {
+    state_->usageEpoch = state_->store.viewEpoch();
+    MessageStore::IndexList covered;
+    state_->store.view().forEach(0, coveredViewSize,
+                                 [&](MessageStore::Index i) { covered.push_back(i); });
+    state_->usageView = std::move(covered);
+  }
   ++state_->revision;
 }
 
@@ -431,9 +475,7 @@ nlohmann::json ConversationManager::tokenUsageJson() const {
                 {"completion_tokens", st.cumulative.completionTokens},
                 {"total_tokens", st.cumulative.totalTokens}}},
               {"requests", st.requests}};
-  if (st.lastUsage && st.usageEpoch == st.store.viewEpoch()) {
-    out["coveredViewSize"] = st.usageViewSize;
-  }
+  if (auto covered = st.reportCoverage()) out["coveredViewSize"] = *covered;
   return out;
 }
 
@@ -444,10 +486,10 @@ TokenCheck ConversationManager::contextTokens() const {
   TokenCheck check;
   check.tokenLimit = st.options->tokenLimit;
   size_t from = 0;
-  if (st.lastUsage && st.usageEpoch == s.viewEpoch() && s.viewSize() >= st.usageViewSize) {
-    // The API's numbers cover the view up to usageViewSize; estimate only what came after.
+  if (auto covered = st.reportCoverage()) {
+    // The API's numbers cover the view up to `covered`; count only what came after.
     check.contextTokens = st.lastUsage->promptTokens + st.lastUsage->completionTokens;
-    from = st.usageViewSize;
+    from = *covered;
     check.estimated = from < s.viewSize();
   } else {
     check.contextTokens = kReplyPrimingTokens;
@@ -474,8 +516,15 @@ TokenCheck ConversationManager::estimateContextTokens() const {
   return contextTokens();
 }
 
-TokenCheck ConversationManager::checkTokenUsage() {
+TokenCheck ConversationManager::checkTokenUsage(const std::vector<Message>& pending) {
   TokenCheck check = estimateContextTokens();
+  if (!pending.empty()) {
+    const TokenCounter& counter = state_->counter ? *state_->counter : defaultCounter();
+    for (const Message& m : pending)
+      check.contextTokens += countMessageTokens(m, counter).tokens;
+    check.estimated = true;
+    check.overLimit = check.tokenLimit > 0 && check.contextTokens > check.tokenLimit;
+  }
   if (!check.overLimit) return check;
   const TokenLimitHandler handler = options().onTokenLimitExceeded;
   if (!handler) return check;
@@ -494,8 +543,7 @@ void ConversationManager::updateTokenUsage(const TokenUsage& usage) {
   st.lastUsage = usage;
   addUsage(st.cumulative, usage);
   ++st.requests;
-  st.usageEpoch = st.store.viewEpoch();
-  st.usageViewSize = st.store.viewSize();
+  st.coverCurrentView();
   ++st.revision;
 }
 
@@ -530,7 +578,7 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
   }
   for (const Message& m : pending)
     validate(m);
-  checkTokenUsage();
+  checkTokenUsage(pending);  // the request about to be sent: the view, `pending`, the tools
 
   ChatRequest request = options.request ? *options.request : config.request;
   request.messages = pending;
@@ -568,8 +616,7 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
     st.lastUsage = *result.usage;
     addUsage(st.cumulative, *result.usage);
     ++st.requests;
-    st.usageEpoch = st.store.viewEpoch();
-    st.usageViewSize = st.store.viewSize();
+    st.coverCurrentView();
   }
   ++st.revision;
   lock.unlock();

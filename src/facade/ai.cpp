@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "parley/context_ops.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/openai_client.hpp"
@@ -84,6 +85,9 @@ struct Conversation::State {
   ConversationManager manager;
   // The thread manager.options().persist saves to, when it is one (duplicate() forks it).
   std::shared_ptr<StoredThread> thread;
+  // The AI's system prompt this history was last brought up to: a change on the AI since then
+  // is applied to the view at the next ask (AI::setSystemPrompt).
+  std::string systemPrompt;
   int promptTokens = 0;
   int responseTokens = 0;
   std::string finishReason;
@@ -220,6 +224,7 @@ Conversation AI::createConversation() {
   options.llm = state_->llm;
   options.systemPrompt = getSystemPrompt();
   options.maxIterations = 1;
+  conversation->systemPrompt = options.systemPrompt;
   conversation->manager = ConversationManager(std::move(options));
   return Conversation(std::move(conversation));
 }
@@ -268,13 +273,17 @@ std::string Conversation::ask(const std::string& prompt, int timeoutMs) {
     ConversationManager work;
     uint64_t version = 0;
     size_t baseStorage = 0;
+    const std::string systemPrompt = AI(st.ai).getSystemPrompt();
     {
       std::lock_guard lock(st.mutex);
       // Unsaved: the turn is saved when it is committed below, into the history it joins (a
       // working copy saved by itself could race another ask's and write a diverged history).
       work = st.manager.clone();
       version = st.version;
-      baseStorage = st.manager.storageSize();
+      if (systemPrompt != st.systemPrompt) {
+        if (auto op = systemPromptOperation(work, systemPrompt)) applyContextOperation(work, *op);
+      }
+      baseStorage = work.storageSize();
     }
     RunOptions options;
     options.maxIterations = 1;
@@ -296,7 +305,8 @@ std::string Conversation::ask(const std::string& prompt, int timeoutMs) {
     std::lock_guard lock(st.mutex);
     const std::shared_ptr<TurnSink>& persist = st.manager.options().persist;
     ConversationManager next;
-    if (st.version == version) {
+    const bool inPlace = st.version == version;
+    if (inPlace) {
       next = work.clone(persist);
     } else {
       // The history changed meanwhile (another ask, setConversationList): append this turn.
@@ -307,6 +317,7 @@ std::string Conversation::ask(const std::string& prompt, int timeoutMs) {
     }
     if (persist) persist->saveTurn(next);  // throws: nothing committed, the history unchanged
     st.manager = std::move(next);
+    if (inPlace) st.systemPrompt = systemPrompt;  // else the next ask brings the view up to it
     ++st.version;
     st.promptTokens += static_cast<int>(result.usage.promptTokens);
     st.responseTokens += static_cast<int>(result.usage.completionTokens);
@@ -364,6 +375,7 @@ bool Conversation::setConversationList(const std::vector<std::string>& list) {
     next.addMessages(std::move(messages));
     if (persist) persist->saveTurn(next);
     state_->manager = std::move(next);
+    state_->systemPrompt = system;
     ++state_->version;
     state_->promptTokens = 0;
     state_->responseTokens = 0;
@@ -393,6 +405,7 @@ Conversation Conversation::duplicate() const {
   } else {
     fork->manager = state_->manager.clone();
   }
+  fork->systemPrompt = state_->systemPrompt;
   fork->promptTokens = state_->promptTokens;
   fork->responseTokens = state_->responseTokens;
   fork->finishReason = state_->finishReason;
