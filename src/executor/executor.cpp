@@ -516,14 +516,21 @@ LlmExecutor::~LlmExecutor() {
 
 LlmExecutionResult LlmExecutor::execute(LlmExecutionRequest request) {
   if (request.traceId.empty()) request.traceId = impl_->newTraceId();
-  auto promise = std::make_shared<std::promise<LlmExecutionResult>>();
+  // A failure crosses as data and becomes an exception on this thread: an exception object
+  // made on the runner's thread could be freed there, after this thread read it, and the
+  // exception's reference count lives in an uninstrumented runtime that TSan cannot follow.
+  struct Outcome {
+    std::optional<LlmExecutionResult> result;
+    nlohmann::json error;
+  };
+  auto promise = std::make_shared<std::promise<Outcome>>();
   auto settled = std::make_shared<std::atomic<bool>>(false);
   const std::string trace = request.traceId;
   EventBus& bus = impl_->bus;
   Subscription done = bus.subscribe<LlmExecutionCompleted>(
       [promise, settled, trace](const LlmExecutionCompleted& e) {
         if (e.traceId != trace || settled->exchange(true)) return;
-        promise->set_value(e.result);
+        promise->set_value(Outcome{e.result, nullptr});
       });
   Subscription failed =
       bus.subscribe<LlmExecutionFailed>([promise, settled, trace](const LlmExecutionFailed& e) {
@@ -531,10 +538,13 @@ LlmExecutionResult LlmExecutor::execute(LlmExecutionRequest request) {
         nlohmann::json details = e.errorDetails;
         // A failure published by someone else may say what went wrong in `error` alone.
         if (details.is_object() && !details.contains("message")) details["message"] = e.error;
-        promise->set_exception(errorFromJson(details));
+        if (!details.is_object()) details = {{"message", e.error}};
+        promise->set_value(Outcome{std::nullopt, std::move(details)});
       });
   bus.publish(request);
-  return promise->get_future().get();
+  Outcome outcome = promise->get_future().get();
+  if (!outcome.result) rethrowFromJson(outcome.error);
+  return std::move(*outcome.result);
 }
 
 void LlmExecutor::waitIdle() {
