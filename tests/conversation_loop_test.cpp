@@ -475,6 +475,30 @@ TEST_F(ConversationLoop, TheTokenCheckCountsThePromptAboutToBeSent) {
   EXPECT_EQ(fired[1].contextTokens, expected);
 }
 
+// The cumulative total is prompt + completion, always, even when a server reports a total
+// that differs (some count cached or reasoning tokens in it); the last request keeps the
+// server's own figure.
+TEST_F(ConversationLoop, CumulativeTotalIsPromptPlusCompletion) {
+  startMock(
+      R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 10, "completion_tokens": 4, "total_tokens": 20}}})");
+  ConversationManager c(options());
+  RunResult first = c.run("one");
+  EXPECT_EQ(first.usage.totalTokens, 14);
+  c.run("two");
+  const TokenUsageStats usage = c.getTokenUsage();
+  ASSERT_TRUE(usage.lastRequest);
+  EXPECT_EQ(usage.lastRequest->totalTokens, 20);  // as reported
+  EXPECT_EQ(usage.cumulative.promptTokens, 20);
+  EXPECT_EQ(usage.cumulative.completionTokens, 8);
+  EXPECT_EQ(usage.cumulative.totalTokens, 28);
+  // A snapshot whose cumulative total disagrees is read the same way.
+  nlohmann::json snapshot = c.createSnapshot();
+  snapshot["tokenUsage"]["cumulative"]["total_tokens"] = 99;
+  ConversationManager restored(options());
+  restored.restoreFromSnapshot(snapshot);
+  EXPECT_EQ(restored.getTokenUsage().cumulative.totalTokens, 28);
+}
+
 TEST_F(ConversationLoop, SummarizeAndTruncateCompressesAndTheRunContinues) {
   startMock(R"(
 {"match": {"user_contains": "Summarize the conversation"}, "reply": {"content": "User asked about A, B and C.", "usage": {"prompt_tokens": 50, "completion_tokens": 8}}}

@@ -125,12 +125,6 @@ const TokenCounter& defaultCounter() {
   return counter;
 }
 
-void addUsage(TokenUsage& sum, const TokenUsage& usage) {
-  sum.promptTokens += usage.promptTokens;
-  sum.completionTokens += usage.completionTokens;
-  sum.totalTokens += usage.totalTokens;
-}
-
 json usageJson(const std::optional<TokenUsage>& usage) {
   return usage ? toJson(*usage) : json(nullptr);
 }
@@ -380,8 +374,7 @@ void ConversationManager::restoreFromSnapshot(const nlohmann::json& snapshot) {
     if (auto sum = usage->find("cumulative"); sum != usage->end() && !sum->is_null()) {
       auto parsed = usageFromJson(*sum);
       if (!parsed) throw ValidationError("snapshot.tokenUsage.cumulative", "must be an object");
-      cumulative =
-          TokenUsage{parsed->promptTokens, parsed->completionTokens, parsed->totalTokens, {}};
+      addUsage(cumulative, *parsed);  // total = prompt + completion, whatever the file says
     }
     auto count = [&](const char* key) -> int64_t {
       auto it = usage->find(key);

@@ -33,12 +33,6 @@ Event causedBy(const LlmExecutionRequest& request) {
   return event;
 }
 
-void addUsage(TokenUsage& sum, const TokenUsage& usage) {
-  sum.promptTokens += usage.promptTokens;
-  sum.completionTokens += usage.completionTokens;
-  sum.totalTokens += usage.totalTokens;
-}
-
 bool isContextProcessor(const LlmExecutionRequest& request) {
   return request.nodeType == "context_processor";
 }
