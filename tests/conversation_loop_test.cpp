@@ -499,6 +499,31 @@ TEST_F(ConversationLoop, CumulativeTotalIsPromptPlusCompletion) {
   EXPECT_EQ(restored.getTokenUsage().cumulative.totalTokens, 28);
 }
 
+// A trigger that throws something that is not a std::exception is logged too, and the call
+// goes on.
+TEST_F(ConversationLoop, ATriggerThrowingANonStandardExceptionIsLoggedAndTheCallGoesOn) {
+  startMock(
+      R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 500, "completion_tokens": 10}}})");
+  int fired = 0;
+  ConversationOptions o = options();
+  o.tokenLimit = 100;
+  o.onTokenLimitExceeded = [&](ConversationManager&, const TokenCheck&) {
+    ++fired;
+    throw 42;
+  };
+  ConversationManager c(o);
+  c.run("first");
+  EXPECT_EQ(fired, 0);
+  RunResult second;
+  ASSERT_NO_THROW(second = c.run("second"));
+  EXPECT_EQ(fired, 1);
+  EXPECT_EQ(second.content, "ok");
+  EXPECT_EQ(c.getMessageCount(), 5u) << "the call went on";
+  std::lock_guard lock(logMutex_);
+  ASSERT_EQ(log_.size(), 1u);
+  EXPECT_NE(log_[0].find("token-limit trigger failed"), std::string::npos) << log_[0];
+}
+
 TEST_F(ConversationLoop, SummarizeAndTruncateCompressesAndTheRunContinues) {
   startMock(R"(
 {"match": {"user_contains": "Summarize the conversation"}, "reply": {"content": "User asked about A, B and C.", "usage": {"prompt_tokens": 50, "completion_tokens": 8}}}

@@ -515,6 +515,10 @@ TokenCheck ConversationManager::checkTokenUsage(const std::vector<Message>& pend
   } catch (const std::exception& e) {
     logLine(options(),
             std::string("the token-limit trigger failed: ") + e.what() + "; the call goes on");
+  } catch (...) {  // a trigger is user code: whatever it throws must not stop the call
+    logLine(options(),
+            "the token-limit trigger failed (an exception that is not a "
+            "std::exception); the call goes on");
   }
   return check;
 }
