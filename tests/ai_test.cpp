@@ -4,12 +4,17 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <thread>
 
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
+#include "parley/errors.hpp"
 #include "parley/store.hpp"
+#include "parley/tokens.hpp"
 
 namespace parley {
 namespace {
@@ -240,6 +245,49 @@ TEST_F(Facade, ASystemPromptChangedLaterIsSavedWithTheStoredThread) {
   const auto messages = lastBody()["messages"];
   ASSERT_EQ(messages.size(), 6u) << messages.dump();
   EXPECT_EQ(messages[0]["content"], "Answer in French.");
+}
+
+// Points the vocabulary search at `dir` for one scope.
+class ScopedDataDir {
+ public:
+  explicit ScopedDataDir(const std::filesystem::path& dir) {
+    if (const char* previous = std::getenv("PARLEY_DATA_DIR")) previous_ = previous;
+    ::setenv("PARLEY_DATA_DIR", dir.c_str(), 1);
+  }
+  ~ScopedDataDir() {
+    if (previous_) {
+      ::setenv("PARLEY_DATA_DIR", previous_->c_str(), 1);
+    } else {
+      ::unsetenv("PARLEY_DATA_DIR");
+    }
+  }
+  ScopedDataDir(const ScopedDataDir&) = delete;
+  ScopedDataDir& operator=(const ScopedDataDir&) = delete;
+
+ private:
+  std::optional<std::string> previous_;
+};
+
+// A malformed vocabulary file does not stop a conversation: its token counts fall back to the
+// estimate; loadEncoding(), which asks for the vocabulary explicitly, still names the problem.
+TEST_F(Facade, AMalformedVocabularyFallsBackToTheEstimate) {
+  const std::filesystem::path data = dir_ / "bad-vocab";
+  std::filesystem::create_directories(data);
+  std::ofstream(data / "o200k_base.tiktoken") << "this is not a rank file\n";
+  const ScopedDataDir scoped(data);
+  AI ai = makeAI();
+  Conversation convo = ai.createConversation();
+  EXPECT_EQ(convo.lastError(), "");
+  EXPECT_EQ(convo.ask("Hello"), "echo: Hello (turn 1)");
+  EXPECT_EQ(convo.ask("Again"), "echo: Again (turn 2)");
+  EXPECT_FALSE(TokenCounter().exact());
+  EXPECT_EQ(TokenCounter().count("abcde"), (TokenCount{2, true}));
+  try {
+    loadEncoding("o200k_base");
+    ADD_FAILURE() << "expected an Error for the malformed file";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("o200k_base.tiktoken"), std::string::npos) << e.what();
+  }
 }
 
 // Seed: the three counters.

@@ -604,6 +604,55 @@ TEST_F(ConversationLoop, TheTokenCheckCountsThePromptAboutToBeSent) {
   EXPECT_EQ(fired[1].contextTokens, expected);
 }
 
+// The cumulative total is prompt + completion, always, even when a server reports a total
+// that differs (some count cached or reasoning tokens in it); the last request keeps the
+// server's own figure.
+TEST_F(ConversationLoop, CumulativeTotalIsPromptPlusCompletion) {
+  startMock(
+      R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 10, "completion_tokens": 4, "total_tokens": 20}}})");
+  ConversationManager c(options());
+  RunResult first = c.run("one");
+  EXPECT_EQ(first.usage.totalTokens, 14);
+  c.run("two");
+  const TokenUsageStats usage = c.getTokenUsage();
+  ASSERT_TRUE(usage.lastRequest);
+  EXPECT_EQ(usage.lastRequest->totalTokens, 20);  // as reported
+  EXPECT_EQ(usage.cumulative.promptTokens, 20);
+  EXPECT_EQ(usage.cumulative.completionTokens, 8);
+  EXPECT_EQ(usage.cumulative.totalTokens, 28);
+  // A snapshot whose cumulative total disagrees is read the same way.
+  nlohmann::json snapshot = c.createSnapshot();
+  snapshot["tokenUsage"]["cumulative"]["total_tokens"] = 99;
+  ConversationManager restored(options());
+  restored.restoreFromSnapshot(snapshot);
+  EXPECT_EQ(restored.getTokenUsage().cumulative.totalTokens, 28);
+}
+
+// A trigger that throws something that is not a std::exception is logged too, and the call
+// goes on.
+TEST_F(ConversationLoop, ATriggerThrowingANonStandardExceptionIsLoggedAndTheCallGoesOn) {
+  startMock(
+      R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 500, "completion_tokens": 10}}})");
+  int fired = 0;
+  ConversationOptions o = options();
+  o.tokenLimit = 100;
+  o.onTokenLimitExceeded = [&](ConversationManager&, const TokenCheck&) {
+    ++fired;
+    throw 42;
+  };
+  ConversationManager c(o);
+  c.run("first");
+  EXPECT_EQ(fired, 0);
+  RunResult second;
+  ASSERT_NO_THROW(second = c.run("second"));
+  EXPECT_EQ(fired, 1);
+  EXPECT_EQ(second.content, "ok");
+  EXPECT_EQ(c.getMessageCount(), 5u) << "the call went on";
+  std::lock_guard lock(logMutex_);
+  ASSERT_EQ(log_.size(), 1u);
+  EXPECT_NE(log_[0].find("token-limit trigger failed"), std::string::npos) << log_[0];
+}
+
 TEST_F(ConversationLoop, SummarizeAndTruncateCompressesAndTheRunContinues) {
   startMock(R"(
 {"match": {"user_contains": "Summarize the conversation"}, "reply": {"content": "User asked about A, B and C.", "usage": {"prompt_tokens": 50, "completion_tokens": 8}}}

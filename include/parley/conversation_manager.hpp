@@ -57,9 +57,9 @@ struct TokenCheck {
 // The three numbers kept apart (docs/architecture.md, "Tokens").
 struct TokenUsageStats {
   std::optional<TokenUsage> lastRequest;  // the last call's usage as the API reported it (raw kept)
-  TokenUsage cumulative;                  // sum over every call (billing, the facade's counters)
-  int64_t requests = 0;                   // calls that reported usage
-  TokenCheck context;                     // the visible context against the limit
+  TokenUsage cumulative;  // sum over every call (billing, the facade's counters); total = p + c
+  int64_t requests = 0;   // calls that reported usage
+  TokenCheck context;     // the visible context against the limit
 };
 
 // Called before a model call when the context is over the limit (the compression trigger).

@@ -133,12 +133,6 @@ const TokenCounter& defaultCounter() {
   return counter;
 }
 
-void addUsage(TokenUsage& sum, const TokenUsage& usage) {
-  sum.promptTokens += usage.promptTokens;
-  sum.completionTokens += usage.completionTokens;
-  sum.totalTokens += usage.totalTokens;
-}
-
 json usageJson(const std::optional<TokenUsage>& usage) {
   return usage ? toJson(*usage) : json(nullptr);
 }
@@ -391,8 +385,7 @@ void ConversationManager::restoreFromSnapshot(const nlohmann::json& snapshot) {
     if (auto sum = usage->find("cumulative"); sum != usage->end() && !sum->is_null()) {
       auto parsed = usageFromJson(*sum);
       if (!parsed) throw ValidationError("snapshot.tokenUsage.cumulative", "must be an object");
-      cumulative =
-          TokenUsage{parsed->promptTokens, parsed->completionTokens, parsed->totalTokens, {}};
+      addUsage(cumulative, *parsed);  // total = prompt + completion, whatever the file says
     }
     auto count = [&](const char* key) -> int64_t {
       auto it = usage->find(key);
@@ -533,6 +526,10 @@ TokenCheck ConversationManager::checkTokenUsage(const std::vector<Message>& pend
   } catch (const std::exception& e) {
     logLine(options(),
             std::string("the token-limit trigger failed: ") + e.what() + "; the call goes on");
+  } catch (...) {  // a trigger is user code: whatever it throws must not stop the call
+    logLine(options(),
+            "the token-limit trigger failed (an exception that is not a "
+            "std::exception); the call goes on");
   }
   return check;
 }
