@@ -55,7 +55,27 @@ void BM_CreateSnapshot(benchmark::State& state) {
   for (auto _ : state)
     benchmark::DoNotOptimize(c.createSnapshot());
 }
-BENCHMARK(BM_CreateSnapshot)->Arg(10000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CreateSnapshot)->Arg(10)->Arg(10000)->Unit(benchmark::kMicrosecond);
+
+// What the executor takes after every request (LlmExecutionCompleted::updatedContext): the
+// state frozen, its document built only on demand. Flat in the history's length.
+void BM_FrozenSnapshot(benchmark::State& state) {
+  ConversationManager c = history(state.range(0));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(c.snapshot());
+}
+BENCHMARK(BM_FrozenSnapshot)->Arg(10)->Arg(10000)->Unit(benchmark::kMicrosecond);
+
+// Handing a frozen snapshot back (a request's contextSnapshot).
+void BM_RestoreFrozenSnapshot(benchmark::State& state) {
+  const parley::ContextSnapshot snapshot = history(state.range(0)).snapshot();
+  ConversationManager c;
+  for (auto _ : state) {
+    c.restoreFromSnapshot(snapshot);
+    benchmark::DoNotOptimize(c);
+  }
+}
+BENCHMARK(BM_RestoreFrozenSnapshot)->Arg(10)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
 void BM_RestoreSnapshot(benchmark::State& state) {
   const nlohmann::json snapshot = history(state.range(0)).createSnapshot();
@@ -65,7 +85,7 @@ void BM_RestoreSnapshot(benchmark::State& state) {
     benchmark::DoNotOptimize(c);
   }
 }
-BENCHMARK(BM_RestoreSnapshot)->Arg(10000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RestoreSnapshot)->Arg(10)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
 void BM_StateSnapshot(benchmark::State& state) {
   ConversationManager c = history(state.range(0));

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
       bus.subscribe<parley::LlmExecutionCompleted>([&](const parley::LlmExecutionCompleted& e) {
         std::lock_guard lock(mutex);
         answers[e.threadId] += e.result.content + " (" +
-                               std::to_string(e.updatedContext["messages"].size()) + " messages) ";
+                               std::to_string(e.updatedContext.messages().size()) + " messages) ";
       });
   auto failed = bus.subscribe<parley::LlmExecutionFailed>([&](const parley::LlmExecutionFailed& e) {
     std::lock_guard lock(mutex);

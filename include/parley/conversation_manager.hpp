@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "parley/context_snapshot.hpp"
 #include "parley/llm.hpp"
 #include "parley/message.hpp"
 #include "parley/message_store.hpp"
@@ -255,6 +256,13 @@ class ConversationManager {
   // Replaces the whole state. Refuses (ValidationError naming the field, state unchanged) a
   // document of another or newer format, or one whose parts do not agree.
   void restoreFromSnapshot(const nlohmann::json& snapshot);
+  // The state frozen, in O(batches): the same content as createSnapshot(), whose document is
+  // built only if someone asks (context_snapshot.hpp).
+  ContextSnapshot snapshot() const;
+  // Replaces the whole state with `snapshot`'s: O(batches) for one taken by snapshot(), as
+  // restoreFromSnapshot(json) for one made from a document. A null snapshot is a
+  // ValidationError.
+  void restoreFromSnapshot(const ContextSnapshot& snapshot);
   // An independent manager sharing this one's history prefix, options and token counters. It
   // is not persisted: saving its turns into this one's stored thread would overwrite that
   // thread's history, so the clone's options.persist is null. To keep a clone, fork the thread

@@ -27,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "parley/context_snapshot.hpp"
 #include "parley/message.hpp"
 #include "parley/usage.hpp"
 
@@ -63,9 +64,10 @@ struct LlmExecutionRequest : EventHeader {
   // (executor.hpp).
   std::string nodeType = "llm";
   LlmRequestData requestData;
-  // Non-null: a ConversationManager snapshot (createSnapshot()) the thread is restored from
-  // before the prompt is appended; it replaces the thread's current conversation.
-  nlohmann::json contextSnapshot;
+  // Non-null: a snapshot the thread is restored from before the prompt is appended; it replaces
+  // the thread's current conversation. An updatedContext handed back costs O(1) to restore; a
+  // JSON document (ConversationManager::createSnapshot()'s format) converts implicitly.
+  ContextSnapshot contextSnapshot;
 };
 
 struct LlmExecutionResult {
@@ -82,7 +84,9 @@ struct LlmExecutionCompleted : EventHeader {
   LlmExecutionCompleted() { type = kType; }
   std::string nodeId;
   LlmExecutionResult result;
-  nlohmann::json updatedContext;  // the thread's snapshot after the request
+  // The thread's state after the request: taken in O(1), its JSON document built only if asked
+  // for (updatedContext.json()).
+  ContextSnapshot updatedContext;
 };
 
 struct LlmExecutionFailed : EventHeader {

@@ -16,6 +16,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "core/context_snapshot_state.hpp"
 #include "parley/context_ops.hpp"
 #include "parley/errors.hpp"
 
@@ -415,6 +416,25 @@ void ConversationManager::restoreFromSnapshot(const nlohmann::json& snapshot) {
                                  [&](MessageStore::Index i) { covered.push_back(i); });
     state_->usageView = std::move(covered);
   }
+  ++state_->revision;
+}
+
+ContextSnapshot ConversationManager::snapshot() const {
+  auto frozen = std::make_shared<ContextSnapshot::Frozen>();
+  frozen->conversation.emplace(clone());
+  return ContextSnapshot(std::shared_ptr<const ContextSnapshot::Frozen>(std::move(frozen)));
+}
+
+void ConversationManager::restoreFromSnapshot(const ContextSnapshot& snapshot) {
+  if (snapshot.isNull()) throw ValidationError("snapshot", "must be a snapshot, not null");
+  const ConversationManager* frozen = snapshot.conversation();
+  if (!frozen) return restoreFromSnapshot(snapshot.json());
+  if (frozen == this) return;
+  const State& from = *frozen->state_;
+  std::shared_lock fromLock(from.mutex);  // never written: only readers meet here
+  std::unique_lock lock(state_->mutex);
+  state_->store = from.store;
+  state_->copyAccountingFrom(from);
   ++state_->revision;
 }
 

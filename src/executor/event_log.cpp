@@ -66,7 +66,7 @@ nlohmann::json describeEvent(const LlmExecutionRequest& e) {
   j["promptBytes"] = e.requestData.prompt.size();
   j["tools"] = e.requestData.tools;
   j["parameters"] = redacted(e.requestData.parameters);
-  j["hasContextSnapshot"] = !e.contextSnapshot.is_null();
+  j["hasContextSnapshot"] = !e.contextSnapshot.isNull();
   return j;
 }
 

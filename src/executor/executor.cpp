@@ -96,7 +96,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
                                             "\" (expected \"llm\", \"context_processor\" or "
                                             "\"user_interaction\")");
     }
-    if (!r.contextSnapshot.is_null() && !r.contextSnapshot.is_object()) {
+    if (!r.contextSnapshot.isNull() && !r.contextSnapshot.isObject()) {
       throw ValidationError("contextSnapshot", "must be a snapshot object or null");
     }
     if (!r.requestData.parameters.is_object()) {
@@ -257,22 +257,21 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     } else if (!profileId.empty() && profileId != state.profileId) {
       // A manager's model is fixed at construction: move the conversation to a new one.
       auto next = makeManager(state, profileId);
-      next->restoreFromSnapshot(state.manager->createSnapshot());
+      next->restoreFromSnapshot(state.manager->snapshot());
       state.manager = std::move(next);
       state.profileId = profileId;
     }
-    if (!request.contextSnapshot.is_null()) {
+    if (!request.contextSnapshot.isNull()) {
       if (!state.stored) {
         state.manager->restoreFromSnapshot(request.contextSnapshot);
         return;
       }
       // A stored thread only grows: the snapshot's view becomes the thread's new batch (the
       // old messages stay in storage, hidden), never a splice of its tail onto the old prefix.
-      ConversationManager given;
-      given.restoreFromSnapshot(request.contextSnapshot);  // validates it all first
+      const std::vector<Message> given = request.contextSnapshot.messages();  // validated first
       state.manager->modifyStore([&](MessageStore& store) {
         store.startNewBatch(store.storageSize());
-        store.appendAll(given.getMessages());
+        store.appendAll(given);
       });
     }
   }
@@ -301,7 +300,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       auto done = detail::causedBy<LlmExecutionCompleted>(request);
       done.nodeId = request.nodeId;
       done.result = std::move(result);
-      done.updatedContext = state.manager->createSnapshot();
+      done.updatedContext = state.manager->snapshot();
       state.current = nullptr;
       bus.publish(done);
     } catch (...) {
@@ -396,19 +395,18 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       publishAdded(request, message);
     };
     run.runToolCalls = [&](const std::vector<ToolCall>& calls, std::stop_token cancel) {
-      return toolCalls.run(request, calls, cancel,
-                           [&](const ToolCall& call) -> std::optional<ToolResult> {
-                             if (!offered.empty() && !offered.count(call.name)) {
-                               ToolResult r;
-                               r.toolCallId = call.id;
-                               r.name = call.name;
-                               r.errorKind = ToolErrorKind::UnknownTool;
-                               r.error = "tool \"" + call.name +
-                                         "\" was not offered for this request";
-                               return r;
-                             }
-                             return interactions.approval(request, call, cancel);
-                           });
+      return toolCalls.run(
+          request, calls, cancel, [&](const ToolCall& call) -> std::optional<ToolResult> {
+            if (!offered.empty() && !offered.count(call.name)) {
+              ToolResult r;
+              r.toolCallId = call.id;
+              r.name = call.name;
+              r.errorKind = ToolErrorKind::UnknownTool;
+              r.error = "tool \"" + call.name + "\" was not offered for this request";
+              return r;
+            }
+            return interactions.approval(request, call, cancel);
+          });
     };
 
     RunResult done = manager.run(prompt, run);
