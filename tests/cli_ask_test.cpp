@@ -285,5 +285,59 @@ TEST_F(AskTest, EscapeSequencesFromTheServerNeverReachATerminal) {
             std::string::npos);
 }
 
+// The turn's cost: usage billed by the price table, cached reads at their price; a model the
+// table does not know is null, never 0.
+TEST_F(AskTest, JsonReportsTheCostOfTheTurn) {
+  serve(
+      R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 1000, "completion_tokens": 200, "prompt_tokens_details": {"cached_tokens": 600}}}})");
+  std::filesystem::create_directories(dir_);
+  const std::string prices = (dir_ / "prices.toml").string();
+  std::ofstream(prices) << "[prices.\"m1\"]\ninput = 2\ncached_input = 0.5\noutput = 8\n";
+  CliRun run = ask({"--base-url", server_->baseUrl(), "--model", "m1-2025", "--api-key", "sk",
+                    "--prices", prices, "--no-save", "--json", "hi"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  json out = json::parse(run.out);
+  ASSERT_TRUE(out["cost_usd"].is_number()) << run.out;
+  EXPECT_NEAR(out["cost_usd"].get<double>(), (400 * 2 + 600 * 0.5 + 200 * 8) / 1e6, 1e-12);
+
+  run = ask({"--base-url", server_->baseUrl(), "--model", "other", "--api-key", "sk", "--prices",
+             prices, "--no-save", "--json", "hi"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  out = json::parse(run.out);
+  ASSERT_TRUE(out.contains("cost_usd"));
+  EXPECT_TRUE(out["cost_usd"].is_null()) << run.out;
+}
+
+// Without --prices: the shipped table, with the config file's [prices] over it.
+TEST_F(AskTest, ConfigPricesOverrideTheShippedTable) {
+  serve(
+      R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 1000000, "completion_tokens": 0}}})");
+  std::filesystem::create_directories(dir_);
+  const std::string config = (dir_ / "config.toml").string();
+  const auto costWith = [&](const std::string& model) {
+    CliRun run = ask({"--base-url", server_->baseUrl(), "--model", model, "--api-key", "sk",
+                      "--config", config, "--no-save", "--json", "hi"});
+    EXPECT_EQ(run.exitCode, 0) << run.err;
+    return json::parse(run.out)["cost_usd"];
+  };
+  std::ofstream(config) << "[prices.\"my-local-model\"]\ninput = 0.5\noutput = 1\n";
+  EXPECT_EQ(costWith("my-local-model"), 0.5);
+  EXPECT_EQ(costWith("gpt-4o-mini"), 0.15);  // the shipped price
+  std::ofstream(config) << "[prices.\"gpt-4o-mini\"]\ninput = 9\noutput = 9\n";
+  EXPECT_EQ(costWith("gpt-4o-mini"), 9);
+}
+
+TEST_F(AskTest, ABadPriceFileFailsBeforeAnyRequest) {
+  serve(R"({"reply": {"content": "ok"}})");
+  std::filesystem::create_directories(dir_);
+  const std::string prices = (dir_ / "prices.toml").string();
+  std::ofstream(prices) << "[prices.\"m1\"]\ninput = 2\n";
+  CliRun run = ask({"--base-url", server_->baseUrl(), "--model", "m1", "--api-key", "sk",
+                    "--prices", prices, "--no-save", "--json", "hi"});
+  EXPECT_NE(run.exitCode, 0);
+  EXPECT_NE(run.err.find("prices.m1.output: is required"), std::string::npos) << run.err;
+  EXPECT_TRUE(server_->requests().empty());
+}
+
 }  // namespace
 }  // namespace parley

@@ -6,7 +6,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "parley/cost.hpp"
 #include "parley/errors.hpp"
@@ -215,6 +217,31 @@ TEST(Cost, PlainUsageAndInconsistentDetails) {
       R"({"prompt_tokens": 10, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 50}})"));
   EXPECT_EQ(odd.input, 0);
   EXPECT_EQ(odd.cachedInput, 50);
+}
+
+TEST(Cost, ATurnSumsItsReplies) {
+  PriceTable table;
+  table.set("m", {1, {}, {}, 2, {}});
+  std::vector<parley::Message> turn = {parley::Message::user("q"),
+                                       parley::Message::assistant("calling"),
+                                       parley::Message::assistant("done")};
+  turn[1].usage = usageOf(R"({"prompt_tokens": 100, "completion_tokens": 10})");
+  turn[2].usage = usageOf(R"({"prompt_tokens": 200, "completion_tokens": 20})");
+  EXPECT_NEAR(*table.cost("m", turn), (300 * 1 + 30 * 2) / 1e6, 1e-12);
+  EXPECT_EQ(table.cost("m", std::span(turn).first(1)), 0.0);
+  EXPECT_FALSE(table.cost("unknown", turn));
+}
+
+TEST(PriceTable, MergeReplacesAndAdds) {
+  PriceTable base = tableOf(
+      "[prices]\nas_of = 2025-01-01\n[prices.a]\ninput = 1\noutput = 1\n"
+      "[prices.b]\ninput = 2\noutput = 2\n");
+  base.merge(tableOf("[prices.b]\ninput = 5\noutput = 5\n[prices.c]\ninput = 3\noutput = 3\n"));
+  EXPECT_EQ(base.size(), 3u);
+  EXPECT_EQ(base.find("a")->input, 1);
+  EXPECT_EQ(base.find("b")->input, 5);
+  EXPECT_EQ(base.find("c")->input, 3);
+  EXPECT_EQ(base.asOf(), "2025-01-01");
 }
 
 }  // namespace

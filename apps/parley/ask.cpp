@@ -9,14 +9,17 @@
 // Every turn is saved (in --db, default the user's database) when it completes: to a new thread
 // titled after the prompt, to --thread ID, or with -c to the thread used last; --no-save keeps
 // nothing. A failed turn leaves the store as it was. -t NAME takes options from a template of the
-// config file (template_config.hpp); --save-template NAME writes them as one.
+// config file (template_config.hpp); --save-template NAME writes them as one. --json adds the
+// turn's cost, priced with prices_option.hpp's table as the model asked for (null: unpriced).
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,6 +36,7 @@
 #include "parley/store.hpp"
 #include "prompt_input.hpp"
 #include "markdown.hpp"
+#include "prices_option.hpp"
 #include "template_config.hpp"
 #include "terminal.hpp"
 #include "tool_file.hpp"
@@ -61,6 +65,7 @@ struct AskArgs {
   std::string saveTemplateName;
   std::string format;  // text | markdown | json; "": text on a terminal, else markdown
   std::string color = "auto";
+  std::string pricesFile;
 };
 
 std::atomic<bool> interrupted{false};
@@ -132,6 +137,8 @@ int runAsk(const AskArgs& given) {
   ConversationOptions options;
   ClientOptions client = resolveEndpoint(args.endpoint);
   addParameters(used, client);
+  // Read before the call, so a bad price file costs nothing.
+  const PriceTable prices = cliPriceTable(args.pricesFile, configFile(args.endpoint));
   options.llm = makeClient(client);
   if (loop) options.tools = tools;
   options.systemPrompt = args.system;
@@ -220,6 +227,8 @@ int runAsk(const AskArgs& given) {
   Message reply;
   std::string finishReason;
   std::optional<TokenUsage> usage;
+  const size_t viewBefore = manager.getMessages().size();
+  std::optional<double> cost;  // the turn's replies, priced as the model asked for
   try {
     if (loop) {
       RunResult result = manager.run(prompt, run);
@@ -234,6 +243,8 @@ int runAsk(const AskArgs& given) {
       finishReason = result.finishReason;
       usage = result.usage;
     }
+    const std::vector<Message> view = manager.getMessages();
+    cost = prices.cost(client.model, std::span(view).subspan(std::min(viewBefore, view.size())));
     if (stored) stored->save(manager);
   } catch (const CancelledError&) {
     std::signal(SIGINT, previous);
@@ -263,7 +274,8 @@ int runAsk(const AskArgs& given) {
     reply.usage.reset();  // printed beside it, as the API's response has it
     nlohmann::json out = {{"message", toJson(reply)},
                           {"finish_reason", finishReason},
-                          {"usage", usage ? toJson(*usage) : nlohmann::json()}};
+                          {"usage", usage ? toJson(*usage) : nlohmann::json()},
+                          {"cost_usd", cost && usage ? nlohmann::json(*cost) : nlohmann::json()}};
     std::cout << out.dump() << "\n";
     noteNewThread();
     return kExitOk;
@@ -331,8 +343,10 @@ void addAskCommand(CLI::App& app, int& exitCode) {
                   "Styles in --format text: auto (on a terminal, unless NO_COLOR is set), always "
                   "or never")
       ->capture_default_str();
+  addPricesOption(*cmd, args->pricesFile);
   cmd->add_flag("--json", args->json,
-                "Print one JSON object: {\"message\", \"finish_reason\", \"usage\"}");
+                "Print one JSON object: {\"message\", \"finish_reason\", \"usage\", "
+                "\"cost_usd\" (null when the model is unpriced)}");
   cmd->add_option("prompt", args->prompt,
                   "The prompt (text piped on stdin is added after it, or is the prompt; up to "
                   "8 MiB)");

@@ -26,11 +26,13 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
+#include "parley/message.hpp"
 #include "parley/usage.hpp"
 
 namespace parley {
@@ -85,10 +87,15 @@ class PriceTable {
 
   // Adds or replaces a model's price.
   void set(std::string model, ModelPrice price);
+  // Adds or replaces every price of `over` (and takes its as_of when it has one).
+  void merge(const PriceTable& over);
   // Exact name, then the longest prefix ending at a separator (see above); nullopt: unpriced.
   std::optional<ModelPrice> find(std::string_view model) const;
   // USD for one reply of `model`; nullopt when the model is unpriced.
   std::optional<double> cost(std::string_view model, const TokenUsage& usage) const;
+  // USD for the replies among `messages` (those carrying usage), all of `model`: a turn's cost.
+  // nullopt when the model is unpriced; 0 when no message carries usage.
+  std::optional<double> cost(std::string_view model, std::span<const Message> messages) const;
 
   std::size_t size() const noexcept { return prices_.size(); }
   bool empty() const noexcept { return prices_.empty(); }

@@ -139,6 +139,12 @@ void PriceTable::set(std::string model, ModelPrice price) {
   prices_.insert_or_assign(std::move(model), price);
 }
 
+void PriceTable::merge(const PriceTable& over) {
+  for (const auto& [model, price] : over.prices_)
+    prices_.insert_or_assign(model, price);
+  if (!over.asOf_.empty()) asOf_ = over.asOf_;
+}
+
 std::optional<ModelPrice> PriceTable::find(std::string_view model) const {
   if (auto it = prices_.find(model); it != prices_.end()) return it->second;
   // Longest first: walk back from the cut points of `model`, each a separator.
@@ -153,6 +159,17 @@ std::optional<double> PriceTable::cost(std::string_view model, const TokenUsage&
   auto price = find(model);
   if (!price) return std::nullopt;
   return costOf(usage, *price);
+}
+
+std::optional<double> PriceTable::cost(std::string_view model,
+                                       std::span<const Message> messages) const {
+  auto price = find(model);
+  if (!price) return std::nullopt;
+  double sum = 0;
+  for (const Message& message : messages) {
+    if (message.usage) sum += costOf(*message.usage, *price);
+  }
+  return sum;
 }
 
 }  // namespace parley
