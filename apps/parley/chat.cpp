@@ -619,7 +619,7 @@ class ChatSession {
     } else {
       ++unpricedTurns_;
     }
-    out_ << "[cost " << formatCost(cost) << (cost ? "" : " (no price for " + priced + ")")
+    out_ << "[cost " << formatUsd(cost) << (cost ? "" : " (no price for " + priced + ")")
          << "]\n";
     (void)start;
   }
@@ -963,7 +963,7 @@ class ChatSession {
                                             : std::string("no limit"))
            << "\n";
     } else if (name == "cost") {
-      out_ << "this session: " << formatCost(sessionCost_);
+      out_ << "this session: " << formatUsd(sessionCost_);
       if (unpricedTurns_ > 0) {
         out_ << " (not counted: " << unpricedTurns_ << " unpriced turn"
              << (unpricedTurns_ == 1 ? "" : "s") << ")";

@@ -1,8 +1,6 @@
 #include "prices_option.hpp"
 
 #include <filesystem>
-#include <iomanip>
-#include <sstream>
 
 #include "parley/toml.hpp"
 
@@ -24,13 +22,6 @@ PriceTable cliPriceTable(const std::string& pricesFile, const std::string& confi
     table.merge(PriceTable::fromDocument(readTomlFile(configFile), configFile));
   }
   return table;
-}
-
-std::string formatCost(std::optional<double> usd) {
-  if (!usd) return "unpriced";
-  std::ostringstream out;
-  out << "$" << std::fixed << std::setprecision(*usd < 1 ? 6 : 2) << *usd;
-  return out.str();
 }
 
 }  // namespace parley::cli

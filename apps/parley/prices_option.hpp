@@ -4,7 +4,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <optional>
 #include <string>
 
 #include "parley/cost.hpp"
@@ -15,8 +14,5 @@ void addPricesOption(CLI::App& cmd, std::string& file);
 
 // ValidationError naming the file for a bad price file or a bad `[prices]` table.
 PriceTable cliPriceTable(const std::string& pricesFile, const std::string& configFile);
-
-// "$0.000123" (six decimals below a dollar, else cents: "$12.34"); "unpriced" for nullopt.
-std::string formatCost(std::optional<double> usd);
 
 }  // namespace parley::cli

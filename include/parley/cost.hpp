@@ -18,13 +18,20 @@
 // "gpt-4o-mini-2024-07-18", "gpt-4" does not price "gpt-4o". A model the table does not know is
 // unpriced (std::nullopt), never free.
 //
-// Thread-safety: PriceTable is a value; const methods are safe from several threads.
+// Budgets (CostBudget, checkBudget) bound what a run or a thread may spend: before a model call
+// the call's worst case (the exact prompt count at the input price, the max_tokens bound at the
+// output price) is added to what was spent, and a call that could go over is refused
+// (BudgetExceeded) before anything is sent.
+//
+// Thread-safety: PriceTable and CostBudget are values; const methods are safe from several
+// threads.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -33,6 +40,7 @@
 #include <nlohmann/json.hpp>
 
 #include "parley/message.hpp"
+#include "parley/tokens.hpp"
 #include "parley/usage.hpp"
 
 namespace parley {
@@ -106,5 +114,42 @@ class PriceTable {
   std::map<std::string, ModelPrice, std::less<>> prices_;
   std::string asOf_;
 };
+
+// Spending limits in USD (ConversationOptions::budget). No limit set: nothing is checked.
+struct CostBudget {
+  std::shared_ptr<const PriceTable> prices;  // required with a limit
+  // The model priced when a call's request names none (the client's default model).
+  std::string model;
+  std::optional<double> maxCostPerRun;     // a run: the replies after the view's last user prompt
+  std::optional<double> maxCostPerThread;  // every reply in the history, hidden ones included
+  // The output bound of a call whose request sets no max_tokens: sent as its max_tokens, so
+  // the worst case checked is the one that can happen.
+  int64_t defaultMaxTokens = 4096;
+
+  bool limited() const noexcept { return maxCostPerRun || maxCostPerThread; }
+};
+
+// One call about to be sent.
+struct BudgetCall {
+  std::string model;      // as priced (the request's, else CostBudget::model)
+  TokenCount prompt;      // the exact prompt count (an estimate without a vocabulary)
+  int64_t maxTokens = 0;  // the max_tokens bound sent
+  double spentRun = 0;    // USD the run's replies cost so far
+  double spentThread = 0; // USD the thread's replies cost so far
+};
+
+// The most one call can cost: `promptTokens` at the dearer of input and cache writes (no cache
+// reads assumed), `maxOutputTokens` at the dearer of output and reasoning.
+double worstCaseCost(int64_t promptTokens, int64_t maxOutputTokens, const ModelPrice& price);
+
+// Checks `call` against every limit of `budget` and returns the call's worst case in USD.
+// Throws BudgetExceeded (errors.hpp) naming the budget, its limit and the estimate (spent + the
+// call's worst case) when the call could go over one, or when the model is unpriced (a budget
+// cannot be kept then): nothing should be sent. The check ConversationManager makes before every
+// call, callable alone for loops that keep their own spending (a durable-run worker's).
+double checkBudget(const CostBudget& budget, const BudgetCall& call);
+
+// "$0.000123" (six decimals below a dollar, else cents); "unpriced" for nullopt.
+std::string formatUsd(std::optional<double> usd);
 
 }  // namespace parley

@@ -100,4 +100,20 @@ class LeaseLost : public StoreError {
   using StoreError::StoreError;
 };
 
+// A model call could cost more than a budget allows (cost.hpp's CostBudget): nothing was sent.
+// what() names the budget, its limit and the estimate.
+class BudgetExceeded : public Error {
+ public:
+  BudgetExceeded(std::string budget, double limitUsd, double estimateUsd,
+                 const std::string& message);
+  const std::string& budget() const noexcept { return budget_; }  // "maxCostPerRun", ...
+  double limitUsd() const noexcept { return limitUsd_; }
+  double estimateUsd() const noexcept { return estimateUsd_; }  // spent + the call's worst case
+
+ private:
+  std::string budget_;
+  double limitUsd_;
+  double estimateUsd_;
+};
+
 }  // namespace parley

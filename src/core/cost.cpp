@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
+#include <limits>
+#include <sstream>
 #include <system_error>
+#include <vector>
 
 #include "parley/errors.hpp"
 #include "parley/tokens.hpp"
@@ -170,6 +174,63 @@ std::optional<double> PriceTable::cost(std::string_view model,
     if (message.usage) sum += costOf(*message.usage, *price);
   }
   return sum;
+}
+
+double worstCaseCost(int64_t promptTokens, int64_t maxOutputTokens, const ModelPrice& price) {
+  const double in = std::max(price.input, price.cacheWrite.value_or(price.input));
+  const double out = std::max(price.output, price.reasoning.value_or(price.output));
+  return (static_cast<double>(promptTokens) * in + static_cast<double>(maxOutputTokens) * out) /
+         1e6;
+}
+
+double checkBudget(const CostBudget& budget, const BudgetCall& call) {
+  struct Limit {
+    const char* name;
+    double limit;
+    double spent;
+    const char* scope;
+  };
+  std::vector<Limit> limits;
+  if (budget.maxCostPerRun) {
+    limits.push_back({"maxCostPerRun", *budget.maxCostPerRun, call.spentRun, "this run"});
+  }
+  if (budget.maxCostPerThread) {
+    limits.push_back(
+        {"maxCostPerThread", *budget.maxCostPerThread, call.spentThread, "this thread"});
+  }
+  if (limits.empty()) return 0;
+  const std::optional<ModelPrice> price =
+      budget.prices ? budget.prices->find(call.model) : std::nullopt;
+  if (!price) {
+    const Limit& first = limits.front();
+    throw BudgetExceeded(first.name, first.limit, std::numeric_limits<double>::infinity(),
+                         std::string(first.name) + " of " + formatUsd(first.limit) +
+                             " cannot be kept: model " + call.model +
+                             " has no price (give one with --prices or a [prices] table); "
+                             "nothing was sent");
+  }
+  const double bound = worstCaseCost(call.prompt.tokens, call.maxTokens, *price);
+  for (const Limit& limit : limits) {
+    const double estimate = limit.spent + bound;
+    // A relative tolerance: sums of per-reply costs carry rounding in the last digits.
+    if (estimate <= limit.limit * (1 + 1e-12)) continue;
+    throw BudgetExceeded(
+        limit.name, limit.limit, estimate,
+        std::string(limit.name) + " of " + formatUsd(limit.limit) + " would be exceeded: " +
+            formatUsd(limit.spent) + " spent in " + limit.scope + " + up to " + formatUsd(bound) +
+            " for this call (" + std::to_string(call.prompt.tokens) + " prompt tokens" +
+            (call.prompt.estimate ? ", estimated," : "") + " and max_tokens " +
+            std::to_string(call.maxTokens) + " of " + call.model + ") = " + formatUsd(estimate) +
+            "; nothing was sent");
+  }
+  return bound;
+}
+
+std::string formatUsd(std::optional<double> usd) {
+  if (!usd) return "unpriced";
+  std::ostringstream out;
+  out << "$" << std::fixed << std::setprecision(*usd < 1 ? 6 : 2) << *usd;
+  return out.str();
 }
 
 }  // namespace parley

@@ -7,6 +7,10 @@ namespace parley {
 ValidationError::ValidationError(std::string field, const std::string& reason)
     : Error(field + ": " + reason), field_(std::move(field)), reason_(reason) {}
 
+BudgetExceeded::BudgetExceeded(std::string budget, double limitUsd, double estimateUsd,
+                               const std::string& message)
+    : Error(message), budget_(std::move(budget)), limitUsd_(limitUsd), estimateUsd_(estimateUsd) {}
+
 namespace {
 
 std::string describe(const HttpError::Details& d) {
