@@ -5,12 +5,15 @@
 // body (as OpenAiClient does) and answers at once, so what is measured is everything except the
 // network and the model. The peer, BM_NaiveRequestBody, serialises the whole history with
 // nlohmann on every turn, as a library without per-message caching does.
+// BM_RunToolTurn: one run() of a whole tool turn (model, in-process tool, model) with the same
+// client, at the same history lengths: the cost of the tool loop itself.
 // BM_Duplicate / BM_ForkMemory: the facade's duplicate() at growing histories, and the bytes
 // 1 000 forks cost, against deep copies of the history.
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 
 #include "client/request_body.hpp"
+#include "history.hpp"
 #include "parley/ai.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/openai_client.hpp"
@@ -18,6 +21,7 @@
 namespace {
 
 using namespace parley;
+using bench::historyOf;
 
 class InstantClient : public LlmClient {
  public:
@@ -43,17 +47,6 @@ class InstantClient : public LlmClient {
   }();
 };
 
-std::vector<Message> historyOf(int64_t n) {
-  std::vector<Message> messages{Message::system("You are a helpful assistant.")};
-  for (int64_t i = 1; i < n; ++i) {
-    messages.push_back(i % 2 ? Message::user("Question " + std::to_string(i) +
-                                             ": what do you think about this paragraph?")
-                             : Message::assistant("Answer " + std::to_string(i) +
-                                                  ": it reads well, but it could be shorter."));
-  }
-  return messages;
-}
-
 void BM_LoopIteration(benchmark::State& state) {
   ConversationOptions options;
   options.llm = std::make_shared<InstantClient>();
@@ -69,6 +62,42 @@ void BM_LoopIteration(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_LoopIteration)->Arg(10)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
+
+// Answers the call that carries the prompt with one tool call, and the next with text, so a
+// run() is one whole tool turn: two model calls, one tool call, four messages.
+class ToolTurnClient : public InstantClient {
+ public:
+  ChatResult generate(const ChatRequest& request) override {
+    ChatResult result = InstantClient::generate(request);
+    if (!request.messages.empty()) {
+      result.message = Message::assistant("", {ToolCall{"call_1", "lookup", R"({"q":"x"})"}});
+      result.finishReason = "tool_calls";
+    }
+    return result;
+  }
+};
+
+// One run() of a tool turn (model, tool, model) at a history of n messages: the whole loop
+// (request bodies, the in-process tool call, the commits and the token accounting).
+void BM_RunToolTurn(benchmark::State& state) {
+  auto tools = std::make_shared<ToolRegistry>();
+  tools->add("lookup", "looks up", nullptr, [](const nlohmann::json&, ToolContext&) -> nlohmann::json {
+    return "found";
+  });
+  ConversationOptions options;
+  options.llm = std::make_shared<ToolTurnClient>();
+  options.tools = tools;
+  ConversationManager base(options);
+  base.addMessages(historyOf(state.range(0)));
+  base.run("warm up");  // the history's messages are encoded once, here
+  for (auto _ : state) {
+    state.PauseTiming();
+    ConversationManager conversation = base.clone();
+    state.ResumeTiming();
+    benchmark::DoNotOptimize(conversation.run("And the next one?"));
+  }
+}
+BENCHMARK(BM_RunToolTurn)->Arg(10)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
 void BM_NaiveRequestBody(benchmark::State& state) {
   const std::vector<Message> history = historyOf(state.range(0));

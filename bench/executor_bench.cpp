@@ -14,12 +14,17 @@
 //                          and stores the reply.
 //   BM_ExecutorCacheHit    the same with the same prompt on every (fresh) thread: every request
 //                          after the first is answered from the cache, without the model.
+//   BM_ManagerRunHistory/N, BM_ExecutorExecuteHistory/N
+//                          the same two at a history of N messages (10, 1 000, 10 000): the
+//                          executor's overhead per request as the thread grows is the
+//                          difference. Both send the same N-message request to the mock.
 #include <benchmark/benchmark.h>
 
 #include <atomic>
 #include <memory>
 #include <string>
 
+#include "history.hpp"
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
 #include "parley/conversation_manager.hpp"
@@ -87,6 +92,48 @@ void BM_ExecutorExecute(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_ExecutorExecute)->UseRealTime();
+
+// A conversation of n messages whose request fragments and token counts are cached, as a
+// thread's are after its first turn.
+ConversationManager warmConversation(int64_t n) {
+  ConversationOptions options;
+  options.llm = fixture().profiles->client("default");
+  ConversationManager manager(options);
+  manager.addMessages(bench::historyOf(n));
+  manager.run("warm up");
+  return manager;
+}
+
+void BM_ManagerRunHistory(benchmark::State& state) {
+  const ConversationManager base = warmConversation(state.range(0));
+  for (auto _ : state) {
+    state.PauseTiming();
+    ConversationManager manager = base.clone();
+    state.ResumeTiming();
+    benchmark::DoNotOptimize(manager.run("hi"));
+  }
+}
+BENCHMARK(BM_ManagerRunHistory)->Arg(10)->Arg(1000)->Arg(10000)->UseRealTime();
+
+void BM_ExecutorExecuteHistory(benchmark::State& state) {
+  auto& f = fixture();
+  const nlohmann::json snapshot = warmConversation(state.range(0)).createSnapshot();
+  EventBus bus;
+  ExecutorOptions options;
+  options.profiles = f.profiles;
+  LlmExecutor executor(bus, options);
+  for (auto _ : state) {
+    // Untimed: the thread is put back to n messages and given one turn, so that its request
+    // fragments are cached as a long-lived thread's are.
+    state.PauseTiming();
+    auto reset = request("h");
+    reset.contextSnapshot = snapshot;
+    executor.execute(reset);
+    state.ResumeTiming();
+    benchmark::DoNotOptimize(executor.execute(request("h")));
+  }
+}
+BENCHMARK(BM_ExecutorExecuteHistory)->Arg(10)->Arg(1000)->Arg(10000)->UseRealTime();
 
 // One request per iteration on a fresh thread with the response cache on; `samePrompt`: every
 // request is the same (hits), else each is new (misses).

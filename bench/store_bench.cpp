@@ -14,6 +14,7 @@
 #include "parley/conversation_manager.hpp"
 #include "parley/postgres_store.hpp"
 #include "parley/store.hpp"
+#include "parley/stored_thread.hpp"
 #include "store_backends.hpp"
 
 namespace {
@@ -42,14 +43,14 @@ void saveTurn(benchmark::State& state, const Backend& backend) {
   auto store = backend.openFresh();
   ConversationManager manager = history(state.range(0));
   store->createThread({.id = "t"});
-  auto version = store->save("t", manager, 1);
+  auto version = saveConversation(*store, "t", manager, 1);
   int64_t i = state.range(0);
   for (auto _ : state) {
     state.PauseTiming();
     manager.addMessage(sample(i++));
     manager.addMessage(sample(i++));
     state.ResumeTiming();
-    version = store->save("t", manager, version);
+    version = saveConversation(*store, "t", manager, version);
   }
 }
 
@@ -88,10 +89,10 @@ void loadThread(benchmark::State& state, const Backend& backend) {
   auto store = backend.openFresh();
   ConversationManager manager = history(state.range(0));
   store->createThread({.id = "t"});
-  store->save("t", manager, 1);
+  saveConversation(*store, "t", manager, 1);
   for (auto _ : state) {
     ConversationManager loaded;
-    store->load("t", loaded);
+    loadConversation(*store, "t", loaded);
     benchmark::DoNotOptimize(loaded);
   }
   state.SetItemsProcessed(state.iterations() * state.range(0));
@@ -102,7 +103,7 @@ void loadRows(benchmark::State& state, const Backend& backend) {
   auto store = backend.openFresh();
   ConversationManager manager = history(state.range(0));
   store->createThread({.id = "t"});
-  store->save("t", manager, 1);
+  saveConversation(*store, "t", manager, 1);
   for (auto _ : state)
     benchmark::DoNotOptimize(store->loadThread("t"));
   state.SetItemsProcessed(state.iterations() * state.range(0));
@@ -112,7 +113,7 @@ void forkThread(benchmark::State& state, const Backend& backend) {
   auto store = backend.openFresh();
   ConversationManager manager = history(state.range(0));
   store->createThread({.id = "t"});
-  store->save("t", manager, 1);
+  saveConversation(*store, "t", manager, 1);
   for (auto _ : state) {
     benchmark::DoNotOptimize(store->forkThread("t", state.range(0) / 2));
   }
@@ -123,9 +124,9 @@ void copyThread(benchmark::State& state, const Backend& backend) {
   auto store = backend.openFresh();
   ConversationManager manager = history(state.range(0));
   store->createThread({.id = "t"});
-  store->save("t", manager, 1);
+  saveConversation(*store, "t", manager, 1);
   for (auto _ : state) {
-    benchmark::DoNotOptimize(store->importThread(store->exportThread("t")));
+    benchmark::DoNotOptimize(importThread(*store, exportThread(*store, "t")));
   }
 }
 

@@ -4,12 +4,17 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <thread>
 
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
+#include "parley/errors.hpp"
 #include "parley/store.hpp"
+#include "parley/tokens.hpp"
 
 namespace parley {
 namespace {
@@ -17,6 +22,8 @@ namespace {
 const char* kEchoScript = R"jsonl(
 {"match": {"user_contains": "fail"}, "error": {"status": 400, "message": "bad prompt"}}
 {"match": {"user_contains": "slow"}, "delay_ms": 30000, "reply": {"content": "too late"}}
+{"match": {"user_contains": "unhurried"}, "delay_ms": 500, "reply": {"content": "worth the wait"}}
+{"match": {"user_contains": "use a tool"}, "reply": {"tool_calls": [{"name": "get_time", "arguments": {}}]}}
 {"reply": {"content": "echo: {{last_user}} (turn {{turn}})", "usage": {"prompt_tokens": 10, "completion_tokens": 4}}}
 )jsonl";
 
@@ -175,6 +182,114 @@ TEST_F(Facade, GetAISharesConfiguration) {
   EXPECT_EQ(body["max_completion_tokens"], 50);
 }
 
+// Every setting changed on an AI after createConversation() reaches the conversations that
+// share it at their next ask, the system prompt included, whether set on the AI or through
+// convo.getAI(); a failed ask leaves the history as it was.
+TEST_F(Facade, SettingsChangedAfterCreationReachEveryConversation) {
+  AI ai = makeAI();
+  Conversation convo = ai.createConversation();
+  Conversation other = ai.createConversation();
+  convo.ask("Hello");
+  EXPECT_EQ(lastBody()["messages"][0]["role"], "user");
+
+  ai.setSystemPrompt("Answer in French.");
+  convo.ask("Bonjour?");
+  auto messages = lastBody()["messages"];
+  ASSERT_EQ(messages.size(), 4u) << messages.dump();
+  EXPECT_EQ(messages[0], (nlohmann::json{{"role", "system"}, {"content", "Answer in French."}}));
+  EXPECT_EQ(messages[1]["content"], "Hello");  // the history is kept after the new prompt
+  other.ask("Salut");
+  EXPECT_EQ(lastBody()["messages"][0]["content"], "Answer in French.");
+
+  // Through getAI(), with the other settings; a fork shares the AI too.
+  convo.getAI().setSystemPrompt("Answer in German.").setMaxTokens(20).setModel("m2");
+  Conversation fork = convo.duplicate();
+  fork.ask("Hallo?");
+  messages = lastBody()["messages"];
+  EXPECT_EQ(messages[0]["content"], "Answer in German.");
+  EXPECT_EQ(messages.size(), 6u) << "one system message, replaced, not added";
+  EXPECT_EQ(lastBody()["model"], "m2");
+  EXPECT_EQ(lastBody()["max_completion_tokens"], 20);
+  other.ask("Noch da?");
+  EXPECT_EQ(lastBody()["messages"][0]["content"], "Answer in German.");
+
+  // A failed ask changes nothing; the next one still sends the new prompt.
+  const auto before = convo.getConversationList();
+  EXPECT_EQ(convo.ask("please fail"), "");
+  EXPECT_EQ(convo.getConversationList(), before);
+  convo.ask("Und jetzt?");
+  EXPECT_EQ(lastBody()["messages"][0]["content"], "Answer in German.");
+  EXPECT_EQ(lastBody()["messages"].size(), 6u);
+
+  // No system prompt any more: none is sent.
+  ai.setSystemPrompt("");
+  convo.ask("Plain again");
+  EXPECT_EQ(lastBody()["messages"][0]["role"], "user");
+  EXPECT_EQ(convo.getConversationList().size(), 8u);
+}
+
+// A stored conversation saves the new system prompt with the turn that first sent it.
+TEST_F(Facade, ASystemPromptChangedLaterIsSavedWithTheStoredThread) {
+  std::shared_ptr<ConversationStore> store = openTestStore();
+  {
+    AI ai = makeAI();
+    Conversation convo = ai.createConversation(store, "prompted");
+    convo.ask("Hello");
+    ai.setSystemPrompt("Answer in French.");
+    convo.ask("Bonjour?");
+    EXPECT_EQ(convo.lastError(), "");
+  }
+  AI again = makeAI();  // no system prompt of its own: the stored one stays
+  Conversation resumed = again.createConversation(store, "prompted");
+  resumed.ask("Encore?");
+  const auto messages = lastBody()["messages"];
+  ASSERT_EQ(messages.size(), 6u) << messages.dump();
+  EXPECT_EQ(messages[0]["content"], "Answer in French.");
+}
+
+// Points the vocabulary search at `dir` for one scope.
+class ScopedDataDir {
+ public:
+  explicit ScopedDataDir(const std::filesystem::path& dir) {
+    if (const char* previous = std::getenv("PARLEY_DATA_DIR")) previous_ = previous;
+    ::setenv("PARLEY_DATA_DIR", dir.c_str(), 1);
+  }
+  ~ScopedDataDir() {
+    if (previous_) {
+      ::setenv("PARLEY_DATA_DIR", previous_->c_str(), 1);
+    } else {
+      ::unsetenv("PARLEY_DATA_DIR");
+    }
+  }
+  ScopedDataDir(const ScopedDataDir&) = delete;
+  ScopedDataDir& operator=(const ScopedDataDir&) = delete;
+
+ private:
+  std::optional<std::string> previous_;
+};
+
+// A malformed vocabulary file does not stop a conversation: its token counts fall back to the
+// estimate; loadEncoding(), which asks for the vocabulary explicitly, still names the problem.
+TEST_F(Facade, AMalformedVocabularyFallsBackToTheEstimate) {
+  const std::filesystem::path data = dir_ / "bad-vocab";
+  std::filesystem::create_directories(data);
+  std::ofstream(data / "o200k_base.tiktoken") << "this is not a rank file\n";
+  const ScopedDataDir scoped(data);
+  AI ai = makeAI();
+  Conversation convo = ai.createConversation();
+  EXPECT_EQ(convo.lastError(), "");
+  EXPECT_EQ(convo.ask("Hello"), "echo: Hello (turn 1)");
+  EXPECT_EQ(convo.ask("Again"), "echo: Again (turn 2)");
+  EXPECT_FALSE(TokenCounter().exact());
+  EXPECT_EQ(TokenCounter().count("abcde"), (TokenCount{2, true}));
+  try {
+    loadEncoding("o200k_base");
+    ADD_FAILURE() << "expected an Error for the malformed file";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("o200k_base.tiktoken"), std::string::npos) << e.what();
+  }
+}
+
 // Seed: the three counters.
 TEST_F(Facade, CountersAddUp) {
   AI ai = makeAI();
@@ -220,6 +335,42 @@ TEST_F(Facade, ErrorsGiveEmptyReplyUnchangedHistoryAndAReason) {
   Conversation lost = nowhere.createConversation();
   EXPECT_EQ(lost.ask("hi"), "");
   EXPECT_TRUE(lost.getConversationList().empty());
+}
+
+// The facade runs no tools. A reply that only asks for tools cannot be completed: "" with a
+// reason, and nothing of the turn is kept, in memory or in the store.
+TEST_F(Facade, AReplyAskingForToolsIsAFailureThatKeepsNothing) {
+  AI ai = makeAI();
+  auto store = openTestStore();
+  Conversation convo = ai.createConversation(store, "t");
+  ASSERT_NE(convo.ask("Hello"), "");
+  const auto before = convo.getConversationList();
+  EXPECT_EQ(convo.ask("please use a tool"), "");
+  EXPECT_NE(convo.lastError().find("get_time"), std::string::npos) << convo.lastError();
+  EXPECT_EQ(convo.getConversationList(), before);
+  EXPECT_EQ(store->loadThread("t").messages.size(), 2u);  // the first turn only
+  EXPECT_NE(convo.ask("Hello again"), "");
+  EXPECT_EQ(convo.getConversationList().size(), 4u);
+}
+
+// An ask in flight while the list is replaced: its turn is added after the new list, which is
+// kept (it used to be overwritten: both managers were at the same revision number).
+TEST_F(Facade, AnAskInFlightDoesNotUndoASetConversationList) {
+  AI ai = makeAI();
+  Conversation convo = ai.createConversation();
+  ASSERT_NE(convo.ask("Hello"), "");  // the history's manager and the list's are both at revision 1
+  std::thread asking(
+      [convo]() mutable { EXPECT_EQ(convo.ask("unhurried question"), "worth the wait"); });
+  // The bound only turns a request that never arrives into a failure instead of a hang.
+  ASSERT_TRUE(server_->waitForRequests(2, std::chrono::seconds(10)));
+  ASSERT_TRUE(convo.setConversationList({"set meanwhile", "kept"}));
+  asking.join();
+  const auto list = convo.getConversationList();
+  ASSERT_EQ(list.size(), 4u);
+  EXPECT_EQ(list[0], "set meanwhile");
+  EXPECT_EQ(list[1], "kept");
+  EXPECT_EQ(list[2], "unhurried question");
+  EXPECT_EQ(list[3], "worth the wait");
 }
 
 TEST_F(Facade, TimeoutIsHonoured) {
@@ -289,6 +440,42 @@ TEST_F(Facade, AStoreFromOpenStoreGoesStraightIntoAConversation) {
   EXPECT_EQ(convo.lastError(), "");
   EXPECT_NE(convo.ask("Hello"), "");
   EXPECT_EQ(store->threadInfo("direct")->messageCount, 2);
+}
+
+// A stored conversation stays stored: a list set on it is saved as the thread's new batch, and
+// later asks are saved after it.
+TEST_F(Facade, SetConversationListOnAStoredConversationKeepsSaving) {
+  std::shared_ptr<ConversationStore> store = openTestStore();
+  {
+    AI ai = makeAI();
+    Conversation convo = ai.createConversation(store, "t");
+    ASSERT_NE(convo.ask("Hello"), "");
+    ASSERT_TRUE(convo.setConversationList({"set question", "set answer"}));
+    ASSERT_NE(convo.ask("after the list"), "");
+  }
+  AI again = makeAI();
+  Conversation resumed = again.createConversation(store, "t");
+  const auto list = resumed.getConversationList();
+  ASSERT_EQ(list.size(), 4u) << resumed.lastError();
+  EXPECT_EQ(list[0], "set question");
+  EXPECT_EQ(list[2], "after the list");
+}
+
+// Two asks at once on one stored conversation: both turns are in memory and in the thread.
+TEST_F(Facade, ConcurrentAsksOnAStoredConversationAreBothSaved) {
+  std::shared_ptr<ConversationStore> store = openTestStore();
+  {
+    AI ai = makeAI();
+    Conversation convo = ai.createConversation(store, "t");
+    std::thread first([convo]() mutable { EXPECT_NE(convo.ask("unhurried one"), ""); });
+    std::thread second([convo]() mutable { EXPECT_NE(convo.ask("unhurried two"), ""); });
+    first.join();
+    second.join();
+    EXPECT_EQ(convo.getConversationList().size(), 4u);
+  }
+  AI again = makeAI();
+  Conversation resumed = again.createConversation(store, "t");
+  EXPECT_EQ(resumed.getConversationList().size(), 4u) << resumed.lastError();
 }
 
 TEST_F(Facade, PersistedConversationSurvivesTheProcessState) {

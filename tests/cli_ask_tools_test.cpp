@@ -19,6 +19,7 @@
 #include "parley/errors.hpp"
 #include "parley/store.hpp"
 #include "parley/tools.hpp"
+#include "parley/stored_thread.hpp"
 
 namespace parley {
 namespace {
@@ -181,6 +182,21 @@ timeout_ms = 200
   ASSERT_TRUE(content.contains("error")) << content;
 }
 
+// --timeout bounds the whole turn: a tool that would run for 30 s (and may, by its own
+// timeout_ms) is stopped when the turn's second is up, and ask fails instead of exiting 0.
+TEST_F(AskToolsTest, TimeoutBoundsTheWholeTurnToolsIncluded) {
+  const std::string file = writeFile("slow.toml", R"(
+[[tool]]
+name = "get_time"
+command = ["sleep", "30"]
+timeout_ms = 60000
+)");
+  CliRun run = ask({"--tools-file", file, "--timeout", "1000", "what time is it"});
+  EXPECT_EQ(run.exitCode, 1) << run.err;
+  EXPECT_NE(run.err.find("did not finish within its timeout of 1000 ms"), std::string::npos)
+      << run.err;
+}
+
 TEST_F(AskToolsTest, ToolOutputIsCappedAndReadInBoundedMemory) {
   // 40 MB of output: it used to take about 25 bytes of memory per byte (1 GB here), went to the
   // model whole and was echoed whole to stderr.
@@ -285,7 +301,7 @@ TEST_F(AskToolsTest, ThreadContinuesAcrossRuns) {
   // And the store holds every turn, whole.
   SqliteStore store(db);
   ConversationManager manager;
-  store.load("t1", manager);
+  loadConversation(store, "t1", manager);
   EXPECT_EQ(manager.getMessageCount(), 9u);
   EXPECT_EQ(manager.getAllMessages().back().content, "You said: and again");
 }

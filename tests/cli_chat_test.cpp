@@ -17,6 +17,7 @@
 #include "mock/script.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/store.hpp"
+#include "parley/stored_thread.hpp"
 
 namespace parley {
 namespace {
@@ -60,6 +61,24 @@ TEST_F(ChatTest, WithoutAnEndpointItTalksToTheBuiltInMock) {
   auto threads = store.listThreads();
   ASSERT_EQ(threads.size(), 1u);
   EXPECT_EQ(threads[0].messageCount, 2 + 4);
+}
+
+// /usage's context follows the view: a local count after /truncate, the API's report again
+// after /undo brings back the view it was made for.
+TEST_F(ChatTest, UsageContextFollowsTheViewThroughTruncateAndUndo) {
+  CliRun run = chat({},
+                    "hello\nweather in Paris\nhow are you\nthanks\n/usage\n"
+                    "/truncate {\"keepLast\": 3}\n/usage\n/undo\n/usage\n/quit\n");
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  std::vector<std::string> context;
+  for (size_t at = run.out.find("context: "); at != std::string::npos;
+       at = run.out.find("context: ", at + 1))
+    context.push_back(run.out.substr(at, run.out.find('\n', at) - at));
+  ASSERT_EQ(context.size(), 3u) << run.out;
+  EXPECT_EQ(context[0].find("(est.)"), std::string::npos) << context[0];
+  EXPECT_NE(context[1].find("(est.)"), std::string::npos) << context[1];
+  EXPECT_NE(context[1], context[0]);
+  EXPECT_EQ(context[2], context[0]) << run.out;
 }
 
 TEST_F(ChatTest, ReasoningIsShownFoldedOverEveryProtocol) {
@@ -139,7 +158,7 @@ TEST_F(ChatTest, ForkSwitchUndoSaveAndResume) {
     if (info.parentId == "t1") {
       ++forks;
       ConversationManager fork;
-      store.load(info.id, fork);
+      loadConversation(store, info.id, fork);
       EXPECT_EQ(fork.getAllMessages().back().content, "You said: two");
     }
   }
@@ -359,7 +378,7 @@ TEST_F(ChatTest, CtrlCCancelsTheReplyAndKeepsTheSession) {
   // The cancelled prompt left no trace: the store holds the two whole turns.
   SqliteStore store(db_);
   ConversationManager manager;
-  store.load("t1", manager);
+  loadConversation(store, "t1", manager);
   ASSERT_EQ(manager.getMessageCount(), 4u);
   EXPECT_EQ(manager.getAllMessages()[2].content, "again");
   server.stop();
@@ -529,7 +548,7 @@ TEST_F(ChatTest, TypedUtf8CtrlCAtThePromptMultiLineFilesAndExit) {
   ASSERT_EQ(seen.size(), 3u);
   SqliteStore store(db_);
   ConversationManager manager;
-  store.load("t1", manager);
+  loadConversation(store, "t1", manager);
   ASSERT_EQ(manager.getMessageCount(), 6u);
   EXPECT_EQ(manager.getAllMessages()[2].content, "line one\nline two");
   EXPECT_EQ(manager.getAllMessages()[4].content.rfind("read this\n\n", 0), 0u);

@@ -8,6 +8,7 @@
 #include "cli_runner.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/store.hpp"
+#include "parley/stored_thread.hpp"
 
 namespace parley {
 namespace {
@@ -112,7 +113,8 @@ TEST_F(HistoryTest, ExportJsonIsTheSnapshotAndImportTakesItBack) {
   CliRun run = history({"export", "t1", "--format", "json"});
   ASSERT_EQ(run.exitCode, 0) << run.err;
   json snapshot = json::parse(run.out);
-  EXPECT_EQ(snapshot, SqliteStore(db_).exportThread("t1"));
+  SqliteStore store(db_);
+  EXPECT_EQ(snapshot, exportThread(store, "t1"));
   ASSERT_EQ(snapshot["messages"].size(), 5u);
   EXPECT_EQ(snapshot["messages"][2]["tool_calls"][0]["function"]["name"], "calculate");
 
@@ -120,7 +122,6 @@ TEST_F(HistoryTest, ExportJsonIsTheSnapshotAndImportTakesItBack) {
   CliRun imported = history({"import", file, "--id", "copy"});
   ASSERT_EQ(imported.exitCode, 0) << imported.err;
   EXPECT_EQ(imported.out, "copy\n");
-  SqliteStore store(db_);
   EXPECT_EQ(store.loadThread("copy").messages, store.loadThread("t1").messages);
 
   CliRun bad = history({"import", writeFile("bad.json", "{\"format\": \"other\"}")});
@@ -134,7 +135,7 @@ TEST_F(HistoryTest, ImportRefusesBrokenToolCallPairingOrRepairsIt) {
   const auto snapshotOf = [&](const std::vector<Message>& messages) {
     SqliteStore scratch((dir_ / "scratch.db").string());
     scratch.createThread({.id = "x"}, messages);
-    json snapshot = scratch.exportThread("x");
+    json snapshot = exportThread(scratch, "x");
     scratch.deleteThread("x");
     return snapshot;
   };
@@ -170,7 +171,8 @@ TEST_F(HistoryTest, ImportRefusesBrokenToolCallPairingOrRepairsIt) {
     ASSERT_EQ(repaired.exitCode, 0) << repaired.err;
     EXPECT_NE(repaired.err.find("1 message(s) hidden"), std::string::npos) << repaired.err;
     ConversationManager loaded;
-    SqliteStore(db_).load("broken", loaded);
+    SqliteStore store(db_);
+    loadConversation(store, "broken", loaded);
     EXPECT_EQ(loaded.getAllMessages().size(), 4u);  // storage keeps the file's messages
     EXPECT_EQ(loaded.getMessages().size(), c.visibleAfterRepair);
     for (const Message& m : loaded.getMessages())
@@ -209,7 +211,7 @@ TEST_F(HistoryTest, ApplyRunsContextOperationsAndSaves) {
   EXPECT_NE(run.out.find("truncate: 1 messages visible"), std::string::npos) << run.out;
   SqliteStore store(db_);
   ConversationManager manager;
-  store.load("t1", manager);
+  loadConversation(store, "t1", manager);
   ASSERT_EQ(manager.getMessageCount(), 1u);
   EXPECT_EQ(manager.getMessages()[0].content, "Yes, it is 4.");
   EXPECT_EQ(manager.storageSize(), 5u);  // hidden, not deleted

@@ -10,6 +10,7 @@
 #include "parley/conversation_manager.hpp"
 #include "parley/postgres_store.hpp"
 #include "parley/store.hpp"
+#include "parley/stored_thread.hpp"
 #include "pg_test_cluster.hpp"
 
 namespace parley {
@@ -64,7 +65,7 @@ TEST_F(CliPostgresTest, AskChatAndHistoryShareOnePostgresThread) {
     auto store = openStore(url_);
     ASSERT_NE(dynamic_cast<PostgresStore*>(store.get()), nullptr);
     ConversationManager stored;
-    store->load("t1", stored);
+    loadConversation(*store, "t1", stored);
     const std::vector<Message> messages = stored.getMessages();
     ASSERT_EQ(messages.size(), 6u);
     EXPECT_EQ(messages[0].content, "what is (2 + 3) * 4");

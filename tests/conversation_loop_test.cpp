@@ -17,6 +17,7 @@
 #include "parley/errors.hpp"
 #include "parley/openai_client.hpp"
 #include "parley/store.hpp"
+#include "parley/stored_thread.hpp"
 #include "printers.hpp"
 
 namespace parley {
@@ -248,6 +249,134 @@ TEST_F(ConversationLoop, SlowToolHitsItsTimeoutAndTheModelSeesTheError) {
   EXPECT_EQ(result.content, "tool said " + toolMessage);
 }
 
+// One deadline for the whole turn: a tool that would run for a minute is stopped when the
+// turn's time is up, and run() fails with a TimeoutError, however long each tool may run.
+TEST_F(ConversationLoop, TurnTimeoutStopsASlowToolAndFailsTheTurn) {
+  startMock(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "done"}}
+{"reply": {"tool_calls": [{"name": "slow", "arguments": {}}]}}
+)");
+  ToolOptions toolOptions;
+  toolOptions.timeout = 60s;
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool stopped = false;
+  tools_->add(
+      "slow", "", json::object(),
+      [&](const json&, ToolContext& context) -> json {
+        {
+          std::mutex m;
+          std::condition_variable_any cv;
+          std::unique_lock lock(m);
+          cv.wait(lock, context.stopToken, [] { return false; });
+        }
+        std::lock_guard lock(mutex);
+        stopped = true;
+        changed.notify_all();
+        return "late";
+      },
+      toolOptions);
+  ConversationManager c(options());
+  RunOptions run;
+  run.turnTimeout = 300ms;
+  try {
+    c.run("go", run);
+    FAIL() << "the turn outlived its deadline";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("turn"), std::string::npos) << e.what();
+  }
+  {
+    // The bound only turns a tool that was never stopped into a failure instead of a hang.
+    std::unique_lock lock(mutex);
+    EXPECT_TRUE(changed.wait_for(lock, 10s, [&] { return stopped; }));
+  }
+  EXPECT_EQ(server_->requests().size(), 1u);  // the model was not called again
+  expectWellFormed(c.getMessages());          // the call has its (cancelled) result
+  RunOptions bad;
+  bad.turnTimeout = 0ms;
+  EXPECT_THROW(c.run("x", bad), ValidationError);
+}
+
+// A reply asking for more calls than maxToolCallsPerReply: the first ones run, the rest get an
+// error result the model reads, and every call still has its tool message.
+TEST_F(ConversationLoop, ToolCallsPastTheCapPerReplyAreNotRun) {
+  startMock(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "ok"}}
+{"reply": {"tool_calls": [{"name": "count", "arguments": {}}, {"name": "count", "arguments": {}}, {"name": "count", "arguments": {}}, {"name": "count", "arguments": {}}, {"name": "count", "arguments": {}}]}}
+)");
+  std::atomic<int> ran{0};
+  tools_->add("count", "", json::object(), [&](const json&, ToolContext&) -> json {
+    return ++ran;
+  });
+  ConversationOptions o = options();
+  o.maxToolCallsPerReply = 2;
+  ConversationManager c(o);
+  RunResult result = c.run("go");
+  EXPECT_EQ(ran.load(), 2);
+  ASSERT_EQ(result.toolResults.size(), 5u);
+  EXPECT_TRUE(result.toolResults[0].success);
+  EXPECT_TRUE(result.toolResults[1].success);
+  for (size_t i = 2; i < 5; ++i) {
+    EXPECT_EQ(result.toolResults[i].errorKind, ToolErrorKind::NotRun);
+    EXPECT_NE(result.toolResults[i].error.find("at most 2"), std::string::npos);
+  }
+  EXPECT_EQ(c.getMessageCountByRole(Role::Tool), 5u);
+  expectWellFormed(c.getMessages());
+  o.maxToolCallsPerReply = 0;
+  EXPECT_THROW(ConversationManager{o}, ValidationError);
+}
+
+// A reply that repeats a tool-call id (some servers' parsers do) made two calls: both run, each
+// gets its own result, streamed or not; the reply is not lost to a validation error.
+TEST_F(ConversationLoop, ARepeatedToolCallIdInOneReplyIsTwoCalls) {
+  startMock(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "ok"}}
+{"reply": {"tool_calls": [{"id": "call_1", "name": "get_weather", "arguments": {"city": "Oslo"}}, {"id": "call_1", "name": "get_weather", "arguments": {"city": "Rome"}}]}}
+)");
+  addWeatherTool();
+  for (bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "streamed" : "not streamed");
+    ConversationManager c(options(stream));
+    RunResult result = c.run("weather?");
+    EXPECT_EQ(result.content, "ok");
+    ASSERT_EQ(result.toolCalls.size(), 2u);
+    EXPECT_EQ(result.toolCalls[0].id, "call_1");
+    EXPECT_NE(result.toolCalls[1].id, "call_1");
+    EXPECT_EQ(json::parse(result.toolCalls[1].arguments).at("city"), "Rome");
+    ASSERT_EQ(result.toolResults.size(), 2u);
+    EXPECT_TRUE(result.toolResults[0].success);
+    EXPECT_TRUE(result.toolResults[1].success);
+    expectWellFormed(c.getMessages());
+  }
+}
+
+// Tool calls run one by one outside run(): a call no visible message made is refused, and a
+// stored conversation saves the turn only when every call of the message has its result.
+TEST_F(ConversationLoop, ExecuteToolCallKeepsToolGroupsWhole) {
+  startMock(R"({"reply": {"tool_calls": [{"id": "c1", "name": "get_weather", "arguments": {"city": "Oslo"}}, {"id": "c2", "name": "get_weather", "arguments": {"city": "Rome"}}]}})");
+  addWeatherTool();
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("parley-groups-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto store = openStore((dir / "t.db").string());
+  auto thread = std::make_shared<StoredThread>(store, "t");
+  ConversationOptions o = options();
+  o.persist = thread;
+  ConversationManager c(o);
+  thread->attach(c);
+  c.addMessage(Message::user("weather?"));
+  ChatResult reply = c.executeLlmCall();
+  ASSERT_EQ(reply.message.toolCalls.size(), 2u);
+  EXPECT_THROW(c.executeToolCall({"nobody-made-this", "get_weather", R"({"city":"X"})"}),
+               ValidationError);
+  c.executeToolCall(reply.message.toolCalls[0]);
+  EXPECT_EQ(store->threadInfo("t")->messageCount, 1);  // the system prompt: no half group
+  c.executeToolCall(reply.message.toolCalls[1]);
+  EXPECT_EQ(store->threadInfo("t")->messageCount, 5);  // system, user, the calls, two results
+  EXPECT_THROW(c.executeToolCall(reply.message.toolCalls[1]), ValidationError);  // answered
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(ConversationLoop, SchemaInvalidArgumentsAreRepairedByTheModel) {
   startMock(R"(
 {"match": {"request": 1}, "reply": {"tool_calls": [{"name": "get_weather", "arguments": {"city": 5}}]}}
@@ -366,6 +495,55 @@ TEST_F(ConversationLoop, ContextEstimateFollowsReportsAndEdits) {
   EXPECT_EQ(restored.getTokenUsage().requests, 1);
 }
 
+// The visible context's size is the view's: the API's last report while the view still begins
+// with the messages it was made for, the local count of the whole view otherwise, and so the
+// same figure whenever the same view comes back (an undo).
+TEST_F(ConversationLoop, ContextSizeFollowsTheViewThroughEditsAndUndo) {
+  startMock(R"({"reply": {"content": "answer to {{last_user}}"}})");
+  addWeatherTool();
+  ConversationManager c(options());
+  for (const char* prompt : {"one", "two", "three", "four"})
+    c.run(prompt);
+  ASSERT_EQ(c.getMessageCount(), 9u);
+  const TokenUsageStats reported = c.getTokenUsage();
+  ASSERT_TRUE(reported.lastRequest);
+  const int64_t fullView =
+      reported.lastRequest->promptTokens + reported.lastRequest->completionTokens;
+  EXPECT_EQ(reported.context.contextTokens, fullView);
+  EXPECT_FALSE(reported.context.estimated);
+
+  // Three messages left in view: the report covers none of them; the local count of the view.
+  applyContextOperation(c, TruncateOp{.keepLast = 3});
+  ASSERT_EQ(c.getMessageCount(), 3u);
+  const TokenCheck truncated = c.estimateContextTokens();
+  EXPECT_TRUE(truncated.estimated);
+  EXPECT_EQ(truncated.contextTokens,
+            countChatTokens(c.getMessages(), tools_->definitions()->tools).tokens);
+
+  // Undo: the same view as the report's, the same figure.
+  c.rollbackToBatch(0);
+  ASSERT_EQ(c.getMessageCount(), 9u);
+  TokenCheck undone = c.estimateContextTokens();
+  EXPECT_EQ(undone.contextTokens, fullView);
+  EXPECT_FALSE(undone.estimated);
+
+  // The same edit again gives the same figure as the first time.
+  applyContextOperation(c, TruncateOp{.keepLast = 3});
+  EXPECT_EQ(c.estimateContextTokens().contextTokens, truncated.contextTokens);
+  c.rollbackToBatch(0);
+
+  // A message added after the undo is counted locally on top of the report.
+  c.addMessage(Message::user("five"));
+  TokenCheck grown = c.estimateContextTokens();
+  EXPECT_TRUE(grown.estimated);
+  EXPECT_EQ(grown.contextTokens,
+            fullView + countMessageTokens(Message::user("five"), TokenCounter()).tokens);
+  // A snapshot keeps what the report covers.
+  ConversationManager restored(options());
+  restored.restoreFromSnapshot(c.createSnapshot());
+  EXPECT_EQ(restored.estimateContextTokens().contextTokens, grown.contextTokens);
+}
+
 TEST_F(ConversationLoop, TriggerFiresOverTheLimitAndAFailingTriggerIsLogged) {
   startMock(
       R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 500, "completion_tokens": 10}}})");
@@ -386,6 +564,93 @@ TEST_F(ConversationLoop, TriggerFiresOverTheLimitAndAFailingTriggerIsLogged) {
   std::lock_guard lock(logMutex_);
   ASSERT_EQ(log_.size(), 1u);
   EXPECT_NE(log_[0].find("compressor down"), std::string::npos);
+}
+
+// The check before a call counts the request about to be sent: the view, the new prompt and
+// the tool definitions. A long first prompt is over the limit although the view is small.
+TEST_F(ConversationLoop, TheTokenCheckCountsThePromptAboutToBeSent) {
+  startMock(
+      R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 9000, "completion_tokens": 1}}})");
+  addWeatherTool();
+  std::vector<TokenCheck> fired;
+  ConversationOptions o = options();
+  o.tokenLimit = 1000;
+  o.onTokenLimitExceeded = [&](ConversationManager& m, const TokenCheck& check) {
+    fired.push_back(check);
+    EXPECT_EQ(m.getMessageCount(), 1u) << "the prompt is not in the history yet";
+  };
+  ConversationManager c(o);
+  std::string prompt;
+  for (int i = 0; i < 8000; ++i)
+    prompt += "word ";                                       // 40 000 characters
+  ASSERT_LT(c.estimateContextTokens().contextTokens, 1000);  // the view alone is small
+  c.run(prompt);
+  ASSERT_EQ(fired.size(), 1u);
+  const TokenCounter counter;
+  const int64_t expected =
+      countChatTokens({Message::system("You are terse."), Message::user(prompt)},
+                      tools_->definitions()->tools, counter)
+          .tokens;
+  EXPECT_EQ(fired[0].contextTokens, expected);
+  EXPECT_GT(fired[0].contextTokens, 1000);
+  EXPECT_TRUE(fired[0].overLimit);
+  EXPECT_TRUE(fired[0].estimated);
+  EXPECT_EQ(c.getMessageCount(), 3u) << "the call went on";
+
+  // Executed as single steps, the pending prompt is counted the same way.
+  ConversationManager steps(o);
+  steps.executeLlmCall({Message::user(prompt)}, {});
+  ASSERT_EQ(fired.size(), 2u);
+  EXPECT_EQ(fired[1].contextTokens, expected);
+}
+
+// The cumulative total is prompt + completion, always, even when a server reports a total
+// that differs (some count cached or reasoning tokens in it); the last request keeps the
+// server's own figure.
+TEST_F(ConversationLoop, CumulativeTotalIsPromptPlusCompletion) {
+  startMock(
+      R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 10, "completion_tokens": 4, "total_tokens": 20}}})");
+  ConversationManager c(options());
+  RunResult first = c.run("one");
+  EXPECT_EQ(first.usage.totalTokens, 14);
+  c.run("two");
+  const TokenUsageStats usage = c.getTokenUsage();
+  ASSERT_TRUE(usage.lastRequest);
+  EXPECT_EQ(usage.lastRequest->totalTokens, 20);  // as reported
+  EXPECT_EQ(usage.cumulative.promptTokens, 20);
+  EXPECT_EQ(usage.cumulative.completionTokens, 8);
+  EXPECT_EQ(usage.cumulative.totalTokens, 28);
+  // A snapshot whose cumulative total disagrees is read the same way.
+  nlohmann::json snapshot = c.createSnapshot();
+  snapshot["tokenUsage"]["cumulative"]["total_tokens"] = 99;
+  ConversationManager restored(options());
+  restored.restoreFromSnapshot(snapshot);
+  EXPECT_EQ(restored.getTokenUsage().cumulative.totalTokens, 28);
+}
+
+// A trigger that throws something that is not a std::exception is logged too, and the call
+// goes on.
+TEST_F(ConversationLoop, ATriggerThrowingANonStandardExceptionIsLoggedAndTheCallGoesOn) {
+  startMock(
+      R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 500, "completion_tokens": 10}}})");
+  int fired = 0;
+  ConversationOptions o = options();
+  o.tokenLimit = 100;
+  o.onTokenLimitExceeded = [&](ConversationManager&, const TokenCheck&) {
+    ++fired;
+    throw 42;
+  };
+  ConversationManager c(o);
+  c.run("first");
+  EXPECT_EQ(fired, 0);
+  RunResult second;
+  ASSERT_NO_THROW(second = c.run("second"));
+  EXPECT_EQ(fired, 1);
+  EXPECT_EQ(second.content, "ok");
+  EXPECT_EQ(c.getMessageCount(), 5u) << "the call went on";
+  std::lock_guard lock(logMutex_);
+  ASSERT_EQ(log_.size(), 1u);
+  EXPECT_NE(log_[0].find("token-limit trigger failed"), std::string::npos) << log_[0];
 }
 
 TEST_F(ConversationLoop, SummarizeAndTruncateCompressesAndTheRunContinues) {

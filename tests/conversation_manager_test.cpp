@@ -112,6 +112,42 @@ TEST(ConversationManager, RoleQueries) {
   EXPECT_EQ(c.getMessageCountByRole(Role::Tool), 0u);
 }
 
+// The type-index queries answer with storage indices of the visible messages of one role, in
+// view order, and stay true after a context operation hides part of the history.
+TEST(ConversationManager, TypeIndexQueries) {
+  ConversationManager c = fiveMessages();          // storage 0..4
+  c.addMessage(Message::user("user3"));            // 5
+  c.addMessage(Message::assistant("assistant3"));  // 6
+  EXPECT_EQ(c.getIndicesByRole(Role::User), (Sizes{1, 3, 5}));
+  EXPECT_EQ(c.getRecentIndicesByRole(Role::User, 2), (Sizes{3, 5}));
+  EXPECT_EQ(c.getRecentIndicesByRole(Role::User, 9), (Sizes{1, 3, 5}));
+  EXPECT_EQ(c.getRecentIndicesByRole(Role::User, 0), Sizes{});
+  EXPECT_EQ(c.getIndicesByRoleRange(Role::Assistant, 1, 3), (Sizes{4, 6}));
+  EXPECT_EQ(c.getIndicesByRoleRange(Role::Assistant, 2, 1), Sizes{});
+  EXPECT_EQ(c.getIndicesByRoleRange(Role::Assistant, 7, 9), Sizes{});
+  EXPECT_EQ(c.getIndicesByRole(Role::Tool), Sizes{});
+  EXPECT_EQ(contents(c.getRecentMessages(2, Role::User)), (Strings{"user2", "user3"}));
+  EXPECT_EQ(contents(c.getRecentMessages(5, Role::System)), (Strings{"system"}));
+
+  // Keep the last three messages in view: storage keeps everything, the indices follow the view.
+  TruncateOp keep;
+  keep.keepLast = 3;
+  applyContextOperation(c, keep);
+  EXPECT_EQ(c.getIndicesByRole(Role::User), (Sizes{5}));
+  EXPECT_EQ(c.getIndicesByRole(Role::Assistant), (Sizes{4, 6}));
+  EXPECT_EQ(c.getRecentIndicesByRole(Role::Assistant, 1), (Sizes{6}));
+  EXPECT_EQ(c.getIndicesByRole(Role::System), Sizes{});
+  EXPECT_EQ(contents(c.getRecentMessages(3, Role::User)), (Strings{"user3"}));
+  for (size_t i : c.getIndicesByRole(Role::Assistant)) {
+    EXPECT_FALSE(c.isModified(i));
+    EXPECT_EQ(c.getAllMessages()[i].role, Role::Assistant);
+  }
+  EXPECT_EQ(c.getIndicesByRole(Role::Assistant), c.getMarkMap().indicesFor(Role::Assistant));
+
+  c.rollbackToBatch(0);
+  EXPECT_EQ(c.getIndicesByRole(Role::User), (Sizes{1, 3, 5}));
+}
+
 TEST(ConversationManager, ReferenceBatchExample) {
   ConversationManager c = fiveMessages();
   c.startNewBatch(2);

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -19,6 +20,7 @@
 #include "parley/event_log.hpp"
 #include "parley/executor.hpp"
 #include "parley/store.hpp"
+#include "parley/stored_thread.hpp"
 #include "printers.hpp"
 
 namespace parley {
@@ -340,6 +342,47 @@ struct CappedWorker {
   Subscription sub;
 };
 
+// Some servers number tool calls per reply ("functions.search:0" in every reply), so two
+// threads wait for calls of the same id at once: each answer reaches its own thread.
+TEST_F(Executor, ThreadsWhoseModelsReuseACallIdDoNotCollide) {
+  startMock(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "got {{tool_results}}"}}
+{"reply": {"tool_calls": [{"id": "functions.search:0", "name": "alpha", "arguments": {}}]}}
+)");
+  addTools();
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<ToolExecutionRequest> waiting;
+  Subscription sub = bus_.subscribe<ToolExecutionRequest>([&](const ToolExecutionRequest& e) {
+    std::lock_guard lock(mutex);
+    waiting.push_back(e);
+    changed.notify_all();
+  });
+  LlmExecutor executor(bus_, options(/*toolWorker=*/false));
+  auto first =
+      std::async(std::launch::async, [&] { return executor.execute(request("t1", "go")); });
+  auto second =
+      std::async(std::launch::async, [&] { return executor.execute(request("t2", "go")); });
+  {
+    std::unique_lock lock(mutex);
+    // The bound only turns a collision (one call refused, never sent) into a failure.
+    ASSERT_TRUE(changed.wait_for(lock, 10s, [&] { return waiting.size() == 2; }))
+        << "only " << waiting.size() << " call(s) went out";
+  }
+  for (const ToolExecutionRequest& e : waiting) {
+    EXPECT_EQ(e.toolCall.id, "functions.search:0");
+    ToolExecutionCompleted done;
+    done.threadId = e.threadId;
+    done.traceId = e.traceId;
+    done.toolCallId = e.toolCall.id;
+    done.result.success = true;
+    done.result.result = "answer-for-" + e.threadId;
+    bus_.publish(done);
+  }
+  EXPECT_NE(first.get().content.find("answer-for-t1"), std::string::npos);
+  EXPECT_NE(second.get().content.find("answer-for-t2"), std::string::npos);
+}
+
 TEST_F(Executor, ToolCallsOfAThreadStayWithinTheCapAndKeepTheirOrder) {
   startMock(kFiveToolCalls);
   constexpr size_t kCalls = 5;
@@ -567,6 +610,29 @@ TEST_F(Executor, ValidationFailuresNameTheField) {
   EXPECT_EQ(executor.threadCount(), 0u);
 }
 
+TEST_F(Executor, AnHttpErrorCrossesTheEventsAsItself) {
+  startMock(R"({"error": {"status": 429, "message": "slow down", "type": "rate_limit"}})");
+  Recorder rec(bus_);
+  LlmExecutor executor(bus_, options());
+  try {
+    executor.execute(request("limited", "hi"));
+    ADD_FAILURE() << "no error";
+  } catch (const HttpError& e) {
+    EXPECT_EQ(e.status(), 429);
+    EXPECT_EQ(e.apiMessage(), "slow down");
+    EXPECT_EQ(e.apiType(), "rate_limit");
+    EXPECT_NE(e.body().find("slow down"), std::string::npos);
+    EXPECT_TRUE(e.retryable());
+  }
+  std::lock_guard lock(rec.mutex);
+  ASSERT_EQ(rec.failed.size(), 1u);
+  const nlohmann::json& details = rec.failed[0].errorDetails;
+  EXPECT_EQ(details.at("kind"), "http");
+  EXPECT_EQ(details.at("status"), 429);
+  EXPECT_EQ(details.at("retryable"), true);
+  EXPECT_EQ(details.at("message"), rec.failed[0].error);
+}
+
 TEST_F(Executor, CleanupWhileAToolCallIsPendingCancelsTheThread) {
   startMock(kToolScript);
   addTools();
@@ -658,6 +724,49 @@ TEST_F(Executor, UserInteractionPausesTheThreadUntilTheAnswer) {
   EXPECT_EQ(body["messages"][0]["content"], "Ada");
 }
 
+// A user_interaction's timeoutMs is the executor's, not a model parameter: the body the model
+// gets after the answer does not carry it (OpenAI refuses unknown fields with a 400).
+TEST_F(Executor, AnInteractionsTimeoutStaysOutOfTheModelRequest) {
+  startMock(R"({"reply": {"content": "Hello"}})");
+  auto user = bus_.subscribe<UserInteractionRequested>([&](const UserInteractionRequested& e) {
+    UserInteractionResponded answer;
+    answer.threadId = e.threadId;
+    answer.interactionId = e.interactionId;
+    answer.response = "Ada";
+    bus_.publish(answer);
+  });
+  LlmExecutor executor(bus_, options());
+  auto r = request("u", "What is your name?");
+  r.nodeType = "user_interaction";
+  r.requestData.parameters = {{"timeoutMs", 5000}, {"temperature", 0.5}};
+  EXPECT_EQ(executor.execute(r).content, "Hello");
+  const json body = server_->requests().back()["body"];
+  EXPECT_FALSE(body.contains("timeoutMs")) << body.dump();
+  EXPECT_EQ(body.value("temperature", 0.0), 0.5);
+}
+
+// requestData.tools narrows what runs, not only what is offered: a model that names another
+// registered tool gets an error result, and that tool never runs.
+TEST_F(Executor, OnlyTheToolsOfferedToTheModelRun) {
+  startMock(kToolScript);  // the model calls alpha and beta
+  std::atomic<int> betaRan{0};
+  tools_->add("alpha", "first", nullptr, [](const json&, ToolContext&) -> json { return "A"; });
+  tools_->add("beta", "second", nullptr, [&](const json&, ToolContext&) -> json {
+    ++betaRan;
+    return "B";
+  });
+  LlmExecutor executor(bus_, options());
+  auto r = request("t", "use tools");
+  r.requestData.tools = {"alpha"};
+  auto result = executor.execute(r);
+  EXPECT_EQ(betaRan.load(), 0);
+  EXPECT_EQ(result.content.rfind("got A; {\"error\":", 0), 0u) << result.content;
+  EXPECT_NE(result.content.find("not offered"), std::string::npos) << result.content;
+  const json offered = server_->requests().front()["body"]["tools"];
+  ASSERT_EQ(offered.size(), 1u);
+  EXPECT_EQ(offered[0]["function"]["name"], "alpha");
+}
+
 TEST_F(Executor, UserInteractionWithoutAnAnswerTimesOut) {
   startMock(R"({"reply": {"content": "never"}})");
   LlmExecutor executor(bus_, options());
@@ -729,6 +838,28 @@ TEST_F(Executor, OverTheTokenLimitPublishesTokenLimitExceeded) {
     EXPECT_TRUE(e.traceId == "trace-first" || e.traceId == "trace-limit") << e.traceId;
 }
 
+// The check counts the prompt the request sends, so a long first prompt is over the limit.
+TEST_F(Executor, ALongFirstPromptIsOverTheTokenLimit) {
+  startMock(R"({"reply": {"content": "ok"}})");
+  std::vector<TokenLimitExceeded> seen;
+  std::mutex m;
+  auto sub = bus_.subscribe<TokenLimitExceeded>([&](const TokenLimitExceeded& e) {
+    std::lock_guard lock(m);
+    seen.push_back(e);
+  });
+  auto o = options();
+  o.tokenLimit = 1000;
+  LlmExecutor executor(bus_, o);
+  std::string prompt;
+  for (int i = 0; i < 8000; ++i)
+    prompt += "word ";  // 40 000 characters
+  EXPECT_EQ(executor.execute(request("long", prompt)).content, "ok");
+  std::lock_guard lock(m);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].threadId, "long");
+  EXPECT_GT(seen[0].contextTokens, 1000);
+}
+
 TEST_F(Executor, ThreadsPersistInTheStoreAcrossExecutors) {
   startMock(R"({"reply": {"content": "turn {{turn}}"}})");
   std::string dir = (std::filesystem::temp_directory_path() / "parley-exec-XXXXXX").string();
@@ -746,6 +877,84 @@ TEST_F(Executor, ThreadsPersistInTheStoreAcrossExecutors) {
     EXPECT_EQ(store->loadThread("kept").messages.size(), 4u);
   }
   std::filesystem::remove_all(dir);
+}
+
+// With a store, a request's snapshot replaces the thread's conversation as a new batch: the
+// first request of a thread is saved, and a later (shorter) snapshot is neither spliced onto
+// the old messages nor a failed save after the model answered.
+TEST_F(Executor, ASnapshotOfAStoredThreadIsSavedAsItsNewView) {
+  startMock(R"({"reply": {"content": "turn {{turn}}: {{last_user}}"}})");
+  std::string dir = (std::filesystem::temp_directory_path() / "parley-exec-XXXXXX").string();
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  const auto snapshotOf = [](const std::vector<Message>& messages) {
+    ConversationManager m;
+    m.addMessages(messages);
+    return m.createSnapshot();
+  };
+  const auto storedView = [&](ConversationStore& store) {
+    ConversationManager loaded;
+    loadConversation(store, "s", loaded);
+    std::vector<std::string> texts;
+    for (const Message& m : loaded.getMessages())
+      texts.push_back(m.content);
+    return texts;
+  };
+  {
+    auto store = std::make_shared<SqliteStore>(dir + "/threads.db");
+    auto o = options();
+    o.store = store;
+    LlmExecutor executor(bus_, o);
+    auto first = request("s", "q1");
+    first.contextSnapshot = snapshotOf({Message::user("a"), Message::assistant("b"),
+                                        Message::user("c"), Message::assistant("d")});
+    EXPECT_EQ(executor.execute(first).content, "turn 3: q1");
+    EXPECT_EQ(storedView(*store), (std::vector<std::string>{"a", "b", "c", "d", "q1", "turn 3: q1"}));
+    auto shorter = request("s", "q2");
+    shorter.contextSnapshot = snapshotOf({Message::user("x"), Message::assistant("y")});
+    EXPECT_EQ(executor.execute(shorter).content, "turn 2: q2");
+    EXPECT_EQ(storedView(*store), (std::vector<std::string>{"x", "y", "q2", "turn 2: q2"}));
+    EXPECT_EQ(executor.execute(request("s", "q3")).content, "turn 3: q3");
+    EXPECT_EQ(storedView(*store).size(), 6u);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// The default ToolWorker honours the request's executionOptions: a call the executor has timed
+// out is stopped through its stop token, not left running for the tool's own minute.
+TEST_F(Executor, TheToolWorkerStopsACallTheExecutorTimedOut) {
+  startMock(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "after {{tool_results}}"}}
+{"reply": {"tool_calls": [{"name": "slow", "arguments": {}}]}}
+)");
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool stopped = false;
+  ToolOptions own;
+  own.timeout = std::chrono::minutes(1);
+  tools_->add(
+      "slow", "", nullptr,
+      [&](const json&, ToolContext& context) -> json {
+        {
+          std::mutex m;
+          std::condition_variable_any cv;
+          std::unique_lock lock(m);
+          cv.wait(lock, context.stopToken, [] { return false; });
+        }
+        std::lock_guard lock(mutex);
+        stopped = true;
+        changed.notify_all();
+        return "late";
+      },
+      own);
+  auto o = options();
+  o.toolCallTimeout = 200ms;
+  LlmExecutor executor(bus_, o);
+  auto result = executor.execute(request("t", "go"));
+  EXPECT_NE(result.content.find("did not answer within 200 ms"), std::string::npos)
+      << result.content;
+  std::unique_lock lock(mutex);
+  // The bound only turns a call left running into a failure instead of a minute's wait.
+  EXPECT_TRUE(changed.wait_for(lock, 10s, [&] { return stopped; }));
 }
 
 TEST_F(Executor, ResponseCacheAnswersAnIdenticalRequestWithoutTheModel) {

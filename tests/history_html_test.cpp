@@ -13,6 +13,7 @@
 #include "parley/context_ops.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/store.hpp"
+#include "parley/stored_thread.hpp"
 
 namespace parley {
 namespace {

@@ -278,6 +278,25 @@ TEST_F(ClientTest, IdleTimeoutInsideAStream) {
                TimeoutError);
 }
 
+// A stream that is never silent for long still ends: streamTimeout bounds the whole of it.
+TEST_F(ClientTest, StreamTimeoutEndsATricklingStream) {
+  serve(
+      R"({"reply": {"content": "a b c d e f g h i j k l m n o p"}, "stream": {"chunk_delay_ms": 100}})");
+  ClientOptions o = options();
+  o.idleTimeout = milliseconds(5000);
+  o.streamTimeout = milliseconds(400);
+  o.maxRetries = 0;
+  OpenAiClient client(o);
+  int chunks = 0;
+  try {
+    client.generateStream(ask("x"), [&](const StreamDelta&) { return ++chunks > 0; });
+    FAIL() << "the stream ran to its end";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("stream timeout"), std::string::npos) << e.what();
+  }
+  EXPECT_GT(chunks, 0);  // it was lively: the idle timeout alone would never have ended it
+}
+
 TEST_F(ClientTest, RequestTimeoutIsRetriedThenRaised) {
   serve(R"({"delay_ms": 5000, "reply": {"content": "late"}})");
   ClientOptions o = options();

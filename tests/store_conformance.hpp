@@ -26,6 +26,7 @@
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/store.hpp"
+#include "parley/stored_thread.hpp"
 
 namespace parley::testing {
 
@@ -517,22 +518,22 @@ TYPED_TEST_P(StoreConformance, SavesAManagerTurnByTurnWritingOnlyWhatIsNew) {
   manager.addMessage(Message::system("be brief"));
   manager.addMessage(Message::user("hello"));
   this->store->createThread({.id = "m"});
-  auto v = this->store->save("m", manager, 1);
+  auto v = saveConversation(*this->store, "m", manager, 1);
   EXPECT_EQ(v, 2);
   EXPECT_EQ(this->messageRows(), 2);
   manager.addMessage(Message::assistant("hi"));
   manager.addMessage(Message::user("more"));
-  v = this->store->save("m", manager, v);
+  v = saveConversation(*this->store, "m", manager, v);
   EXPECT_EQ(this->messageRows(), 4);
   manager.clearMessages(true);  // a context edit: a new batch, no new storage
-  v = this->store->save("m", manager, v);
+  v = saveConversation(*this->store, "m", manager, v);
   EXPECT_EQ(v, 4);
   EXPECT_EQ(this->messageRows(), 4);
   manager.addMessage(Message::user("again"));
-  v = this->store->save("m", manager, v);
+  v = saveConversation(*this->store, "m", manager, v);
 
   ConversationManager loaded;
-  EXPECT_EQ(this->store->load("m", loaded), v);
+  EXPECT_EQ(loadConversation(*this->store, "m", loaded), v);
   EXPECT_EQ(loaded.getMessages(), manager.getMessages());
   EXPECT_EQ(loaded.getAllMessages(), manager.getAllMessages());
   EXPECT_EQ(loaded.getMarkMap(), manager.getMarkMap());
@@ -541,10 +542,10 @@ TYPED_TEST_P(StoreConformance, SavesAManagerTurnByTurnWritingOnlyWhatIsNew) {
   // A second writer that loaded the same version loses.
   loaded.addMessage(Message::assistant("from loaded"));
   manager.addMessage(Message::assistant("from manager"));
-  EXPECT_EQ(this->store->save("m", loaded, v), v + 1);
-  EXPECT_THROW(this->store->save("m", manager, v), StoreConflict);
+  EXPECT_EQ(saveConversation(*this->store, "m", loaded, v), v + 1);
+  EXPECT_THROW(saveConversation(*this->store, "m", manager, v), StoreConflict);
   ConversationManager fresh;
-  this->store->load("m", fresh);
+  loadConversation(*this->store, "m", fresh);
   EXPECT_EQ(fresh.getMessages().back().content, "from loaded");
 }
 
@@ -553,10 +554,10 @@ TYPED_TEST_P(StoreConformance, LoadRefusesADamagedStateAndLeavesTheManager) {
                             json{{"format", "parley.snapshot/1"}, {"markMap", "nonsense"}});
   ConversationManager manager;
   manager.addMessage(Message::user("mine"));
-  EXPECT_THROW(this->store->load("a", manager), StoreError);
+  EXPECT_THROW(loadConversation(*this->store, "a", manager), StoreError);
   EXPECT_EQ(manager.getMessages().size(), 1u);
   this->store->createThread({.id = "plain"}, this->turn("m", 3));
-  this->store->load("plain", manager);  // no state: a plain history, all visible
+  loadConversation(*this->store, "plain", manager);  // no state: a plain history, all visible
   EXPECT_EQ(this->contents(manager.getMessages()), (std::vector<std::string>{"m0", "m1", "m2"}));
 }
 
@@ -566,13 +567,13 @@ TYPED_TEST_P(StoreConformance, ExportsAndImportsSnapshots) {
   manager.startNewBatch(1);
   manager.addMessage(Message::user("u2"));
   this->store->createThread({.id = "a"});
-  this->store->save("a", manager, 1);
-  json exported = this->store->exportThread("a");
+  saveConversation(*this->store, "a", manager, 1);
+  json exported = exportThread(*this->store, "a");
   EXPECT_EQ(exported, manager.createSnapshot());
-  ThreadInfo imported = this->store->importThread(exported, {.id = "b", .title = "copy"});
+  ThreadInfo imported = importThread(*this->store, exported, {.id = "b", .title = "copy"});
   EXPECT_EQ(imported.messageCount, 4);
   ConversationManager loaded;
-  this->store->load("b", loaded);
+  loadConversation(*this->store, "b", loaded);
   EXPECT_EQ(loaded.getMessages(), manager.getMessages());
   EXPECT_EQ(loaded.getMarkMap(), manager.getMarkMap());
   EXPECT_EQ(this->store->threadInfo("b")->title, "copy");
@@ -580,7 +581,7 @@ TYPED_TEST_P(StoreConformance, ExportsAndImportsSnapshots) {
   json bad = exported;
   bad["messages"][1]["role"] = "robot";
   try {
-    this->store->importThread(bad, {.id = "c"});
+    importThread(*this->store, bad, {.id = "c"});
     ADD_FAILURE() << "no error";
   } catch (const ValidationError& e) {
     EXPECT_EQ(e.field(), "snapshot.messages[1].role");
@@ -594,17 +595,17 @@ TYPED_TEST_P(StoreConformance, AForkOfAManagerThreadRestoresItsView) {
   manager.clearMessages(true);
   manager.addMessage(Message::user("u2"));
   this->store->createThread({.id = "p"});
-  this->store->save("p", manager, 1);
+  saveConversation(*this->store, "p", manager, 1);
   ThreadInfo fork = this->store->forkThread("p", 4, {.id = "f"});
   ConversationManager forked;
-  auto version = this->store->load("f", forked);
+  auto version = loadConversation(*this->store, "f", forked);
   EXPECT_EQ(version, 1);
   EXPECT_EQ(forked.getMessages(), manager.getMessages());
   forked.addMessage(Message::assistant("in the fork"));
-  EXPECT_EQ(this->store->save("f", forked, version), 2);
+  EXPECT_EQ(saveConversation(*this->store, "f", forked, version), 2);
   EXPECT_EQ(this->messageRows(), 5);
   ConversationManager parent;
-  this->store->load("p", parent);
+  loadConversation(*this->store, "p", parent);
   EXPECT_EQ(parent.getMessages(), manager.getMessages());
 }
 
@@ -664,8 +665,8 @@ TYPED_TEST_P(StoreConformance, AForkedStoredThreadKeepsACloneApart) {
   trunk.addMessage(Message::user("trunk only"));
   thread->save(trunk);  // no conflict: the fork saved elsewhere
   ConversationManager trunkBack, forkBack;
-  shared->load("trunk", trunkBack);
-  shared->load(branch->threadId(), forkBack);
+  loadConversation(*shared, "trunk", trunkBack);
+  loadConversation(*shared, branch->threadId(), forkBack);
   ASSERT_EQ(trunkBack.getMessageCount(), 2u);
   ASSERT_EQ(forkBack.getMessageCount(), 2u);
   EXPECT_EQ(trunkBack.getMessages()[1].content, "trunk only");

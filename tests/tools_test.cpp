@@ -217,6 +217,49 @@ TEST_F(ToolExecutorTest, UnknownToolBecomesErrorNamingTheAvailableTools) {
   EXPECT_EQ(calls.load(), 0);
 }
 
+// A caller's limits replace the tool's own for one call: the retries, and a deadline for the
+// whole call that no attempt outlives; limits out of range are the call's error result.
+TEST_F(ToolExecutorTest, ACallersLimitsReplaceTheToolsOwn) {
+  std::atomic<int> attempts{0};
+  ToolOptions own;
+  own.retries = 0;
+  registry->add("flaky", "d", nullptr,
+                [&](const json&, ToolContext&) -> json {
+                  attempts.fetch_add(1);
+                  throw std::runtime_error("down");
+                },
+                own);
+  ToolExecutor executor(registry, {.sleep = [](std::chrono::milliseconds, std::stop_token) {
+                          return true;
+                        }});
+  ToolCallLimits three;
+  three.retries = 2;
+  ToolResult flaky = executor.execute({"c1", "flaky", "{}"}, {}, three);
+  EXPECT_EQ(attempts.load(), 3);
+  EXPECT_EQ(flaky.retryCount, 2);
+
+  ToolOptions patient;
+  patient.timeout = std::chrono::minutes(1);
+  registry->add("waits", "d", nullptr,
+                [](const json&, ToolContext& context) -> json {
+                  std::mutex m;
+                  std::condition_variable_any cv;
+                  std::unique_lock lock(m);
+                  cv.wait(lock, context.stopToken, [] { return false; });
+                  return "stopped";
+                },
+                patient);
+  ToolCallLimits soon;
+  soon.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  ToolResult waited = executor.execute({"c2", "waits", "{}"}, {}, soon);
+  EXPECT_EQ(waited.errorKind, ToolErrorKind::Timeout) << waited.error;
+
+  ToolCallLimits bad;
+  bad.retries = -1;
+  EXPECT_EQ(executor.execute({"c3", "waits", "{}"}, {}, bad).errorKind,
+            ToolErrorKind::InvalidArguments);
+}
+
 TEST_F(ToolExecutorTest, ArgumentsThatAreNotJsonBecomeError) {
   addCounting("get_weather");
   ToolExecutor executor(registry);

@@ -39,6 +39,7 @@
 #include "prices_option.hpp"
 #include "template_config.hpp"
 #include "terminal.hpp"
+#include "parley/stored_thread.hpp"
 #include "tool_file.hpp"
 
 namespace parley::cli {
@@ -178,7 +179,11 @@ int runAsk(const AskArgs& given) {
   }
 
   RunOptions run;
-  if (args.timeoutMs > 0) run.timeout = std::chrono::milliseconds(args.timeoutMs);
+  if (args.timeoutMs > 0) {
+    // The whole turn: a tool that outlives it is stopped, and the turn fails with a timeout.
+    run.timeout = std::chrono::milliseconds(args.timeoutMs);
+    run.turnTimeout = run.timeout;
+  }
   bool printedText = false;
   bool atLineStart = true;
   TerminalFilter toStdout(STDOUT_FILENO);
@@ -257,7 +262,7 @@ int runAsk(const AskArgs& given) {
     forgetNewThread();
     if (printedText) std::cout << (rendered ? rendered->finish() : std::string()) << "\n";
     std::cerr << "parley: error: " << forTerminal(oneLine(e.what()), STDERR_FILENO) << "\n";
-    return dynamic_cast<const ValidationError*>(&e) ? kExitUsage : kExitFailure;
+    return exitCodeOf(e);
   }
   std::signal(SIGINT, previous);
   // After the reply, so a terminal shows the note on a line of its own. Said when the user
@@ -335,7 +340,7 @@ void addAskCommand(CLI::App& app, int& exitCode) {
                   "Add a file's text to the prompt, fenced and labelled (repeatable; a directory "
                   "adds its text files; caps: 1 MiB a file, 8 MiB in all, 200 files)")
       ->allow_extra_args(false);
-  cmd->add_option("--timeout", args->timeoutMs, "Bound the whole call, retries included, in ms");
+  cmd->add_option("--timeout", args->timeoutMs, "Bound the whole turn (model calls, retries, tools), in ms");
   cmd->add_option("--format", args->format,
                   "The reply as text (Markdown rendered, wrapped; the default on a terminal), "
                   "markdown (as the model wrote it; the default elsewhere) or json (as --json)");

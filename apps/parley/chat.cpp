@@ -1,4 +1,6 @@
 // `parley chat`: an interactive conversation with streaming, tools, forks and persistence.
+// Over 600 lines because the session's slash commands share its state (branches, the store,
+// the renderer); the line editor, Markdown, templates and prompt input are files of their own.
 //
 // On a terminal it reads lines with libedit (editing, input history); otherwise it reads plain
 // lines from stdin, so scripts and tests can pipe a session in. Each turn is
@@ -56,6 +58,7 @@
 #include "prompt_input.hpp"
 #include "template_config.hpp"
 #include "terminal.hpp"
+#include "parley/stored_thread.hpp"
 #include "tool_file.hpp"
 
 namespace parley::cli {
@@ -631,15 +634,10 @@ class ChatSession {
   // A system prompt first in the view, replacing the one there; one step of /undo.
   void setSystemPrompt(const std::string& text) {
     ConversationManager& manager = current().manager;
-    const auto view = manager.getMessages();
-    ContextOperation op;
-    if (!view.empty() && view.front().role == Role::System) {
-      op = ReplaceOp{0, Message::system(text)};
-    } else {
-      op = InsertOp{0, {Message::system(text)}};
-    }
+    const std::optional<ContextOperation> op = systemPromptOperation(manager, text);
+    if (!op) return;  // already the prompt in use
     current().undo.push_back(manager.getMarkMap().currentBatch);
-    applyContextOperation(manager, op);
+    applyContextOperation(manager, *op);
     save();
   }
 
@@ -1067,7 +1065,7 @@ class ChatSession {
       }
       ConversationManager loaded(manager.options());
       loaded.restoreFromSnapshot(snapshot);
-      const ThreadInfo info = store_->importThread(snapshot);
+      const ThreadInfo info = importThread(*store_, snapshot);
       auto thread = std::make_shared<StoredThread>(store_, info.id);
       thread->attach(loaded);
       const std::string branchName = freshName("loaded");

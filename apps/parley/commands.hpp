@@ -3,7 +3,11 @@
 // exitCode. An exception escaping a callback is reported by main() as a one-line error.
 #pragma once
 
+#include <exception>
+
 #include <CLI/CLI.hpp>
+
+#include "parley/errors.hpp"
 
 namespace parley::cli {
 
@@ -12,6 +16,21 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;  // the operation failed (HTTP error, timeout, bad file...)
 inline constexpr int kExitUsage = 2;    // bad command line
 inline constexpr int kExitInterrupted = 130;
+
+// The exit code of a command that failed with `error`, from its ErrorCode: bad input is a
+// usage error, a cancelled operation an interruption, anything else a failure.
+inline int exitCodeOf(const std::exception& error) {
+  const auto* e = dynamic_cast<const Error*>(&error);
+  if (!e) return kExitFailure;
+  switch (e->kind()) {
+    case ErrorKind::Validation:
+      return kExitUsage;
+    case ErrorKind::Cancelled:
+      return kExitInterrupted;
+    default:
+      return kExitFailure;
+  }
+}
 
 // Subcommands register here (one line each, in alphabetical order).
 void addTokensCommand(CLI::App& app, int& exitCode);

@@ -2,7 +2,7 @@
 //
 // Every subcommand takes --db (FILE, sqlite://FILE or postgresql://...; default
 // $XDG_DATA_HOME/parley/parley.db). A thread is shown as its visible view; export --format json
-// prints the snapshot document (ConversationStore::exportThread), which import takes back.
+// prints the snapshot document (exportThread, stored_thread.hpp), which import takes back.
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +24,7 @@
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
 #include "parley/store.hpp"
+#include "parley/stored_thread.hpp"
 #include "terminal.hpp"
 
 namespace parley::cli {
@@ -168,18 +169,18 @@ void list(const HistoryArgs& args) {
 void show(const HistoryArgs& args) {
   auto store = readableStoreWith(args);
   ConversationManager manager = plainManager();
-  store->load(args.id, manager);
+  loadConversation(*store, args.id, manager);
   std::cout << renderMarkdown(args.id, manager, /*includeHidden=*/false);
 }
 
 void exportThreadCommand(const HistoryArgs& args) {
   auto store = readableStoreWith(args);
   if (args.format == "json") {
-    std::cout << store->exportThread(args.id).dump(2) << "\n";
+    std::cout << exportThread(*store, args.id).dump(2) << "\n";
     return;
   }
   ConversationManager manager = plainManager();
-  store->load(args.id, manager);
+  loadConversation(*store, args.id, manager);
   if (args.format == "markdown") {
     std::cout << renderMarkdown(args.id, manager, /*includeHidden=*/true);
   } else if (args.format == "html") {
@@ -228,7 +229,7 @@ void importCommand(const HistoryArgs& args) {
   auto store = openCliStore(args.db);
   ThreadOptions options;
   options.id = args.newId;
-  std::cout << store->importThread(snapshot, options).id << "\n";
+  std::cout << importThread(*store, snapshot, options).id << "\n";
 }
 
 void apply(const HistoryArgs& args) {
@@ -271,10 +272,10 @@ int guarded(const std::function<void()>& body) {
     return kExitOk;
   } catch (const ValidationError& e) {
     std::cerr << "parley: " << e.what() << "\n";
-    return kExitUsage;
+    return exitCodeOf(e);
   } catch (const Error& e) {
     std::cerr << "parley: error: " << e.what() << "\n";
-    return kExitFailure;
+    return exitCodeOf(e);
   }
 }
 

@@ -35,10 +35,10 @@ int main(int argc, char** argv) {
     return code == 0 ? kExitOk : kExitUsage;
   } catch (const parley::ValidationError& e) {
     std::cerr << "parley: " << e.what() << "\n";
-    return kExitUsage;
+    return exitCodeOf(e);
   } catch (const std::exception& e) {
     std::cerr << "parley: error: " << e.what() << "\n";
-    return kExitFailure;
+    return exitCodeOf(e);
   }
   if (!std::cout.flush()) {
     std::cerr << "parley: error: could not write to standard output (the reader went away?)\n";

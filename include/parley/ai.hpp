@@ -58,8 +58,12 @@ class AI {
   AI(std::shared_ptr<LlmClient> client, const std::string& baseUrl, const std::string& apiKey,
      const std::string& model);
 
+  // Every setting takes effect at the next call of this AI and of every conversation that
+  // shares it (created from it, forked from one, or reached through getAI()). A new system
+  // prompt replaces the one opening such a conversation's view at its next ask (a context
+  // operation, so the earlier view stays in storage); "" removes it.
   AI& setModel(const std::string& model);
-  AI& setSystemPrompt(const std::string& prompt);   // for conversations created afterwards
+  AI& setSystemPrompt(const std::string& prompt);
   AI& setMaxTokens(int maxTokens);                  // <= 0: the server's default
   AI& setJsonMode(bool enabled);                    // response_format {"type": "json_object"}
   AI& setTemperature(double temperature);           // < 0: the server's default

@@ -101,6 +101,12 @@ ContextOperationResult applyContextOperation(MessageStore& store, const ContextO
 ContextOperationResult applyContextOperation(ConversationManager& manager,
                                              const ContextOperation& op);
 
+// The operation that makes `prompt` the view's leading system message: a replace of the system
+// message that opens the view, else an insert at the front; for an empty prompt, a truncate
+// that removes the system message opening the view. nullopt when the view already begins so.
+std::optional<ContextOperation> systemPromptOperation(const ConversationManager& manager,
+                                                      const std::string& prompt);
+
 // Storage indices of the view entries that break tool-call pairing (see above), in view order.
 std::vector<MessageStore::Index> pairingViolations(const MessageStore& store,
                                                    const std::vector<MessageStore::Index>& view);

@@ -39,12 +39,12 @@
 #include "parley/message_store.hpp"
 #include "parley/tokens.hpp"
 #include "parley/tools.hpp"
+#include "parley/turn_sink.hpp"
 #include "parley/usage.hpp"
 
 namespace parley {
 
 class ConversationManager;
-class StoredThread;
 
 // What checkTokenUsage() found.
 struct TokenCheck {
@@ -58,9 +58,9 @@ struct TokenCheck {
 // The three numbers kept apart (docs/architecture.md, "Tokens").
 struct TokenUsageStats {
   std::optional<TokenUsage> lastRequest;  // the last call's usage as the API reported it (raw kept)
-  TokenUsage cumulative;                  // sum over every call (billing, the facade's counters)
-  int64_t requests = 0;                   // calls that reported usage
-  TokenCheck context;                     // the visible context against the limit
+  TokenUsage cumulative;  // sum over every call (billing, the facade's counters); total = p + c
+  int64_t requests = 0;   // calls that reported usage
+  TokenCheck context;     // the visible context against the limit
 };
 
 // Called before a model call when the context is over the limit (the compression trigger).
@@ -81,6 +81,9 @@ struct ConversationOptions {
   ChatRequest request;
   bool stream = false;     // stream calls (the chunk callback sees deltas)
   int maxIterations = 10;  // model calls in one run()
+  // Tool calls run for one reply; the calls past it are not run and get an error result the
+  // model can read (kind NotRun), so a reply asking for 10 000 calls cannot start 10 000.
+  int maxToolCallsPerReply = 64;
   int64_t tokenLimit = 0;  // 0: no limit
   // Counts the view locally when the API's usage does not cover it. Default: o200k_base,
   // or the ceil(code points / 2.5) estimate when its vocabulary is not installed.
@@ -88,10 +91,11 @@ struct ConversationOptions {
   TokenLimitHandler onTokenLimitExceeded;  // the compression trigger; see summarizeAndTruncate()
   // When set, each complete turn is saved through it as soon as it is committed: a reply without
   // tool calls, or the tool results that complete an iteration (never an assistant tool-call
-  // message without its results). A failed model call saves nothing. Attach it to its thread
-  // first (StoredThread::attach). A failed save throws (StoreError, StoreConflict) from the call
-  // that committed the turn; the turn stays in memory and the next save writes it.
-  std::shared_ptr<StoredThread> persist;
+  // message without its results). A failed model call saves nothing. For a StoredThread
+  // (stored_thread.hpp), attach it to its thread first. A failed save throws (StoreError,
+  // StoreConflict) from the call that committed the turn; the turn stays in memory and the next
+  // save writes it.
+  std::shared_ptr<TurnSink> persist;
   // Where diagnostics go (a failing trigger, ...). Null: stderr.
   std::function<void(const std::string&)> log;
   // Cost limits (cost.hpp), checked before every model call: the call's worst case (the exact
@@ -116,10 +120,29 @@ struct LlmCallOptions {
   std::optional<ChatRequest> request;
 };
 
+// Runs the tool calls of one reply and returns one result per call, in the calls' order. A
+// tool's failure is a result with an error, not an exception; an exception (CancelledError,
+// ...) ends the run.
+using ToolCallRunner = std::function<std::vector<ToolResult>(const std::vector<ToolCall>& calls,
+                                                             std::stop_token cancel)>;
+
+// What a runner of the tool loop changes about run(). The loop itself (call, run the tools,
+// append, repeat; the caps; when a turn is whole and saved) is the same for every runner: the
+// facade, the executor and a durable-run worker only configure it.
 struct RunOptions : LlmCallOptions {
   std::optional<int> maxIterations;                     // nullopt: ConversationOptions's
+  // One deadline for the whole run: every model call with its retries, and every tool. When it
+  // passes, what is under way is cancelled and run() throws TimeoutError. (LlmCallOptions::timeout
+  // still bounds each model call.) nullopt: no deadline beyond the calls' own.
+  std::optional<std::chrono::milliseconds> turnTimeout;
   std::function<void(const ToolCall&)> onToolCall;      // before a tool call runs
   std::function<void(const ToolResult&)> onToolResult;  // after, in the order of the calls
+  // How the calls are executed. Null: the conversation's ToolExecutor, in this process. The
+  // executor sends them out as events to a ToolWorker; a durable run journals them.
+  ToolCallRunner runToolCalls;
+  // Each message the run adds to the history (the prompt, each reply, each tool result), in
+  // order, once it is appended.
+  std::function<void(const Message&)> onMessage;
 };
 
 struct RunResult {
@@ -128,7 +151,8 @@ struct RunResult {
   int iterations = 0;                   // model calls made
   TokenUsage usage;                     // summed over the run's calls
   Message message;                      // the last assistant message
-  std::vector<ToolResult> toolResults;  // every tool call of the run, in order
+  std::vector<ToolCall> toolCalls;      // every tool call the model made, in order
+  std::vector<ToolResult> toolResults;  // their results, in the same order
 };
 
 class ConversationManager {
@@ -166,6 +190,14 @@ class ConversationManager {
   // Positions [start, end) among the visible messages of `role`; end is clamped.
   std::vector<Message> getMessagesByRoleRange(Role role, size_t start, size_t end) const;
   size_t getMessageCountByRole(Role role) const;
+  // The last n visible messages of `role` in one call (same as getRecentMessagesByRole).
+  std::vector<Message> getRecentMessages(size_t n, Role role) const;
+  // The type-index queries (MessageStore::indicesByRole and its siblings): STORAGE indices of
+  // the visible messages of `role`, in view order, as in the mark map's typeIndices; read the
+  // messages with getAllMessages() or check them with isModified().
+  std::vector<size_t> getIndicesByRole(Role role) const;
+  std::vector<size_t> getRecentIndicesByRole(Role role, size_t n) const;
+  std::vector<size_t> getIndicesByRoleRange(Role role, size_t start, size_t end) const;
 
   // --- batches ---------------------------------------------------------------------------------
   // Clears the view to its system messages (keepSystem) or to nothing, as a new batch.
@@ -186,27 +218,33 @@ class ConversationManager {
   ChatResult executeLlmCall(const LlmCallOptions& options = {});
   // The same call with `pending` messages (a user prompt) sent after the view and appended
   // together with the reply, only if the call succeeds: a failed call adds neither. For loops
-  // built outside run(), such as the event-driven executor's.
+  // built outside run().
   ChatResult executeLlmCall(const std::vector<Message>& pending, const LlmCallOptions& options);
   // Runs one tool call and appends its tool message. Never throws for a tool's failure: it
-  // becomes the result's error and the message's {"error": ...} content.
+  // becomes the result's error and the message's {"error": ...} content. The call must be one
+  // of the last assistant message's calls still without a result (ValidationError otherwise:
+  // an orphan result is a history every API refuses). A stored conversation saves the turn only
+  // once every call of the message has its result.
   ToolResult executeToolCall(const ToolCall& call, std::stop_token cancel = {});
   // Runs the calls concurrently (bounded) and appends one tool message per call, in the order
   // of the calls.
   std::vector<ToolResult> executeToolCalls(const std::vector<ToolCall>& calls,
                                            std::stop_token cancel = {});
-  // Appends the user prompt and loops: call the model; if the reply has tool calls, run them
-  // and call again; stop at a reply without tool calls or after maxIterations calls (finish
-  // reason "max_iterations"). Each iteration is stored as one assistant
-  // message, then one tool message per call.
+  // The tool loop, the only one in parley: appends the user prompt and loops: call the model;
+  // if the reply has tool calls, run them (options.runToolCalls, else the ToolExecutor) and
+  // call again; stop at a reply without tool calls or after maxIterations calls (finish reason
+  // "max_iterations"). Each iteration is stored as one assistant message, then one tool
+  // message per call; each whole turn is saved through options.persist.
   RunResult run(const std::string& prompt, const RunOptions& options = {});
 
   // --- tokens ----------------------------------------------------------------------------------
   // Records a call's usage; it covers the current view (call it after appending the reply).
   void updateTokenUsage(const TokenUsage& usage);
   TokenUsageStats getTokenUsage() const;
-  // Computes the context size against tokenLimit and, when over it, calls the trigger.
-  TokenCheck checkTokenUsage();
+  // Computes the size of the request about to be sent (the context, tool definitions included,
+  // plus `pending`, the messages to be sent after the view) against tokenLimit and, when over
+  // it, calls the trigger. Every model call runs it with the prompt it sends.
+  TokenCheck checkTokenUsage(const std::vector<Message>& pending = {});
   // The context size alone; fires nothing.
   TokenCheck estimateContextTokens() const;
   // Adds a call's usage to the cumulative counters only: for calls that did not produce the
@@ -239,9 +277,9 @@ class ConversationManager {
   // thread's history, so the clone's options.persist is null. To keep a clone, fork the thread
   // and give it the fork: clone(thread.fork(*this)).
   ConversationManager clone() const;
-  // The same, saving each whole turn through `persist` (attached to a thread that holds what
+  // The same, saving each whole turn through `persist` (a sink for a thread that holds what
   // this manager holds, e.g. StoredThread::fork()).
-  ConversationManager clone(std::shared_ptr<StoredThread> persist) const;
+  ConversationManager clone(std::shared_ptr<TurnSink> persist) const;
 
   // Bumps on every change; lets a caller (a store, a cache) see that something changed.
   uint64_t revision() const;
@@ -255,11 +293,14 @@ class ConversationManager {
 
  private:
   struct State;
-  ChatResult call(const std::vector<Message>& pending, const LlmCallOptions& options);
+  ChatResult call(const std::vector<Message>& pending, const LlmCallOptions& options,
+                  const std::function<void(const Message&)>& onMessage = nullptr);
   std::vector<ToolResult> runTools(const std::vector<ToolCall>& calls, std::stop_token cancel,
                                    const RunOptions* hooks);
   nlohmann::json tokenUsageJson() const;  // REQUIRES the lock
   void persistIfWhole();                  // saves through options.persist at a turn's end
+  // ValidationError unless each call is one of the last tool-call message's unanswered calls.
+  void requireOpenCalls(const std::vector<ToolCall>& calls) const;
   TokenCheck contextTokens() const;       // REQUIRES the lock
   int64_t toolTokens() const;             // the tool definitions' tokens; REQUIRES the lock
   void enforceBudget(ChatRequest& request, const std::vector<Message>& pending) const;

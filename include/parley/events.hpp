@@ -89,9 +89,11 @@ struct LlmExecutionFailed : EventHeader {
   static constexpr const char* kType = "llm_execution_failed";
   LlmExecutionFailed() { type = kType; }
   std::string nodeId;
-  std::string error;  // what went wrong, for people
-  // {"kind": "validation"|"cancelled"|"timeout"|"http"|"connection"|"protocol"|"error",
-  //  "field": "..." (validation only), "status": n (http only)}
+  std::string error;  // what went wrong, for people (errorDetails.message)
+  // The error as errorToJson() writes it (errors.hpp): {"kind": "validation" | "cancelled" |
+  // "timeout" | "http" | "connection" | "protocol" | "store" | "store_conflict" | "error",
+  // "message", "retryable", "field" and "reason" (validation), "status", "body", "apiMessage",
+  // ... (http)}. errorFromJson() turns it back into the exception, as LlmExecutor::execute does.
   nlohmann::json errorDetails = nlohmann::json::object();
 };
 

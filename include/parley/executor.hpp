@@ -8,7 +8,8 @@
 // use, loaded from the store when one is set, or restored from contextSnapshot), call the model
 // with the prompt, send each tool call of a reply out as a ToolExecutionRequest (at most
 // maxToolCallsPerThread unanswered at once) and wait for the ToolExecutionCompleted/Failed of
-// its toolCallId (or the tool timeout: then the tool gets an error result), append the tool
+// its thread and toolCallId (or the tool timeout: then the tool gets an error result; two
+// threads may wait for calls of the same id), append the tool
 // messages in call order, call again, until a reply without tool calls or maxIterations calls.
 // With responseCacheSize set, a model call whose request was answered before is replayed
 // from the cache instead (see the option). Every event a request causes carries its traceId
@@ -58,6 +59,11 @@ struct ExecutorOptions {
   std::chrono::milliseconds toolCallTimeout{60'000};
   // Each model call, retries included; 0: only the profile's own timeouts.
   std::chrono::milliseconds llmTimeout{0};
+  // A whole llm request: every model call, retry and tool call it makes; when it passes, what
+  // is under way is cancelled and the request fails with a TimeoutError. 0: no such bound.
+  std::chrono::milliseconds requestTimeout{0};
+  // Tool calls run for one reply; the calls past it get an error result the model can read.
+  int maxToolCallsPerReply = 64;
   int maxIterations = 10;  // model calls per request; >= 1
   // Tool calls of one thread sent out (ToolExecutionRequest) and not yet answered, at most.
   // A reply with more calls sends this many and the next one each time an answer or a
@@ -96,9 +102,10 @@ class LlmExecutor {
   LlmExecutor(const LlmExecutor&) = delete;
   LlmExecutor& operator=(const LlmExecutor&) = delete;
 
-  // Publishes the request on the bus and waits for its completion. Throws ValidationError
-  // (naming the field) for an invalid request, CancelledError when it was cancelled, Error
-  // with the failure's message otherwise. A request without traceId gets one.
+  // Publishes the request on the bus and waits for its completion. A failure is rethrown as
+  // the error the request failed with (errorFromJson of its errorDetails): ValidationError
+  // naming the field for an invalid request, CancelledError when it was cancelled, HttpError
+  // with the status and body the server sent, and so on. A request without traceId gets one.
   LlmExecutionResult execute(LlmExecutionRequest request);
 
   // Returns once no request is queued or running.

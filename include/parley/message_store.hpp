@@ -81,6 +81,14 @@ class MessageStore {
   const IndexList& view() const noexcept { return view_; }
   const IndexList& roleIndex(Role role) const { return roleIndex_[static_cast<size_t>(role)]; }
 
+  // The type-index queries: storage indices of the visible messages of `role`, in view order
+  // (usable with stored() and isModified(), like the mark map's typeIndices). All of them; the
+  // last n (all when n exceeds the count); positions [start, end) among them (end clamped,
+  // start >= end gives none). O(k) for k results.
+  std::vector<size_t> indicesByRole(Role role) const;
+  std::vector<size_t> recentIndicesByRole(Role role, size_t n) const;
+  std::vector<size_t> indicesByRoleRange(Role role, size_t start, size_t end) const;
+
   // The current batch starts at this storage index; every view entry is at or above it.
   size_t currentBoundary() const noexcept { return boundaries_.back(); }
   size_t currentBatch() const noexcept { return boundaries_.size() - 1; }

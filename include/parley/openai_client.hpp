@@ -13,7 +13,8 @@
 // up to 25 % jitter. A stream that has already delivered a chunk to onChunk is never retried.
 //
 // Timeouts: connectTimeout per connection attempt; requestTimeout for a whole non-streamed
-// response; idleTimeout for the longest silence inside a stream; ChatRequest::timeout for the
+// response; idleTimeout for the longest silence inside a stream; streamTimeout for a whole
+// stream (so one that trickles a chunk a second still ends); ChatRequest::timeout for the
 // whole call with its retries. Cancelling ChatRequest::stopToken ends the call within 100 ms.
 #pragma once
 
@@ -68,6 +69,7 @@ struct ClientOptions {
   std::chrono::milliseconds connectTimeout{10'000};
   std::chrono::milliseconds requestTimeout{600'000};  // whole request, non-streaming calls
   std::chrono::milliseconds idleTimeout{120'000};     // longest silence inside a stream
+  std::chrono::milliseconds streamTimeout{1'800'000};  // a whole stream, however lively
   int maxRetries = 2;  // connection errors, timeouts, 408, 409, 429, >= 500
 
   size_t maxEventBytes = size_t{8} << 20;      // one stream event; larger: ProtocolError

@@ -1,8 +1,8 @@
 // Conversation stores: threads of messages that outlive the process (SQLite, PostgreSQL).
 //
-// A thread is an append-only list of messages (one row per storage message of a
-// ConversationManager, in OpenAI JSON) plus one small state document (the manager's
-// createStateSnapshot(): mark map, batches, token usage), rewritten on every turn. Saving a turn
+// A thread is an append-only list of messages (one row each, in OpenAI JSON) plus one small
+// state document, opaque to the store (a conversation keeps its view, batches and token usage
+// there: stored_thread.hpp), rewritten on every turn. Saving a turn
 // appends only the new rows and replaces the state in ONE transaction, so a turn costs the same
 // whatever the length of the thread. Each thread has a version that every turn bumps; a writer
 // names the version it started from and a stale writer gets StoreConflict (optimistic locking).
@@ -24,7 +24,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -36,7 +35,6 @@
 
 namespace parley {
 
-class ConversationManager;
 namespace detail {
 class SqlStoreEngine;
 // Implemented by the stores built on parley's SQL engine (SqliteStore, PostgresStore): the run
@@ -144,67 +142,6 @@ class ConversationStore {
   // empty query or a limit outside 1..1000; a store that cannot search says so.
   virtual std::vector<MessageSearchHit> searchMessages(const std::string& query,
                                                        const MessageSearchOptions& options = {});
-
-  // --- conveniences on top of the calls above (store.cpp) --------------------------------------
-
-  // Restores `manager` from the thread; returns the thread's version, to pass to save().
-  // The manager is unchanged if this throws.
-  Version load(const std::string& threadId, ConversationManager& manager);
-  // Saves what is new in `manager` since `expectedVersion`: the storage messages past the stored
-  // count, and the manager's state snapshot. Returns the new version. StoreConflict if stale;
-  // StoreError if the manager holds fewer messages than the thread.
-  Version save(const std::string& threadId, const ConversationManager& manager,
-               Version expectedVersion);
-
-  // The thread as the manager's snapshot document ({"format": "parley.snapshot/1",
-  // "messages": [...], "markMap": {...}, ...}), which ConversationManager::restoreFromSnapshot
-  // and importThread accept.
-  nlohmann::json exportThread(const std::string& threadId);
-  // Creates a thread from a snapshot document; validates it fully first (ValidationError naming
-  // the field, nothing stored).
-  ThreadInfo importThread(const nlohmann::json& snapshot, const ThreadOptions& options = {});
-};
-
-// Ties one conversation to one thread of a store, so that saving each committed turn is one call:
-//
-//   StoredThread thread(store, "ticket-42");
-//   thread.attach(manager);          // restores the thread, or creates it from the manager
-//   ... a turn commits ...
-//   thread.save(manager);            // appends what is new; StoreConflict if another writer won
-//
-// It remembers the version it last loaded or saved, and the manager's revision() then, so a
-// save with nothing new writes nothing.
-// Thread-safety: calls are serialised by an internal mutex; the store is shared.
-class StoredThread {
- public:
-  StoredThread(std::shared_ptr<ConversationStore> store, std::string threadId);
-
-  // If the thread exists, restores `manager` from it (StoreError if it cannot be); else creates
-  // it (with `options`, whose id is ignored) holding what `manager` holds. Returns true if the
-  // thread existed.
-  bool attach(ConversationManager& manager, const ThreadOptions& options = {});
-  // Restores `manager` from the thread (StoreError if there is none).
-  void load(ConversationManager& manager);
-  // Saves what is new in `manager` since the last load/save. Throws StoreConflict if another
-  // writer saved meanwhile (then load() again to continue from the stored thread).
-  void save(const ConversationManager& manager);
-  // Saves `manager` (this thread's conversation), then forks the stored thread at its length
-  // (ConversationStore::forkThread: the prefix is shared, not copied) with its current state,
-  // and returns the fork's StoredThread, ready for manager.clone(fork).
-  std::shared_ptr<StoredThread> fork(const ConversationManager& manager,
-                                     const ThreadOptions& options = {});
-
-  const std::string& threadId() const noexcept { return threadId_; }
-  ConversationStore::Version version() const;
-  ConversationStore& store() const noexcept { return *store_; }
-
- private:
-  std::shared_ptr<ConversationStore> store_;
-  std::string threadId_;
-  mutable std::mutex mutex_;
-  ConversationStore::Version version_ = 0;
-  uint64_t savedRevision_ = 0;
-  bool known_ = false;  // version_ and savedRevision_ are set
 };
 
 // --- SQLite ---------------------------------------------------------------------------------

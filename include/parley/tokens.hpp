@@ -69,7 +69,8 @@ std::vector<std::filesystem::path> vocabularySearchPath();
 // the whole process afterwards. Throws ValidationError for a name parley does not know, Error
 // when no vocabulary file is found or the file is malformed.
 std::shared_ptr<const Encoding> loadEncoding(std::string_view name);
-// As loadEncoding(), but returns nullptr when no vocabulary file is found.
+// As loadEncoding(), but returns nullptr when no vocabulary file is found or the one found is
+// malformed, so a TokenCounter falls back to the estimate instead of failing.
 std::shared_ptr<const Encoding> findEncoding(std::string_view name);
 
 // ceil(code points / 2.5), code points counted as UTF-8 lead bytes (a stray continuation byte

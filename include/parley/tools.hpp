@@ -59,6 +59,7 @@ enum class ToolErrorKind {
   HandlerFailed,     // the handler threw
   Timeout,           // the attempt's deadline passed before the handler returned
   Cancelled,         // the caller's stop token was requested
+  NotRun,            // past the cap of calls run for one reply (maxToolCallsPerReply)
 };
 std::string_view toString(ToolErrorKind kind) noexcept;
 
@@ -199,6 +200,16 @@ class ToolRegistry {
 // make retry delays instant and observable.
 using ToolSleeper = std::function<bool(std::chrono::milliseconds delay, std::stop_token stop)>;
 
+// Limits a caller sets for one call in place of the tool's own ToolOptions (the executor's
+// ToolExecutionRequest carries them to a ToolWorker). nullopt: the tool's own.
+struct ToolCallLimits {
+  std::optional<std::chrono::milliseconds> timeout;  // each attempt; > 0
+  std::optional<int> retries;                        // >= 0
+  std::optional<std::chrono::milliseconds> retryDelay;
+  // The whole call, retries included: no attempt runs past it, none starts after it.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+};
+
 struct ToolExecutorOptions {
   // Calls of this executor running at once (one executor per conversation). Must be >= 1.
   // A call that timed out or was cancelled stops counting when its result is returned, even if
@@ -242,6 +253,9 @@ class ToolExecutor {
   // throws (except std::bad_alloc); every failure is a ToolResult with success == false.
   // Requesting `cancel` ends the wait at once with a Cancelled result.
   ToolResult execute(const ToolCall& call, std::stop_token cancel = {});
+  // The same with `limits` in place of the tool's own timeout and retries. A limit out of range
+  // (a timeout <= 0, retries < 0) is the call's error result.
+  ToolResult execute(const ToolCall& call, std::stop_token cancel, const ToolCallLimits& limits);
 
   // Runs the calls of one reply concurrently, at most maxConcurrent at once, and returns their
   // results in the order of `calls`, whatever order they finish in. A call whose tool is not

@@ -23,5 +23,8 @@ struct TokenUsage {
 // Returns nullopt for null or a non-object.
 std::optional<TokenUsage> usageFromJson(const nlohmann::json& value);
 nlohmann::json toJson(const TokenUsage& usage);
+// Adds `usage` to a running sum of calls. The sum's total is its prompt + completion, whatever
+// totals the servers reported (some count cached or reasoning tokens in it); raw is untouched.
+void addUsage(TokenUsage& sum, const TokenUsage& usage);
 
 }  // namespace parley

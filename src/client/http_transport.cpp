@@ -208,8 +208,9 @@ class CurlTransport final : public HttpTransport {
     if (options_.maxRetries < 0)
       throw ValidationError("options.maxRetries", "must not be negative");
     if (options_.connectTimeout.count() <= 0 || options_.requestTimeout.count() <= 0 ||
-        options_.idleTimeout.count() <= 0) {
-      throw ValidationError("options.timeouts", "connect, request and idle timeouts must be > 0");
+        options_.idleTimeout.count() <= 0 || options_.streamTimeout.count() <= 0) {
+      throw ValidationError("options.timeouts",
+                            "connect, request, idle and stream timeouts must be > 0");
     }
     if (options_.maxEventBytes == 0 || options_.maxResponseBytes == 0) {
       throw ValidationError("options.limits", "maxEventBytes and maxResponseBytes must be > 0");
@@ -333,7 +334,7 @@ bool CurlTransport::attempt(const HttpRequest& request, HttpReplySink& sink,
     throw ConnectionError("libcurl could not start the request");
   }
 
-  enum class Stop { None, Cancelled, CallDeadline, RequestTimeout, IdleTimeout };
+  enum class Stop { None, Cancelled, CallDeadline, RequestTimeout, IdleTimeout, StreamTimeout };
   Stop stopped = Stop::None;
   CURLcode code = CURLE_OK;
   {
@@ -365,6 +366,13 @@ bool CurlTransport::attempt(const HttpRequest& request, HttpReplySink& sink,
         break;
       }
       wakeAt = std::min(wakeAt, limit);
+      if (stream) {
+        if (now >= start + options_.streamTimeout) {
+          stopped = Stop::StreamTimeout;
+          break;
+        }
+        wakeAt = std::min(wakeAt, start + options_.streamTimeout);
+      }
       const auto waitMs = std::chrono::ceil<milliseconds>(wakeAt - now).count();
       curl_multi_poll(multi, nullptr, 0, static_cast<int>(std::max<int64_t>(waitMs, 1)), nullptr);
     }
@@ -406,6 +414,11 @@ bool CurlTransport::attempt(const HttpRequest& request, HttpReplySink& sink,
       return fail(std::make_exception_ptr(TimeoutError("the stream from " + url +
                                                        " was silent for the idle timeout of " +
                                                        describeTimeout(options_.idleTimeout))),
+                  true);
+    case Stop::StreamTimeout:
+      return fail(std::make_exception_ptr(TimeoutError(
+                      "the stream from " + url + " did not end within the stream timeout of " +
+                      describeTimeout(options_.streamTimeout))),
                   true);
     case Stop::None:
       break;
@@ -479,6 +492,7 @@ std::shared_ptr<HttpTransport> transportFor(const ClientOptions& options) {
   http.connectTimeout = options.connectTimeout;
   http.requestTimeout = options.requestTimeout;
   http.idleTimeout = options.idleTimeout;
+  http.streamTimeout = options.streamTimeout;
   http.maxRetries = options.maxRetries;
   http.maxEventBytes = options.maxEventBytes;
   http.maxResponseBytes = options.maxResponseBytes;
@@ -529,8 +543,7 @@ std::string joinUrl(std::string_view base, std::string_view path) {
 
 ClientOptions checkedClientOptions(ClientOptions options) {
   if (options.baseUrl.rfind("http://", 0) != 0 && options.baseUrl.rfind("https://", 0) != 0) {
-    throw ValidationError("options.baseUrl",
-                          "must start with http:// or https://, got \"" +
+    throw ValidationError("options.baseUrl", "must start with http:// or https://, got \"" +
                                                  redactUrl(options.baseUrl) + "\"");
   }
   if (options.maxRetries < 0) throw ValidationError("options.maxRetries", "must not be negative");

@@ -69,6 +69,7 @@ ClientOptions readProfile(const toml::table& table, const std::string& field) {
                                                "connect_timeout_ms",
                                                "request_timeout_ms",
                                                "idle_timeout_ms",
+                                               "stream_timeout_ms",
                                                "max_retries",
                                                "max_event_bytes",
                                                "max_response_bytes",
@@ -108,6 +109,7 @@ ClientOptions readProfile(const toml::table& table, const std::string& field) {
   o.connectTimeout = milliseconds(r.integer("connect_timeout_ms", o.connectTimeout.count(), 1));
   o.requestTimeout = milliseconds(r.integer("request_timeout_ms", o.requestTimeout.count(), 1));
   o.idleTimeout = milliseconds(r.integer("idle_timeout_ms", o.idleTimeout.count(), 1));
+  o.streamTimeout = milliseconds(r.integer("stream_timeout_ms", o.streamTimeout.count(), 1));
   o.maxRetries = static_cast<int>(r.integer("max_retries", o.maxRetries, 0));
   o.maxEventBytes =
       static_cast<size_t>(r.integer("max_event_bytes", static_cast<int64_t>(o.maxEventBytes), 1));

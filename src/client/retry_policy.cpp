@@ -6,6 +6,8 @@
 #include <ctime>
 #include <string>
 
+#include "parley/errors.hpp"
+
 namespace parley::detail {
 
 namespace {
@@ -43,7 +45,7 @@ bool shouldRetryStatus(int status, std::string_view xShouldRetry) {
   xShouldRetry = trim(xShouldRetry);
   if (xShouldRetry == "true") return true;
   if (xShouldRetry == "false") return false;
-  return status == 408 || status == 409 || status == 429 || status >= 500;
+  return HttpError::retryableStatus(status);
 }
 
 std::optional<std::chrono::system_clock::time_point> parseHttpDate(std::string_view text) {

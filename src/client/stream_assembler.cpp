@@ -6,6 +6,7 @@
 #include <cstring>
 #include <optional>
 #include <random>
+#include <unordered_set>
 
 #include <simdjson.h>
 
@@ -51,6 +52,19 @@ std::string_view argumentsText(ondemand::value value) {
 }
 
 }  // namespace
+
+size_t makeToolCallIdsUnique(std::vector<ToolCall>& calls) {
+  std::unordered_set<std::string> seen;
+  size_t replaced = 0;
+  for (ToolCall& call : calls) {
+    if (seen.insert(call.id).second) continue;
+    do {
+      call.id = generateToolCallId();
+    } while (!seen.insert(call.id).second);
+    ++replaced;
+  }
+  return replaced;
+}
 
 std::string generateToolCallId() {
   static constexpr char kAlphabet[] =
@@ -103,7 +117,11 @@ struct StreamAssembler::State {
                         std::string_view name) {
     if (!id.empty()) {
       for (size_t i = 0; i < calls.size(); ++i) {
-        if (calls[i].id == id) return entryFor(delta, i, false);
+        // The same id at another index is another call (its id is made unique at the end).
+        if (calls[i].id == id &&
+            (!serverIndex || !calls[i].serverIndex || calls[i].serverIndex == serverIndex)) {
+          return entryFor(delta, i, false);
+        }
       }
       if (serverIndex) {
         for (size_t i = calls.size(); i-- > 0;) {
@@ -308,6 +326,7 @@ ChatResult StreamAssembler::finish() {
     result.message.toolCalls.push_back(
         ToolCall{std::move(call.id), std::move(call.name), std::move(call.arguments)});
   }
+  makeToolCallIdsUnique(result.message.toolCalls);
   if (!s.reasoning.empty()) result.message.extra["reasoning_content"] = std::move(s.reasoning);
   if (!s.refusal.empty()) result.message.extra["refusal"] = std::move(s.refusal);
   result.reportedFinishReason = reportedFinishReason_;
@@ -423,6 +442,7 @@ ChatResult resultFromCompletion(std::string_view body) {
   } catch (const nlohmann::json::exception& e) {
     throw ProtocolError(std::string("malformed response: ") + e.what());
   }
+  makeToolCallIdsUnique(result.message.toolCalls);
   result.finishReason =
       normaliseFinishReason(result.reportedFinishReason, !result.message.toolCalls.empty());
   result.raw = std::move(value);

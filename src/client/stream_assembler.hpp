@@ -108,6 +108,10 @@ TokenUsage normalisedUsage(int64_t prompt, int64_t completion, int64_t cacheRead
 
 // A tool-call id for a call the server sent without one: "call_" + 24 random [A-Za-z0-9].
 std::string generateToolCallId();
+// Gives a call whose id repeats an earlier call's of the same reply a generated id. Some
+// servers' parsers repeat ids; two calls are two calls, and each must get its own result, which
+// the API matches by id. Returns how many ids were replaced.
+size_t makeToolCallIdsUnique(std::vector<ToolCall>& calls);
 
 // The finish reason a reply reports: "tool_calls" when calls were collected and the server
 // said "stop" or nothing; otherwise what the server said.

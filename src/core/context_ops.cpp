@@ -319,6 +319,19 @@ ContextOperationResult applyContextOperation(ConversationManager& manager,
   return result;
 }
 
+std::optional<ContextOperation> systemPromptOperation(const ConversationManager& manager,
+                                                      const std::string& prompt) {
+  const std::vector<Message> first = manager.getMessagesByRange(0, 1);
+  const bool opensWithSystem = !first.empty() && first.front().role == Role::System;
+  if (prompt.empty()) {
+    if (!opensWithSystem) return std::nullopt;
+    return TruncateOp{.removeFirst = 1};
+  }
+  if (!opensWithSystem) return InsertOp{0, {Message::system(prompt)}};
+  if (first.front() == Message::system(prompt)) return std::nullopt;
+  return ReplaceOp{0, Message::system(prompt)};
+}
+
 ContextOperation parseContextOperation(const json& config) {
   if (!config.is_object()) throw ValidationError("config", "must be a JSON object");
   auto opField = config.find("operation");

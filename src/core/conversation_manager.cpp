@@ -1,16 +1,23 @@
+// ConversationManager: the history (over the message store), token accounting, snapshots, and
+// the tool loop every runner shares. Over 600 lines because these share one state and one lock:
+// a turn appends, counts and saves under the same rules.
 #include "parley/conversation_manager.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <iostream>
 #include <limits>
 #include <mutex>
 #include <shared_mutex>
+#include <stop_token>
+#include <thread>
+#include <unordered_set>
 #include <utility>
 
 #include "parley/context_ops.hpp"
 #include "parley/errors.hpp"
-#include "parley/store.hpp"
 
 namespace parley {
 
@@ -30,14 +37,32 @@ struct ConversationManager::State {
   std::shared_ptr<ToolExecutor> executor;
   std::shared_ptr<const TokenCounter> counter;
 
-  // Token accounting (docs/architecture.md, "Tokens"). The last usage covers the view while the
-  // view's epoch is usageEpoch and its first usageViewSize entries are the ones the usage was
-  // reported for.
+  // Token accounting (docs/architecture.md, "Tokens"). The last usage was reported for the view
+  // usageView (storage indices); it covers the current view while that view begins with it,
+  // which an edit can undo and a rollback restore. usageEpoch is the view epoch it was taken at:
+  // while the epoch is unchanged only appends happened, so the prefix needs no comparison.
   std::optional<TokenUsage> lastUsage;
   TokenUsage cumulative;
   int64_t requests = 0;
   uint64_t usageEpoch = kNoEpoch;
-  size_t usageViewSize = 0;
+  MessageStore::IndexList usageView;
+
+  // How many view entries the last usage covers; nullopt when the view no longer begins with
+  // the one it was reported for.
+  std::optional<size_t> reportCoverage() const {
+    if (!lastUsage || usageEpoch == kNoEpoch) return std::nullopt;
+    const MessageStore::IndexList& view = store.view();
+    if (view.size() < usageView.size()) return std::nullopt;
+    if (usageEpoch != store.viewEpoch()) {
+      for (size_t i = 0; i < usageView.size(); ++i)
+        if (view[i] != usageView[i]) return std::nullopt;
+    }
+    return usageView.size();
+  }
+  void coverCurrentView() {
+    usageEpoch = store.viewEpoch();
+    usageView = store.view();
+  }
   // Tool definitions' tokens, per registry revision.
   mutable std::mutex toolTokensMutex;
   mutable uint64_t toolTokensRevision = std::numeric_limits<uint64_t>::max();
@@ -48,7 +73,7 @@ struct ConversationManager::State {
     cumulative = other.cumulative;
     requests = other.requests;
     usageEpoch = other.usageEpoch;
-    usageViewSize = other.usageViewSize;
+    usageView = other.usageView;
   }
 };
 
@@ -108,12 +133,6 @@ const TokenCounter& defaultCounter() {
   return counter;
 }
 
-void addUsage(TokenUsage& sum, const TokenUsage& usage) {
-  sum.promptTokens += usage.promptTokens;
-  sum.completionTokens += usage.completionTokens;
-  sum.totalTokens += usage.totalTokens;
-}
-
 json usageJson(const std::optional<TokenUsage>& usage) {
   return usage ? toJson(*usage) : json(nullptr);
 }
@@ -129,6 +148,9 @@ ConversationManager::ConversationManager(ConversationOptions options)
     : state_(std::make_unique<State>()) {
   if (options.maxIterations < 1) {
     throw ValidationError("options.maxIterations", "must be at least 1");
+  }
+  if (options.maxToolCallsPerReply < 1) {
+    throw ValidationError("options.maxToolCallsPerReply", "must be at least 1");
   }
   if (options.maxToolConcurrency < 1) {
     throw ValidationError("options.maxToolConcurrency", "must be at least 1");
@@ -243,6 +265,26 @@ size_t ConversationManager::getMessageCountByRole(Role role) const {
   return state_->store.roleIndex(role).size();
 }
 
+std::vector<Message> ConversationManager::getRecentMessages(size_t n, Role role) const {
+  return getRecentMessagesByRole(role, n);
+}
+
+std::vector<size_t> ConversationManager::getIndicesByRole(Role role) const {
+  std::shared_lock lock(state_->mutex);
+  return state_->store.indicesByRole(role);
+}
+
+std::vector<size_t> ConversationManager::getRecentIndicesByRole(Role role, size_t n) const {
+  std::shared_lock lock(state_->mutex);
+  return state_->store.recentIndicesByRole(role, n);
+}
+
+std::vector<size_t> ConversationManager::getIndicesByRoleRange(Role role, size_t start,
+                                                               size_t end) const {
+  std::shared_lock lock(state_->mutex);
+  return state_->store.indicesByRoleRange(role, start, end);
+}
+
 void ConversationManager::clearMessages(bool keepSystem) {
   ClearOp op;
   op.keepSystemMessage = keepSystem;
@@ -343,8 +385,7 @@ void ConversationManager::restoreFromSnapshot(const nlohmann::json& snapshot) {
     if (auto sum = usage->find("cumulative"); sum != usage->end() && !sum->is_null()) {
       auto parsed = usageFromJson(*sum);
       if (!parsed) throw ValidationError("snapshot.tokenUsage.cumulative", "must be an object");
-      cumulative =
-          TokenUsage{parsed->promptTokens, parsed->completionTokens, parsed->totalTokens, {}};
+      addUsage(cumulative, *parsed);  // total = prompt + completion, whatever the file says
     }
     auto count = [&](const char* key) -> int64_t {
       auto it = usage->find(key);
@@ -366,8 +407,14 @@ void ConversationManager::restoreFromSnapshot(const nlohmann::json& snapshot) {
   state_->lastUsage = std::move(lastUsage);
   state_->cumulative = cumulative;
   state_->requests = requests;
-  state_->usageEpoch = covers ? state_->store.viewEpoch() : kNoEpoch;
-  state_->usageViewSize = coveredViewSize;
+  state_->usageEpoch = kNoEpoch;
+  if (covers && coveredViewSize <= state_->store.viewSize()) {
+    state_->usageEpoch = state_->store.viewEpoch();
+    MessageStore::IndexList covered;
+    state_->store.view().forEach(0, coveredViewSize,
+                                 [&](MessageStore::Index i) { covered.push_back(i); });
+    state_->usageView = std::move(covered);
+  }
   ++state_->revision;
 }
 
@@ -375,7 +422,7 @@ ConversationManager ConversationManager::clone() const {
   return clone(nullptr);
 }
 
-ConversationManager ConversationManager::clone(std::shared_ptr<StoredThread> persist) const {
+ConversationManager ConversationManager::clone(std::shared_ptr<TurnSink> persist) const {
   ConversationManager copy;
   std::shared_lock lock(state_->mutex);
   State& to = *copy.state_;
@@ -421,9 +468,7 @@ nlohmann::json ConversationManager::tokenUsageJson() const {
                 {"completion_tokens", st.cumulative.completionTokens},
                 {"total_tokens", st.cumulative.totalTokens}}},
               {"requests", st.requests}};
-  if (st.lastUsage && st.usageEpoch == st.store.viewEpoch()) {
-    out["coveredViewSize"] = st.usageViewSize;
-  }
+  if (auto covered = st.reportCoverage()) out["coveredViewSize"] = *covered;
   return out;
 }
 
@@ -434,10 +479,10 @@ TokenCheck ConversationManager::contextTokens() const {
   TokenCheck check;
   check.tokenLimit = st.options->tokenLimit;
   size_t from = 0;
-  if (st.lastUsage && st.usageEpoch == s.viewEpoch() && s.viewSize() >= st.usageViewSize) {
-    // The API's numbers cover the view up to usageViewSize; estimate only what came after.
+  if (auto covered = st.reportCoverage()) {
+    // The API's numbers cover the view up to `covered`; count only what came after.
     check.contextTokens = st.lastUsage->promptTokens + st.lastUsage->completionTokens;
-    from = st.usageViewSize;
+    from = *covered;
     check.estimated = from < s.viewSize();
   } else {
     check.contextTokens = kReplyPrimingTokens + toolTokens();
@@ -515,8 +560,15 @@ TokenCheck ConversationManager::estimateContextTokens() const {
   return contextTokens();
 }
 
-TokenCheck ConversationManager::checkTokenUsage() {
+TokenCheck ConversationManager::checkTokenUsage(const std::vector<Message>& pending) {
   TokenCheck check = estimateContextTokens();
+  if (!pending.empty()) {
+    const TokenCounter& counter = state_->counter ? *state_->counter : defaultCounter();
+    for (const Message& m : pending)
+      check.contextTokens += countMessageTokens(m, counter).tokens;
+    check.estimated = true;
+    check.overLimit = check.tokenLimit > 0 && check.contextTokens > check.tokenLimit;
+  }
   if (!check.overLimit) return check;
   const TokenLimitHandler handler = options().onTokenLimitExceeded;
   if (!handler) return check;
@@ -525,6 +577,10 @@ TokenCheck ConversationManager::checkTokenUsage() {
   } catch (const std::exception& e) {
     logLine(options(),
             std::string("the token-limit trigger failed: ") + e.what() + "; the call goes on");
+  } catch (...) {  // a trigger is user code: whatever it throws must not stop the call
+    logLine(options(),
+            "the token-limit trigger failed (an exception that is not a "
+            "std::exception); the call goes on");
   }
   return check;
 }
@@ -535,8 +591,7 @@ void ConversationManager::updateTokenUsage(const TokenUsage& usage) {
   st.lastUsage = usage;
   addUsage(st.cumulative, usage);
   ++st.requests;
-  st.usageEpoch = st.store.viewEpoch();
-  st.usageViewSize = st.store.viewSize();
+  st.coverCurrentView();
   ++st.revision;
 }
 
@@ -563,14 +618,15 @@ const ConversationOptions& ConversationManager::options() const {
 // --- model and tools ----------------------------------------------------------------------
 
 ChatResult ConversationManager::call(const std::vector<Message>& pending,
-                                     const LlmCallOptions& options) {
+                                     const LlmCallOptions& options,
+                                     const std::function<void(const Message&)>& onMessage) {
   const ConversationOptions& config = *state_->options;
   if (!config.llm) {
     throw ValidationError("options.llm", "this conversation has no model attached");
   }
   for (const Message& m : pending)
     validate(m);
-  checkTokenUsage();
+  checkTokenUsage(pending);  // the request about to be sent: the view, `pending`, the tools
 
   ChatRequest request = options.request ? *options.request : config.request;
   request.messages = pending;
@@ -609,26 +665,63 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
     st.lastUsage = *result.usage;
     addUsage(st.cumulative, *result.usage);
     ++st.requests;
-    st.usageEpoch = st.store.viewEpoch();
-    st.usageViewSize = st.store.viewSize();
+    st.coverCurrentView();
   }
   ++st.revision;
   lock.unlock();
+  if (onMessage) {
+    for (const Message& m : pending)
+      onMessage(m);
+    onMessage(result.message);
+  }
   persistIfWhole();
   return result;
 }
+
+namespace {
+
+// The ids of the calls of the view's last tool-call message that no tool message after it
+// answers yet: while there are any, the turn is not whole.
+std::unordered_set<std::string> openCallIds(const MessageStore& s) {
+  std::unordered_set<std::string> answered;
+  for (size_t i = s.viewSize(); i-- > 0;) {
+    const Message& m = s.visible(i);
+    if (m.role == Role::Tool) {
+      answered.insert(m.toolCallId);
+      continue;
+    }
+    std::unordered_set<std::string> open;
+    if (m.role == Role::Assistant) {
+      for (const ToolCall& call : m.toolCalls)
+        if (!answered.count(call.id)) open.insert(call.id);
+    }
+    return open;
+  }
+  return {};
+}
+
+}  // namespace
 
 void ConversationManager::persistIfWhole() {
   if (!state_->options->persist) return;
   {
     std::shared_lock lock(state_->mutex);
-    const MessageStore& s = state_->store;
-    if (s.viewSize() > 0) {
-      const Message& last = s.visible(s.viewSize() - 1);
-      if (last.role == Role::Assistant && !last.toolCalls.empty()) return;  // results to come
+    if (!openCallIds(state_->store).empty()) return;  // results to come
+  }
+  state_->options->persist->saveTurn(*this);
+}
+
+void ConversationManager::requireOpenCalls(const std::vector<ToolCall>& calls) const {
+  std::shared_lock lock(state_->mutex);
+  const auto open = openCallIds(state_->store);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (!open.count(calls[i].id)) {
+      throw ValidationError("calls[" + std::to_string(i) + "].id",
+                            "no call \"" + calls[i].id +
+                                "\" of the last assistant message waits for a result; a tool "
+                                "message must answer a call the model made");
     }
   }
-  state_->options->persist->save(*this);
 }
 
 ChatResult ConversationManager::executeLlmCall(const LlmCallOptions& options) {
@@ -647,7 +740,27 @@ std::vector<ToolResult> ConversationManager::runTools(const std::vector<ToolCall
     for (const ToolCall& c : calls)
       hooks->onToolCall(c);
   }
-  std::vector<ToolResult> results = state_->executor->executeAll(calls, std::move(cancel));
+  const auto cap = static_cast<size_t>(state_->options->maxToolCallsPerReply);
+  const std::vector<ToolCall> capped(
+      calls.begin(), calls.begin() + static_cast<std::ptrdiff_t>(std::min(cap, calls.size())));
+  const std::vector<ToolCall>& toRun = calls.size() > cap ? capped : calls;
+  std::vector<ToolResult> results = hooks && hooks->runToolCalls
+                                        ? hooks->runToolCalls(toRun, std::move(cancel))
+                                        : state_->executor->executeAll(toRun, std::move(cancel));
+  if (results.size() != toRun.size()) {
+    throw ProtocolError("the tool-call runner returned " + std::to_string(results.size()) +
+                        " results for " + std::to_string(toRun.size()) + " calls");
+  }
+  for (size_t i = toRun.size(); i < calls.size(); ++i) {
+    ToolResult r;
+    r.toolCallId = calls[i].id;
+    r.name = calls[i].name;
+    r.errorKind = ToolErrorKind::NotRun;
+    r.error = "not run: the reply asked for " + std::to_string(calls.size()) +
+              " tool calls and at most " + std::to_string(cap) +
+              " are run per reply; ask for fewer at a time";
+    results.push_back(std::move(r));
+  }
   std::vector<Message> messages;
   messages.reserve(results.size());
   for (const ToolResult& r : results) {
@@ -658,8 +771,13 @@ std::vector<ToolResult> ConversationManager::runTools(const std::vector<ToolCall
   }
   {
     std::unique_lock lock(state_->mutex);
-    state_->store.appendAll(std::move(messages));
+    // A copy only when a hook will read the messages after they are appended.
+    state_->store.appendAll(hooks && hooks->onMessage ? messages : std::move(messages));
     ++state_->revision;
+  }
+  if (hooks && hooks->onMessage) {
+    for (const Message& m : messages)
+      hooks->onMessage(m);
   }
   persistIfWhole();
   if (hooks && hooks->onToolResult) {
@@ -670,37 +788,92 @@ std::vector<ToolResult> ConversationManager::runTools(const std::vector<ToolCall
 }
 
 ToolResult ConversationManager::executeToolCall(const ToolCall& call, std::stop_token cancel) {
+  requireOpenCalls({call});
   return runTools({call}, std::move(cancel), nullptr).front();
 }
 
 std::vector<ToolResult> ConversationManager::executeToolCalls(const std::vector<ToolCall>& calls,
                                                               std::stop_token cancel) {
   if (calls.empty()) return {};
+  requireOpenCalls(calls);
   return runTools(calls, std::move(cancel), nullptr);
 }
 
 RunResult ConversationManager::run(const std::string& prompt, const RunOptions& options) {
+  using Clock = std::chrono::steady_clock;
   const int maxIterations = options.maxIterations.value_or(state_->options->maxIterations);
   if (maxIterations < 1) throw ValidationError("maxIterations", "must be at least 1");
+  if (options.turnTimeout && options.turnTimeout->count() <= 0) {
+    throw ValidationError("turnTimeout", "must be positive");
+  }
   std::vector<Message> pending{Message::user(prompt)};
   validate(pending.front());
+
+  // The turn's deadline: a watchdog stops everything under way (the model call, the tools)
+  // through one stop source that also follows the caller's token.
+  std::optional<Clock::time_point> deadline;
+  std::stop_source turnStop;
+  std::optional<std::stop_callback<std::function<void()>>> followCaller;
+  std::atomic<bool> expired{false};
+  std::jthread watchdog;
+  LlmCallOptions bounded;
+  if (options.turnTimeout) {
+    deadline = Clock::now() + *options.turnTimeout;
+    followCaller.emplace(options.stopToken,
+                         std::function<void()>([&turnStop] { turnStop.request_stop(); }));
+    watchdog = std::jthread([&, until = *deadline](std::stop_token own) {
+      std::mutex mutex;
+      std::condition_variable_any wake;
+      std::unique_lock lock(mutex);
+      wake.wait_until(lock, own, until, [] { return false; });
+      if (own.stop_requested()) return;
+      expired = true;
+      turnStop.request_stop();
+    });
+    bounded = options;
+    bounded.stopToken = turnStop.get_token();
+  }
+  const auto turnTimedOut = [&] {
+    return TimeoutError("the turn did not finish within its timeout of " +
+                        std::to_string(options.turnTimeout->count()) + " ms");
+  };
+
   RunResult run;
-  for (;;) {
-    if (run.iterations >= maxIterations) {
-      run.finishReason = "max_iterations";
-      break;
+  try {
+    for (;;) {
+      if (run.iterations >= maxIterations) {
+        run.finishReason = "max_iterations";
+        break;
+      }
+      const LlmCallOptions* callOptions = &options;
+      if (deadline) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
+        if (left.count() <= 0 || expired) throw turnTimedOut();
+        bounded.timeout = options.timeout ? std::min(*options.timeout, left) : left;
+        callOptions = &bounded;
+      }
+      ChatResult result = call(pending, *callOptions, options.onMessage);
+      pending.clear();
+      ++run.iterations;
+      if (result.usage) addUsage(run.usage, *result.usage);
+      run.message = result.message;
+      run.content = result.message.content;
+      run.finishReason = result.finishReason;
+      if (result.message.toolCalls.empty()) break;
+      run.toolCalls.insert(run.toolCalls.end(), result.message.toolCalls.begin(),
+                           result.message.toolCalls.end());
+      auto results = runTools(result.message.toolCalls,
+                              deadline ? turnStop.get_token() : options.stopToken, &options);
+      run.toolResults.insert(run.toolResults.end(), std::make_move_iterator(results.begin()),
+                             std::make_move_iterator(results.end()));
+      if (expired) throw turnTimedOut();
     }
-    ChatResult result = call(pending, options);
-    pending.clear();
-    ++run.iterations;
-    if (result.usage) addUsage(run.usage, *result.usage);
-    run.message = result.message;
-    run.content = result.message.content;
-    run.finishReason = result.finishReason;
-    if (result.message.toolCalls.empty()) break;
-    auto results = runTools(result.message.toolCalls, options.stopToken, &options);
-    run.toolResults.insert(run.toolResults.end(), std::make_move_iterator(results.begin()),
-                           std::make_move_iterator(results.end()));
+  } catch (const CancelledError&) {
+    if (expired) throw turnTimedOut();
+    throw;
+  } catch (const TimeoutError&) {
+    if (deadline && Clock::now() >= *deadline) throw turnTimedOut();
+    throw;
   }
   return run;
 }

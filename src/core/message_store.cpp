@@ -180,6 +180,25 @@ void MessageStore::rollbackToBatch(size_t batch) {
   ++viewEpoch_;
 }
 
+std::vector<size_t> MessageStore::indicesByRole(Role role) const {
+  return toSizes(roleIndex(role));
+}
+
+std::vector<size_t> MessageStore::recentIndicesByRole(Role role, size_t n) const {
+  const size_t size = roleIndex(role).size();
+  return indicesByRoleRange(role, n >= size ? 0 : size - n, size);
+}
+
+std::vector<size_t> MessageStore::indicesByRoleRange(Role role, size_t start, size_t end) const {
+  const IndexList& list = roleIndex(role);
+  end = std::min(end, list.size());
+  std::vector<size_t> out;
+  if (start >= end) return out;
+  out.reserve(end - start);
+  list.forEach(start, end, [&](Index i) { out.push_back(i); });
+  return out;
+}
+
 bool MessageStore::isModified(size_t storageIndex) const {
   if (storageIndex >= storage_.size()) {
     throw ValidationError("storageIndex", std::to_string(storageIndex) + " is outside storage of " +

@@ -6,10 +6,12 @@
 #include <optional>
 #include <utility>
 
+#include "parley/context_ops.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/openai_client.hpp"
 #include "parley/store.hpp"
+#include "parley/stored_thread.hpp"
 
 namespace parley {
 
@@ -81,10 +83,18 @@ struct Conversation::State {
   mutable std::mutex mutex;
   std::shared_ptr<AI::State> ai;
   ConversationManager manager;
+  // The thread manager.options().persist saves to, when it is one (duplicate() forks it).
+  std::shared_ptr<StoredThread> thread;
+  // The AI's system prompt this history was last brought up to: a change on the AI since then
+  // is applied to the view at the next ask (AI::setSystemPrompt).
+  std::string systemPrompt;
   int promptTokens = 0;
   int responseTokens = 0;
   std::string finishReason;
   std::string lastError;
+  // Bumps on every change the facade commits (an ask, setConversationList): an ask compares it,
+  // not the revisions of two different managers, to see whether the history moved meanwhile.
+  uint64_t version = 0;
 };
 
 // --- Embedding ------------------------------------------------------------------------------
@@ -214,6 +224,7 @@ Conversation AI::createConversation() {
   options.llm = state_->llm;
   options.systemPrompt = getSystemPrompt();
   options.maxIterations = 1;
+  conversation->systemPrompt = options.systemPrompt;
   conversation->manager = ConversationManager(std::move(options));
   return Conversation(std::move(conversation));
 }
@@ -228,6 +239,7 @@ Conversation AI::createConversation(std::shared_ptr<ConversationStore> store,
     ConversationManager persisted(std::move(options));
     thread->attach(persisted);
     conversation.state_->manager = std::move(persisted);
+    conversation.state_->thread = std::move(thread);
   } catch (const std::exception& e) {
     conversation.state_->lastError = describe(e);
   }
@@ -259,30 +271,54 @@ std::string Conversation::ask(const std::string& prompt, int timeoutMs) {
   try {
     if (!st.ai->llm) throw Error(AI(st.ai).lastError());
     ConversationManager work;
-    uint64_t revision = 0;
+    uint64_t version = 0;
     size_t baseStorage = 0;
+    const std::string systemPrompt = AI(st.ai).getSystemPrompt();
     {
       std::lock_guard lock(st.mutex);
-      // The working copy stands in for this conversation, so it saves to its thread.
-      work = st.manager.clone(st.manager.options().persist);
-      revision = st.manager.revision();
-      baseStorage = st.manager.storageSize();
+      // Unsaved: the turn is saved when it is committed below, into the history it joins (a
+      // working copy saved by itself could race another ask's and write a diverged history).
+      work = st.manager.clone();
+      version = st.version;
+      if (systemPrompt != st.systemPrompt) {
+        if (auto op = systemPromptOperation(work, systemPrompt)) applyContextOperation(work, *op);
+      }
+      baseStorage = work.storageSize();
     }
     RunOptions options;
     options.maxIterations = 1;
-    options.timeout = timeoutOf(timeoutMs);
+    options.turnTimeout = timeoutOf(timeoutMs);
     options.request = st.ai->requestTemplate();
+    // The facade runs no tools: a reply that asks for some cannot be completed, so it is a
+    // failure, and nothing of it is kept (the working copy is dropped, nothing was saved).
+    options.runToolCalls = [](const std::vector<ToolCall>& calls,
+                              std::stop_token) -> std::vector<ToolResult> {
+      std::string names;
+      for (const ToolCall& call : calls)
+        names += (names.empty() ? "\"" : ", \"") + call.name + "\"";
+      throw ProtocolError("the model asked to call " + names +
+                          ", and a conversation of the AI facade has no tools to run; the turn "
+                          "was not kept");
+    };
     RunResult result = work.run(prompt, options);  // no lock held while waiting
 
     std::lock_guard lock(st.mutex);
-    if (st.manager.revision() == revision) {
-      st.manager = std::move(work);
+    const std::shared_ptr<TurnSink>& persist = st.manager.options().persist;
+    ConversationManager next;
+    const bool inPlace = st.version == version;
+    if (inPlace) {
+      next = work.clone(persist);
     } else {
-      // Another ask on this conversation committed meanwhile: append this turn after it.
+      // The history changed meanwhile (another ask, setConversationList): append this turn.
+      next = st.manager.clone(persist);
       std::vector<Message> all = work.getAllMessages();
-      st.manager.addMessages(
+      next.addMessages(
           std::vector<Message>(all.begin() + static_cast<std::ptrdiff_t>(baseStorage), all.end()));
     }
+    if (persist) persist->saveTurn(next);  // throws: nothing committed, the history unchanged
+    st.manager = std::move(next);
+    if (inPlace) st.systemPrompt = systemPrompt;  // else the next ask brings the view up to it
+    ++st.version;
     st.promptTokens += static_cast<int>(result.usage.promptTokens);
     st.responseTokens += static_cast<int>(result.usage.completionTokens);
     st.finishReason = result.finishReason;
@@ -328,14 +364,19 @@ bool Conversation::setConversationList(const std::vector<std::string>& list) {
     }
   }
   try {
-    ConversationOptions options;
-    options.llm = state_->ai->llm;
-    options.systemPrompt = AI(state_->ai).getSystemPrompt();
-    options.maxIterations = 1;
-    ConversationManager rebuilt(std::move(options));
-    rebuilt.addMessages(std::move(messages));
+    const std::string system = AI(state_->ai).getSystemPrompt();
+    if (!system.empty()) messages.insert(messages.begin(), Message::system(system));
     std::lock_guard lock(state_->mutex);
-    state_->manager = std::move(rebuilt);
+    // The new list is a new batch of the same history (storage keeps the old messages), so a
+    // stored conversation saves it, and goes on saving, into its thread.
+    const std::shared_ptr<TurnSink>& persist = state_->manager.options().persist;
+    ConversationManager next = state_->manager.clone(persist);
+    next.clearMessages(/*keepSystem=*/false);
+    next.addMessages(std::move(messages));
+    if (persist) persist->saveTurn(next);
+    state_->manager = std::move(next);
+    state_->systemPrompt = system;
+    ++state_->version;
     state_->promptTokens = 0;
     state_->responseTokens = 0;
     state_->finishReason.clear();
@@ -352,16 +393,19 @@ Conversation Conversation::duplicate() const {
   std::lock_guard lock(state_->mutex);
   fork->ai = state_->ai;
   // A stored conversation forks its thread too, so each saves its own turns.
-  if (const auto& parent = state_->manager.options().persist) {
+  if (const auto& parent = state_->thread; parent && state_->manager.options().persist == parent) {
     try {
-      fork->manager = state_->manager.clone(parent->fork(state_->manager));
+      fork->thread = parent->fork(state_->manager);
+      fork->manager = state_->manager.clone(fork->thread);
     } catch (const std::exception& e) {
+      fork->thread = nullptr;
       fork->manager = state_->manager.clone();
       fork->lastError = "the fork is not saved: " + describe(e);
     }
   } else {
     fork->manager = state_->manager.clone();
   }
+  fork->systemPrompt = state_->systemPrompt;
   fork->promptTokens = state_->promptTokens;
   fork->responseTokens = state_->responseTokens;
   fork->finishReason = state_->finishReason;

@@ -23,6 +23,12 @@ std::optional<TokenUsage> usageFromJson(const nlohmann::json& value) {
   return usage;
 }
 
+void addUsage(TokenUsage& sum, const TokenUsage& usage) {
+  sum.promptTokens += usage.promptTokens;
+  sum.completionTokens += usage.completionTokens;
+  sum.totalTokens = sum.promptTokens + sum.completionTokens;
+}
+
 nlohmann::json toJson(const TokenUsage& usage) {
   if (usage.raw.is_object()) return usage.raw;
   return {{"prompt_tokens", usage.promptTokens},

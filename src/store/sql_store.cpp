@@ -1,3 +1,7 @@
+// The SQL engine both stores run on: schema and migrations, the connection pool, and every
+// thread operation written once for SQLite and PostgreSQL. Over 600 lines because the two
+// dialects' differences are kept next to each other, operation by operation, where a reviewer
+// can compare them; split by backend they would drift apart.
 #include "store/sql_store.hpp"
 
 #include "parley/json.hpp"

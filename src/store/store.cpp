@@ -4,29 +4,11 @@
 #include <mutex>
 #include <utility>
 
-#include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 
 namespace parley {
 
 namespace {
-
-using json = nlohmann::json;
-
-// The manager's snapshot document for a thread: its saved state plus its messages. A thread
-// without a state (created by createThread, or a fork short of its parent's end) is a plain
-// history: every message visible, one batch.
-json snapshotOf(const ThreadData& data) {
-  if (data.state.is_null()) {
-    ConversationManager plain;
-    plain.addMessages(data.messages);
-    return plain.createSnapshot();
-  }
-  json document = data.state;
-  document["messages"] = toJson(data.messages);
-  document["storageSize"] = data.messages.size();
-  return document;
-}
 
 bool startsWith(const std::string& text, std::string_view prefix) {
   return text.compare(0, prefix.size(), prefix) == 0;
@@ -37,124 +19,6 @@ bool startsWith(const std::string& text, std::string_view prefix) {
 std::vector<MessageSearchHit> ConversationStore::searchMessages(const std::string&,
                                                                 const MessageSearchOptions&) {
   throw ValidationError("searchMessages", "this store cannot search its messages");
-}
-
-ConversationStore::Version ConversationStore::load(const std::string& threadId,
-                                                   ConversationManager& manager) {
-  ThreadData data = loadThread(threadId);
-  try {
-    manager.restoreFromSnapshot(snapshotOf(data));
-  } catch (const ValidationError& e) {
-    throw StoreError("store: thread '" + threadId + "' cannot be restored: " + e.what());
-  }
-  return data.info.version;
-}
-
-ConversationStore::Version ConversationStore::save(const std::string& threadId,
-                                                   const ConversationManager& manager,
-                                                   Version expectedVersion) {
-  auto info = threadInfo(threadId);
-  if (!info) throw StoreError("store: no thread '" + threadId + "'");
-  if (info->version != expectedVersion) {
-    throw StoreConflict("store: thread '" + threadId + "' is at version " +
-                        std::to_string(info->version) + ", not the expected " +
-                        std::to_string(expectedVersion) + " (another writer saved a turn)");
-  }
-  // The state first, then the storage: storage only grows, so its copy holds every message the
-  // state counts even if another thread appends in between.
-  json state = manager.createStateSnapshot();
-  MessageStore storage = manager.store();
-  const auto size = static_cast<int64_t>(state.at("storageSize").get<size_t>());
-  if (size < info->messageCount) {
-    throw StoreError("store: the conversation holds " + std::to_string(size) +
-                     " messages but thread '" + threadId + "' already holds " +
-                     std::to_string(info->messageCount) + "; was it loaded from this thread?");
-  }
-  std::vector<Message> fresh;
-  fresh.reserve(static_cast<size_t>(size - info->messageCount));
-  for (int64_t i = info->messageCount; i < size; ++i) {
-    fresh.push_back(storage.stored(static_cast<size_t>(i)));
-  }
-  // appendTurn checks the version again inside its transaction: if it still matches, the
-  // message count read above is still the thread's.
-  return appendTurn(threadId, fresh, state, expectedVersion);
-}
-
-json ConversationStore::exportThread(const std::string& threadId) {
-  return snapshotOf(loadThread(threadId));
-}
-
-ThreadInfo ConversationStore::importThread(const json& snapshot, const ThreadOptions& options) {
-  ConversationManager restored;
-  restored.restoreFromSnapshot(snapshot);  // validates everything; throws ValidationError
-  json state = restored.createStateSnapshot();
-  std::vector<Message> messages = restored.getAllMessages();
-  return createThread(options, messages, state);
-}
-
-StoredThread::StoredThread(std::shared_ptr<ConversationStore> store, std::string threadId)
-    : store_(std::move(store)), threadId_(std::move(threadId)) {
-  if (!store_) throw ValidationError("store", "must not be null");
-  if (threadId_.empty()) throw ValidationError("threadId", "must not be empty");
-}
-
-bool StoredThread::attach(ConversationManager& manager, const ThreadOptions& options) {
-  std::lock_guard lock(mutex_);
-  if (store_->threadInfo(threadId_)) {
-    version_ = store_->load(threadId_, manager);
-    savedRevision_ = manager.revision();
-    known_ = true;
-    return true;
-  }
-  ThreadOptions create = options;
-  create.id = threadId_;
-  const uint64_t revision = manager.revision();
-  json state = manager.createStateSnapshot();
-  MessageStore storage = manager.store();
-  std::vector<Message> messages;
-  const auto size = state.at("storageSize").get<size_t>();
-  messages.reserve(size);
-  for (size_t i = 0; i < size; ++i)
-    messages.push_back(storage.stored(i));
-  version_ = store_->createThread(create, messages, state).version;
-  savedRevision_ = revision;
-  known_ = true;
-  return false;
-}
-
-void StoredThread::load(ConversationManager& manager) {
-  std::lock_guard lock(mutex_);
-  version_ = store_->load(threadId_, manager);
-  savedRevision_ = manager.revision();
-  known_ = true;
-}
-
-void StoredThread::save(const ConversationManager& manager) {
-  std::lock_guard lock(mutex_);
-  if (!known_) {
-    throw StoreError("store: thread '" + threadId_ + "' was not loaded or attached before save");
-  }
-  const uint64_t revision = manager.revision();
-  if (revision == savedRevision_) return;
-  version_ = store_->save(threadId_, manager, version_);
-  savedRevision_ = revision;
-}
-
-std::shared_ptr<StoredThread> StoredThread::fork(const ConversationManager& manager,
-                                                 const ThreadOptions& options) {
-  save(manager);
-  const ThreadInfo info = store_->forkThread(threadId_, static_cast<int64_t>(manager.storageSize()),
-                                             options, manager.createStateSnapshot());
-  auto forked = std::make_shared<StoredThread>(store_, info.id);
-  forked->version_ = info.version;
-  forked->savedRevision_ = manager.revision();  // a clone starts at the same revision
-  forked->known_ = true;
-  return forked;
-}
-
-ConversationStore::Version StoredThread::version() const {
-  std::lock_guard lock(mutex_);
-  return version_;
 }
 
 namespace {

@@ -1,3 +1,7 @@
+// The tiktoken-compatible byte-pair encoder: UTF-8 handling, the rank table, the piece cache,
+// the zeroed tables and the per-thread parts. Over 600 lines because these parts share one hot
+// loop's data layout and are tuned together (docs/architecture.md, "Performance"); apart they
+// would need their internals in a header.
 #include "parley/bpe.hpp"
 
 #include <fcntl.h>

@@ -24,10 +24,13 @@ const EncodingSpec& specOrThrow(std::string_view name) {
 }
 
 // One loaded Encoding per vocabulary file, for the whole process. Loading holds the lock: two
-// threads asking at once get the same instance and the file is read once.
+// threads asking at once get the same instance and the file is read once. A file that fails to
+// load is remembered with its error, so it is not read again: loadEncoding() throws that error,
+// findEncoding() answers nullptr (the callers estimate, as without a vocabulary).
 std::shared_ptr<const Encoding> findOrLoad(const EncodingSpec& spec, bool required) {
   static std::mutex mutex;
   static std::map<std::filesystem::path, std::shared_ptr<const Encoding>> loaded;
+  static std::map<std::filesystem::path, std::string> failed;
   for (const std::filesystem::path& dir : vocabularySearchPath()) {
     std::filesystem::path file = dir / (spec.name + ".tiktoken");
     std::error_code ec;
@@ -35,9 +38,20 @@ std::shared_ptr<const Encoding> findOrLoad(const EncodingSpec& spec, bool requir
     std::lock_guard lock(mutex);
     auto it = loaded.find(file);
     if (it != loaded.end()) return it->second;
-    auto encoding = Encoding::fromRankFile(spec, file);
-    loaded.emplace(file, encoding);
-    return encoding;
+    auto failure = failed.find(file);
+    if (failure == failed.end()) {
+      try {
+        auto encoding = Encoding::fromRankFile(spec, file);
+        loaded.emplace(file, encoding);
+        return encoding;
+      } catch (const std::exception& e) {
+        failure =
+            failed.emplace(file, "the vocabulary " + file.string() + " cannot be used: " + e.what())
+                .first;
+      }
+    }
+    if (required) throw Error(failure->second);
+    return nullptr;
   }
   if (!required) return nullptr;
   std::string searched;

@@ -1,6 +1,7 @@
 // McpClient: the JSON-RPC 2.0 session over a transport (mcp_transport.hpp): ids, the handshake,
 // matching responses to requests, the server's requests (ping) and notifications (progress,
-// tools/list_changed), cancellation, restarts.
+// tools/list_changed), cancellation, restarts. Over 600 lines because these share one
+// session's state and lock; the transports (stdio, HTTP) are already apart.
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>

@@ -36,6 +36,8 @@ std::string_view toString(ToolErrorKind kind) noexcept {
       return "timeout";
     case ToolErrorKind::Cancelled:
       return "cancelled";
+    case ToolErrorKind::NotRun:
+      return "not_run";
   }
   return "unknown";
 }
@@ -307,9 +309,15 @@ using ToolPtr = std::shared_ptr<const detail::RegisteredTool>;
 // Runs one attempt on the pool and waits for it until its deadline or cancellation.
 static Outcome runAttempt(ThreadPool& pool, const ToolPtr& tool,
                           const std::shared_ptr<const json>& args, const ToolCall& call,
-                          int attemptNumber, std::stop_token cancel) {
+                          int attemptNumber, std::stop_token cancel,
+                          std::chrono::milliseconds timeout,
+                          std::optional<Clock::time_point> callDeadline) {
   auto attempt = std::make_shared<Attempt>();
-  Clock::time_point deadline = deadlineAfter(Clock::now(), tool->options.timeout);
+  Clock::time_point deadline = deadlineAfter(Clock::now(), timeout);
+  if (callDeadline && *callDeadline < deadline) {
+    deadline = *callDeadline;
+    timeout = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+  }
   attempt->context =
       ToolContext{call.id, call.name, attempt->stop.get_token(), deadline, attemptNumber};
   try {
@@ -352,12 +360,13 @@ static Outcome runAttempt(ThreadPool& pool, const ToolPtr& tool,
     return {ToolErrorKind::Cancelled, nullptr, "tool \"" + tool->name + "\" was cancelled"};
   return {ToolErrorKind::Timeout, nullptr,
           "tool \"" + tool->name + "\" did not finish within " +
-              std::to_string(tool->options.timeout.count()) + " ms"};
+              std::to_string(timeout.count()) + " ms"};
 }
 
 // The whole call, retries included. The gate slot is held by the caller.
 static ToolResult runCall(detail::ToolExecutorState& state, const ToolRegistry& registry,
-                          const ToolPtr& tool, const ToolCall& call, std::stop_token cancel) {
+                          const ToolPtr& tool, const ToolCall& call, std::stop_token cancel,
+                          const ToolCallLimits& limits = {}) {
   Clock::time_point start = Clock::now();
   ToolResult result;
   result.toolCallId = call.id;
@@ -408,15 +417,17 @@ static ToolResult runCall(detail::ToolExecutorState& state, const ToolRegistry& 
     if (cancel.stop_requested())
       return finish(
           {ToolErrorKind::Cancelled, nullptr, "tool \"" + tool->name + "\" was cancelled"});
-    Outcome outcome = runAttempt(*state.pool, tool, args, call, attempt, cancel);
+    Outcome outcome = runAttempt(*state.pool, tool, args, call, attempt, cancel,
+                                 limits.timeout.value_or(tool->options.timeout), limits.deadline);
     bool retryable =
         outcome.kind == ToolErrorKind::HandlerFailed || outcome.kind == ToolErrorKind::Timeout;
-    if (!retryable || attempt > tool->options.retries) {
+    if (!retryable || attempt > limits.retries.value_or(tool->options.retries) ||
+        (limits.deadline && Clock::now() >= *limits.deadline)) {
       if (retryable && attempt > 1) outcome.error += " (" + std::to_string(attempt) + " attempts)";
       return finish(std::move(outcome));
     }
-    bool slept = state.sleep ? state.sleep(tool->options.retryDelay, cancel)
-                             : realSleep(tool->options.retryDelay, cancel);
+    const auto delay = limits.retryDelay.value_or(tool->options.retryDelay);
+    bool slept = state.sleep ? state.sleep(delay, cancel) : realSleep(delay, cancel);
     if (!slept)
       return finish(
           {ToolErrorKind::Cancelled, nullptr, "tool \"" + tool->name + "\" was cancelled"});
@@ -458,12 +469,27 @@ ToolExecutor::ToolExecutor(ToolExecutor&&) noexcept = default;
 ToolExecutor& ToolExecutor::operator=(ToolExecutor&&) noexcept = default;
 
 ToolResult ToolExecutor::execute(const ToolCall& call, std::stop_token cancel) {
+  return execute(call, std::move(cancel), ToolCallLimits{});
+}
+
+ToolResult ToolExecutor::execute(const ToolCall& call, std::stop_token cancel,
+                                 const ToolCallLimits& limits) {
+  if ((limits.timeout && limits.timeout->count() <= 0) || (limits.retries && *limits.retries < 0) ||
+      (limits.retryDelay && limits.retryDelay->count() < 0)) {
+    ToolResult refused;
+    refused.toolCallId = call.id;
+    refused.name = call.name;
+    refused.errorKind = ToolErrorKind::InvalidArguments;
+    refused.error = "the call's limits are out of range (timeout > 0, retries >= 0, retry delay "
+                    ">= 0)";
+    return refused;
+  }
   ToolPtr tool = registry_->lookup(call.name);
   bool exclusive = tool && !tool->options.parallel;
   if (!state_->gate.acquire(exclusive, cancel)) return cancelledBeforeStart(call);
   ToolResult result;
   try {
-    result = runCall(*state_, *registry_, tool, call, cancel);
+    result = runCall(*state_, *registry_, tool, call, cancel, limits);
   } catch (const std::bad_alloc&) {
     state_->gate.release(exclusive);
     throw;

@@ -1,0 +1,32 @@
+// What the parts of the executor share about the request they serve: the header of an event a
+// request causes, and where diagnostics go. Internal to src/executor/.
+#pragma once
+
+#include <iostream>
+#include <string>
+
+#include "parley/events.hpp"
+#include "parley/executor.hpp"
+
+namespace parley::detail {
+
+// The header of an event caused by `request`: same workflow, thread and trace.
+template <typename Event>
+Event causedBy(const LlmExecutionRequest& request) {
+  Event event;
+  event.workflowId = request.workflowId;
+  event.threadId = request.threadId;
+  event.traceId = request.traceId;
+  return event;
+}
+
+// ExecutorOptions::log, or stderr when it is not set.
+inline void logLine(const ExecutorOptions& options, const std::string& line) {
+  if (options.log) {
+    options.log(line);
+  } else {
+    std::cerr << line << '\n';
+  }
+}
+
+}  // namespace parley::detail

@@ -1,0 +1,91 @@
+#include <condition_variable>
+#include <mutex>
+
+#include "parley/errors.hpp"
+#include "parley/executor.hpp"
+#include "parley/thread_pool.hpp"
+
+namespace parley {
+
+struct ToolWorker::Impl : std::enable_shared_from_this<ToolWorker::Impl> {
+  Impl(EventBus& b, std::shared_ptr<ToolRegistry> tools, const ToolWorkerOptions& o)
+      : bus(b),
+        pool(o.pool ? o.pool : ThreadPool::shared()),
+        executor(std::move(tools), ToolExecutorOptions{o.maxConcurrent, pool, {}}) {}
+
+  EventBus& bus;
+  std::shared_ptr<ThreadPool> pool;
+  ToolExecutor executor;
+  std::mutex mutex;
+  std::condition_variable idle;
+  size_t inFlight = 0;
+
+  void finished() {
+    {
+      std::lock_guard lock(mutex);
+      --inFlight;
+    }
+    idle.notify_all();
+  }
+
+  void onRequest(const ToolExecutionRequest& request) {
+    {
+      std::lock_guard lock(mutex);
+      ++inFlight;
+    }
+    try {
+      pool->submit([self = shared_from_this(), request] {
+        // The executor's limits for this call: its timeout covers the whole call (every attempt),
+        // so a call the executor has given up on is stopped here too, not left to run.
+        ToolCallLimits limits;
+        if (request.executionOptions.timeout.count() > 0) {
+          limits.deadline = std::chrono::steady_clock::now() + request.executionOptions.timeout;
+        }
+        limits.retries = request.executionOptions.retries;
+        limits.retryDelay = request.executionOptions.retryDelay;
+        ToolResult r = self->executor.execute(request.toolCall, {}, limits);
+        ToolExecutionCompleted done;
+        done.workflowId = request.workflowId;
+        done.threadId = request.threadId;
+        done.traceId = request.traceId;
+        done.toolCallId = request.toolCall.id;
+        done.result.success = r.success;
+        done.result.result = r.result;
+        done.result.error = r.error;
+        done.result.executionTime = r.executionTime;
+        done.result.retryCount = r.retryCount;
+        self->bus.publish(done);
+        self->finished();
+      });
+    } catch (...) {
+      finished();
+      ToolExecutionFailed failed;
+      failed.workflowId = request.workflowId;
+      failed.threadId = request.threadId;
+      failed.traceId = request.traceId;
+      failed.toolCallId = request.toolCall.id;
+      failed.error = "no thread could be started to run the tool";
+      bus.publish(failed);
+    }
+  }
+};
+
+ToolWorker::ToolWorker(EventBus& bus, std::shared_ptr<ToolRegistry> tools,
+                       const ToolWorkerOptions& options) {
+  if (!tools) throw ValidationError("tools", "must not be null");
+  if (options.maxConcurrent < 1) {
+    throw ValidationError("options.maxConcurrent", "must be at least 1");
+  }
+  impl_ = std::make_shared<Impl>(bus, std::move(tools), options);
+  Impl* self = impl_.get();
+  subscription_ = bus.subscribe<ToolExecutionRequest>(
+      [self](const ToolExecutionRequest& e) { self->onRequest(e); });
+}
+
+ToolWorker::~ToolWorker() {
+  subscription_.reset();
+  std::unique_lock lock(impl_->mutex);
+  impl_->idle.wait(lock, [&] { return impl_->inFlight == 0; });
+}
+
+}  // namespace parley
