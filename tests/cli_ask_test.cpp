@@ -14,6 +14,7 @@
 #include "cli_runner.hpp"
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
+#include "parley/store.hpp"
 
 namespace parley {
 namespace {
@@ -306,6 +307,43 @@ TEST_F(AskTest, JsonReportsTheCostOfTheTurn) {
   out = json::parse(run.out);
   ASSERT_TRUE(out.contains("cost_usd"));
   EXPECT_TRUE(out["cost_usd"].is_null()) << run.out;
+}
+
+// --max-cost refuses a turn that could go over before anything is sent: exit 1, a message
+// naming the budget and the estimate, no request at the mock, no thread saved.
+TEST_F(AskTest, MaxCostRefusesBeforeSending) {
+  serve(R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 10, "completion_tokens": 5}}})");
+  std::filesystem::create_directories(dir_);
+  const std::string prices = (dir_ / "prices.toml").string();
+  std::ofstream(prices) << "[prices.\"m1\"]\ninput = 1\noutput = 1\n";  // $1 per million
+  const std::string db = (dir_ / "budget.db").string();
+  // max_tokens 4096 by default: the worst case is over $0.001 for any prompt.
+  CliRun run = ask({"--base-url", server_->baseUrl(), "--model", "m1", "--api-key", "sk",
+                    "--prices", prices, "--db", db, "--max-cost", "0.001", "hi"});
+  EXPECT_EQ(run.exitCode, 1) << run.err;
+  EXPECT_NE(run.err.find("maxCostPerRun of $0.001000 would be exceeded"), std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("nothing was sent"), std::string::npos) << run.err;
+  EXPECT_TRUE(server_->requests().empty());
+  EXPECT_TRUE(SqliteStore(db).listThreads().empty()) << "a refused turn leaves no thread";
+
+  // A budget the worst case fits in: the call goes out, with the bound as its max_tokens.
+  run = ask({"--base-url", server_->baseUrl(), "--model", "m1", "--api-key", "sk", "--prices",
+             prices, "--no-save", "--max-cost", "0.01", "hi"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  ASSERT_EQ(server_->requests().size(), 1u);
+  const json sent = server_->requests()[0]["body"];
+  EXPECT_EQ(sent.value("max_completion_tokens", sent.value("max_tokens", json())), 4096) << sent;
+
+  // A model the table does not price cannot keep a budget.
+  run = ask({"--base-url", server_->baseUrl(), "--model", "other", "--api-key", "sk", "--prices",
+             prices, "--no-save", "--max-cost", "1", "hi"});
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("has no price"), std::string::npos) << run.err;
+  EXPECT_EQ(server_->requests().size(), 1u);
+
+  run = ask({"--base-url", server_->baseUrl(), "--max-cost", "-1", "hi"});
+  EXPECT_EQ(run.exitCode, 2) << run.err;
 }
 
 // Without --prices: the shipped table, with the config file's [prices] over it.

@@ -118,7 +118,8 @@ TEST_F(Budget, TheThreadBudgetCountsEveryReplyBefore) {
       R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 1000, "completion_tokens": 100}}})");
   CostBudget budget;
   budget.defaultMaxTokens = 10;
-  budget.maxCostPerThread = 0.0034;
+  // Three turns spend $0.0033; a fourth could spend its ~50 prompt tokens + 10 more.
+  budget.maxCostPerThread = 0.00333;
   ConversationManager c(options(budget));
   for (int turn = 0; turn < 3; ++turn)
     c.run("turn " + std::to_string(turn));
@@ -137,6 +138,7 @@ TEST_F(Budget, TheThreadBudgetCountsEveryReplyBefore) {
 TEST_F(Budget, ARunsBudgetCoversItsToolLoopAndANewPromptStartsAnew) {
   startMock(R"(
 {"match": {"last_role": "tool"}, "reply": {"content": "done", "usage": {"prompt_tokens": 10, "completion_tokens": 1}}}
+{"match": {"user_contains": "and now"}, "reply": {"content": "fine", "usage": {"prompt_tokens": 10, "completion_tokens": 1}}}
 {"reply": {"content": "", "tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}], "usage": {"prompt_tokens": 1000, "completion_tokens": 100}}}
 )");
   CostBudget budget;
@@ -145,7 +147,9 @@ TEST_F(Budget, ARunsBudgetCoversItsToolLoopAndANewPromptStartsAnew) {
   ConversationOptions o = options(budget);
   o.tools = std::make_shared<ToolRegistry>();
   o.tools->add("get_weather", "Weather", json::parse(R"({"type": "object"})"),
-               [](const json&, ToolContext&) -> json { return {{"tempC", -3}}; });
+               [](const json&, ToolContext&) -> json {
+                 return {{"tempC", -3}};
+               });
   ConversationManager c(o);
   EXPECT_THROW(c.run("weather?"), BudgetExceeded);
   // The complete iteration stays: the call and its result; the second call was never sent.
@@ -199,8 +203,7 @@ TEST_F(Budget, PromptCountMatchesCountChatTokensWithTools) {
   const std::vector<Message> pending = {Message::user("second question")};
   std::vector<Message> all = c.getMessages();
   all.insert(all.end(), pending.begin(), pending.end());
-  EXPECT_EQ(c.countPromptTokens(pending),
-            countChatTokens(all, o.tools->definitions()->tools));
+  EXPECT_EQ(c.countPromptTokens(pending), countChatTokens(all, o.tools->definitions()->tools));
 }
 
 }  // namespace

@@ -28,18 +28,18 @@
 #include "commands.hpp"
 #include "demo_tools.hpp"
 #include "endpoint.hpp"
+#include "markdown.hpp"
 #include "mcp_config.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/openai_client.hpp"
 #include "parley/protocol.hpp"
 #include "parley/store.hpp"
-#include "prompt_input.hpp"
-#include "markdown.hpp"
+#include "parley/stored_thread.hpp"
 #include "prices_option.hpp"
+#include "prompt_input.hpp"
 #include "template_config.hpp"
 #include "terminal.hpp"
-#include "parley/stored_thread.hpp"
 #include "tool_file.hpp"
 
 namespace parley::cli {
@@ -67,6 +67,7 @@ struct AskArgs {
   std::string format;  // text | markdown | json; "": text on a terminal, else markdown
   std::string color = "auto";
   std::string pricesFile;
+  double maxCost = -1;  // USD; < 0: no budget
 };
 
 std::atomic<bool> interrupted{false};
@@ -92,7 +93,8 @@ int runAsk(const AskArgs& given) {
   args.json = args.format == "json";
   std::optional<MarkdownRenderer> rendered;  // --format text
   if (args.format == "text") {
-    rendered.emplace(MarkdownStyle{colorWanted(args.color, STDOUT_FILENO), terminalWidth(STDOUT_FILENO)});
+    rendered.emplace(
+        MarkdownStyle{colorWanted(args.color, STDOUT_FILENO), terminalWidth(STDOUT_FILENO)});
   } else {
     colorWanted(args.color, STDOUT_FILENO);  // a bad --color is an error whatever the format
   }
@@ -145,6 +147,12 @@ int runAsk(const AskArgs& given) {
   options.systemPrompt = args.system;
   options.stream = args.stream;
   options.maxIterations = args.maxIterations;
+  if (args.maxCost >= 0) {
+    // Checked before every model call of the turn: nothing is sent that could go over.
+    options.budget.prices = std::make_shared<const PriceTable>(prices);
+    options.budget.model = client.model;
+    options.budget.maxCostPerRun = args.maxCost;
+  }
   ConversationManager manager(options);
 
   // The turn is saved only when it completes, in one transaction, so the thread only ever holds
@@ -340,7 +348,8 @@ void addAskCommand(CLI::App& app, int& exitCode) {
                   "Add a file's text to the prompt, fenced and labelled (repeatable; a directory "
                   "adds its text files; caps: 1 MiB a file, 8 MiB in all, 200 files)")
       ->allow_extra_args(false);
-  cmd->add_option("--timeout", args->timeoutMs, "Bound the whole turn (model calls, retries, tools), in ms");
+  cmd->add_option("--timeout", args->timeoutMs,
+                  "Bound the whole turn (model calls, retries, tools), in ms");
   cmd->add_option("--format", args->format,
                   "The reply as text (Markdown rendered, wrapped; the default on a terminal), "
                   "markdown (as the model wrote it; the default elsewhere) or json (as --json)");
@@ -349,6 +358,11 @@ void addAskCommand(CLI::App& app, int& exitCode) {
                   "or never")
       ->capture_default_str();
   addPricesOption(*cmd, args->pricesFile);
+  cmd->add_option("--max-cost", args->maxCost,
+                  "Refuse, before sending, any model call that could take the turn's cost over "
+                  "this many USD (the exact prompt count and the max_tokens bound, priced with "
+                  "--prices; an unpriced model is refused)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", args->json,
                 "Print one JSON object: {\"message\", \"finish_reason\", \"usage\", "
                 "\"cost_usd\" (null when the model is unpriced)}");

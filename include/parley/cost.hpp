@@ -131,11 +131,11 @@ struct CostBudget {
 
 // One call about to be sent.
 struct BudgetCall {
-  std::string model;      // as priced (the request's, else CostBudget::model)
-  TokenCount prompt;      // the exact prompt count (an estimate without a vocabulary)
-  int64_t maxTokens = 0;  // the max_tokens bound sent
-  double spentRun = 0;    // USD the run's replies cost so far
-  double spentThread = 0; // USD the thread's replies cost so far
+  std::string model;       // as priced (the request's, else CostBudget::model)
+  TokenCount prompt;       // the exact prompt count (an estimate without a vocabulary)
+  int64_t maxTokens = 0;   // the max_tokens bound sent
+  double spentRun = 0;     // USD the run's replies cost so far
+  double spentThread = 0;  // USD the thread's replies cost so far
 };
 
 // The most one call can cost: `promptTokens` at the dearer of input and cache writes (no cache

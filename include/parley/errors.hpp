@@ -26,17 +26,17 @@ namespace parley {
 
 // One kind per class of the hierarchy below; written in JSON as the name toString() gives.
 enum class ErrorKind {
-  Error,          // "error": any other failure (also a std::exception that is not a parley one)
-  Validation,     // "validation"
-  Http,           // "http"
-  Connection,     // "connection"
-  Timeout,        // "timeout"
-  Cancelled,      // "cancelled"
-  Protocol,       // "protocol"
-  Store,          // "store"
-  StoreConflict,  // "store_conflict"
-  LeaseLost,      // "lease_lost"
-  BudgetExceeded, // "budget_exceeded"
+  Error,           // "error": any other failure (also a std::exception that is not a parley one)
+  Validation,      // "validation"
+  Http,            // "http"
+  Connection,      // "connection"
+  Timeout,         // "timeout"
+  Cancelled,       // "cancelled"
+  Protocol,        // "protocol"
+  Store,           // "store"
+  StoreConflict,   // "store_conflict"
+  LeaseLost,       // "lease_lost"
+  BudgetExceeded,  // "budget_exceeded"
 };
 
 const char* toString(ErrorKind kind) noexcept;
@@ -187,7 +187,8 @@ inline constexpr std::size_t kMaxErrorTextBytes = std::size_t{64} << 10;
 //   {"kind": "http", "message": what(), "retryable": true, "status": 429,
 //    "body": "...", "apiMessage": "...", "apiType": "...", "apiCode": "...", "requestId": "..."}
 // "field" and "reason" for a ValidationError; "status" and the API's fields for an HttpError;
-// "budget", "limitUsd" and "estimateUsd" (null for an unpriced model) for a BudgetExceeded. A std::exception that is not a parley::Error is kind "error".
+// "budget", "limitUsd" and "estimateUsd" (null for an unpriced model) for a BudgetExceeded. A
+// std::exception that is not a parley::Error is kind "error".
 nlohmann::json errorToJson(const std::exception& error);
 // The same for a caught exception of any type (anything not a std::exception: "unknown error").
 nlohmann::json errorToJson(const std::exception_ptr& error);

@@ -214,14 +214,14 @@ double checkBudget(const CostBudget& budget, const BudgetCall& call) {
     const double estimate = limit.spent + bound;
     // A relative tolerance: sums of per-reply costs carry rounding in the last digits.
     if (estimate <= limit.limit * (1 + 1e-12)) continue;
-    throw BudgetExceeded(
-        limit.name, limit.limit, estimate,
-        std::string(limit.name) + " of " + formatUsd(limit.limit) + " would be exceeded: " +
-            formatUsd(limit.spent) + " spent in " + limit.scope + " + up to " + formatUsd(bound) +
-            " for this call (" + std::to_string(call.prompt.tokens) + " prompt tokens" +
-            (call.prompt.estimate ? ", estimated," : "") + " and max_tokens " +
-            std::to_string(call.maxTokens) + " of " + call.model + ") = " + formatUsd(estimate) +
-            "; nothing was sent");
+    throw BudgetExceeded(limit.name, limit.limit, estimate,
+                         std::string(limit.name) + " of " + formatUsd(limit.limit) +
+                             " would be exceeded: " + formatUsd(limit.spent) + " spent in " +
+                             limit.scope + " + up to " + formatUsd(bound) + " for this call (" +
+                             std::to_string(call.prompt.tokens) + " prompt tokens" +
+                             (call.prompt.estimate ? ", estimated," : "") + " and max_tokens " +
+                             std::to_string(call.maxTokens) + " of " + call.model +
+                             ") = " + formatUsd(estimate) + "; nothing was sent");
   }
   return bound;
 }

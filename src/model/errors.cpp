@@ -180,13 +180,11 @@ std::exception_ptr errorFromJson(const json& document) {
       case ErrorKind::BudgetExceeded: {
         auto number = [&](const char* key) {
           auto it = document.find(key);
-          return it != document.end() && it->is_number()
-                     ? it->get<double>()
-                     : std::numeric_limits<double>::infinity();
+          return it != document.end() && it->is_number() ? it->get<double>()
+                                                         : std::numeric_limits<double>::infinity();
         };
-        return std::make_exception_ptr(BudgetExceeded(stringField(document, "budget"),
-                                                      number("limitUsd"), number("estimateUsd"),
-                                                      message));
+        return std::make_exception_ptr(BudgetExceeded(
+            stringField(document, "budget"), number("limitUsd"), number("estimateUsd"), message));
       }
       case ErrorKind::Error:
         break;
