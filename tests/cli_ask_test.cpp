@@ -14,6 +14,7 @@
 #include "cli_runner.hpp"
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
+#include "parley/store.hpp"
 
 namespace parley {
 namespace {
@@ -283,6 +284,97 @@ TEST_F(AskTest, EscapeSequencesFromTheServerNeverReachATerminal) {
   CliRun asJson = ask({"--base-url", server_->baseUrl(), "--json", "hello"});
   EXPECT_NE(json::parse(asJson.out)["message"]["content"].get<std::string>().find("\x1b]0;pwned"),
             std::string::npos);
+}
+
+// The turn's cost: usage billed by the price table, cached reads at their price; a model the
+// table does not know is null, never 0.
+TEST_F(AskTest, JsonReportsTheCostOfTheTurn) {
+  serve(
+      R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 1000, "completion_tokens": 200, "prompt_tokens_details": {"cached_tokens": 600}}}})");
+  std::filesystem::create_directories(dir_);
+  const std::string prices = (dir_ / "prices.toml").string();
+  std::ofstream(prices) << "[prices.\"m1\"]\ninput = 2\ncached_input = 0.5\noutput = 8\n";
+  CliRun run = ask({"--base-url", server_->baseUrl(), "--model", "m1-2025", "--api-key", "sk",
+                    "--prices", prices, "--no-save", "--json", "hi"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  json out = json::parse(run.out);
+  ASSERT_TRUE(out["cost_usd"].is_number()) << run.out;
+  EXPECT_NEAR(out["cost_usd"].get<double>(), (400 * 2 + 600 * 0.5 + 200 * 8) / 1e6, 1e-12);
+
+  run = ask({"--base-url", server_->baseUrl(), "--model", "other", "--api-key", "sk", "--prices",
+             prices, "--no-save", "--json", "hi"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  out = json::parse(run.out);
+  ASSERT_TRUE(out.contains("cost_usd"));
+  EXPECT_TRUE(out["cost_usd"].is_null()) << run.out;
+}
+
+// --max-cost refuses a turn that could go over before anything is sent: exit 1, a message
+// naming the budget and the estimate, no request at the mock, no thread saved.
+TEST_F(AskTest, MaxCostRefusesBeforeSending) {
+  serve(R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 10, "completion_tokens": 5}}})");
+  std::filesystem::create_directories(dir_);
+  const std::string prices = (dir_ / "prices.toml").string();
+  std::ofstream(prices) << "[prices.\"m1\"]\ninput = 1\noutput = 1\n";  // $1 per million
+  const std::string db = (dir_ / "budget.db").string();
+  // max_tokens 4096 by default: the worst case is over $0.001 for any prompt.
+  CliRun run = ask({"--base-url", server_->baseUrl(), "--model", "m1", "--api-key", "sk",
+                    "--prices", prices, "--db", db, "--max-cost", "0.001", "hi"});
+  EXPECT_EQ(run.exitCode, 1) << run.err;
+  EXPECT_NE(run.err.find("maxCostPerRun of $0.001000 would be exceeded"), std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("nothing was sent"), std::string::npos) << run.err;
+  EXPECT_TRUE(server_->requests().empty());
+  EXPECT_TRUE(SqliteStore(db).listThreads().empty()) << "a refused turn leaves no thread";
+
+  // A budget the worst case fits in: the call goes out, with the bound as its max_tokens.
+  run = ask({"--base-url", server_->baseUrl(), "--model", "m1", "--api-key", "sk", "--prices",
+             prices, "--no-save", "--max-cost", "0.01", "hi"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  ASSERT_EQ(server_->requests().size(), 1u);
+  const json sent = server_->requests()[0]["body"];
+  EXPECT_EQ(sent.value("max_completion_tokens", sent.value("max_tokens", json())), 4096) << sent;
+
+  // A model the table does not price cannot keep a budget.
+  run = ask({"--base-url", server_->baseUrl(), "--model", "other", "--api-key", "sk", "--prices",
+             prices, "--no-save", "--max-cost", "1", "hi"});
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("has no price"), std::string::npos) << run.err;
+  EXPECT_EQ(server_->requests().size(), 1u);
+
+  run = ask({"--base-url", server_->baseUrl(), "--max-cost", "-1", "hi"});
+  EXPECT_EQ(run.exitCode, 2) << run.err;
+}
+
+// Without --prices: the shipped table, with the config file's [prices] over it.
+TEST_F(AskTest, ConfigPricesOverrideTheShippedTable) {
+  serve(
+      R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 1000000, "completion_tokens": 0}}})");
+  std::filesystem::create_directories(dir_);
+  const std::string config = (dir_ / "config.toml").string();
+  const auto costWith = [&](const std::string& model) {
+    CliRun run = ask({"--base-url", server_->baseUrl(), "--model", model, "--api-key", "sk",
+                      "--config", config, "--no-save", "--json", "hi"});
+    EXPECT_EQ(run.exitCode, 0) << run.err;
+    return json::parse(run.out)["cost_usd"];
+  };
+  std::ofstream(config) << "[prices.\"my-local-model\"]\ninput = 0.5\noutput = 1\n";
+  EXPECT_EQ(costWith("my-local-model"), 0.5);
+  EXPECT_EQ(costWith("gpt-4o-mini"), 0.15);  // the shipped price
+  std::ofstream(config) << "[prices.\"gpt-4o-mini\"]\ninput = 9\noutput = 9\n";
+  EXPECT_EQ(costWith("gpt-4o-mini"), 9);
+}
+
+TEST_F(AskTest, ABadPriceFileFailsBeforeAnyRequest) {
+  serve(R"({"reply": {"content": "ok"}})");
+  std::filesystem::create_directories(dir_);
+  const std::string prices = (dir_ / "prices.toml").string();
+  std::ofstream(prices) << "[prices.\"m1\"]\ninput = 2\n";
+  CliRun run = ask({"--base-url", server_->baseUrl(), "--model", "m1", "--api-key", "sk",
+                    "--prices", prices, "--no-save", "--json", "hi"});
+  EXPECT_NE(run.exitCode, 0);
+  EXPECT_NE(run.err.find("prices.m1.output: is required"), std::string::npos) << run.err;
+  EXPECT_TRUE(server_->requests().empty());
 }
 
 }  // namespace

@@ -555,5 +555,29 @@ TEST_F(ChatTest, TypedUtf8CtrlCAtThePromptMultiLineFilesAndExit) {
   server.stop();
 }
 
+TEST_F(ChatTest, EachReplyShowsItsCostAndSlashCostTheSession) {
+  mock::MockOptions options;
+  options.script = mock::readScript(
+      R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 1000, "completion_tokens": 100}}})");
+  mock::MockServer server(options);
+  server.start();
+  std::filesystem::create_directories(dir_);
+  const std::string prices = (dir_ / "prices.toml").string();
+  std::ofstream(prices) << "[prices.m1]\ninput = 1\noutput = 10\n";
+  CliRun run = chat({"--base-url", server.baseUrl(), "--model", "m1", "--prices", prices},
+                    "one\ntwo\n/cost\n/model m2\nthree\n/cost\n/quit\n");
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  // 1000 * $1 + 100 * $10 per million = $0.002 a turn.
+  const size_t usage = run.out.find("[1000 prompt + 100 completion = 1100 tokens");
+  ASSERT_NE(usage, std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("]\n[cost $0.002000]\n", usage), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("this session: $0.004000\n"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("[cost unpriced (no price for m2)]"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("this session: $0.004000 (not counted: 1 unpriced turn)\n"),
+            std::string::npos)
+      << run.out;
+  server.stop();
+}
+
 }  // namespace
 }  // namespace parley

@@ -2,6 +2,9 @@
 // back as the same class (errorToJson / errorFromJson).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include "parley/errors.hpp"
@@ -47,9 +50,10 @@ TEST(ErrorCode, EachClassHasItsKindAndRetryability) {
 }
 
 TEST(ErrorCode, KindNamesRoundTrip) {
-  for (ErrorKind kind : {ErrorKind::Error, ErrorKind::Validation, ErrorKind::Http,
-                         ErrorKind::Connection, ErrorKind::Timeout, ErrorKind::Cancelled,
-                         ErrorKind::Protocol, ErrorKind::Store, ErrorKind::StoreConflict, ErrorKind::LeaseLost}) {
+  for (ErrorKind kind :
+       {ErrorKind::Error, ErrorKind::Validation, ErrorKind::Http, ErrorKind::Connection,
+        ErrorKind::Timeout, ErrorKind::Cancelled, ErrorKind::Protocol, ErrorKind::Store,
+        ErrorKind::StoreConflict, ErrorKind::LeaseLost, ErrorKind::BudgetExceeded}) {
     EXPECT_EQ(errorKindFromString(toString(kind)), kind) << toString(kind);
   }
   EXPECT_EQ(errorKindFromString("teapot"), std::nullopt);
@@ -89,6 +93,23 @@ TEST(ErrorJson, ValidationErrorKeepsItsField) {
   EXPECT_EQ(back.field(), "requestData.prompt");
   EXPECT_EQ(back.reason(), "must not be empty");
   EXPECT_STREQ(back.what(), "requestData.prompt: must not be empty");
+}
+
+TEST(ErrorJson, BudgetExceededKeepsItsBudgetLimitAndEstimate) {
+  const BudgetExceeded original("maxCostPerRun", 0.5, 0.75, "maxCostPerRun would be exceeded");
+  const json document = json::parse(errorToJson(original).dump());
+  EXPECT_EQ(document.at("kind"), "budget_exceeded");
+  BudgetExceeded back = caught<BudgetExceeded>(errorFromJson(document));
+  EXPECT_EQ(back.budget(), "maxCostPerRun");
+  EXPECT_DOUBLE_EQ(back.limitUsd(), 0.5);
+  EXPECT_DOUBLE_EQ(back.estimateUsd(), 0.75);
+  EXPECT_STREQ(back.what(), original.what());
+  EXPECT_FALSE(back.retryable());
+  // An unpriced model's estimate is infinite: null in JSON, infinite again when read.
+  const json unpriced = errorToJson(BudgetExceeded(
+      "maxCostPerThread", 1, std::numeric_limits<double>::infinity(), "model x has no price"));
+  EXPECT_TRUE(unpriced.at("estimateUsd").is_null());
+  EXPECT_TRUE(std::isinf(caught<BudgetExceeded>(errorFromJson(unpriced)).estimateUsd()));
 }
 
 TEST(ErrorJson, EveryKindComesBackAsItsOwnClass) {

@@ -9,14 +9,17 @@
 // Every turn is saved (in --db, default the user's database) when it completes: to a new thread
 // titled after the prompt, to --thread ID, or with -c to the thread used last; --no-save keeps
 // nothing. A failed turn leaves the store as it was. -t NAME takes options from a template of the
-// config file (template_config.hpp); --save-template NAME writes them as one.
+// config file (template_config.hpp); --save-template NAME writes them as one. --json adds the
+// turn's cost, priced with prices_option.hpp's table as the model asked for (null: unpriced).
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,17 +28,18 @@
 #include "commands.hpp"
 #include "demo_tools.hpp"
 #include "endpoint.hpp"
+#include "markdown.hpp"
 #include "mcp_config.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/openai_client.hpp"
 #include "parley/protocol.hpp"
 #include "parley/store.hpp"
+#include "parley/stored_thread.hpp"
+#include "prices_option.hpp"
 #include "prompt_input.hpp"
-#include "markdown.hpp"
 #include "template_config.hpp"
 #include "terminal.hpp"
-#include "parley/stored_thread.hpp"
 #include "tool_file.hpp"
 
 namespace parley::cli {
@@ -62,6 +66,8 @@ struct AskArgs {
   std::string saveTemplateName;
   std::string format;  // text | markdown | json; "": text on a terminal, else markdown
   std::string color = "auto";
+  std::string pricesFile;
+  double maxCost = -1;  // USD; < 0: no budget
 };
 
 std::atomic<bool> interrupted{false};
@@ -87,7 +93,8 @@ int runAsk(const AskArgs& given) {
   args.json = args.format == "json";
   std::optional<MarkdownRenderer> rendered;  // --format text
   if (args.format == "text") {
-    rendered.emplace(MarkdownStyle{colorWanted(args.color, STDOUT_FILENO), terminalWidth(STDOUT_FILENO)});
+    rendered.emplace(
+        MarkdownStyle{colorWanted(args.color, STDOUT_FILENO), terminalWidth(STDOUT_FILENO)});
   } else {
     colorWanted(args.color, STDOUT_FILENO);  // a bad --color is an error whatever the format
   }
@@ -133,11 +140,19 @@ int runAsk(const AskArgs& given) {
   ConversationOptions options;
   ClientOptions client = resolveEndpoint(args.endpoint);
   addParameters(used, client);
+  // Read before the call, so a bad price file costs nothing.
+  const PriceTable prices = cliPriceTable(args.pricesFile, configFile(args.endpoint));
   options.llm = makeClient(client);
   if (loop) options.tools = tools;
   options.systemPrompt = args.system;
   options.stream = args.stream;
   options.maxIterations = args.maxIterations;
+  if (args.maxCost >= 0) {
+    // Checked before every model call of the turn: nothing is sent that could go over.
+    options.budget.prices = std::make_shared<const PriceTable>(prices);
+    options.budget.model = client.model;
+    options.budget.maxCostPerRun = args.maxCost;
+  }
   ConversationManager manager(options);
 
   // The turn is saved only when it completes, in one transaction, so the thread only ever holds
@@ -225,6 +240,8 @@ int runAsk(const AskArgs& given) {
   Message reply;
   std::string finishReason;
   std::optional<TokenUsage> usage;
+  const size_t viewBefore = manager.getMessages().size();
+  std::optional<double> cost;  // the turn's replies, priced as the model asked for
   try {
     if (loop) {
       RunResult result = manager.run(prompt, run);
@@ -239,6 +256,8 @@ int runAsk(const AskArgs& given) {
       finishReason = result.finishReason;
       usage = result.usage;
     }
+    const std::vector<Message> view = manager.getMessages();
+    cost = prices.cost(client.model, std::span(view).subspan(std::min(viewBefore, view.size())));
     if (stored) stored->save(manager);
   } catch (const CancelledError&) {
     std::signal(SIGINT, previous);
@@ -268,7 +287,8 @@ int runAsk(const AskArgs& given) {
     reply.usage.reset();  // printed beside it, as the API's response has it
     nlohmann::json out = {{"message", toJson(reply)},
                           {"finish_reason", finishReason},
-                          {"usage", usage ? toJson(*usage) : nlohmann::json()}};
+                          {"usage", usage ? toJson(*usage) : nlohmann::json()},
+                          {"cost_usd", cost && usage ? nlohmann::json(*cost) : nlohmann::json()}};
     std::cout << out.dump() << "\n";
     noteNewThread();
     return kExitOk;
@@ -328,7 +348,8 @@ void addAskCommand(CLI::App& app, int& exitCode) {
                   "Add a file's text to the prompt, fenced and labelled (repeatable; a directory "
                   "adds its text files; caps: 1 MiB a file, 8 MiB in all, 200 files)")
       ->allow_extra_args(false);
-  cmd->add_option("--timeout", args->timeoutMs, "Bound the whole turn (model calls, retries, tools), in ms");
+  cmd->add_option("--timeout", args->timeoutMs,
+                  "Bound the whole turn (model calls, retries, tools), in ms");
   cmd->add_option("--format", args->format,
                   "The reply as text (Markdown rendered, wrapped; the default on a terminal), "
                   "markdown (as the model wrote it; the default elsewhere) or json (as --json)");
@@ -336,8 +357,15 @@ void addAskCommand(CLI::App& app, int& exitCode) {
                   "Styles in --format text: auto (on a terminal, unless NO_COLOR is set), always "
                   "or never")
       ->capture_default_str();
+  addPricesOption(*cmd, args->pricesFile);
+  cmd->add_option("--max-cost", args->maxCost,
+                  "Refuse, before sending, any model call that could take the turn's cost over "
+                  "this many USD (the exact prompt count and the max_tokens bound, priced with "
+                  "--prices; an unpriced model is refused)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", args->json,
-                "Print one JSON object: {\"message\", \"finish_reason\", \"usage\"}");
+                "Print one JSON object: {\"message\", \"finish_reason\", \"usage\", "
+                "\"cost_usd\" (null when the model is unpriced)}");
   cmd->add_option("prompt", args->prompt,
                   "The prompt (text piped on stdin is added after it, or is the prompt; up to "
                   "8 MiB)");

@@ -35,6 +35,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -53,6 +54,7 @@
 #include "parley/json.hpp"
 #include "parley/protocol.hpp"
 #include "parley/store.hpp"
+#include "prices_option.hpp"
 #include "prompt_input.hpp"
 #include "template_config.hpp"
 #include "terminal.hpp"
@@ -80,6 +82,7 @@ struct ChatArgs {
   std::string saveTemplateName;
   std::string format;  // text | markdown; "": text on a terminal, else markdown
   std::string color = "auto";
+  std::string pricesFile;
 };
 
 std::atomic<bool> chatInterrupted{false};
@@ -100,6 +103,7 @@ constexpr const char* kHelp =
     "  /help                 this list\n"
     "  /history              the visible messages\n"
     "  /usage                tokens: last call, total, the context against the limit\n"
+    "  /cost                 what this session's replies cost (--prices)\n"
     "  /system TEXT          set the system prompt\n"
     "  /model NAME           use another model from the next reply on\n"
     "  /set KEY [VALUE]      model, temperature, top_p, max_tokens or seed (no value: default)\n"
@@ -217,6 +221,8 @@ class ChatSession {
       intro = "parley chat: model " + client.model + " at " + redactUrl(client.baseUrl);
     }
     addParameters(used, client);
+    prices_ = cliPriceTable(args_.pricesFile, configFile(args_.endpoint));
+    clientModel_ = client.model;
     ConversationOptions options;
     options.llm = makeClient(client);
     auto tools = makeToolRegistry(toolSets, args_.toolFiles);
@@ -418,9 +424,9 @@ class ChatSession {
   }
 
   static constexpr const char* kCommands[] = {
-      "help",   "history",  "usage",      "system",   "model",  "set",    "show",
-      "template", "regenerate", "edit", "continue", "fork",   "branches", "switch", "truncate",
-      "filter", "undo",     "clear",      "save",     "load",   "file",   "copy",   "quit"};
+      "help",     "history",    "usage", "cost",     "system", "model",    "set",    "show",
+      "template", "regenerate", "edit",  "continue", "fork",   "branches", "switch", "truncate",
+      "filter",   "undo",       "clear", "save",     "load",   "file",     "copy",   "quit"};
   static inline ChatSession* completing_ = nullptr;
   bool historyWarned_ = false;
 
@@ -492,6 +498,8 @@ class ChatSession {
     ConversationManager before = branch.manager.clone();
     RunOptions run;
     if (settings_.has_value()) run.request = requestWithSettings(branch.manager.options().request);
+    const std::string model = run.request.value_or(branch.manager.options().request).model;
+    const size_t viewBefore = branch.manager.getMessages().size();
     const auto start = std::chrono::steady_clock::now();
     std::optional<std::chrono::steady_clock::time_point> firstToken;
     bool waiting = interactive_;
@@ -605,6 +613,17 @@ class ChatSession {
     }
     if (result.finishReason == "max_iterations") out_ << "; stopped at --max-iterations";
     out_ << "]\n";
+    const std::vector<Message> view = branch.manager.getMessages();
+    const std::string priced = model.empty() ? clientModel_ : model;
+    const std::optional<double> cost =
+        prices_.cost(priced, std::span(view).subspan(std::min(viewBefore, view.size())));
+    if (cost) {
+      sessionCost_ += *cost;
+    } else {
+      ++unpricedTurns_;
+    }
+    out_ << "[cost " << formatUsd(cost) << (cost ? "" : " (no price for " + priced + ")")
+         << "]\n";
     (void)start;
   }
 
@@ -941,6 +960,13 @@ class ChatSession {
            << (usage.context.tokenLimit > 0 ? std::to_string(usage.context.tokenLimit)
                                             : std::string("no limit"))
            << "\n";
+    } else if (name == "cost") {
+      out_ << "this session: " << formatUsd(sessionCost_);
+      if (unpricedTurns_ > 0) {
+        out_ << " (not counted: " << unpricedTurns_ << " unpriced turn"
+             << (unpricedTurns_ == 1 ? "" : "s") << ")";
+      }
+      out_ << "\n";
     } else if (name == "system") {
       if (argument.empty()) throw ValidationError("/system", "give the prompt: /system TEXT");
       setSystemPrompt(argument);
@@ -1064,6 +1090,10 @@ class ChatSession {
   std::string current_ = "main";
   // /set overrides of the request (an unset key keeps the endpoint's value); nullopt: none.
   std::optional<nlohmann::json> settings_;
+  PriceTable prices_;
+  std::string clientModel_;  // the endpoint's model, priced when no /model or /set model is in use
+  double sessionCost_ = 0;   // the priced turns of this session, every branch
+  int unpricedTurns_ = 0;
 };
 
 }  // namespace
@@ -1099,6 +1129,7 @@ void addChatCommand(CLI::App& app, int& exitCode) {
       ->capture_default_str();
   cmd->add_option("--token-limit", args->tokenLimit, "Context limit shown by /usage (0: none)")
       ->capture_default_str();
+  addPricesOption(*cmd, args->pricesFile);
   cmd->add_flag("--json-mode", args->jsonMode, "Ask for JSON object replies (response_format)");
   cmd->add_flag("--stream,!--no-stream", args->stream,
                 "Stream replies as they are generated (default) or print them whole");

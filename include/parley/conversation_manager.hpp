@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "parley/context_snapshot.hpp"
+#include "parley/cost.hpp"
 #include "parley/llm.hpp"
 #include "parley/message.hpp"
 #include "parley/message_store.hpp"
@@ -98,6 +99,17 @@ struct ConversationOptions {
   std::shared_ptr<TurnSink> persist;
   // Where diagnostics go (a failing trigger, ...). Null: stderr.
   std::function<void(const std::string&)> log;
+  // Cost limits (cost.hpp), checked before every model call: the call's worst case (the exact
+  // prompt count, the max_tokens bound; a request without max_tokens is sent with
+  // budget.defaultMaxTokens) on top of what the run and the thread spent. Over a limit, or with
+  // an unpriced model: BudgetExceeded, nothing sent, nothing added. Default: no limits.
+  CostBudget budget;
+};
+
+// What a conversation's replies cost (ConversationManager::spentCost), in USD.
+struct CostSpent {
+  double thread = 0;  // every reply of the history, hidden ones included (they were paid for)
+  double run = 0;     // the replies after the view's last user prompt: the run in progress
 };
 
 struct LlmCallOptions {
@@ -240,6 +252,11 @@ class ConversationManager {
   // view, such as a summary made by the compression trigger.
   void addSideUsage(const TokenUsage& usage);
   const ConversationOptions& options() const;
+  // The prompt tokens of a call sending the view, then `pending`, with the tools offered: as
+  // countChatTokens() counts them, each message counted once and cached.
+  TokenCount countPromptTokens(const std::vector<Message>& pending = {}) const;
+  // What the replies cost at `price` (each reply's usage, cost.hpp's costOf).
+  CostSpent spentCost(const ModelPrice& price) const;
 
   // --- snapshots ----------------------------------------------------------------------------
   // The whole state as a versioned JSON document:
@@ -293,6 +310,8 @@ class ConversationManager {
   // ValidationError unless each call is one of the last tool-call message's unanswered calls.
   void requireOpenCalls(const std::vector<ToolCall>& calls) const;
   TokenCheck contextTokens() const;       // REQUIRES the lock
+  int64_t toolTokens() const;             // the tool definitions' tokens; REQUIRES the lock
+  void enforceBudget(ChatRequest& request, const std::vector<Message>& pending) const;
 
   std::unique_ptr<State> state_;
 };

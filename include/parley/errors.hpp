@@ -26,16 +26,17 @@ namespace parley {
 
 // One kind per class of the hierarchy below; written in JSON as the name toString() gives.
 enum class ErrorKind {
-  Error,          // "error": any other failure (also a std::exception that is not a parley one)
-  Validation,     // "validation"
-  Http,           // "http"
-  Connection,     // "connection"
-  Timeout,        // "timeout"
-  Cancelled,      // "cancelled"
-  Protocol,       // "protocol"
-  Store,          // "store"
-  StoreConflict,  // "store_conflict"
-  LeaseLost,      // "lease_lost"
+  Error,           // "error": any other failure (also a std::exception that is not a parley one)
+  Validation,      // "validation"
+  Http,            // "http"
+  Connection,      // "connection"
+  Timeout,         // "timeout"
+  Cancelled,       // "cancelled"
+  Protocol,        // "protocol"
+  Store,           // "store"
+  StoreConflict,   // "store_conflict"
+  LeaseLost,       // "lease_lost"
+  BudgetExceeded,  // "budget_exceeded"
 };
 
 const char* toString(ErrorKind kind) noexcept;
@@ -159,6 +160,23 @@ class LeaseLost : public StoreError {
       : StoreError(what, {ErrorKind::LeaseLost, 0, false}) {}
 };
 
+// A model call could cost more than a budget allows (cost.hpp's CostBudget): nothing was sent.
+// what() names the budget, its limit and the estimate.
+class BudgetExceeded : public Error {
+ public:
+  BudgetExceeded(std::string budget, double limitUsd, double estimateUsd,
+                 const std::string& message);
+  const std::string& budget() const noexcept { return budget_; }  // "maxCostPerRun", ...
+  double limitUsd() const noexcept { return limitUsd_; }
+  // Spent + the call's worst case; infinity when the model has no price.
+  double estimateUsd() const noexcept { return estimateUsd_; }
+
+ private:
+  std::string budget_;
+  double limitUsd_;
+  double estimateUsd_;
+};
+
 // --- errors as data --------------------------------------------------------------------------
 
 // Texts an error document carries (message, an HTTP body) are cut at this many bytes, both
@@ -168,8 +186,9 @@ inline constexpr std::size_t kMaxErrorTextBytes = std::size_t{64} << 10;
 // The error as a JSON object:
 //   {"kind": "http", "message": what(), "retryable": true, "status": 429,
 //    "body": "...", "apiMessage": "...", "apiType": "...", "apiCode": "...", "requestId": "..."}
-// "field" and "reason" for a ValidationError; "status" and the API's fields for an HttpError
-// only. A std::exception that is not a parley::Error is kind "error".
+// "field" and "reason" for a ValidationError; "status" and the API's fields for an HttpError;
+// "budget", "limitUsd" and "estimateUsd" (null for an unpriced model) for a BudgetExceeded. A
+// std::exception that is not a parley::Error is kind "error".
 nlohmann::json errorToJson(const std::exception& error);
 // The same for a caught exception of any type (anything not a std::exception: "unknown error").
 nlohmann::json errorToJson(const std::exception_ptr& error);

@@ -6,6 +6,7 @@
 #include "parley/compression.hpp"
 #include "parley/context_ops.hpp"
 #include "parley/conversation_manager.hpp"
+#include "parley/cost.hpp"
 #include "parley/errors.hpp"
 #include "parley/event_log.hpp"
 #include "parley/events.hpp"

@@ -505,23 +505,74 @@ TokenCheck ConversationManager::contextTokens() const {
     from = *covered;
     check.estimated = from < s.viewSize();
   } else {
-    check.contextTokens = kReplyPrimingTokens;
+    check.contextTokens = kReplyPrimingTokens + toolTokens();
     check.estimated = true;
-    if (st.options->tools && st.options->tools->size() > 0) {
-      std::lock_guard lock(st.toolTokensMutex);
-      auto definitions = st.options->tools->definitions();
-      if (st.toolTokensRevision != definitions->revision) {
-        st.toolTokens = countToolTokens(definitions->tools, counter).tokens;
-        st.toolTokensRevision = definitions->revision;
-      }
-      check.contextTokens += st.toolTokens;
-    }
   }
   s.view().forEach(from, s.viewSize(), [&](MessageStore::Index i) {
     check.contextTokens += messageTokens(s.record(i), counter);
   });
   check.overLimit = check.tokenLimit > 0 && check.contextTokens > check.tokenLimit;
   return check;
+}
+
+int64_t ConversationManager::toolTokens() const {
+  const State& st = *state_;
+  if (!st.options->tools || st.options->tools->size() == 0) return 0;
+  const TokenCounter& counter = st.counter ? *st.counter : defaultCounter();
+  std::lock_guard lock(st.toolTokensMutex);
+  auto definitions = st.options->tools->definitions();
+  if (st.toolTokensRevision != definitions->revision) {
+    st.toolTokens = countToolTokens(definitions->tools, counter).tokens;
+    st.toolTokensRevision = definitions->revision;
+  }
+  return st.toolTokens;
+}
+
+TokenCount ConversationManager::countPromptTokens(const std::vector<Message>& pending) const {
+  std::shared_lock lock(state_->mutex);
+  const MessageStore& s = state_->store;
+  const TokenCounter& counter = state_->counter ? *state_->counter : defaultCounter();
+  TokenCount total{kReplyPrimingTokens + toolTokens(), !counter.exact()};
+  s.view().forEach(0, s.viewSize(), [&](MessageStore::Index i) {
+    total.tokens += messageTokens(s.record(i), counter);
+  });
+  for (const Message& m : pending)
+    total += countMessageTokens(m, counter);
+  return total;
+}
+
+CostSpent ConversationManager::spentCost(const ModelPrice& price) const {
+  std::shared_lock lock(state_->mutex);
+  const MessageStore& s = state_->store;
+  CostSpent spent;
+  for (size_t i = 0; i < s.storageSize(); ++i) {
+    if (const auto& usage = s.stored(i).usage) spent.thread += costOf(*usage, price);
+  }
+  for (size_t p = s.viewSize(); p-- > 0;) {
+    const Message& m = s.visible(p);
+    if (m.role == Role::User) break;
+    if (m.usage) spent.run += costOf(*m.usage, price);
+  }
+  return spent;
+}
+
+void ConversationManager::enforceBudget(ChatRequest& request,
+                                        const std::vector<Message>& pending) const {
+  const CostBudget& budget = state_->options->budget;
+  BudgetCall call;
+  call.model = request.model.empty() ? budget.model : request.model;
+  call.prompt = countPromptTokens(pending);
+  if (!request.maxTokens) request.maxTokens = budget.defaultMaxTokens;
+  call.maxTokens = *request.maxTokens;
+  if (auto price = budget.prices ? budget.prices->find(call.model) : std::nullopt) {
+    const CostSpent spent = spentCost(*price);
+    call.spentThread = spent.thread;
+    // A pending user prompt starts a new run.
+    const bool newRun = std::any_of(pending.begin(), pending.end(),
+                                    [](const Message& m) { return m.role == Role::User; });
+    call.spentRun = newRun ? 0 : spent.run;
+  }
+  checkBudget(budget, call);  // throws BudgetExceeded; unpriced models too
 }
 
 TokenCheck ConversationManager::estimateContextTokens() const {
@@ -610,6 +661,7 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
     });
   }
   request.tools = config.tools ? config.tools->definitions()->tools : json::array();
+  if (config.budget.limited()) enforceBudget(request, pending);  // before anything is sent
   request.stream = options.stream.value_or(config.stream);
   if (options.timeout) request.timeout = options.timeout;
   if (options.stopToken.stop_possible()) request.stopToken = options.stopToken;

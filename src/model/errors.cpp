@@ -1,5 +1,7 @@
 #include "parley/errors.hpp"
 
+#include <cmath>
+#include <limits>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +23,7 @@ constexpr std::pair<ErrorKind, const char*> kKindNames[] = {
     {ErrorKind::Store, "store"},
     {ErrorKind::StoreConflict, "store_conflict"},
     {ErrorKind::LeaseLost, "lease_lost"},
+    {ErrorKind::BudgetExceeded, "budget_exceeded"},
 };
 
 std::string describe(const HttpError::Details& d) {
@@ -84,6 +87,13 @@ bool HttpError::retryableStatus(int status) noexcept {
   return status == 408 || status == 409 || status == 429 || status >= 500;
 }
 
+BudgetExceeded::BudgetExceeded(std::string budget, double limitUsd, double estimateUsd,
+                               const std::string& message)
+    : Error(message, {ErrorKind::BudgetExceeded, 0, false}),
+      budget_(std::move(budget)),
+      limitUsd_(limitUsd),
+      estimateUsd_(estimateUsd) {}
+
 HttpError::HttpError(Details details)
     : Error(describe(details), {ErrorKind::Http, details.status, retryableStatus(details.status)}),
       details_(std::move(details)) {}
@@ -105,6 +115,11 @@ json errorToJson(const std::exception& error) {
     out["apiType"] = capped(d.apiType);
     out["apiCode"] = capped(d.apiCode);
     out["requestId"] = capped(d.requestId);
+  } else if (const auto* e = dynamic_cast<const BudgetExceeded*>(&error)) {
+    out["budget"] = e->budget();
+    // JSON has no infinity: an unpriced model's estimate is written as null.
+    out["limitUsd"] = e->limitUsd();
+    out["estimateUsd"] = std::isfinite(e->estimateUsd()) ? json(e->estimateUsd()) : json(nullptr);
   }
   return out;
 }
@@ -162,6 +177,15 @@ std::exception_ptr errorFromJson(const json& document) {
         return std::make_exception_ptr(StoreConflict(message));
       case ErrorKind::LeaseLost:
         return std::make_exception_ptr(LeaseLost(message));
+      case ErrorKind::BudgetExceeded: {
+        auto number = [&](const char* key) {
+          auto it = document.find(key);
+          return it != document.end() && it->is_number() ? it->get<double>()
+                                                         : std::numeric_limits<double>::infinity();
+        };
+        return std::make_exception_ptr(BudgetExceeded(
+            stringField(document, "budget"), number("limitUsd"), number("estimateUsd"), message));
+      }
       case ErrorKind::Error:
         break;
     }
