@@ -504,6 +504,26 @@ TEST_F(Executor, AToolThatNeverAnswersGetsATimeoutErrorResult) {
   EXPECT_TRUE(logContains("did not answer"));
 }
 
+// Without a tool registry nothing answers a ToolExecutionRequest: a tool the model invents gets
+// an error result at once instead of waiting the (here ten-minute) tool timeout.
+TEST_F(Executor, WithoutAToolRegistryAnInventedToolIsRefusedAtOnce) {
+  startMock(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "after {{tool_results}}"}}
+{"reply": {"tool_calls": [{"name": "invented", "arguments": {}}]}}
+)");
+  Recorder rec(bus_);
+  auto o = options();
+  o.tools = nullptr;
+  o.toolCallTimeout = std::chrono::minutes(10);
+  LlmExecutor executor(bus_, o);
+  auto result = executor.execute(request("t", "go"));
+  EXPECT_EQ(result.content.rfind("after {\"error\":", 0), 0u) << result.content;
+  EXPECT_NE(result.content.find("invented"), std::string::npos) << result.content;
+  EXPECT_EQ(result.iterations, 2);
+  std::lock_guard lock(rec.mutex);
+  EXPECT_EQ(std::count(rec.order.begin(), rec.order.end(), "tool_execution_request"), 0);
+}
+
 TEST_F(Executor, HundredThreadsAtOnceKeepTheirOwnHistories) {
   startMock(R"({"reply": {"content": "echo {{last_user}}"}})");
   Recorder rec(bus_);
@@ -905,10 +925,11 @@ TEST_F(Executor, ASnapshotOfAStoredThreadIsSavedAsItsNewView) {
     o.store = store;
     LlmExecutor executor(bus_, o);
     auto first = request("s", "q1");
-    first.contextSnapshot = snapshotOf({Message::user("a"), Message::assistant("b"),
-                                        Message::user("c"), Message::assistant("d")});
+    first.contextSnapshot = snapshotOf(
+        {Message::user("a"), Message::assistant("b"), Message::user("c"), Message::assistant("d")});
     EXPECT_EQ(executor.execute(first).content, "turn 3: q1");
-    EXPECT_EQ(storedView(*store), (std::vector<std::string>{"a", "b", "c", "d", "q1", "turn 3: q1"}));
+    EXPECT_EQ(storedView(*store),
+              (std::vector<std::string>{"a", "b", "c", "d", "q1", "turn 3: q1"}));
     auto shorter = request("s", "q2");
     shorter.contextSnapshot = snapshotOf({Message::user("x"), Message::assistant("y")});
     EXPECT_EQ(executor.execute(shorter).content, "turn 2: q2");

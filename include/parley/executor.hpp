@@ -11,6 +11,9 @@
 // its thread and toolCallId (or the tool timeout: then the tool gets an error result; two
 // threads may wait for calls of the same id), append the tool
 // messages in call order, call again, until a reply without tool calls or maxIterations calls.
+// A call of a tool that was not offered (requestData.tools), or, while the executor runs its own
+// ToolWorker, of a tool its registry lacks (none when it has no registry), is not sent: it gets
+// an error result at once instead of waiting out toolCallTimeout.
 // With responseCacheSize set, a model call whose request was answered before is replayed
 // from the cache instead (see the option). Every event a request causes carries its traceId
 // (one is generated when the request has none).

@@ -396,19 +396,27 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       publishAdded(request, message);
     };
     run.runToolCalls = [&](const std::vector<ToolCall>& calls, std::stop_token cancel) {
-      return toolCalls.run(request, calls, cancel,
-                           [&](const ToolCall& call) -> std::optional<ToolResult> {
-                             if (!offered.empty() && !offered.count(call.name)) {
-                               ToolResult r;
-                               r.toolCallId = call.id;
-                               r.name = call.name;
-                               r.errorKind = ToolErrorKind::UnknownTool;
-                               r.error = "tool \"" + call.name +
-                                         "\" was not offered for this request";
-                               return r;
-                             }
-                             return interactions.approval(request, call, cancel);
-                           });
+      return toolCalls.run(
+          request, calls, cancel, [&](const ToolCall& call) -> std::optional<ToolResult> {
+            // Refused at once: a tool not offered, or one the executor's own worker cannot run
+            // (its registry lacks it), would otherwise wait out its timeout. With toolWorker
+            // off, the caller's worker decides.
+            const bool refused =
+                offered.empty()
+                    ? options.toolWorker && !(options.tools && options.tools->has(call.name))
+                    : !offered.count(call.name);
+            if (refused) {
+              ToolResult r;
+              r.toolCallId = call.id;
+              r.name = call.name;
+              r.errorKind = ToolErrorKind::UnknownTool;
+              r.error =
+                  "tool \"" + call.name + "\" " +
+                  (offered.empty() ? "is not registered" : "was not offered for this request");
+              return r;
+            }
+            return interactions.approval(request, call, cancel);
+          });
     };
 
     RunResult done = manager.run(prompt, run);
