@@ -524,6 +524,33 @@ TEST_F(Executor, WithoutAToolRegistryAnInventedToolIsRefusedAtOnce) {
   EXPECT_EQ(std::count(rec.order.begin(), rec.order.end(), "tool_execution_request"), 0);
 }
 
+// A failed request leaves the thread's history as it was: the prompt, the reply that asked for
+// a tool and the tool's result are all dropped, so a retry does not send the prompt twice.
+TEST_F(Executor, AFailedRequestIsRolledBack) {
+  startMock(R"(
+{"match": {"request": 3}, "error": {"status": 500, "message": "down"}}
+{"match": {"last_role": "tool"}, "reply": {"content": "after {{tool_results}}"}}
+{"match": {"user_contains": "use"}, "reply": {"tool_calls": [{"name": "alpha", "arguments": {}}]}}
+{"reply": {"content": "ok {{last_user}}"}}
+)");
+  addTools();
+  Recorder rec(bus_);
+  LlmExecutor executor(bus_, options());
+  EXPECT_EQ(executor.execute(request("r", "first")).content, "ok first");
+  EXPECT_THROW(executor.execute(request("r", "use tools")), HttpError);  // the 3rd call: 500
+  auto retried = executor.execute(request("r", "use tools"));
+  EXPECT_EQ(retried.content, "after A-by-registry");
+  const json body = server_->requests().back()["body"];
+  std::vector<std::string> roles;
+  for (const auto& m : body["messages"])
+    roles.push_back(m["role"]);
+  EXPECT_EQ(roles, (std::vector<std::string>{"user", "assistant", "user", "assistant", "tool"}))
+      << body["messages"].dump();
+  std::lock_guard lock(rec.mutex);
+  ASSERT_EQ(rec.completed.size(), 2u);
+  EXPECT_EQ(history(rec.completed.back().updatedContext).size(), 6u);
+}
+
 TEST_F(Executor, HundredThreadsAtOnceKeepTheirOwnHistories) {
   startMock(R"({"reply": {"content": "echo {{last_user}}"}})");
   Recorder rec(bus_);

@@ -29,6 +29,11 @@
 // of yes/y/approve/ok runs it, anything else, or no answer within toolCallTimeout, becomes the
 // tool's error result.
 //
+// A request that fails leaves its thread's conversation as it was before the request: the
+// prompt, a half-done tool round and a contextSnapshot are dropped (the MessageAdded events
+// already published for them stand), so a retry does not repeat the prompt. Nothing of it was
+// saved: the store is written only when a request completes.
+//
 // Threads are isolated: one ConversationManager each. Requests of one thread run in order,
 // requests of different threads concurrently, at most maxConcurrentThreads at once.
 //

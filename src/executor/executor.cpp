@@ -244,7 +244,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     return std::make_unique<ConversationManager>(std::move(o));
   }
 
-  // The thread's conversation, ready for `request`.
+  // The thread's conversation, made or loaded on first use, on the request's profile.
   void prepare(ThreadState& state, const LlmExecutionRequest& request) {
     const std::string& profileId = request.requestData.profileId;
     if (!state.manager) {
@@ -261,6 +261,10 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       state.manager = std::move(next);
       state.profileId = profileId;
     }
+  }
+
+  // Replaces the thread's conversation with the request's contextSnapshot, when it has one.
+  void applySnapshot(ThreadState& state, const LlmExecutionRequest& request) {
     if (!request.contextSnapshot.is_null()) {
       if (!state.stored) {
         state.manager->restoreFromSnapshot(request.contextSnapshot);
@@ -286,9 +290,14 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
 
   void process(ThreadState& state, const LlmExecutionRequest& request) {
     state.current = &request;
+    std::optional<ConversationManager> before;
     try {
       if (state.stop.stop_requested()) throw CancelledError("the thread was cleaned up");
       prepare(state, request);
+      // What the thread held before: a failed request leaves it so (a retry must not find
+      // the prompt, a half turn or the snapshot there). A clone shares the history's storage.
+      before = state.manager->clone();
+      applySnapshot(state, request);
       LlmExecutionResult result;
       if (isContextProcessor(request)) {
         result = applyOperation(state, request);
@@ -298,6 +307,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
         result = runLoop(state, request, request.requestData.prompt);
       }
       if (state.stored) state.stored->save(*state.manager);
+      before.reset();  // committed
       auto done = detail::causedBy<LlmExecutionCompleted>(request);
       done.nodeId = request.nodeId;
       done.result = std::move(result);
@@ -306,6 +316,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       bus.publish(done);
     } catch (...) {
       state.current = nullptr;
+      if (before) state.manager = std::make_unique<ConversationManager>(std::move(*before));
       publishFailed(request, std::current_exception());
     }
   }
