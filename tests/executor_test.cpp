@@ -1129,5 +1129,188 @@ TEST_F(Executor, EventLogWritesJsonLinesWithoutSecrets) {
   EXPECT_EQ(std::count(types.begin(), types.end(), "tool_execution_completed"), 2);
 }
 
+// A worker that cannot run a tool says why as errorDetails (errorToJson), as a failed request
+// does; the executor reads the message from it and counts a "timeout" kind as a timeout.
+TEST_F(Executor, ToolExecutionFailedCarriesTheErrorAsJson) {
+  startMock(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "after {{tool_results}}"}}
+{"reply": {"tool_calls": [{"name": "alpha", "arguments": {}}]}}
+)");
+  addTools();
+  std::ostringstream out;
+  EventLog eventLog(bus_, out);
+  auto worker = bus_.subscribe<ToolExecutionRequest>([&](const ToolExecutionRequest& e) {
+    ToolExecutionFailed failed;
+    failed.threadId = e.threadId;
+    failed.traceId = e.traceId;
+    failed.toolCallId = e.toolCall.id;
+    failed.errorDetails = errorToJson(TimeoutError("the tool host did not answer"));
+    bus_.publish(failed);
+  });
+  LlmExecutor executor(bus_, options(/*toolWorker=*/false));
+  auto result = executor.execute(request("t", "go"));
+  EXPECT_NE(result.content.find("the tool host did not answer"), std::string::npos)
+      << result.content;
+  const auto stats = executor.toolStats("t");
+  ASSERT_EQ(stats.count("alpha"), 1u);
+  EXPECT_EQ(stats.at("alpha").calls, 1u);
+  EXPECT_EQ(stats.at("alpha").failures, 1u);
+  EXPECT_EQ(stats.at("alpha").timeouts, 1u);
+  EXPECT_TRUE(logContains("could not be run: the tool host did not answer"));
+  bool logged = false;
+  std::istringstream lines(out.str());
+  for (std::string line; std::getline(lines, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j["type"] != "tool_execution_failed") continue;
+    logged = true;
+    EXPECT_EQ(j["errorDetails"]["kind"], "timeout");
+    EXPECT_EQ(j["errorDetails"]["message"], "the tool host did not answer");
+  }
+  EXPECT_TRUE(logged) << out.str();
+}
+
+// Calls, failures, timeouts and time per tool, for one thread and for the whole executor.
+TEST_F(Executor, ToolStatisticsPerThreadAndPerTool) {
+  startMock(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "after {{tool_results}}"}}
+{"match": {"user_contains": "slow"}, "reply": {"tool_calls": [{"name": "slow", "arguments": {}}]}}
+{"reply": {"tool_calls": [{"name": "alpha", "arguments": {}}, {"name": "broken", "arguments": {}}, {"name": "invented", "arguments": {}}]}}
+)");
+  tools_->add("alpha", "", nullptr, [](const json&, ToolContext&) -> json { return "A"; });
+  tools_->add("broken", "", nullptr,
+              [](const json&, ToolContext&) -> json { throw std::runtime_error("broke"); });
+  tools_->add("slow", "", nullptr, [](const json&, ToolContext& context) -> json {
+    std::mutex m;
+    std::condition_variable_any cv;
+    std::unique_lock lock(m);
+    cv.wait(lock, context.stopToken, [] { return false; });
+    return "late";
+  });
+  auto o = options();
+  o.toolCallTimeout = 100ms;
+  LlmExecutor executor(bus_, o);
+  executor.execute(request("s1", "use tools"));
+  executor.execute(request("s1", "use tools again"));
+  executor.execute(request("s2", "use tools"));
+  executor.execute(request("s2", "be slow"));
+
+  const auto s1 = executor.toolStats("s1");
+  ASSERT_EQ(s1.size(), 3u);
+  EXPECT_EQ(s1.at("alpha").calls, 2u);
+  EXPECT_EQ(s1.at("alpha").failures, 0u);
+  EXPECT_EQ(s1.at("broken").calls, 2u);
+  EXPECT_EQ(s1.at("broken").failures, 2u);
+  EXPECT_EQ(s1.at("broken").timeouts, 0u);
+  EXPECT_EQ(s1.at("invented").failures, 2u);  // refused, never sent
+  EXPECT_EQ(s1.at("invented").totalTime.count(), 0);
+  const auto s2 = executor.toolStats("s2");
+  EXPECT_EQ(s2.at("alpha").calls, 1u);
+  EXPECT_EQ(s2.at("slow").calls, 1u);
+  EXPECT_EQ(s2.at("slow").failures, 1u);
+  EXPECT_EQ(s2.at("slow").timeouts, 1u);
+  EXPECT_GE(s2.at("slow").totalTime, 100ms);  // it was waited for until its timeout
+  const auto all = executor.toolStats();
+  EXPECT_EQ(all.at("alpha").calls, 3u);
+  EXPECT_EQ(all.at("broken").failures, 3u);
+  EXPECT_TRUE(executor.toolStats("nobody").empty());
+
+  EXPECT_TRUE(executor.cleanupThread("s1"));
+  EXPECT_TRUE(executor.toolStats("s1").empty());
+  EXPECT_EQ(executor.toolStats().at("alpha").calls, 3u);
+}
+
+// Each model call of a request has a span id of its own under the request's trace, carried by
+// the events of that call: its chunks, its prompt and reply, the reply's tool calls and results.
+TEST_F(Executor, EachModelCallHasItsOwnSpanUnderTheTrace) {
+  startMock(kToolScript);
+  addTools();
+  std::mutex mutex;
+  std::vector<std::pair<std::string, std::string>> seen;  // event type (role), span id
+  std::vector<Subscription> subs;
+  subs.push_back(bus_.subscribe<LlmStreamChunk>([&](const LlmStreamChunk& e) {
+    std::lock_guard lock(mutex);
+    seen.emplace_back("chunk" + std::to_string(e.iteration), e.spanId);
+  }));
+  subs.push_back(bus_.subscribe<MessageAdded>([&](const MessageAdded& e) {
+    std::lock_guard lock(mutex);
+    seen.emplace_back(std::string(toString(e.message.role)), e.spanId);
+  }));
+  subs.push_back(bus_.subscribe<ToolExecutionRequest>([&](const ToolExecutionRequest& e) {
+    std::lock_guard lock(mutex);
+    seen.emplace_back("tool_request", e.spanId);
+  }));
+  subs.push_back(bus_.subscribe<ToolExecutionCompleted>([&](const ToolExecutionCompleted& e) {
+    std::lock_guard lock(mutex);
+    seen.emplace_back("tool_completed", e.spanId);
+  }));
+  std::string completedSpan = "unset";
+  subs.push_back(bus_.subscribe<LlmExecutionCompleted>([&](const LlmExecutionCompleted& e) {
+    std::lock_guard lock(mutex);
+    completedSpan = e.spanId;
+  }));
+  LlmExecutor executor(bus_, options());
+  auto r = request("t", "use tools");
+  r.requestData.stream = true;
+  executor.execute(r);
+  decltype(seen) first;
+  {
+    std::lock_guard lock(mutex);
+    first.swap(seen);
+  }
+  executor.execute(request("t", "use tools again"));
+
+  std::lock_guard lock(mutex);
+  // Call 1: the prompt, the reply with two tool calls, their round trips and results; call 2:
+  // the streamed answer. Every event of call 1 comes before the first event of call 2.
+  const std::vector<std::string> call1 = {
+      "user",           "assistant",      "tool_request", "tool_request",
+      "tool_completed", "tool_completed", "tool",         "tool"};
+  ASSERT_GT(first.size(), call1.size());
+  const std::string span1 = first[0].second;
+  EXPECT_EQ(span1.rfind("sp-", 0), 0u) << span1;
+  std::multiset<std::string> kinds;
+  for (size_t i = 0; i < call1.size(); ++i) {
+    kinds.insert(first[i].first);
+    EXPECT_EQ(first[i].second, span1) << first[i].first;
+  }
+  EXPECT_EQ(kinds, std::multiset<std::string>(call1.begin(), call1.end()));
+  const std::string span2 = first[call1.size()].second;
+  EXPECT_NE(span2, span1);
+  for (size_t i = call1.size(); i < first.size(); ++i) {
+    EXPECT_TRUE(first[i].first == "chunk2" || first[i].first == "assistant") << first[i].first;
+    EXPECT_EQ(first[i].second, span2) << first[i].first;
+  }
+  EXPECT_EQ(first.back().first, "assistant");
+  // The next request's calls have spans of their own.
+  std::set<std::string> later;
+  for (const auto& [what, span] : seen) {
+    EXPECT_FALSE(span.empty()) << what;
+    later.insert(span);
+  }
+  EXPECT_EQ(later.size(), 2u);
+  EXPECT_FALSE(later.count(span1) || later.count(span2));
+  EXPECT_TRUE(completedSpan.empty()) << completedSpan;
+}
+
+// A failed request is written to the log (stderr when none is set) unless logErrors is off.
+TEST_F(Executor, FailuresAreLoggedUnlessTurnedOff) {
+  startMock(R"({"error": {"status": 429, "message": "slow down"}})");
+  {
+    LlmExecutor executor(bus_, options());
+    auto r = request("limited", "hi");
+    r.traceId = "trace-logged";
+    EXPECT_THROW(executor.execute(r), HttpError);
+  }
+  EXPECT_TRUE(logContains("trace-logged"));
+  EXPECT_TRUE(logContains("slow down"));
+  auto o = options();
+  o.logErrors = false;
+  LlmExecutor quiet(bus_, o);
+  auto r = request("limited", "hi");
+  r.traceId = "trace-quiet";
+  EXPECT_THROW(quiet.execute(r), HttpError);
+  EXPECT_FALSE(logContains("trace-quiet"));
+}
+
 }  // namespace
 }  // namespace parley

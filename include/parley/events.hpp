@@ -39,6 +39,13 @@ struct EventHeader {
   std::string workflowId;
   std::string threadId;
   std::string traceId;  // the request that caused the event (LLM -> tools -> LLM)
+  // The model call the event belongs to, a span under traceId: each model call of a request
+  // gets its own id, carried by the events of that call (TokenLimitExceeded, LlmStreamChunk,
+  // the MessageAdded of its prompt, its reply and the tool results of that reply, the
+  // ToolExecutionRequest/Completed/Failed and approval questions of its tool calls). Empty on
+  // events of the request as a whole (LlmExecutionRequest/Completed/Failed) and of
+  // context_processor and user_interaction nodes outside their model calls.
+  std::string spanId;
 };
 
 // --- LLM execution -------------------------------------------------------------------------
@@ -146,6 +153,7 @@ struct ToolExecutionOutcome {
   std::string error;      // for the model (failure)
   std::chrono::microseconds executionTime{0};
   int retryCount = 0;
+  bool timedOut = false;  // the failure is the tool's timeout (counted in ToolStats::timeouts)
 };
 
 // The tool ran (successfully or not: see result.success).
@@ -161,7 +169,11 @@ struct ToolExecutionFailed : EventHeader {
   static constexpr const char* kType = "tool_execution_failed";
   ToolExecutionFailed() { type = kType; }
   std::string toolCallId;
-  std::string error;
+  std::string error;  // what went wrong, for people and the model (errorDetails.message)
+  // The error as errorToJson() writes it (errors.hpp), as in LlmExecutionFailed; a "kind" of
+  // "timeout" counts the call as a timeout in LlmExecutor::toolStats(). When `error` is empty
+  // the executor reads errorDetails.message.
+  nlohmann::json errorDetails = nlohmann::json::object();
 };
 
 // --- human interaction ----------------------------------------------------------------------

@@ -47,6 +47,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -100,6 +101,21 @@ struct ExecutorOptions {
   // same time both call the model.
   size_t responseCacheSize = 0;
   std::function<void(const std::string&)> log;  // diagnostics; null: stderr
+  // Each failed request (LlmExecutionFailed) and each tool call that could not be run
+  // (ToolExecutionFailed) is also written to `log`, one line with its trace id, so a failure
+  // nobody listens for is still seen. Turn it off when an EventLog (or a subscriber of your
+  // own) records the bus.
+  bool logErrors = true;
+};
+
+// The executor's count of the tool calls of one tool (LlmExecutor::toolStats()).
+struct ToolStats {
+  uint64_t calls = 0;     // calls that got a result: run, refused or timed out
+  uint64_t failures = 0;  // results that are errors, timeouts included
+  uint64_t timeouts = 0;  // no answer within toolCallTimeout, or a worker reporting a timeout
+  // From sending each call to its result (queueing in the worker included); 0 for a call
+  // settled without being sent (refused).
+  std::chrono::microseconds totalTime{0};
 };
 
 class LlmExecutor {
@@ -138,6 +154,13 @@ class LlmExecutor {
     size_t size = 0;  // replies kept now
   };
   CacheStats responseCacheStats() const;
+
+  // The tool calls of the thread's requests, per tool name; with an empty threadId, of every
+  // thread since the executor started (cleanupThread() forgets a thread's own counts, not
+  // these). At most kMaxToolStatNames names per thread and overall; the calls of further names
+  // are counted under "(other)".
+  static constexpr size_t kMaxToolStatNames = 256;
+  std::map<std::string, ToolStats> toolStats(const std::string& threadId = {}) const;
 
  private:
   struct Impl;

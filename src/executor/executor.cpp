@@ -46,7 +46,21 @@ struct ThreadState {
   std::string profileId;
   std::unique_ptr<StoredThread> stored;
   const LlmExecutionRequest* current = nullptr;  // the request running now (for the trigger)
+  // The span of the model call under way (EventHeader::spanId); a new one starts at the first
+  // event of the next call once `callDone` (its reply arrived).
+  std::string span;
+  bool callDone = true;
 };
+
+// The span of the model call the next event belongs to.
+template <typename NewId>
+const std::string& callSpan(ThreadState& state, NewId&& newId) {
+  if (state.callDone) {
+    state.span = newId("sp-");
+    state.callDone = false;
+  }
+  return state.span;
+}
 
 }  // namespace
 
@@ -66,7 +80,8 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
   size_t outstanding = 0;                          // requests queued or running
   bool stopped = false;
 
-  detail::ToolCallDispatch toolCalls{bus, options};
+  detail::ToolStatsTable toolStats;
+  detail::ToolCallDispatch toolCalls{bus, options, toolStats};
   detail::Interactions interactions{bus, options};
 
   std::mutex traceMutex;
@@ -74,10 +89,11 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
 
   void log(const std::string& line) const { detail::logLine(options, line); }
 
-  std::string newTraceId() {
+  // A random id: "tr-" for a trace, "sp-" for a span.
+  std::string newId(const char* prefix) {
     std::lock_guard lock(traceMutex);
     static constexpr char kHex[] = "0123456789abcdef";
-    std::string id = "tr-";
+    std::string id = prefix;
     uint64_t bits = traceRandom();
     for (int i = 0; i < 16; ++i, bits >>= 4)
       id += kHex[bits & 15];
@@ -140,12 +156,16 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     event.nodeId = request.nodeId;
     event.errorDetails = errorToJson(error);
     event.error = event.errorDetails.at("message").get<std::string>();
+    if (options.logErrors) {
+      log("parley: request of node \"" + request.nodeId + "\" in thread \"" + request.threadId +
+          "\" (trace " + request.traceId + ") failed: " + event.error);
+    }
     bus.publish(event);
   }
 
   void onRequest(const LlmExecutionRequest& received) {
     LlmExecutionRequest request = received;
-    if (request.traceId.empty()) request.traceId = newTraceId();
+    if (request.traceId.empty()) request.traceId = newId("tr-");
     try {
       validate(request);
     } catch (...) {
@@ -235,7 +255,8 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     ThreadState* owner = &state;
     o.onTokenLimitExceeded = [this, owner](ConversationManager&, const TokenCheck& check) {
       if (!owner->current) return;
-      auto event = detail::causedBy<TokenLimitExceeded>(*owner->current);
+      auto event = detail::causedBy<TokenLimitExceeded>(
+          *owner->current, callSpan(*owner, [this](const char* p) { return newId(p); }));
       event.nodeId = owner->current->nodeId;
       event.contextTokens = check.contextTokens;
       event.tokenLimit = check.tokenLimit;
@@ -281,8 +302,9 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     }
   }
 
-  void publishAdded(const LlmExecutionRequest& request, const Message& message) {
-    auto event = detail::causedBy<MessageAdded>(request);
+  void publishAdded(const LlmExecutionRequest& request, const Message& message,
+                    const std::string& spanId = {}) {
+    auto event = detail::causedBy<MessageAdded>(request, spanId);
     event.nodeId = request.nodeId;
     event.message = message;
     bus.publish(event);
@@ -390,10 +412,14 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       }
       run.request = std::move(base);
     }
-    int iteration = 1;  // of the model call under way: one more than the replies seen
+    int iteration = 1;      // of the model call under way: one more than the replies seen
+    state.callDone = true;  // the first call's first event starts its span
+    const auto span = [&]() -> const std::string& {
+      return callSpan(state, [this](const char* p) { return newId(p); });
+    };
     run.onChunk = [&](const StreamDelta& delta) {
       if (!delta.content.empty() || !delta.reasoning.empty()) {
-        auto chunk = detail::causedBy<LlmStreamChunk>(request);
+        auto chunk = detail::causedBy<LlmStreamChunk>(request, span());
         chunk.nodeId = request.nodeId;
         chunk.iteration = iteration;
         chunk.content = delta.content;
@@ -403,12 +429,20 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       return !stop.stop_requested();
     };
     run.onMessage = [&](const Message& message) {
-      if (message.role == Role::Assistant) ++iteration;
-      publishAdded(request, message);
+      if (message.role == Role::Tool) {
+        publishAdded(request, message, state.span);  // the results of the call's tool calls
+        return;
+      }
+      publishAdded(request, message, span());
+      if (message.role == Role::Assistant) {
+        ++iteration;
+        state.callDone = true;
+      }
     };
     run.runToolCalls = [&](const std::vector<ToolCall>& calls, std::stop_token cancel) {
       return toolCalls.run(
-          request, calls, cancel, [&](const ToolCall& call) -> std::optional<ToolResult> {
+          request, state.span, calls, cancel,
+          [&](const ToolCall& call) -> std::optional<ToolResult> {
             // Refused at once: a tool not offered, or one the executor's own worker cannot run
             // (its registry lacks it), would otherwise wait out its timeout. With toolWorker
             // off, the caller's worker decides.
@@ -426,7 +460,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
                   (offered.empty() ? "is not registered" : "was not offered for this request");
               return r;
             }
-            return interactions.approval(request, call, cancel);
+            return interactions.approval(request, state.span, call, cancel);
           });
     };
 
@@ -454,6 +488,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       dropped.swap(state->queue);
       outstanding -= dropped.size();
     }
+    toolStats.forget(threadId);
     state->stop.request_stop();
     for (const auto& request : dropped) {
       publishFailed(request, std::make_exception_ptr(CancelledError(
@@ -534,7 +569,7 @@ LlmExecutor::~LlmExecutor() {
 }
 
 LlmExecutionResult LlmExecutor::execute(LlmExecutionRequest request) {
-  if (request.traceId.empty()) request.traceId = impl_->newTraceId();
+  if (request.traceId.empty()) request.traceId = impl_->newId("tr-");
   // A failure crosses as data and becomes an exception on this thread: an exception object
   // made on the runner's thread could be freed there, after this thread read it, and the
   // exception's reference count lives in an uninstrumented runtime that TSan cannot follow.
@@ -587,6 +622,10 @@ LlmExecutor::CacheStats LlmExecutor::responseCacheStats() const {
   out.evictions = s.evictions;
   out.size = s.size;
   return out;
+}
+
+std::map<std::string, ToolStats> LlmExecutor::toolStats(const std::string& threadId) const {
+  return impl_->toolStats.stats(threadId);
 }
 
 size_t LlmExecutor::threadCount() const {
