@@ -1312,5 +1312,68 @@ TEST_F(Executor, FailuresAreLoggedUnlessTurnedOff) {
   EXPECT_FALSE(logContains("trace-quiet"));
 }
 
+// A "tool" node runs one tool directly: the call and its result join the thread as a call and
+// its answer, so the next model call sees them; a tool's error is its result, as in the loop.
+TEST_F(Executor, AToolNodeRunsOneToolDirectly) {
+  startMock(R"({"reply": {"content": "model saw {{request}} requests"}})");
+  std::atomic<int> runs{0};
+  tools_->add("lookup", "", nullptr, [&](const json& args, ToolContext&) -> json {
+    ++runs;
+    return {{"found", args.at("key")}};
+  });
+  tools_->add("broken", "", nullptr,
+              [](const json&, ToolContext&) -> json { throw std::runtime_error("disk on fire"); });
+  Recorder rec(bus_);
+  LlmExecutor executor(bus_, options());
+  auto node = request("t", "");
+  node.nodeType = "tool";
+  node.requestData.profileId.clear();
+  node.requestData.parameters = {{"tool", "lookup"}, {"arguments", {{"key", "k1"}}}};
+  auto result = executor.execute(node);
+  EXPECT_EQ(runs.load(), 1);
+  EXPECT_EQ(json::parse(result.content), (json{{"found", "k1"}}));
+  EXPECT_EQ(result.finishReason, "tool");
+  EXPECT_EQ(result.iterations, 0);
+  ASSERT_EQ(result.toolCalls.size(), 1u);
+  EXPECT_EQ(result.toolCalls[0].name, "lookup");
+  EXPECT_TRUE(server_->requests().empty());
+
+  node.requestData.parameters = {{"tool", "broken"}};
+  auto failed = executor.execute(node);
+  EXPECT_EQ(failed.finishReason, "tool_error");
+  EXPECT_NE(failed.content.find("disk on fire"), std::string::npos) << failed.content;
+
+  // The next llm node sends both calls and their results, paired.
+  executor.execute(request("t", "what did the tools say?"));
+  const json messages = server_->requests().back()["body"]["messages"];
+  ASSERT_EQ(messages.size(), 5u) << messages.dump();
+  EXPECT_EQ(messages[0]["tool_calls"][0]["function"]["name"], "lookup");
+  EXPECT_EQ(messages[1]["role"], "tool");
+  EXPECT_EQ(messages[1]["tool_call_id"], messages[0]["tool_calls"][0]["id"]);
+  EXPECT_EQ(messages[3]["role"], "tool");
+  {
+    std::lock_guard lock(rec.mutex);
+    EXPECT_EQ(rec.failed.size(), 0u);
+  }
+
+  // Bad tool nodes fail naming the field; nothing runs.
+  const std::vector<std::pair<json, std::string>> bad = {
+      {json::object(), "requestData.parameters.tool"},
+      {{{"tool", 3}}, "requestData.parameters.tool"},
+      {{{"tool", "missing"}}, "requestData.parameters.tool"},
+      {{{"tool", "lookup"}, {"arguments", "k1"}}, "requestData.parameters.arguments"},
+  };
+  for (const auto& [parameters, field] : bad) {
+    node.requestData.parameters = parameters;
+    try {
+      executor.execute(node);
+      ADD_FAILURE() << parameters.dump() << ": no error";
+    } catch (const ValidationError& e) {
+      EXPECT_EQ(e.field(), field) << parameters.dump();
+    }
+  }
+  EXPECT_EQ(runs.load(), 1);
+}
+
 }  // namespace
 }  // namespace parley

@@ -57,7 +57,8 @@ struct LlmRequestData {
   std::vector<std::string> tools;
   std::string profileId;  // a ProfileRegistry name
   // Request body fields merged into every call of this request (temperature, max_tokens,
-  // model, ...). For a context_processor node: the context operation (context_ops.hpp).
+  // model, ...). For a context_processor node: the context operation (context_ops.hpp); for a
+  // tool node: {"tool": name, "arguments": {...}}.
   nlohmann::json parameters = nlohmann::json::object();
   bool stream = false;  // stream the replies (LlmStreamChunk per delta)
 };
@@ -66,8 +67,8 @@ struct LlmExecutionRequest : EventHeader {
   static constexpr const char* kType = "llm_execution_request";
   LlmExecutionRequest() { type = kType; }
   std::string nodeId;
-  // "llm" (the default; "" is read as "llm"), "context_processor" or "user_interaction"
-  // (executor.hpp).
+  // "llm" (the default; "" is read as "llm"), "context_processor", "user_interaction" or
+  // "tool" (executor.hpp).
   std::string nodeType = "llm";
   LlmRequestData requestData;
   // Non-null: a ConversationManager snapshot (createSnapshot()) the thread is restored from

@@ -1,5 +1,6 @@
 #include "parley/executor.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -31,6 +32,10 @@ bool isContextProcessor(const LlmExecutionRequest& request) {
 
 bool isUserInteraction(const LlmExecutionRequest& request) {
   return request.nodeType == "user_interaction";
+}
+
+bool isToolNode(const LlmExecutionRequest& request) {
+  return request.nodeType == "tool";
 }
 
 // One thread's conversation and its queue of requests.
@@ -107,10 +112,10 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     if (r.threadId.empty()) throw ValidationError("threadId", "must not be empty");
     if (r.nodeId.empty()) throw ValidationError("nodeId", "must not be empty");
     if (!r.nodeType.empty() && r.nodeType != "llm" && r.nodeType != "context_processor" &&
-        r.nodeType != "user_interaction") {
+        r.nodeType != "user_interaction" && r.nodeType != "tool") {
       throw ValidationError("nodeType", "unknown node type \"" + r.nodeType +
-                                            "\" (expected \"llm\", \"context_processor\" or "
-                                            "\"user_interaction\")");
+                                            "\" (expected \"llm\", \"context_processor\", "
+                                            "\"user_interaction\" or \"tool\")");
     }
     if (!r.contextSnapshot.is_null() && !r.contextSnapshot.is_object()) {
       throw ValidationError("contextSnapshot", "must be a snapshot object or null");
@@ -123,6 +128,20 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
         parseContextOperation(r.requestData.parameters);
       } catch (const ValidationError& e) {
         throw ValidationError("requestData.parameters." + e.field(), e.reason());
+      }
+      return;
+    }
+    if (isToolNode(r)) {
+      const nlohmann::json& params = r.requestData.parameters;
+      const nlohmann::json tool = params.value("tool", nlohmann::json());
+      if (!tool.is_string() || tool.get<std::string>().empty()) {
+        throw ValidationError("requestData.parameters.tool", "must name the tool to run");
+      }
+      if (params.contains("arguments") && !params["arguments"].is_object()) {
+        throw ValidationError("requestData.parameters.arguments", "must be a JSON object");
+      }
+      if (auto why = refusal(r.requestData, tool.get<std::string>())) {
+        throw ValidationError("requestData.parameters.tool", *why);
       }
       return;
     }
@@ -149,6 +168,20 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
                               "no tool \"" + r.requestData.tools[i] + "\" is registered");
       }
     }
+  }
+
+  // Why a call of `name` may not run for a request with `data`, or nullopt: a tool not offered,
+  // or one the executor's own worker cannot run (its registry lacks it), would otherwise wait
+  // out its timeout. With toolWorker off, the caller's worker decides about unlisted tools.
+  std::optional<std::string> refusal(const LlmRequestData& data, const std::string& name) const {
+    if (!data.tools.empty()) {
+      if (std::find(data.tools.begin(), data.tools.end(), name) != data.tools.end()) return {};
+      return "tool \"" + name + "\" was not offered for this request";
+    }
+    if (options.toolWorker && !(options.tools && options.tools->has(name))) {
+      return "tool \"" + name + "\" is not registered";
+    }
+    return std::nullopt;
   }
 
   void publishFailed(const LlmExecutionRequest& request, const std::exception_ptr& error) {
@@ -325,6 +358,8 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
         result = applyOperation(state, request);
       } else if (isUserInteraction(request)) {
         result = interact(state, request);
+      } else if (isToolNode(request)) {
+        result = runTool(state, request);
       } else {
         result = runLoop(state, request, request.requestData.prompt);
       }
@@ -352,6 +387,31 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
                                     {"removedForPairing", applied.removedForPairing}}
                          .dump();
     result.finishReason = "context_operation";
+    return result;
+  }
+
+  // Runs the tool the request names, as a call the workflow made: the call (an assistant
+  // message holding it) and its result join the thread, a pair the model's API accepts. A
+  // tool's error is its result (finish reason "tool_error"), as in the tool loop.
+  LlmExecutionResult runTool(ThreadState& state, const LlmExecutionRequest& request) {
+    const nlohmann::json& params = request.requestData.parameters;
+    ToolCall call;
+    call.id = newId("call_");
+    call.name = params.at("tool").get<std::string>();
+    call.arguments = params.value("arguments", nlohmann::json::object()).dump();
+    std::vector<ToolResult> results =
+        toolCalls.run(request, {}, {call}, state.stop.get_token(), [&](const ToolCall& c) {
+          return interactions.approval(request, {}, c, state.stop.get_token());
+        });
+    const ToolResult& r = results.front();
+    const std::vector<Message> added = {Message::assistant("", {call}), r.toMessage()};
+    state.manager->addMessages(added);
+    for (const Message& m : added)
+      publishAdded(request, m);
+    LlmExecutionResult result;
+    result.content = added.back().content;
+    result.finishReason = r.success ? "tool" : "tool_error";
+    result.toolCalls = {call};
     return result;
   }
 
@@ -393,8 +453,6 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     run.stopToken = stop;
     if (options.llmTimeout.count() > 0) run.timeout = options.llmTimeout;
     if (options.requestTimeout.count() > 0) run.turnTimeout = options.requestTimeout;
-    // Only the tools offered to the model may run: a call of another registered tool is refused.
-    const std::unordered_set<std::string> offered(data.tools.begin(), data.tools.end());
     if (!data.parameters.empty() || !data.tools.empty()) {
       ChatRequest base = manager.options().request;
       // Merged last into the body, so the request's parameters win; the executor's own
@@ -406,7 +464,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       if (!data.tools.empty()) {
         nlohmann::json subset = nlohmann::json::array();
         for (const auto& tool : options.tools->definitions()->tools) {
-          if (offered.count(tool["function"]["name"].get<std::string>())) subset.push_back(tool);
+          if (!refusal(data, tool["function"]["name"].get<std::string>())) subset.push_back(tool);
         }
         base.extra["tools"] = std::move(subset);
       }
@@ -440,28 +498,18 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       }
     };
     run.runToolCalls = [&](const std::vector<ToolCall>& calls, std::stop_token cancel) {
-      return toolCalls.run(
-          request, state.span, calls, cancel,
-          [&](const ToolCall& call) -> std::optional<ToolResult> {
-            // Refused at once: a tool not offered, or one the executor's own worker cannot run
-            // (its registry lacks it), would otherwise wait out its timeout. With toolWorker
-            // off, the caller's worker decides.
-            const bool refused =
-                offered.empty()
-                    ? options.toolWorker && !(options.tools && options.tools->has(call.name))
-                    : !offered.count(call.name);
-            if (refused) {
-              ToolResult r;
-              r.toolCallId = call.id;
-              r.name = call.name;
-              r.errorKind = ToolErrorKind::UnknownTool;
-              r.error =
-                  "tool \"" + call.name + "\" " +
-                  (offered.empty() ? "is not registered" : "was not offered for this request");
-              return r;
-            }
-            return interactions.approval(request, state.span, call, cancel);
-          });
+      return toolCalls.run(request, state.span, calls, cancel,
+                           [&](const ToolCall& call) -> std::optional<ToolResult> {
+                             if (auto why = refusal(data, call.name)) {
+                               ToolResult r;
+                               r.toolCallId = call.id;
+                               r.name = call.name;
+                               r.errorKind = ToolErrorKind::UnknownTool;
+                               r.error = std::move(*why);
+                               return r;
+                             }
+                             return interactions.approval(request, state.span, call, cancel);
+                           });
     };
 
     RunResult done = manager.run(prompt, run);
