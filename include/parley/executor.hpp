@@ -24,7 +24,13 @@
 // "user_interaction" publishes UserInteractionRequested {interactionId, prompt, timeout} and
 // waits for the UserInteractionResponded of that id: the answer is appended as a user message
 // and, when the request names a profile, the model is called with it (the tool loop goes on);
-// no answer in time fails the node. A tool registered with ToolOptions::requiresApproval is
+// no answer in time fails the node. A request of nodeType "tool" runs one tool directly:
+// requestData.parameters {"tool": name, "arguments": {...}} (the name must pass the checks a
+// model's call passes: offered, and registered while the executor runs its own worker); the
+// call and its result join the thread as an assistant message holding the call and the tool
+// message answering it; the result's content is the tool message's text, finishReason "tool"
+// ("tool_error" when the tool failed: its error is its result, as in the loop). No model is
+// called. A tool registered with ToolOptions::requiresApproval is
 // asked about first (UserInteractionRequested, interactionId "approve-<toolCallId>"); an answer
 // of yes/y/approve/ok runs it, anything else, or no answer within toolCallTimeout, becomes the
 // tool's error result.
