@@ -20,7 +20,10 @@
 //
 // A request of nodeType "context_processor" applies the context operation in
 // requestData.parameters (context_ops.hpp) to the thread's conversation; its result's content is
-// {"operation", "messageCount", "removedForPairing"} as JSON. A request of nodeType
+// {"operation", "messageCount", "removedForPairing"} as JSON; one whose operation is "read"
+// (ContextRead, context_ops.hpp) reads the history instead: into its result ({"operation":
+// "read", "messageCount", "messages"}), the thread unchanged, or into its prompt, which is then
+// sent to the model as an llm node's. A request of nodeType
 // "user_interaction" publishes UserInteractionRequested {interactionId, prompt, timeout} and
 // waits for the UserInteractionResponded of that id: the answer is appended as a user message
 // and, when the request names a profile, the model is called with it (the tool loop goes on);

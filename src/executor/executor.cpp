@@ -124,12 +124,23 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       throw ValidationError("requestData.parameters", "must be a JSON object");
     }
     if (isContextProcessor(r)) {
+      const bool read = isContextRead(r.requestData.parameters);
+      ContextRead::Into into = ContextRead::Into::Result;
       try {
-        parseContextOperation(r.requestData.parameters);
+        if (read) {
+          into = parseContextRead(r.requestData.parameters).into;
+        } else {
+          parseContextOperation(r.requestData.parameters);
+        }
       } catch (const ValidationError& e) {
         throw ValidationError("requestData.parameters." + e.field(), e.reason());
       }
-      return;
+      if (into == ContextRead::Into::Result) return;
+      // Read into the prompt: a model call, checked as an llm node's.
+      if (r.requestData.prompt.empty()) {
+        throw ValidationError("requestData.prompt",
+                              "must not be empty when the read goes into the prompt");
+      }
     }
     if (isToolNode(r)) {
       const nlohmann::json& params = r.requestData.parameters;
@@ -379,6 +390,21 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
   }
 
   LlmExecutionResult applyOperation(ThreadState& state, const LlmExecutionRequest& request) {
+    if (isContextRead(request.requestData.parameters)) {
+      const ContextRead read = parseContextRead(request.requestData.parameters);
+      std::vector<Message> messages = readContext(*state.manager, read);
+      if (read.into == ContextRead::Into::Prompt) {
+        return runLoop(state, request,
+                       promptWithContext(request.requestData.prompt, contextText(messages)));
+      }
+      LlmExecutionResult result;
+      result.content = nlohmann::json{{"operation", "read"},
+                                      {"messageCount", messages.size()},
+                                      {"messages", toJson(messages)}}
+                           .dump();
+      result.finishReason = "context_read";
+      return result;
+    }
     const ContextOperation op = parseContextOperation(request.requestData.parameters);
     const ContextOperationResult applied = applyContextOperation(*state.manager, op);
     LlmExecutionResult result;
@@ -459,6 +485,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       // parameters (a user_interaction's timeoutMs) are not the model's.
       for (const auto& [key, value] : data.parameters.items()) {
         if (isUserInteraction(request) && key == "timeoutMs") continue;
+        if (isContextProcessor(request)) break;  // its parameters say what to read
         base.extra[key] = value;
       }
       if (!data.tools.empty()) {
