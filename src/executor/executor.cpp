@@ -10,7 +10,6 @@
 #include <random>
 #include <stop_token>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "executor/interactions.hpp"
 #include "executor/request_context.hpp"
@@ -57,16 +56,6 @@ struct ThreadState {
   bool callDone = true;
 };
 
-// The span of the model call the next event belongs to.
-template <typename NewId>
-const std::string& callSpan(ThreadState& state, NewId&& newId) {
-  if (state.callDone) {
-    state.span = newId("sp-");
-    state.callDone = false;
-  }
-  return state.span;
-}
-
 }  // namespace
 
 struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
@@ -103,6 +92,15 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     for (int i = 0; i < 16; ++i, bits >>= 4)
       id += kHex[bits & 15];
     return id;
+  }
+
+  // The span of the model call the thread's next event belongs to.
+  const std::string& callSpan(ThreadState& state) {
+    if (state.callDone) {
+      state.span = newId("sp-");
+      state.callDone = false;
+    }
+    return state.span;
   }
 
   // --- requests ------------------------------------------------------------------------------
@@ -299,8 +297,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     ThreadState* owner = &state;
     o.onTokenLimitExceeded = [this, owner](ConversationManager&, const TokenCheck& check) {
       if (!owner->current) return;
-      auto event = detail::causedBy<TokenLimitExceeded>(
-          *owner->current, callSpan(*owner, [this](const char* p) { return newId(p); }));
+      auto event = detail::causedBy<TokenLimitExceeded>(*owner->current, callSpan(*owner));
       event.nodeId = owner->current->nodeId;
       event.contextTokens = check.contextTokens;
       event.tokenLimit = check.tokenLimit;
@@ -499,12 +496,9 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     }
     int iteration = 1;      // of the model call under way: one more than the replies seen
     state.callDone = true;  // the first call's first event starts its span
-    const auto span = [&]() -> const std::string& {
-      return callSpan(state, [this](const char* p) { return newId(p); });
-    };
     run.onChunk = [&](const StreamDelta& delta) {
       if (!delta.content.empty() || !delta.reasoning.empty()) {
-        auto chunk = detail::causedBy<LlmStreamChunk>(request, span());
+        auto chunk = detail::causedBy<LlmStreamChunk>(request, callSpan(state));
         chunk.nodeId = request.nodeId;
         chunk.iteration = iteration;
         chunk.content = delta.content;
@@ -518,7 +512,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
         publishAdded(request, message, state.span);  // the results of the call's tool calls
         return;
       }
-      publishAdded(request, message, span());
+      publishAdded(request, message, callSpan(state));
       if (message.role == Role::Assistant) {
         ++iteration;
         state.callDone = true;
