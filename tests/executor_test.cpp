@@ -504,6 +504,53 @@ TEST_F(Executor, AToolThatNeverAnswersGetsATimeoutErrorResult) {
   EXPECT_TRUE(logContains("did not answer"));
 }
 
+// Without a tool registry nothing answers a ToolExecutionRequest: a tool the model invents gets
+// an error result at once instead of waiting the (here ten-minute) tool timeout.
+TEST_F(Executor, WithoutAToolRegistryAnInventedToolIsRefusedAtOnce) {
+  startMock(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "after {{tool_results}}"}}
+{"reply": {"tool_calls": [{"name": "invented", "arguments": {}}]}}
+)");
+  Recorder rec(bus_);
+  auto o = options();
+  o.tools = nullptr;
+  o.toolCallTimeout = std::chrono::minutes(10);
+  LlmExecutor executor(bus_, o);
+  auto result = executor.execute(request("t", "go"));
+  EXPECT_EQ(result.content.rfind("after {\"error\":", 0), 0u) << result.content;
+  EXPECT_NE(result.content.find("invented"), std::string::npos) << result.content;
+  EXPECT_EQ(result.iterations, 2);
+  std::lock_guard lock(rec.mutex);
+  EXPECT_EQ(std::count(rec.order.begin(), rec.order.end(), "tool_execution_request"), 0);
+}
+
+// A failed request leaves the thread's history as it was: the prompt, the reply that asked for
+// a tool and the tool's result are all dropped, so a retry does not send the prompt twice.
+TEST_F(Executor, AFailedRequestIsRolledBack) {
+  startMock(R"(
+{"match": {"request": 3}, "error": {"status": 500, "message": "down"}}
+{"match": {"last_role": "tool"}, "reply": {"content": "after {{tool_results}}"}}
+{"match": {"user_contains": "use"}, "reply": {"tool_calls": [{"name": "alpha", "arguments": {}}]}}
+{"reply": {"content": "ok {{last_user}}"}}
+)");
+  addTools();
+  Recorder rec(bus_);
+  LlmExecutor executor(bus_, options());
+  EXPECT_EQ(executor.execute(request("r", "first")).content, "ok first");
+  EXPECT_THROW(executor.execute(request("r", "use tools")), HttpError);  // the 3rd call: 500
+  auto retried = executor.execute(request("r", "use tools"));
+  EXPECT_EQ(retried.content, "after A-by-registry");
+  const json body = server_->requests().back()["body"];
+  std::vector<std::string> roles;
+  for (const auto& m : body["messages"])
+    roles.push_back(m["role"]);
+  EXPECT_EQ(roles, (std::vector<std::string>{"user", "assistant", "user", "assistant", "tool"}))
+      << body["messages"].dump();
+  std::lock_guard lock(rec.mutex);
+  ASSERT_EQ(rec.completed.size(), 2u);
+  EXPECT_EQ(history(rec.completed.back().updatedContext).size(), 6u);
+}
+
 TEST_F(Executor, HundredThreadsAtOnceKeepTheirOwnHistories) {
   startMock(R"({"reply": {"content": "echo {{last_user}}"}})");
   Recorder rec(bus_);
@@ -690,6 +737,78 @@ TEST_F(Executor, ContextProcessorNodeAppliesTheOperation) {
   auto body = server_->requests().back()["body"];
   ASSERT_EQ(body["messages"].size(), 3u);
   EXPECT_EQ(body["messages"][0]["content"], "two");
+}
+
+// The read half of a context_processor node: the history, or a part of it chosen by count,
+// role and range, read into the result (the conversation unchanged) or into the prompt of a
+// model call.
+TEST_F(Executor, ContextProcessorNodeReadsTheHistory) {
+  startMock(R"({"reply": {"content": "ok {{last_user}}"}})");
+  LlmExecutor executor(bus_, options());
+  for (const char* prompt : {"one", "two", "three"})
+    executor.execute(request("c", prompt));
+  const auto read = [&](const json& spec) {
+    auto op = request("c", "");
+    op.nodeType = "context_processor";
+    op.requestData.profileId.clear();
+    op.requestData.parameters = {{"operation", "read"}, {"read", spec}};
+    auto result = executor.execute(op);
+    EXPECT_EQ(result.finishReason, "context_read");
+    const json content = json::parse(result.content);
+    EXPECT_EQ(content.at("operation"), "read");
+    std::vector<std::string> texts;
+    for (const Message& m : messagesFromJson(content.at("messages")))
+      texts.push_back(m.content);
+    EXPECT_EQ(content.at("messageCount"), texts.size());
+    return texts;
+  };
+  using Texts = std::vector<std::string>;
+  EXPECT_EQ(read(json::object()).size(), 6u);
+  EXPECT_EQ(read({{"last", 2}}), (Texts{"three", "ok three"}));
+  EXPECT_EQ(read({{"role", "user"}}), (Texts{"one", "two", "three"}));
+  EXPECT_EQ(read({{"role", "assistant"}, {"last", 1}}), (Texts{"ok three"}));
+  EXPECT_EQ(read({{"role", "user"}, {"range", {{"start", 1}, {"end", 3}}}}),
+            (Texts{"two", "three"}));
+  EXPECT_EQ(read({{"range", {{"start", 0}, {"end", 2}}}}), (Texts{"one", "ok one"}));
+  const size_t calls = server_->requests().size();
+
+  // Into the prompt: the read messages replace {{context}} in the prompt the model receives.
+  auto summarise = request("c", "Summarise:\n{{context}}");
+  summarise.nodeType = "context_processor";
+  summarise.requestData.parameters = {
+      {"operation", "read"}, {"read", {{"role", "user"}, {"last", 2}, {"into", "prompt"}}}};
+  auto answer = executor.execute(summarise);
+  ASSERT_EQ(server_->requests().size(), calls + 1);
+  const json sent = server_->requests().back()["body"]["messages"];
+  EXPECT_EQ(sent.back()["content"], "Summarise:\nuser: two\nuser: three");
+  EXPECT_EQ(answer.content, "ok Summarise:\nuser: two\nuser: three");
+  EXPECT_EQ(sent.size(), 7u);  // the history, then the prompt
+  EXPECT_FALSE(server_->requests().back()["body"].contains("read"));
+  EXPECT_FALSE(server_->requests().back()["body"].contains("operation"));
+
+  // Bad specs fail naming the field.
+  const std::vector<std::pair<json, std::string>> bad = {
+      {{{"last", -1}}, "requestData.parameters.read.last"},
+      {{{"role", "robot"}}, "requestData.parameters.read.role"},
+      {{{"last", 1}, {"range", {{"start", 0}, {"end", 1}}}}, "requestData.parameters.read"},
+      {{{"into", "nowhere"}}, "requestData.parameters.read.into"},
+      {{{"colour", "red"}}, "requestData.parameters.read.colour"},
+  };
+  for (const auto& [spec, field] : bad) {
+    auto op = request("c", "");
+    op.nodeType = "context_processor";
+    op.requestData.parameters = {{"operation", "read"}, {"read", spec}};
+    try {
+      executor.execute(op);
+      ADD_FAILURE() << spec.dump() << ": no error";
+    } catch (const ValidationError& e) {
+      EXPECT_EQ(e.field(), field) << spec.dump();
+    }
+  }
+  auto noPrompt = request("c", "");
+  noPrompt.nodeType = "context_processor";
+  noPrompt.requestData.parameters = {{"operation", "read"}, {"read", {{"into", "prompt"}}}};
+  EXPECT_THROW(executor.execute(noPrompt), ValidationError);
 }
 
 TEST_F(Executor, ShutdownRefusesNewRequests) {
@@ -1103,6 +1222,252 @@ TEST_F(Executor, EventLogWritesJsonLinesWithoutSecrets) {
   EXPECT_EQ(types.back(), "llm_execution_completed");
   EXPECT_EQ(std::count(types.begin(), types.end(), "tool_execution_request"), 2);
   EXPECT_EQ(std::count(types.begin(), types.end(), "tool_execution_completed"), 2);
+}
+
+// A worker that cannot run a tool says why as errorDetails (errorToJson), as a failed request
+// does; the executor reads the message from it and counts a "timeout" kind as a timeout.
+TEST_F(Executor, ToolExecutionFailedCarriesTheErrorAsJson) {
+  startMock(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "after {{tool_results}}"}}
+{"reply": {"tool_calls": [{"name": "alpha", "arguments": {}}]}}
+)");
+  addTools();
+  std::ostringstream out;
+  EventLog eventLog(bus_, out);
+  auto worker = bus_.subscribe<ToolExecutionRequest>([&](const ToolExecutionRequest& e) {
+    ToolExecutionFailed failed;
+    failed.threadId = e.threadId;
+    failed.traceId = e.traceId;
+    failed.toolCallId = e.toolCall.id;
+    failed.errorDetails = errorToJson(TimeoutError("the tool host did not answer"));
+    bus_.publish(failed);
+  });
+  LlmExecutor executor(bus_, options(/*toolWorker=*/false));
+  auto result = executor.execute(request("t", "go"));
+  EXPECT_NE(result.content.find("the tool host did not answer"), std::string::npos)
+      << result.content;
+  const auto stats = executor.toolStats("t");
+  ASSERT_EQ(stats.count("alpha"), 1u);
+  EXPECT_EQ(stats.at("alpha").calls, 1u);
+  EXPECT_EQ(stats.at("alpha").failures, 1u);
+  EXPECT_EQ(stats.at("alpha").timeouts, 1u);
+  EXPECT_TRUE(logContains("could not be run: the tool host did not answer"));
+  bool logged = false;
+  std::istringstream lines(out.str());
+  for (std::string line; std::getline(lines, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j["type"] != "tool_execution_failed") continue;
+    logged = true;
+    EXPECT_EQ(j["errorDetails"]["kind"], "timeout");
+    EXPECT_EQ(j["errorDetails"]["message"], "the tool host did not answer");
+  }
+  EXPECT_TRUE(logged) << out.str();
+}
+
+// Calls, failures, timeouts and time per tool, for one thread and for the whole executor.
+TEST_F(Executor, ToolStatisticsPerThreadAndPerTool) {
+  startMock(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "after {{tool_results}}"}}
+{"match": {"user_contains": "slow"}, "reply": {"tool_calls": [{"name": "slow", "arguments": {}}]}}
+{"reply": {"tool_calls": [{"name": "alpha", "arguments": {}}, {"name": "broken", "arguments": {}}, {"name": "invented", "arguments": {}}]}}
+)");
+  tools_->add("alpha", "", nullptr, [](const json&, ToolContext&) -> json { return "A"; });
+  tools_->add("broken", "", nullptr,
+              [](const json&, ToolContext&) -> json { throw std::runtime_error("broke"); });
+  tools_->add("slow", "", nullptr, [](const json&, ToolContext& context) -> json {
+    std::mutex m;
+    std::condition_variable_any cv;
+    std::unique_lock lock(m);
+    cv.wait(lock, context.stopToken, [] { return false; });
+    return "late";
+  });
+  auto o = options();
+  o.toolCallTimeout = 100ms;
+  LlmExecutor executor(bus_, o);
+  executor.execute(request("s1", "use tools"));
+  executor.execute(request("s1", "use tools again"));
+  executor.execute(request("s2", "use tools"));
+  executor.execute(request("s2", "be slow"));
+
+  const auto s1 = executor.toolStats("s1");
+  ASSERT_EQ(s1.size(), 3u);
+  EXPECT_EQ(s1.at("alpha").calls, 2u);
+  EXPECT_EQ(s1.at("alpha").failures, 0u);
+  EXPECT_EQ(s1.at("broken").calls, 2u);
+  EXPECT_EQ(s1.at("broken").failures, 2u);
+  EXPECT_EQ(s1.at("broken").timeouts, 0u);
+  EXPECT_EQ(s1.at("invented").failures, 2u);  // refused, never sent
+  EXPECT_EQ(s1.at("invented").totalTime.count(), 0);
+  const auto s2 = executor.toolStats("s2");
+  EXPECT_EQ(s2.at("alpha").calls, 1u);
+  EXPECT_EQ(s2.at("slow").calls, 1u);
+  EXPECT_EQ(s2.at("slow").failures, 1u);
+  EXPECT_EQ(s2.at("slow").timeouts, 1u);
+  EXPECT_GE(s2.at("slow").totalTime, 100ms);  // it was waited for until its timeout
+  const auto all = executor.toolStats();
+  EXPECT_EQ(all.at("alpha").calls, 3u);
+  EXPECT_EQ(all.at("broken").failures, 3u);
+  EXPECT_TRUE(executor.toolStats("nobody").empty());
+
+  EXPECT_TRUE(executor.cleanupThread("s1"));
+  EXPECT_TRUE(executor.toolStats("s1").empty());
+  EXPECT_EQ(executor.toolStats().at("alpha").calls, 3u);
+}
+
+// Each model call of a request has a span id of its own under the request's trace, carried by
+// the events of that call: its chunks, its prompt and reply, the reply's tool calls and results.
+TEST_F(Executor, EachModelCallHasItsOwnSpanUnderTheTrace) {
+  startMock(kToolScript);
+  addTools();
+  std::mutex mutex;
+  std::vector<std::pair<std::string, std::string>> seen;  // event type (role), span id
+  std::vector<Subscription> subs;
+  subs.push_back(bus_.subscribe<LlmStreamChunk>([&](const LlmStreamChunk& e) {
+    std::lock_guard lock(mutex);
+    seen.emplace_back("chunk" + std::to_string(e.iteration), e.spanId);
+  }));
+  subs.push_back(bus_.subscribe<MessageAdded>([&](const MessageAdded& e) {
+    std::lock_guard lock(mutex);
+    seen.emplace_back(std::string(toString(e.message.role)), e.spanId);
+  }));
+  subs.push_back(bus_.subscribe<ToolExecutionRequest>([&](const ToolExecutionRequest& e) {
+    std::lock_guard lock(mutex);
+    seen.emplace_back("tool_request", e.spanId);
+  }));
+  subs.push_back(bus_.subscribe<ToolExecutionCompleted>([&](const ToolExecutionCompleted& e) {
+    std::lock_guard lock(mutex);
+    seen.emplace_back("tool_completed", e.spanId);
+  }));
+  std::string completedSpan = "unset";
+  subs.push_back(bus_.subscribe<LlmExecutionCompleted>([&](const LlmExecutionCompleted& e) {
+    std::lock_guard lock(mutex);
+    completedSpan = e.spanId;
+  }));
+  LlmExecutor executor(bus_, options());
+  auto r = request("t", "use tools");
+  r.requestData.stream = true;
+  executor.execute(r);
+  decltype(seen) first;
+  {
+    std::lock_guard lock(mutex);
+    first.swap(seen);
+  }
+  executor.execute(request("t", "use tools again"));
+
+  std::lock_guard lock(mutex);
+  // Call 1: the prompt, the reply with two tool calls, their round trips and results; call 2:
+  // the streamed answer. Every event of call 1 comes before the first event of call 2.
+  const std::vector<std::string> call1 = {
+      "user",           "assistant",      "tool_request", "tool_request",
+      "tool_completed", "tool_completed", "tool",         "tool"};
+  ASSERT_GT(first.size(), call1.size());
+  const std::string span1 = first[0].second;
+  EXPECT_EQ(span1.rfind("sp-", 0), 0u) << span1;
+  std::multiset<std::string> kinds;
+  for (size_t i = 0; i < call1.size(); ++i) {
+    kinds.insert(first[i].first);
+    EXPECT_EQ(first[i].second, span1) << first[i].first;
+  }
+  EXPECT_EQ(kinds, std::multiset<std::string>(call1.begin(), call1.end()));
+  const std::string span2 = first[call1.size()].second;
+  EXPECT_NE(span2, span1);
+  for (size_t i = call1.size(); i < first.size(); ++i) {
+    EXPECT_TRUE(first[i].first == "chunk2" || first[i].first == "assistant") << first[i].first;
+    EXPECT_EQ(first[i].second, span2) << first[i].first;
+  }
+  EXPECT_EQ(first.back().first, "assistant");
+  // The next request's calls have spans of their own.
+  std::set<std::string> later;
+  for (const auto& [what, span] : seen) {
+    EXPECT_FALSE(span.empty()) << what;
+    later.insert(span);
+  }
+  EXPECT_EQ(later.size(), 2u);
+  EXPECT_FALSE(later.count(span1) || later.count(span2));
+  EXPECT_TRUE(completedSpan.empty()) << completedSpan;
+}
+
+// A failed request is written to the log (stderr when none is set) unless logErrors is off.
+TEST_F(Executor, FailuresAreLoggedUnlessTurnedOff) {
+  startMock(R"({"error": {"status": 429, "message": "slow down"}})");
+  {
+    LlmExecutor executor(bus_, options());
+    auto r = request("limited", "hi");
+    r.traceId = "trace-logged";
+    EXPECT_THROW(executor.execute(r), HttpError);
+  }
+  EXPECT_TRUE(logContains("trace-logged"));
+  EXPECT_TRUE(logContains("slow down"));
+  auto o = options();
+  o.logErrors = false;
+  LlmExecutor quiet(bus_, o);
+  auto r = request("limited", "hi");
+  r.traceId = "trace-quiet";
+  EXPECT_THROW(quiet.execute(r), HttpError);
+  EXPECT_FALSE(logContains("trace-quiet"));
+}
+
+// A "tool" node runs one tool directly: the call and its result join the thread as a call and
+// its answer, so the next model call sees them; a tool's error is its result, as in the loop.
+TEST_F(Executor, AToolNodeRunsOneToolDirectly) {
+  startMock(R"({"reply": {"content": "model saw {{request}} requests"}})");
+  std::atomic<int> runs{0};
+  tools_->add("lookup", "", nullptr, [&](const json& args, ToolContext&) -> json {
+    ++runs;
+    return {{"found", args.at("key")}};
+  });
+  tools_->add("broken", "", nullptr,
+              [](const json&, ToolContext&) -> json { throw std::runtime_error("disk on fire"); });
+  Recorder rec(bus_);
+  LlmExecutor executor(bus_, options());
+  auto node = request("t", "");
+  node.nodeType = "tool";
+  node.requestData.profileId.clear();
+  node.requestData.parameters = {{"tool", "lookup"}, {"arguments", {{"key", "k1"}}}};
+  auto result = executor.execute(node);
+  EXPECT_EQ(runs.load(), 1);
+  EXPECT_EQ(json::parse(result.content), (json{{"found", "k1"}}));
+  EXPECT_EQ(result.finishReason, "tool");
+  EXPECT_EQ(result.iterations, 0);
+  ASSERT_EQ(result.toolCalls.size(), 1u);
+  EXPECT_EQ(result.toolCalls[0].name, "lookup");
+  EXPECT_TRUE(server_->requests().empty());
+
+  node.requestData.parameters = {{"tool", "broken"}};
+  auto failed = executor.execute(node);
+  EXPECT_EQ(failed.finishReason, "tool_error");
+  EXPECT_NE(failed.content.find("disk on fire"), std::string::npos) << failed.content;
+
+  // The next llm node sends both calls and their results, paired.
+  executor.execute(request("t", "what did the tools say?"));
+  const json messages = server_->requests().back()["body"]["messages"];
+  ASSERT_EQ(messages.size(), 5u) << messages.dump();
+  EXPECT_EQ(messages[0]["tool_calls"][0]["function"]["name"], "lookup");
+  EXPECT_EQ(messages[1]["role"], "tool");
+  EXPECT_EQ(messages[1]["tool_call_id"], messages[0]["tool_calls"][0]["id"]);
+  EXPECT_EQ(messages[3]["role"], "tool");
+  {
+    std::lock_guard lock(rec.mutex);
+    EXPECT_EQ(rec.failed.size(), 0u);
+  }
+
+  // Bad tool nodes fail naming the field; nothing runs.
+  const std::vector<std::pair<json, std::string>> bad = {
+      {json::object(), "requestData.parameters.tool"},
+      {{{"tool", 3}}, "requestData.parameters.tool"},
+      {{{"tool", "missing"}}, "requestData.parameters.tool"},
+      {{{"tool", "lookup"}, {"arguments", "k1"}}, "requestData.parameters.arguments"},
+  };
+  for (const auto& [parameters, field] : bad) {
+    node.requestData.parameters = parameters;
+    try {
+      executor.execute(node);
+      ADD_FAILURE() << parameters.dump() << ": no error";
+    } catch (const ValidationError& e) {
+      EXPECT_EQ(e.field(), field) << parameters.dump();
+    }
+  }
+  EXPECT_EQ(runs.load(), 1);
 }
 
 }  // namespace

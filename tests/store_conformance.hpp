@@ -674,6 +674,34 @@ TYPED_TEST_P(StoreConformance, AForkedStoredThreadKeepsACloneApart) {
   EXPECT_EQ(forkBack.getMessages()[1].content, "fork only");
 }
 
+// A save skips only when the manager holds the very state saved last: another manager that
+// reached the same number of changes holds another history and is saved.
+TYPED_TEST_P(StoreConformance, StoredThreadTellsManagersOfEqualRevisionApart) {
+  std::shared_ptr<ConversationStore> shared = std::move(this->store);
+  StoredThread thread(shared, "same");
+  ConversationManager first;
+  first.addMessage(Message::user("a"));
+  first.addMessage(Message::assistant("b"));  // two changes
+  thread.attach(first);
+  EXPECT_EQ(thread.version(), 1);
+
+  ConversationManager second;
+  second.addMessages({Message::user("a"), Message::assistant("b")});
+  second.addMessage(Message::user("c"));  // also two changes, one more message
+  thread.save(second);
+  EXPECT_EQ(thread.version(), 2);
+  ASSERT_EQ(shared->threadInfo("same")->messageCount, 3);
+
+  // An unchanged clone holds the state just saved: nothing to write.
+  ConversationManager copy = second.clone();
+  thread.save(copy);
+  EXPECT_EQ(thread.version(), 2);
+  copy.addMessage(Message::assistant("d"));
+  thread.save(copy);
+  EXPECT_EQ(thread.version(), 3);
+  EXPECT_EQ(shared->threadInfo("same")->messageCount, 4);
+}
+
 TYPED_TEST_P(StoreConformance, SearchFindsMessagesByTheirWords) {
   ConversationStore& store = *this->store;
   store.createThread({.id = "a", .title = "Animals"},
@@ -718,9 +746,9 @@ TYPED_TEST_P(StoreConformance, SearchFindsMessagesByTheirWords) {
 }
 
 REGISTER_TYPED_TEST_SUITE_P(
-    StoreConformance, CreatesAnEmptyThread, SearchFindsMessagesByTheirWords, GeneratesDistinctIds, RefusesATakenIdAndBadOptions,
-    AppendsTurnsAndLoadsThemInOrder, KeepsEveryMessageFieldExactly, WritesOnlyTheNewRowsOfATurn,
-    StaleVersionIsAConflictAndWritesNothing, NullStateKeepsTheLastOne,
+    StoreConformance, CreatesAnEmptyThread, SearchFindsMessagesByTheirWords, GeneratesDistinctIds,
+    RefusesATakenIdAndBadOptions, AppendsTurnsAndLoadsThemInOrder, KeepsEveryMessageFieldExactly,
+    WritesOnlyTheNewRowsOfATurn, StaleVersionIsAConflictAndWritesNothing, NullStateKeepsTheLastOne,
     RefusesBadTurnsAndChangesNothing, UnknownThreadsAreErrors,
     ListsThreadsOldestFirstWithPagesAndForks, ForkSharesThePrefixWithoutCopying,
     ForksOfForksReadTheRightAncestors, ForkPositionAndState, DeletingAParentKeepsWhatItsForksNeed,
@@ -729,6 +757,7 @@ REGISTER_TYPED_TEST_SUITE_P(
     EightProcessesOnEightThreadsLoseNothing, TwoProcessesOnOneThreadConflictAndLoseNothing,
     SavesAManagerTurnByTurnWritingOnlyWhatIsNew, LoadRefusesADamagedStateAndLeavesTheManager,
     ExportsAndImportsSnapshots, AForkOfAManagerThreadRestoresItsView,
-    StoredThreadSavesEachTurnWithOneCall, AForkedStoredThreadKeepsACloneApart);
+    StoredThreadSavesEachTurnWithOneCall, AForkedStoredThreadKeepsACloneApart,
+    StoredThreadTellsManagersOfEqualRevisionApart);
 
 }  // namespace parley::testing

@@ -107,6 +107,40 @@ ContextOperationResult applyContextOperation(ConversationManager& manager,
 std::optional<ContextOperation> systemPromptOperation(const ConversationManager& manager,
                                                       const std::string& prompt);
 
+// The read half of a context-processor node: which visible messages to read, and where to.
+// With `role` the role's type index answers (all of them, the last `last`, or positions
+// [range.start, range.end) among them); without, the view does (all, the last `last`, or view
+// positions [start, end)). `last` and `range` exclude each other; counts past the end clamp.
+struct ContextRead {
+  struct Range {
+    int64_t start = 0;
+    int64_t end = 0;
+  };
+  enum class Into {
+    Result,  // the node's result holds the messages; nothing else happens
+    Prompt,  // the messages, as text, become part of the node's prompt for a model call
+  };
+  std::optional<Role> role{};
+  std::optional<int64_t> last{};
+  std::optional<Range> range{};
+  Into into = Into::Result;
+};
+
+// True when a context-processor config reads instead of editing ({"operation": "read"}).
+bool isContextRead(const nlohmann::json& config);
+// Reads {"operation": "read", "read": {"role": "user", "last": 3, "range": {"start": 0,
+// "end": 2}, "into": "result" | "prompt"}} ("read" may be omitted: everything, into the
+// result). ValidationError naming the field ("read.last: must be a non-negative integer").
+ContextRead parseContextRead(const nlohmann::json& config);
+// The messages `read` selects, in view order.
+std::vector<Message> readContext(const ConversationManager& manager, const ContextRead& read);
+// The messages as prompt text, one "role: content" line each (a tool call as
+// "[call name(arguments)]" after the content).
+std::string contextText(const std::vector<Message>& messages);
+// `prompt` with every "{{context}}" replaced by `text`, or, without one, `text` after a blank
+// line.
+std::string promptWithContext(const std::string& prompt, const std::string& text);
+
 // Storage indices of the view entries that break tool-call pairing (see above), in view order.
 std::vector<MessageStore::Index> pairingViolations(const MessageStore& store,
                                                    const std::vector<MessageStore::Index>& view);

@@ -289,7 +289,10 @@ class ConversationManager {
   // this manager holds, e.g. StoredThread::fork()).
   ConversationManager clone(std::shared_ptr<TurnSink> persist) const;
 
-  // Bumps on every change; lets a caller (a store, a cache) see that something changed.
+  // Changes on every change; lets a caller (a store, a cache) see that something changed. It is
+  // an identity, not a count: revisions are unique across the process (a change takes the next
+  // value of one process-wide counter), so two managers show the same revision only when one is
+  // an unchanged clone() of the other, i.e. they hold the same state.
   uint64_t revision() const;
 
   // A copy of the underlying store (cheap: persistent vectors).

@@ -1,5 +1,5 @@
 // EventLog: writes every executor event of a bus as one JSON object per line (JSON Lines):
-// type, time, workflowId, threadId, traceId, nodeId and each event's key parameters (profile,
+// type, time, workflowId, threadId, traceId, spanId (when the event has one), nodeId and each event's key parameters (profile,
 // tool names, finish reason, usage, errors, sizes of prompts and replies). Message texts and
 // tool arguments are not written, only their sizes; request parameters whose names look like
 // credentials (api_key, authorization, secret, password, token but not *_tokens) are

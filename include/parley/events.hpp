@@ -40,6 +40,13 @@ struct EventHeader {
   std::string workflowId;
   std::string threadId;
   std::string traceId;  // the request that caused the event (LLM -> tools -> LLM)
+  // The model call the event belongs to, a span under traceId: each model call of a request
+  // gets its own id, carried by the events of that call (TokenLimitExceeded, LlmStreamChunk,
+  // the MessageAdded of its prompt, its reply and the tool results of that reply, the
+  // ToolExecutionRequest/Completed/Failed and approval questions of its tool calls). Empty on
+  // events of the request as a whole (LlmExecutionRequest/Completed/Failed) and of
+  // context_processor and user_interaction nodes outside their model calls.
+  std::string spanId;
 };
 
 // --- LLM execution -------------------------------------------------------------------------
@@ -51,7 +58,8 @@ struct LlmRequestData {
   std::vector<std::string> tools;
   std::string profileId;  // a ProfileRegistry name
   // Request body fields merged into every call of this request (temperature, max_tokens,
-  // model, ...). For a context_processor node: the context operation (context_ops.hpp).
+  // model, ...). For a context_processor node: the context operation (context_ops.hpp); for a
+  // tool node: {"tool": name, "arguments": {...}}.
   nlohmann::json parameters = nlohmann::json::object();
   bool stream = false;  // stream the replies (LlmStreamChunk per delta)
 };
@@ -60,8 +68,8 @@ struct LlmExecutionRequest : EventHeader {
   static constexpr const char* kType = "llm_execution_request";
   LlmExecutionRequest() { type = kType; }
   std::string nodeId;
-  // "llm" (the default; "" is read as "llm"), "context_processor" or "user_interaction"
-  // (executor.hpp).
+  // "llm" (the default; "" is read as "llm"), "context_processor", "user_interaction" or
+  // "tool" (executor.hpp).
   std::string nodeType = "llm";
   LlmRequestData requestData;
   // Non-null: a snapshot the thread is restored from before the prompt is appended; it replaces
@@ -150,6 +158,7 @@ struct ToolExecutionOutcome {
   std::string error;      // for the model (failure)
   std::chrono::microseconds executionTime{0};
   int retryCount = 0;
+  bool timedOut = false;  // the failure is the tool's timeout (counted in ToolStats::timeouts)
 };
 
 // The tool ran (successfully or not: see result.success).
@@ -165,7 +174,11 @@ struct ToolExecutionFailed : EventHeader {
   static constexpr const char* kType = "tool_execution_failed";
   ToolExecutionFailed() { type = kType; }
   std::string toolCallId;
-  std::string error;
+  std::string error;  // what went wrong, for people and the model (errorDetails.message)
+  // The error as errorToJson() writes it (errors.hpp), as in LlmExecutionFailed; a "kind" of
+  // "timeout" counts the call as a timeout in LlmExecutor::toolStats(). When `error` is empty
+  // the executor reads errorDetails.message.
+  nlohmann::json errorDetails = nlohmann::json::object();
 };
 
 // --- human interaction ----------------------------------------------------------------------

@@ -11,20 +11,37 @@
 // its thread and toolCallId (or the tool timeout: then the tool gets an error result; two
 // threads may wait for calls of the same id), append the tool
 // messages in call order, call again, until a reply without tool calls or maxIterations calls.
+// A call of a tool that was not offered (requestData.tools), or, while the executor runs its own
+// ToolWorker, of a tool its registry lacks (none when it has no registry), is not sent: it gets
+// an error result at once instead of waiting out toolCallTimeout.
 // With responseCacheSize set, a model call whose request was answered before is replayed
 // from the cache instead (see the option). Every event a request causes carries its traceId
 // (one is generated when the request has none).
 //
 // A request of nodeType "context_processor" applies the context operation in
 // requestData.parameters (context_ops.hpp) to the thread's conversation; its result's content is
-// {"operation", "messageCount", "removedForPairing"} as JSON. A request of nodeType
+// {"operation", "messageCount", "removedForPairing"} as JSON; one whose operation is "read"
+// (ContextRead, context_ops.hpp) reads the history instead: into its result ({"operation":
+// "read", "messageCount", "messages"}), the thread unchanged, or into its prompt, which is then
+// sent to the model as an llm node's. A request of nodeType
 // "user_interaction" publishes UserInteractionRequested {interactionId, prompt, timeout} and
 // waits for the UserInteractionResponded of that id: the answer is appended as a user message
 // and, when the request names a profile, the model is called with it (the tool loop goes on);
-// no answer in time fails the node. A tool registered with ToolOptions::requiresApproval is
+// no answer in time fails the node. A request of nodeType "tool" runs one tool directly:
+// requestData.parameters {"tool": name, "arguments": {...}} (the name must pass the checks a
+// model's call passes: offered, and registered while the executor runs its own worker); the
+// call and its result join the thread as an assistant message holding the call and the tool
+// message answering it; the result's content is the tool message's text, finishReason "tool"
+// ("tool_error" when the tool failed: its error is its result, as in the loop). No model is
+// called. A tool registered with ToolOptions::requiresApproval is
 // asked about first (UserInteractionRequested, interactionId "approve-<toolCallId>"); an answer
 // of yes/y/approve/ok runs it, anything else, or no answer within toolCallTimeout, becomes the
 // tool's error result.
+//
+// A request that fails leaves its thread's conversation as it was before the request: the
+// prompt, a half-done tool round and a contextSnapshot are dropped (the MessageAdded events
+// already published for them stand), so a retry does not repeat the prompt. Nothing of it was
+// saved: the store is written only when a request completes.
 //
 // Threads are isolated: one ConversationManager each. Requests of one thread run in order,
 // requests of different threads concurrently, at most maxConcurrentThreads at once.
@@ -39,6 +56,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -92,6 +110,21 @@ struct ExecutorOptions {
   // same time both call the model.
   size_t responseCacheSize = 0;
   std::function<void(const std::string&)> log;  // diagnostics; null: stderr
+  // Each failed request (LlmExecutionFailed) and each tool call that could not be run
+  // (ToolExecutionFailed) is also written to `log`, one line with its trace id, so a failure
+  // nobody listens for is still seen. Turn it off when an EventLog (or a subscriber of your
+  // own) records the bus.
+  bool logErrors = true;
+};
+
+// The executor's count of the tool calls of one tool (LlmExecutor::toolStats()).
+struct ToolStats {
+  uint64_t calls = 0;     // calls that got a result: run, refused or timed out
+  uint64_t failures = 0;  // results that are errors, timeouts included
+  uint64_t timeouts = 0;  // no answer within toolCallTimeout, or a worker reporting a timeout
+  // From sending each call to its result (queueing in the worker included); 0 for a call
+  // settled without being sent (refused).
+  std::chrono::microseconds totalTime{0};
 };
 
 class LlmExecutor {
@@ -130,6 +163,13 @@ class LlmExecutor {
     size_t size = 0;  // replies kept now
   };
   CacheStats responseCacheStats() const;
+
+  // The tool calls of the thread's requests, per tool name; with an empty threadId, of every
+  // thread since the executor started (cleanupThread() forgets a thread's own counts, not
+  // these). At most kMaxToolStatNames names per thread and overall; the calls of further names
+  // are counted under "(other)".
+  static constexpr size_t kMaxToolStatNames = 256;
+  std::map<std::string, ToolStats> toolStats(const std::string& threadId = {}) const;
 
  private:
   struct Impl;

@@ -56,7 +56,9 @@ ThreadInfo importThread(ConversationStore& store, const nlohmann::json& snapshot
 //
 // or, as the conversation's turn sink (ConversationOptions::persist = thread), each whole turn
 // is saved as it commits. It remembers the version it last loaded or saved, and the manager's
-// revision() then, so a save with nothing new writes nothing.
+// revision() then, so a save with nothing new writes nothing. A revision names one state of
+// one manager (ConversationManager::revision), so a different manager that happens to have made
+// as many changes is not mistaken for the one saved: it is saved.
 class StoredThread : public TurnSink {
  public:
   StoredThread(std::shared_ptr<ConversationStore> store, std::string threadId);

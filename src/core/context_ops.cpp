@@ -332,6 +332,100 @@ std::optional<ContextOperation> systemPromptOperation(const ConversationManager&
   return ReplaceOp{0, Message::system(prompt)};
 }
 
+bool isContextRead(const json& config) {
+  return config.is_object() && config.value("operation", json()) == "read";
+}
+
+ContextRead parseContextRead(const json& config) {
+  if (!config.is_object()) throw ValidationError("config", "must be a JSON object");
+  for (const auto& [key, value] : config.items()) {
+    if (key != "operation" && key != "read") {
+      throw ValidationError(key, "does not belong to operation \"read\"");
+    }
+  }
+  ContextRead read;
+  auto spec = config.find("read");
+  if (spec == config.end() || spec->is_null()) return read;
+  const json& c = *spec;
+  requireKeys(c, "read", {"role", "last", "range", "into"});
+  read.last = optionalInt(c, "last", "read");
+  if (read.last && *read.last < 0) {
+    throw ValidationError("read.last", "must be a non-negative integer");
+  }
+  if (auto range = c.find("range"); range != c.end() && !range->is_null()) {
+    requireKeys(*range, "read.range", {"start", "end"});
+    auto start = optionalInt(*range, "start", "read.range");
+    auto end = optionalInt(*range, "end", "read.range");
+    if (!start || !end) throw ValidationError("read.range", "needs both start and end");
+    if (*start < 0 || *end < *start) {
+      throw ValidationError("read.range", "needs 0 <= start <= end");
+    }
+    read.range = ContextRead::Range{*start, *end};
+  }
+  if (read.last && read.range) {
+    throw ValidationError("read", "give either last or range, not both");
+  }
+  if (auto role = c.find("role"); role != c.end() && !role->is_null()) {
+    if (!role->is_string()) throw ValidationError("read.role", "must be a string");
+    read.role = roleFromString(role->get<std::string>(), "read.role");
+  }
+  if (auto into = c.find("into"); into != c.end() && !into->is_null()) {
+    if (*into == "result") {
+      read.into = ContextRead::Into::Result;
+    } else if (*into == "prompt") {
+      read.into = ContextRead::Into::Prompt;
+    } else {
+      throw ValidationError("read.into", "must be \"result\" or \"prompt\"");
+    }
+  }
+  return read;
+}
+
+std::vector<Message> readContext(const ConversationManager& manager, const ContextRead& read) {
+  const auto count = [](int64_t n) { return static_cast<size_t>(n); };
+  if (read.role) {
+    if (read.last) return manager.getRecentMessagesByRole(*read.role, count(*read.last));
+    if (read.range) {
+      return manager.getMessagesByRoleRange(*read.role, count(read.range->start),
+                                            count(read.range->end));
+    }
+    return manager.getMessagesByRole(*read.role);
+  }
+  if (read.last) return manager.getRecentMessages(count(*read.last));
+  if (read.range) {
+    return manager.getMessagesByRange(count(read.range->start), count(read.range->end));
+  }
+  return manager.getMessages();
+}
+
+std::string contextText(const std::vector<Message>& messages) {
+  std::string text;
+  for (const Message& m : messages) {
+    if (!text.empty()) text += '\n';
+    text += std::string(toString(m.role)) + ": " + m.content;
+    for (const ToolCall& call : m.toolCalls) {
+      text += " [call " + call.name + "(" + (call.arguments.empty() ? "{}" : call.arguments) + ")]";
+    }
+  }
+  return text;
+}
+
+std::string promptWithContext(const std::string& prompt, const std::string& text) {
+  static constexpr std::string_view kPlaceholder = "{{context}}";
+  if (prompt.find(kPlaceholder) == std::string::npos) {
+    return prompt.empty() ? text : prompt + "\n\n" + text;
+  }
+  std::string out;
+  size_t from = 0;
+  for (size_t at; (at = prompt.find(kPlaceholder, from)) != std::string::npos;
+       from = at + kPlaceholder.size()) {
+    out.append(prompt, from, at - from);
+    out += text;
+  }
+  out.append(prompt, from);
+  return out;
+}
+
 ContextOperation parseContextOperation(const json& config) {
   if (!config.is_object()) throw ValidationError("config", "must be a JSON object");
   auto opField = config.find("operation");

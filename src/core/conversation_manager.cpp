@@ -26,12 +26,20 @@ namespace {
 
 constexpr uint64_t kNoEpoch = std::numeric_limits<uint64_t>::max();
 
+// Revisions come from one counter for the whole process, so a revision names one state of one
+// conversation: two managers show the same revision only when one is an unchanged clone of the
+// other (StoredThread::save relies on it to skip a save with nothing new).
+uint64_t nextRevision() {
+  static std::atomic<uint64_t> counter{0};
+  return counter.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
 }  // namespace
 
 struct ConversationManager::State {
   mutable std::shared_mutex mutex;
   MessageStore store;
-  uint64_t revision = 0;
+  uint64_t revision = nextRevision();
 
   // Set at construction, never changed, so clones share them; not part of snapshots.
   std::shared_ptr<const ConversationOptions> options;
@@ -177,14 +185,14 @@ ConversationManager& ConversationManager::operator=(ConversationManager&&) noexc
 size_t ConversationManager::addMessage(Message message) {
   std::unique_lock lock(state_->mutex);
   size_t size = state_->store.append(std::move(message));
-  ++state_->revision;
+  state_->revision = nextRevision();
   return size;
 }
 
 size_t ConversationManager::addMessages(std::vector<Message> messages) {
   std::unique_lock lock(state_->mutex);
   size_t size = state_->store.appendAll(std::move(messages));
-  ++state_->revision;
+  state_->revision = nextRevision();
   return size;
 }
 
@@ -416,7 +424,7 @@ void ConversationManager::restoreFromSnapshot(const nlohmann::json& snapshot) {
                                  [&](MessageStore::Index i) { covered.push_back(i); });
     state_->usageView = std::move(covered);
   }
-  ++state_->revision;
+  state_->revision = nextRevision();
 }
 
 ContextSnapshot ConversationManager::snapshot() const {
@@ -475,7 +483,7 @@ void ConversationManager::modifyStore(const std::function<void(MessageStore&)>& 
   MessageStore copy = state_->store;
   edit(copy);
   state_->store = std::move(copy);
-  ++state_->revision;
+  state_->revision = nextRevision();
 }
 
 // --- tokens ---------------------------------------------------------------------------------
@@ -612,13 +620,13 @@ void ConversationManager::updateTokenUsage(const TokenUsage& usage) {
   addUsage(st.cumulative, usage);
   ++st.requests;
   st.coverCurrentView();
-  ++st.revision;
+  st.revision = nextRevision();
 }
 
 void ConversationManager::addSideUsage(const TokenUsage& usage) {
   std::unique_lock lock(state_->mutex);
   addUsage(state_->cumulative, usage);
-  ++state_->revision;
+  state_->revision = nextRevision();
 }
 
 TokenUsageStats ConversationManager::getTokenUsage() const {
@@ -687,7 +695,7 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
     ++st.requests;
     st.coverCurrentView();
   }
-  ++st.revision;
+  st.revision = nextRevision();
   lock.unlock();
   if (onMessage) {
     for (const Message& m : pending)
@@ -793,7 +801,7 @@ std::vector<ToolResult> ConversationManager::runTools(const std::vector<ToolCall
     std::unique_lock lock(state_->mutex);
     // A copy only when a hook will read the messages after they are appended.
     state_->store.appendAll(hooks && hooks->onMessage ? messages : std::move(messages));
-    ++state_->revision;
+    state_->revision = nextRevision();
   }
   if (hooks && hooks->onMessage) {
     for (const Message& m : messages)

@@ -22,11 +22,13 @@ std::string isoTime(std::chrono::system_clock::time_point t) {
 }
 
 nlohmann::json header(const EventHeader& e) {
-  return {{"type", e.type},
-          {"time", isoTime(e.timestamp)},
-          {"workflowId", e.workflowId},
-          {"threadId", e.threadId},
-          {"traceId", e.traceId}};
+  nlohmann::json j = {{"type", e.type},
+                      {"time", isoTime(e.timestamp)},
+                      {"workflowId", e.workflowId},
+                      {"threadId", e.threadId},
+                      {"traceId", e.traceId}};
+  if (!e.spanId.empty()) j["spanId"] = e.spanId;
+  return j;
 }
 
 bool looksSecret(std::string key) {
@@ -143,6 +145,7 @@ nlohmann::json describeEvent(const ToolExecutionFailed& e) {
   auto j = header(e);
   j["toolCallId"] = e.toolCallId;
   j["error"] = e.error;
+  j["errorDetails"] = redacted(e.errorDetails);
   return j;
 }
 

@@ -1,5 +1,6 @@
 #include "parley/executor.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -9,7 +10,6 @@
 #include <random>
 #include <stop_token>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "executor/interactions.hpp"
 #include "executor/request_context.hpp"
@@ -33,6 +33,10 @@ bool isUserInteraction(const LlmExecutionRequest& request) {
   return request.nodeType == "user_interaction";
 }
 
+bool isToolNode(const LlmExecutionRequest& request) {
+  return request.nodeType == "tool";
+}
+
 // One thread's conversation and its queue of requests.
 struct ThreadState {
   explicit ThreadState(std::string threadId) : id(std::move(threadId)) {}
@@ -46,6 +50,10 @@ struct ThreadState {
   std::string profileId;
   std::unique_ptr<StoredThread> stored;
   const LlmExecutionRequest* current = nullptr;  // the request running now (for the trigger)
+  // The span of the model call under way (EventHeader::spanId); a new one starts at the first
+  // event of the next call once `callDone` (its reply arrived).
+  std::string span;
+  bool callDone = true;
 };
 
 }  // namespace
@@ -66,7 +74,8 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
   size_t outstanding = 0;                          // requests queued or running
   bool stopped = false;
 
-  detail::ToolCallDispatch toolCalls{bus, options};
+  detail::ToolStatsTable toolStats;
+  detail::ToolCallDispatch toolCalls{bus, options, toolStats};
   detail::Interactions interactions{bus, options};
 
   std::mutex traceMutex;
@@ -74,14 +83,24 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
 
   void log(const std::string& line) const { detail::logLine(options, line); }
 
-  std::string newTraceId() {
+  // A random id: "tr-" for a trace, "sp-" for a span.
+  std::string newId(const char* prefix) {
     std::lock_guard lock(traceMutex);
     static constexpr char kHex[] = "0123456789abcdef";
-    std::string id = "tr-";
+    std::string id = prefix;
     uint64_t bits = traceRandom();
     for (int i = 0; i < 16; ++i, bits >>= 4)
       id += kHex[bits & 15];
     return id;
+  }
+
+  // The span of the model call the thread's next event belongs to.
+  const std::string& callSpan(ThreadState& state) {
+    if (state.callDone) {
+      state.span = newId("sp-");
+      state.callDone = false;
+    }
+    return state.span;
   }
 
   // --- requests ------------------------------------------------------------------------------
@@ -91,10 +110,10 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     if (r.threadId.empty()) throw ValidationError("threadId", "must not be empty");
     if (r.nodeId.empty()) throw ValidationError("nodeId", "must not be empty");
     if (!r.nodeType.empty() && r.nodeType != "llm" && r.nodeType != "context_processor" &&
-        r.nodeType != "user_interaction") {
+        r.nodeType != "user_interaction" && r.nodeType != "tool") {
       throw ValidationError("nodeType", "unknown node type \"" + r.nodeType +
-                                            "\" (expected \"llm\", \"context_processor\" or "
-                                            "\"user_interaction\")");
+                                            "\" (expected \"llm\", \"context_processor\", "
+                                            "\"user_interaction\" or \"tool\")");
     }
     if (!r.contextSnapshot.isNull() && !r.contextSnapshot.isObject()) {
       throw ValidationError("contextSnapshot", "must be a snapshot object or null");
@@ -103,10 +122,35 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       throw ValidationError("requestData.parameters", "must be a JSON object");
     }
     if (isContextProcessor(r)) {
+      const bool read = isContextRead(r.requestData.parameters);
+      ContextRead::Into into = ContextRead::Into::Result;
       try {
-        parseContextOperation(r.requestData.parameters);
+        if (read) {
+          into = parseContextRead(r.requestData.parameters).into;
+        } else {
+          parseContextOperation(r.requestData.parameters);
+        }
       } catch (const ValidationError& e) {
         throw ValidationError("requestData.parameters." + e.field(), e.reason());
+      }
+      if (into == ContextRead::Into::Result) return;
+      // Read into the prompt: a model call, checked as an llm node's.
+      if (r.requestData.prompt.empty()) {
+        throw ValidationError("requestData.prompt",
+                              "must not be empty when the read goes into the prompt");
+      }
+    }
+    if (isToolNode(r)) {
+      const nlohmann::json& params = r.requestData.parameters;
+      const nlohmann::json tool = params.value("tool", nlohmann::json());
+      if (!tool.is_string() || tool.get<std::string>().empty()) {
+        throw ValidationError("requestData.parameters.tool", "must name the tool to run");
+      }
+      if (params.contains("arguments") && !params["arguments"].is_object()) {
+        throw ValidationError("requestData.parameters.arguments", "must be a JSON object");
+      }
+      if (auto why = refusal(r.requestData, tool.get<std::string>())) {
+        throw ValidationError("requestData.parameters.tool", *why);
       }
       return;
     }
@@ -135,17 +179,35 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     }
   }
 
+  // Why a call of `name` may not run for a request with `data`, or nullopt: a tool not offered,
+  // or one the executor's own worker cannot run (its registry lacks it), would otherwise wait
+  // out its timeout. With toolWorker off, the caller's worker decides about unlisted tools.
+  std::optional<std::string> refusal(const LlmRequestData& data, const std::string& name) const {
+    if (!data.tools.empty()) {
+      if (std::find(data.tools.begin(), data.tools.end(), name) != data.tools.end()) return {};
+      return "tool \"" + name + "\" was not offered for this request";
+    }
+    if (options.toolWorker && !(options.tools && options.tools->has(name))) {
+      return "tool \"" + name + "\" is not registered";
+    }
+    return std::nullopt;
+  }
+
   void publishFailed(const LlmExecutionRequest& request, const std::exception_ptr& error) {
     auto event = detail::causedBy<LlmExecutionFailed>(request);
     event.nodeId = request.nodeId;
     event.errorDetails = errorToJson(error);
     event.error = event.errorDetails.at("message").get<std::string>();
+    if (options.logErrors) {
+      log("parley: request of node \"" + request.nodeId + "\" in thread \"" + request.threadId +
+          "\" (trace " + request.traceId + ") failed: " + event.error);
+    }
     bus.publish(event);
   }
 
   void onRequest(const LlmExecutionRequest& received) {
     LlmExecutionRequest request = received;
-    if (request.traceId.empty()) request.traceId = newTraceId();
+    if (request.traceId.empty()) request.traceId = newId("tr-");
     try {
       validate(request);
     } catch (...) {
@@ -235,7 +297,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     ThreadState* owner = &state;
     o.onTokenLimitExceeded = [this, owner](ConversationManager&, const TokenCheck& check) {
       if (!owner->current) return;
-      auto event = detail::causedBy<TokenLimitExceeded>(*owner->current);
+      auto event = detail::causedBy<TokenLimitExceeded>(*owner->current, callSpan(*owner));
       event.nodeId = owner->current->nodeId;
       event.contextTokens = check.contextTokens;
       event.tokenLimit = check.tokenLimit;
@@ -244,7 +306,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     return std::make_unique<ConversationManager>(std::move(o));
   }
 
-  // The thread's conversation, ready for `request`.
+  // The thread's conversation, made or loaded on first use, on the request's profile.
   void prepare(ThreadState& state, const LlmExecutionRequest& request) {
     const std::string& profileId = request.requestData.profileId;
     if (!state.manager) {
@@ -261,6 +323,10 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       state.manager = std::move(next);
       state.profileId = profileId;
     }
+  }
+
+  // Replaces the thread's conversation with the request's contextSnapshot, when it has one.
+  void applySnapshot(ThreadState& state, const LlmExecutionRequest& request) {
     if (!request.contextSnapshot.isNull()) {
       if (!state.stored) {
         state.manager->restoreFromSnapshot(request.contextSnapshot);
@@ -276,8 +342,9 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     }
   }
 
-  void publishAdded(const LlmExecutionRequest& request, const Message& message) {
-    auto event = detail::causedBy<MessageAdded>(request);
+  void publishAdded(const LlmExecutionRequest& request, const Message& message,
+                    const std::string& spanId = {}) {
+    auto event = detail::causedBy<MessageAdded>(request, spanId);
     event.nodeId = request.nodeId;
     event.message = message;
     bus.publish(event);
@@ -285,18 +352,26 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
 
   void process(ThreadState& state, const LlmExecutionRequest& request) {
     state.current = &request;
+    std::optional<ConversationManager> before;
     try {
       if (state.stop.stop_requested()) throw CancelledError("the thread was cleaned up");
       prepare(state, request);
+      // What the thread held before: a failed request leaves it so (a retry must not find
+      // the prompt, a half turn or the snapshot there). A clone shares the history's storage.
+      before = state.manager->clone();
+      applySnapshot(state, request);
       LlmExecutionResult result;
       if (isContextProcessor(request)) {
         result = applyOperation(state, request);
       } else if (isUserInteraction(request)) {
         result = interact(state, request);
+      } else if (isToolNode(request)) {
+        result = runTool(state, request);
       } else {
         result = runLoop(state, request, request.requestData.prompt);
       }
       if (state.stored) state.stored->save(*state.manager);
+      before.reset();  // committed
       auto done = detail::causedBy<LlmExecutionCompleted>(request);
       done.nodeId = request.nodeId;
       done.result = std::move(result);
@@ -305,11 +380,27 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       bus.publish(done);
     } catch (...) {
       state.current = nullptr;
+      if (before) state.manager = std::make_unique<ConversationManager>(std::move(*before));
       publishFailed(request, std::current_exception());
     }
   }
 
   LlmExecutionResult applyOperation(ThreadState& state, const LlmExecutionRequest& request) {
+    if (isContextRead(request.requestData.parameters)) {
+      const ContextRead read = parseContextRead(request.requestData.parameters);
+      std::vector<Message> messages = readContext(*state.manager, read);
+      if (read.into == ContextRead::Into::Prompt) {
+        return runLoop(state, request,
+                       promptWithContext(request.requestData.prompt, contextText(messages)));
+      }
+      LlmExecutionResult result;
+      result.content = nlohmann::json{{"operation", "read"},
+                                      {"messageCount", messages.size()},
+                                      {"messages", toJson(messages)}}
+                           .dump();
+      result.finishReason = "context_read";
+      return result;
+    }
     const ContextOperation op = parseContextOperation(request.requestData.parameters);
     const ContextOperationResult applied = applyContextOperation(*state.manager, op);
     LlmExecutionResult result;
@@ -318,6 +409,31 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
                                     {"removedForPairing", applied.removedForPairing}}
                          .dump();
     result.finishReason = "context_operation";
+    return result;
+  }
+
+  // Runs the tool the request names, as a call the workflow made: the call (an assistant
+  // message holding it) and its result join the thread, a pair the model's API accepts. A
+  // tool's error is its result (finish reason "tool_error"), as in the tool loop.
+  LlmExecutionResult runTool(ThreadState& state, const LlmExecutionRequest& request) {
+    const nlohmann::json& params = request.requestData.parameters;
+    ToolCall call;
+    call.id = newId("call_");
+    call.name = params.at("tool").get<std::string>();
+    call.arguments = params.value("arguments", nlohmann::json::object()).dump();
+    std::vector<ToolResult> results =
+        toolCalls.run(request, {}, {call}, state.stop.get_token(), [&](const ToolCall& c) {
+          return interactions.approval(request, {}, c, state.stop.get_token());
+        });
+    const ToolResult& r = results.front();
+    const std::vector<Message> added = {Message::assistant("", {call}), r.toMessage()};
+    state.manager->addMessages(added);
+    for (const Message& m : added)
+      publishAdded(request, m);
+    LlmExecutionResult result;
+    result.content = added.back().content;
+    result.finishReason = r.success ? "tool" : "tool_error";
+    result.toolCalls = {call};
     return result;
   }
 
@@ -359,29 +475,29 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     run.stopToken = stop;
     if (options.llmTimeout.count() > 0) run.timeout = options.llmTimeout;
     if (options.requestTimeout.count() > 0) run.turnTimeout = options.requestTimeout;
-    // Only the tools offered to the model may run: a call of another registered tool is refused.
-    const std::unordered_set<std::string> offered(data.tools.begin(), data.tools.end());
     if (!data.parameters.empty() || !data.tools.empty()) {
       ChatRequest base = manager.options().request;
       // Merged last into the body, so the request's parameters win; the executor's own
       // parameters (a user_interaction's timeoutMs) are not the model's.
       for (const auto& [key, value] : data.parameters.items()) {
         if (isUserInteraction(request) && key == "timeoutMs") continue;
+        if (isContextProcessor(request)) break;  // its parameters say what to read
         base.extra[key] = value;
       }
       if (!data.tools.empty()) {
         nlohmann::json subset = nlohmann::json::array();
         for (const auto& tool : options.tools->definitions()->tools) {
-          if (offered.count(tool["function"]["name"].get<std::string>())) subset.push_back(tool);
+          if (!refusal(data, tool["function"]["name"].get<std::string>())) subset.push_back(tool);
         }
         base.extra["tools"] = std::move(subset);
       }
       run.request = std::move(base);
     }
-    int iteration = 1;  // of the model call under way: one more than the replies seen
+    int iteration = 1;      // of the model call under way: one more than the replies seen
+    state.callDone = true;  // the first call's first event starts its span
     run.onChunk = [&](const StreamDelta& delta) {
       if (!delta.content.empty() || !delta.reasoning.empty()) {
-        auto chunk = detail::causedBy<LlmStreamChunk>(request);
+        auto chunk = detail::causedBy<LlmStreamChunk>(request, callSpan(state));
         chunk.nodeId = request.nodeId;
         chunk.iteration = iteration;
         chunk.content = delta.content;
@@ -391,22 +507,29 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       return !stop.stop_requested();
     };
     run.onMessage = [&](const Message& message) {
-      if (message.role == Role::Assistant) ++iteration;
-      publishAdded(request, message);
+      if (message.role == Role::Tool) {
+        publishAdded(request, message, state.span);  // the results of the call's tool calls
+        return;
+      }
+      publishAdded(request, message, callSpan(state));
+      if (message.role == Role::Assistant) {
+        ++iteration;
+        state.callDone = true;
+      }
     };
     run.runToolCalls = [&](const std::vector<ToolCall>& calls, std::stop_token cancel) {
-      return toolCalls.run(
-          request, calls, cancel, [&](const ToolCall& call) -> std::optional<ToolResult> {
-            if (!offered.empty() && !offered.count(call.name)) {
-              ToolResult r;
-              r.toolCallId = call.id;
-              r.name = call.name;
-              r.errorKind = ToolErrorKind::UnknownTool;
-              r.error = "tool \"" + call.name + "\" was not offered for this request";
-              return r;
-            }
-            return interactions.approval(request, call, cancel);
-          });
+      return toolCalls.run(request, state.span, calls, cancel,
+                           [&](const ToolCall& call) -> std::optional<ToolResult> {
+                             if (auto why = refusal(data, call.name)) {
+                               ToolResult r;
+                               r.toolCallId = call.id;
+                               r.name = call.name;
+                               r.errorKind = ToolErrorKind::UnknownTool;
+                               r.error = std::move(*why);
+                               return r;
+                             }
+                             return interactions.approval(request, state.span, call, cancel);
+                           });
     };
 
     RunResult done = manager.run(prompt, run);
@@ -433,6 +556,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       dropped.swap(state->queue);
       outstanding -= dropped.size();
     }
+    toolStats.forget(threadId);
     state->stop.request_stop();
     for (const auto& request : dropped) {
       publishFailed(request, std::make_exception_ptr(CancelledError(
@@ -513,7 +637,7 @@ LlmExecutor::~LlmExecutor() {
 }
 
 LlmExecutionResult LlmExecutor::execute(LlmExecutionRequest request) {
-  if (request.traceId.empty()) request.traceId = impl_->newTraceId();
+  if (request.traceId.empty()) request.traceId = impl_->newId("tr-");
   // A failure crosses as data and becomes an exception on this thread: an exception object
   // made on the runner's thread could be freed there, after this thread read it, and the
   // exception's reference count lives in an uninstrumented runtime that TSan cannot follow.
@@ -566,6 +690,10 @@ LlmExecutor::CacheStats LlmExecutor::responseCacheStats() const {
   out.evictions = s.evictions;
   out.size = s.size;
   return out;
+}
+
+std::map<std::string, ToolStats> LlmExecutor::toolStats(const std::string& threadId) const {
+  return impl_->toolStats.stats(threadId);
 }
 
 size_t LlmExecutor::threadCount() const {

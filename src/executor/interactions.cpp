@@ -28,13 +28,13 @@ bool approves(std::string answer) {
 std::optional<std::string> Interactions::ask(const LlmExecutionRequest& request,
                                              const std::string& id, const std::string& prompt,
                                              std::chrono::milliseconds timeout,
-                                             std::stop_token stop) {
+                                             std::stop_token stop, const std::string& spanId) {
   auto wait = std::make_shared<Pending>();
   {
     std::lock_guard lock(mutex_);
     pending_[id] = wait;
   }
-  auto event = causedBy<UserInteractionRequested>(request);
+  auto event = causedBy<UserInteractionRequested>(request, spanId);
   event.nodeId = request.nodeId;
   event.interactionId = id;
   event.prompt = prompt;
@@ -54,7 +54,8 @@ std::optional<std::string> Interactions::ask(const LlmExecutionRequest& request,
 }
 
 std::optional<ToolResult> Interactions::approval(const LlmExecutionRequest& request,
-                                                 const ToolCall& call, std::stop_token stop) {
+                                                 const std::string& spanId, const ToolCall& call,
+                                                 std::stop_token stop) {
   if (!options_.tools) return std::nullopt;
   auto info = options_.tools->find(call.name);
   if (!info || !info->options.requiresApproval) return std::nullopt;
@@ -62,7 +63,7 @@ std::optional<ToolResult> Interactions::approval(const LlmExecutionRequest& requ
   auto answer = ask(request, id,
                     "Approve the call of tool \"" + call.name + "\" with arguments " +
                         (call.arguments.empty() ? "{}" : call.arguments) + "? (yes/no)",
-                    options_.toolCallTimeout, stop);
+                    options_.toolCallTimeout, stop, spanId);
   if (!answer && stop.stop_requested()) {
     throw CancelledError("the thread was cleaned up while a tool call awaited approval");
   }

@@ -26,14 +26,15 @@ class Interactions {
   Interactions(EventBus& bus, const ExecutorOptions& options) : bus_(bus), options_(options) {}
 
   // Publishes UserInteractionRequested and waits for its answer; nullopt on timeout or stop.
+  // The event carries `spanId` (a tool approval belongs to the model call that made the call).
   std::optional<std::string> ask(const LlmExecutionRequest& request, const std::string& id,
                                  const std::string& prompt, std::chrono::milliseconds timeout,
-                                 std::stop_token stop);
+                                 std::stop_token stop, const std::string& spanId = {});
   // For a tool that requiresApproval: asks (interactionId "approve-<toolCallId>") and returns
   // an error result unless approved within toolCallTimeout; nullopt when the call may run.
   // CancelledError if `stop` is requested while it waits.
-  std::optional<ToolResult> approval(const LlmExecutionRequest& request, const ToolCall& call,
-                                     std::stop_token stop);
+  std::optional<ToolResult> approval(const LlmExecutionRequest& request, const std::string& spanId,
+                                     const ToolCall& call, std::stop_token stop);
   void onResponded(const UserInteractionResponded& event);
 
  private:

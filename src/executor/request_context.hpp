@@ -11,12 +11,14 @@
 namespace parley::detail {
 
 // The header of an event caused by `request`: same workflow, thread and trace.
+// With `spanId`: the event belongs to that model call of the request.
 template <typename Event>
-Event causedBy(const LlmExecutionRequest& request) {
+Event causedBy(const LlmExecutionRequest& request, const std::string& spanId = {}) {
   Event event;
   event.workflowId = request.workflowId;
   event.threadId = request.threadId;
   event.traceId = request.traceId;
+  event.spanId = spanId;
   return event;
 }
 

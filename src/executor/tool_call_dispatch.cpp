@@ -15,6 +15,8 @@ struct ToolCallDispatch::Batch {
   std::mutex mutex;
   std::condition_variable_any resolved;
   std::vector<std::optional<ToolResult>> results;
+  std::vector<std::chrono::steady_clock::time_point> settledAt;  // of the results sent out
+  std::vector<char> timedOut;
   size_t answers = 0;  // answers received: the runner wakes when it changes
 };
 
@@ -31,8 +33,9 @@ ToolResult errorResult(const ToolCall& call, std::string error, ToolErrorKind ki
 
 }  // namespace
 
-void ToolCallDispatch::publishRequest(const LlmExecutionRequest& request, const ToolCall& call) {
-  auto event = causedBy<ToolExecutionRequest>(request);
+void ToolCallDispatch::publishRequest(const LlmExecutionRequest& request, const std::string& spanId,
+                                      const ToolCall& call) {
+  auto event = causedBy<ToolExecutionRequest>(request, spanId);
   event.nodeId = request.nodeId;
   event.toolCall = call;
   event.executionOptions.timeout = options_.toolCallTimeout;
@@ -46,11 +49,15 @@ void ToolCallDispatch::publishRequest(const LlmExecutionRequest& request, const 
 }
 
 std::vector<ToolResult> ToolCallDispatch::run(const LlmExecutionRequest& request,
+                                              const std::string& spanId,
                                               const std::vector<ToolCall>& calls,
                                               std::stop_token stop, const Precheck& precheck) {
   using Clock = std::chrono::steady_clock;
   auto batch = std::make_shared<Batch>();
   batch->results.resize(calls.size());
+  batch->settledAt.resize(calls.size());
+  batch->timedOut.resize(calls.size(), 0);
+  std::vector<std::optional<Clock::time_point>> sentAt(calls.size());
   std::vector<std::optional<ToolResult>> settled(calls.size());  // known without sending
   std::unordered_set<std::string> ids;
   for (size_t i = 0; i < calls.size(); ++i) {
@@ -102,9 +109,10 @@ std::vector<ToolResult> ToolCallDispatch::run(const LlmExecutionRequest& request
         batch->results[i] = std::move(*settled[i]);
         continue;
       }
-      inFlight.push_back({i, Clock::now() + options_.toolCallTimeout});
+      sentAt[i] = Clock::now();
+      inFlight.push_back({i, *sentAt[i] + options_.toolCallTimeout});
       // Not under a lock: a worker may answer inline, from within publish().
-      publishRequest(request, calls[i]);
+      publishRequest(request, spanId, calls[i]);
     }
     if (inFlight.empty()) break;
 
@@ -142,18 +150,26 @@ std::vector<ToolResult> ToolCallDispatch::run(const LlmExecutionRequest& request
       logLine(options_, "parley: " + r.error + " (tool call " + r.toolCallId + ", trace " +
                             request.traceId + ")");
       batch->results[f.index] = std::move(r);
+      batch->settledAt[f.index] = now;
+      batch->timedOut[f.index] = 1;
     }
   }
   std::vector<ToolResult> results;
   results.reserve(calls.size());
   std::lock_guard lock(batch->mutex);
-  for (auto& r : batch->results)
-    results.push_back(std::move(*r));
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const auto elapsed = sentAt[i] ? std::chrono::duration_cast<std::chrono::microseconds>(
+                                         batch->settledAt[i] - *sentAt[i])
+                                   : std::chrono::microseconds(0);
+    results.push_back(std::move(*batch->results[i]));
+    stats_.record(request.threadId, results.back(), elapsed, batch->timedOut[i] != 0);
+  }
   return results;
 }
 
 void ToolCallDispatch::resolve(const std::string& threadId, const std::string& toolCallId,
-                               ToolResult result, const char* eventType) {
+                               ToolResult result, bool timedOut, const char* eventType) {
+  const auto now = std::chrono::steady_clock::now();
   Pending call;
   {
     std::lock_guard lock(mutex_);
@@ -188,6 +204,8 @@ void ToolCallDispatch::resolve(const std::string& threadId, const std::string& t
   {
     std::lock_guard lock(call.batch->mutex);
     call.batch->results[call.index] = std::move(result);
+    call.batch->settledAt[call.index] = now;
+    call.batch->timedOut[call.index] = timedOut ? 1 : 0;
     ++call.batch->answers;
   }
   call.batch->resolved.notify_all();
@@ -202,14 +220,25 @@ void ToolCallDispatch::onCompleted(const ToolExecutionCompleted& event) {
   r.errorKind = r.success ? ToolErrorKind::None : ToolErrorKind::HandlerFailed;
   r.executionTime = event.result.executionTime;
   r.retryCount = event.result.retryCount;
-  resolve(event.threadId, event.toolCallId, std::move(r), ToolExecutionCompleted::kType);
+  const bool timedOut = !r.success && event.result.timedOut;
+  resolve(event.threadId, event.toolCallId, std::move(r), timedOut, ToolExecutionCompleted::kType);
 }
 
 void ToolCallDispatch::onFailed(const ToolExecutionFailed& event) {
   ToolResult r;
-  r.error = event.error.empty() ? "the tool could not be run" : event.error;
-  r.errorKind = ToolErrorKind::HandlerFailed;
-  resolve(event.threadId, event.toolCallId, std::move(r), ToolExecutionFailed::kType);
+  const nlohmann::json& details = event.errorDetails;
+  const std::string detailed = details.is_object() ? details.value("message", "") : "";
+  r.error = !event.error.empty() ? event.error
+            : !detailed.empty()  ? detailed
+                                 : "the tool could not be run";
+  const bool timedOut = details.is_object() && details.value("kind", "") == "timeout";
+  r.errorKind = timedOut ? ToolErrorKind::Timeout : ToolErrorKind::HandlerFailed;
+  if (options_.logErrors) {
+    logLine(options_, "parley: tool call \"" + event.toolCallId + "\" of thread \"" +
+                          event.threadId + "\" (trace " + event.traceId +
+                          ") could not be run: " + r.error);
+  }
+  resolve(event.threadId, event.toolCallId, std::move(r), timedOut, ToolExecutionFailed::kType);
 }
 
 }  // namespace parley::detail

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "executor/tool_stats_table.hpp"
 #include "parley/events.hpp"
 #include "parley/executor.hpp"
 #include "parley/tools.hpp"
@@ -32,14 +33,16 @@ class ToolCallDispatch {
   // Decides a call before it is sent: a result settles it (a refused approval), nullopt sends it.
   using Precheck = std::function<std::optional<ToolResult>(const ToolCall&)>;
 
-  ToolCallDispatch(EventBus& bus, const ExecutorOptions& options) : bus_(bus), options_(options) {}
+  ToolCallDispatch(EventBus& bus, const ExecutorOptions& options, ToolStatsTable& stats)
+      : bus_(bus), options_(options), stats_(stats) {}
 
   // Sends the calls out and returns their results in call order. A call whose id repeats within
   // the reply, or is still pending for the same thread, gets an error result and is not sent;
   // so does a call `precheck` settles. Each call's timeout runs from the moment it was sent.
   // CancelledError when `stop` is requested (the calls still pending are forgotten: a late
-  // answer is ignored).
-  std::vector<ToolResult> run(const LlmExecutionRequest& request,
+  // answer is ignored). The ToolExecutionRequest events carry `spanId` (the model call whose
+  // reply made the calls); each settled call is counted in the executor's ToolStatsTable.
+  std::vector<ToolResult> run(const LlmExecutionRequest& request, const std::string& spanId,
                               const std::vector<ToolCall>& calls, std::stop_token stop,
                               const Precheck& precheck);
   void onCompleted(const ToolExecutionCompleted& event);
@@ -54,12 +57,14 @@ class ToolCallDispatch {
   };
   using Key = std::pair<std::string, std::string>;  // thread id, tool-call id
 
-  void publishRequest(const LlmExecutionRequest& request, const ToolCall& call);
+  void publishRequest(const LlmExecutionRequest& request, const std::string& spanId,
+                      const ToolCall& call);
   void resolve(const std::string& threadId, const std::string& toolCallId, ToolResult result,
-               const char* eventType);
+               bool timedOut, const char* eventType);
 
   EventBus& bus_;
   const ExecutorOptions& options_;
+  ToolStatsTable& stats_;
   std::mutex mutex_;
   std::map<Key, Pending> pending_;
 };

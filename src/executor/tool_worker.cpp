@@ -54,6 +54,8 @@ struct ToolWorker::Impl : std::enable_shared_from_this<ToolWorker::Impl> {
         done.result.error = r.error;
         done.result.executionTime = r.executionTime;
         done.result.retryCount = r.retryCount;
+        done.result.timedOut = r.errorKind == ToolErrorKind::Timeout;
+        done.spanId = request.spanId;
         self->bus.publish(done);
         self->finished();
       });
@@ -64,7 +66,10 @@ struct ToolWorker::Impl : std::enable_shared_from_this<ToolWorker::Impl> {
       failed.threadId = request.threadId;
       failed.traceId = request.traceId;
       failed.toolCallId = request.toolCall.id;
-      failed.error = "no thread could be started to run the tool";
+      failed.spanId = request.spanId;
+      failed.errorDetails = errorToJson(std::current_exception());
+      failed.error = "no thread could be started to run the tool: " +
+                     failed.errorDetails.value("message", std::string());
       bus.publish(failed);
     }
   }
