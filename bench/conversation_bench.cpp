@@ -5,6 +5,7 @@
 // body (as OpenAiClient does) and answers at once, so what is measured is everything except the
 // network and the model. The peer, BM_NaiveRequestBody, serialises the whole history with
 // nlohmann on every turn, as a library without per-message caching does.
+// BM_CacheDiagnostic: diagnoseCache() for the same call, to set against BM_LoopIteration.
 // BM_RunToolTurn: one run() of a whole tool turn (model, in-process tool, model) with the same
 // client, at the same history lengths: the cost of the tool loop itself.
 // BM_Duplicate / BM_ForkMemory: the facade's duplicate() at growing histories, and the bytes
@@ -63,6 +64,20 @@ void BM_LoopIteration(benchmark::State& state) {
 }
 BENCHMARK(BM_LoopIteration)->Arg(10)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
+// The prompt-cache diagnostic of the same call (diagnoseCache), which run() takes before its
+// first call: its cost against BM_LoopIteration's, at the same history lengths (goal: < 5 %).
+void BM_CacheDiagnostic(benchmark::State& state) {
+  ConversationOptions options;
+  options.llm = std::make_shared<InstantClient>();
+  ConversationManager conversation(options);
+  conversation.addMessages(historyOf(state.range(0)));
+  conversation.executeLlmCall();  // the previous request; encodes and counts every message
+  const std::vector<Message> pending = {Message::user("And the next one?")};
+  for (auto _ : state)
+    benchmark::DoNotOptimize(conversation.diagnoseCache(pending));
+}
+BENCHMARK(BM_CacheDiagnostic)->Arg(10)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
+
 // Answers the call that carries the prompt with one tool call, and the next with text, so a
 // run() is one whole tool turn: two model calls, one tool call, four messages.
 class ToolTurnClient : public InstantClient {
@@ -81,9 +96,8 @@ class ToolTurnClient : public InstantClient {
 // (request bodies, the in-process tool call, the commits and the token accounting).
 void BM_RunToolTurn(benchmark::State& state) {
   auto tools = std::make_shared<ToolRegistry>();
-  tools->add("lookup", "looks up", nullptr, [](const nlohmann::json&, ToolContext&) -> nlohmann::json {
-    return "found";
-  });
+  tools->add("lookup", "looks up", nullptr,
+             [](const nlohmann::json&, ToolContext&) -> nlohmann::json { return "found"; });
   ConversationOptions options;
   options.llm = std::make_shared<ToolTurnClient>();
   options.tools = tools;

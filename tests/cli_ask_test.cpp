@@ -14,7 +14,9 @@
 #include "cli_runner.hpp"
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
+#include "parley/llm.hpp"
 #include "parley/store.hpp"
+#include "parley/tokens.hpp"
 
 namespace parley {
 namespace {
@@ -284,6 +286,36 @@ TEST_F(AskTest, EscapeSequencesFromTheServerNeverReachATerminal) {
   CliRun asJson = ask({"--base-url", server_->baseUrl(), "--json", "hello"});
   EXPECT_NE(json::parse(asJson.out)["message"]["content"].get<std::string>().find("\x1b]0;pwned"),
             std::string::npos);
+}
+
+// --json's "cache": null on a new thread; on the next turn of a stored thread, the previous
+// request's prompt (system prompt and first question) is the reusable prefix, beside what the
+// provider reported.
+TEST_F(AskTest, JsonReportsTheReusablePromptPrefix) {
+  serve(
+      R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 50, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 32}}}})");
+  std::filesystem::create_directories(dir_);
+  const std::string db = (dir_ / "cache.db").string();
+  CliRun first = ask({"--base-url", server_->baseUrl(), "--db", db, "--thread", "c1", "--system",
+                      "Be brief.", "--json", "first question"});
+  ASSERT_EQ(first.exitCode, 0) << first.err;
+  EXPECT_TRUE(json::parse(first.out).at("cache").is_null()) << first.out;
+
+  CliRun second = ask({"--base-url", server_->baseUrl(), "--db", db, "--thread", "c1", "--json",
+                       "second question"});
+  ASSERT_EQ(second.exitCode, 0) << second.err;
+  const json cache = json::parse(second.out).at("cache");
+  ASSERT_TRUE(cache.is_object()) << second.out;
+  EXPECT_EQ(cache.at("reusable_messages"), 2);
+  const int64_t expected =
+      countMessageTokens(Message::system("Be brief."), TokenCounter()).tokens +
+      countMessageTokens(Message::user("first question"), TokenCounter()).tokens;
+  EXPECT_EQ(cache.at("reusable_prefix_tokens"), expected);
+  EXPECT_EQ(cache.at("reusable_prefix_bytes"),
+            encodeMessage(Message::system("Be brief.")).size() +
+                encodeMessage(Message::user("first question")).size());
+  EXPECT_TRUE(cache.at("first_difference").is_null());
+  EXPECT_EQ(cache.at("reported_cached_tokens"), 32);
 }
 
 // The turn's cost: usage billed by the price table, cached reads at their price; a model the

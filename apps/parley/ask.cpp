@@ -241,22 +241,29 @@ int runAsk(const AskArgs& given) {
   std::string finishReason;
   std::optional<TokenUsage> usage;
   const size_t viewBefore = manager.getMessages().size();
-  std::optional<double> cost;  // the turn's replies, priced as the model asked for
+  std::optional<double> cost;            // the turn's replies, priced as the model asked for
+  std::optional<CacheDiagnostic> cache;  // the first call against the thread's previous request
+  std::optional<TokenUsage> firstUsage;  // the first call's, which the diagnostic predicts
   try {
     if (loop) {
       RunResult result = manager.run(prompt, run);
+      cache = result.cache;
       reply = result.message;
       finishReason = result.finishReason;
       usage = result.usage;
     } else {
       // No tools: one model call; tool calls the model makes anyway are printed, not run.
       manager.addMessage(Message::user(prompt));
+      cache = manager.diagnoseCache();
       ChatResult result = manager.executeLlmCall(run);
       reply = result.message;
       finishReason = result.finishReason;
       usage = result.usage;
     }
     const std::vector<Message> view = manager.getMessages();
+    for (size_t i = std::min(viewBefore, view.size()); i < view.size() && !firstUsage; ++i) {
+      if (view[i].role == Role::Assistant) firstUsage = view[i].usage;
+    }
     cost = prices.cost(client.model, std::span(view).subspan(std::min(viewBefore, view.size())));
     if (stored) stored->save(manager);
   } catch (const CancelledError&) {
@@ -288,7 +295,14 @@ int runAsk(const AskArgs& given) {
     nlohmann::json out = {{"message", toJson(reply)},
                           {"finish_reason", finishReason},
                           {"usage", usage ? toJson(*usage) : nlohmann::json()},
-                          {"cost_usd", cost && usage ? nlohmann::json(*cost) : nlohmann::json()}};
+                          {"cost_usd", cost && usage ? nlohmann::json(*cost) : nlohmann::json()},
+                          {"cache", nullptr}};
+    if (cache) {
+      // Predicted beside what the provider reports (the first call's usage, cached reads).
+      out["cache"] = toJson(*cache);
+      out["cache"]["reported_cached_tokens"] =
+          firstUsage ? nlohmann::json(billedTokens(*firstUsage).cachedInput) : nlohmann::json();
+    }
     std::cout << out.dump() << "\n";
     noteNewThread();
     return kExitOk;

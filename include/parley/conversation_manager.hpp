@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "parley/cache_diagnostic.hpp"
 #include "parley/context_snapshot.hpp"
 #include "parley/cost.hpp"
 #include "parley/llm.hpp"
@@ -131,7 +132,7 @@ using ToolCallRunner = std::function<std::vector<ToolResult>(const std::vector<T
 // append, repeat; the caps; when a turn is whole and saved) is the same for every runner: the
 // facade, the executor and a durable-run worker only configure it.
 struct RunOptions : LlmCallOptions {
-  std::optional<int> maxIterations;                     // nullopt: ConversationOptions's
+  std::optional<int> maxIterations;  // nullopt: ConversationOptions's
   // One deadline for the whole run: every model call with its retries, and every tool. When it
   // passes, what is under way is cancelled and run() throws TimeoutError. (LlmCallOptions::timeout
   // still bounds each model call.) nullopt: no deadline beyond the calls' own.
@@ -154,6 +155,9 @@ struct RunResult {
   Message message;                      // the last assistant message
   std::vector<ToolCall> toolCalls;      // every tool call the model made, in order
   std::vector<ToolResult> toolResults;  // their results, in the same order
+  // The first call's prompt against the previous request (diagnoseCache()), taken before it was
+  // sent; nullopt when no previous request is known.
+  std::optional<CacheDiagnostic> cache;
 };
 
 class ConversationManager {
@@ -248,6 +252,12 @@ class ConversationManager {
   TokenCheck checkTokenUsage(const std::vector<Message>& pending = {});
   // The context size alone; fires nothing.
   TokenCheck estimateContextTokens() const;
+  // How much of the previous request's prompt a call sending the view, then `pending`, would
+  // reuse from a provider's prompt cache, and where the two first differ (cache_diagnostic.hpp).
+  // O(messages compared), with each message's JSON and token count cached. nullopt when the
+  // previous request is unknown: no call yet, or restored from a snapshot whose view was edited
+  // after its last call. Within one process a change of the tool definitions is seen too.
+  std::optional<CacheDiagnostic> diagnoseCache(const std::vector<Message>& pending = {}) const;
   // Adds a call's usage to the cumulative counters only: for calls that did not produce the
   // view, such as a summary made by the compression trigger.
   void addSideUsage(const TokenUsage& usage);
@@ -304,16 +314,18 @@ class ConversationManager {
 
  private:
   struct State;
+  // `cache`: set to the diagnostic of the request as it is sent.
   ChatResult call(const std::vector<Message>& pending, const LlmCallOptions& options,
-                  const std::function<void(const Message&)>& onMessage = nullptr);
+                  const std::function<void(const Message&)>& onMessage = nullptr,
+                  std::optional<CacheDiagnostic>* cache = nullptr);
   std::vector<ToolResult> runTools(const std::vector<ToolCall>& calls, std::stop_token cancel,
                                    const RunOptions* hooks);
   nlohmann::json tokenUsageJson() const;  // REQUIRES the lock
   void persistIfWhole();                  // saves through options.persist at a turn's end
   // ValidationError unless each call is one of the last tool-call message's unanswered calls.
   void requireOpenCalls(const std::vector<ToolCall>& calls) const;
-  TokenCheck contextTokens() const;       // REQUIRES the lock
-  int64_t toolTokens() const;             // the tool definitions' tokens; REQUIRES the lock
+  TokenCheck contextTokens() const;  // REQUIRES the lock
+  int64_t toolTokens() const;        // the tool definitions' tokens; REQUIRES the lock
   void enforceBudget(ChatRequest& request, const std::vector<Message>& pending) const;
 
   std::unique_ptr<State> state_;

@@ -77,7 +77,11 @@ struct ConversationManager::State {
   mutable uint64_t toolTokensRevision = std::numeric_limits<uint64_t>::max();
   mutable int64_t toolTokens = 0;
 
+  // The tool registry's revision at the last call (this process only: not in snapshots).
+  std::optional<uint64_t> lastToolsRevision;
+
   void copyAccountingFrom(const State& other) {
+    lastToolsRevision = other.lastToolsRevision;
     lastUsage = other.lastUsage;
     cumulative = other.cumulative;
     requests = other.requests;
@@ -583,6 +587,62 @@ void ConversationManager::enforceBudget(ChatRequest& request,
   checkBudget(budget, call);  // throws BudgetExceeded; unpriced models too
 }
 
+std::optional<CacheDiagnostic> ConversationManager::diagnoseCache(
+    const std::vector<Message>& pending) const {
+  std::shared_lock lock(state_->mutex);
+  const State& st = *state_;
+  // The previous request is the view its usage was reported for, less the reply at its end.
+  if (!st.lastUsage || st.usageEpoch == kNoEpoch || st.usageView.size() == 0) return std::nullopt;
+  CacheDiagnostic d;
+  const ConversationOptions& config = *st.options;
+  const uint64_t toolsRevision = config.tools ? config.tools->revision() : 0;
+  if (st.lastToolsRevision.value_or(toolsRevision) != toolsRevision) {
+    d.firstDifference = CacheDiagnostic::Difference{std::nullopt, "tools"};
+    return d;
+  }
+  const MessageStore& s = st.store;
+  const TokenCounter& counter = st.counter ? *st.counter : defaultCounter();
+  const MessageJsonOptions jsonOptions =
+      config.llm ? config.llm->messageJsonOptions() : MessageJsonOptions{};
+  const size_t previous = st.usageView.size() - 1;
+  const size_t view = s.viewSize();
+  const size_t current = view + pending.size();
+  const MessageStore::IndexList& now = s.view();
+  size_t i = 0;
+  for (; i < previous && i < current; ++i) {
+    const MessageRecord& before = s.record(st.usageView[i]);
+    const std::shared_ptr<const std::string> beforeBytes = encoded(before, jsonOptions);
+    const Message* differs = nullptr;
+    if (i < view) {
+      // A message kept in storage is the same bytes: compare indices first.
+      const MessageRecord& after = s.record(now[i]);
+      if (now[i] != st.usageView[i] && *encoded(after, jsonOptions) != *beforeBytes) {
+        differs = &after.message;
+      }
+    } else if (encodeMessage(pending[i - view], jsonOptions) != *beforeBytes) {
+      differs = &pending[i - view];
+    }
+    if (differs) {
+      const Message& old = before.message;
+      const char* field = old.role != differs->role               ? "role"
+                          : old.name != differs->name             ? "name"
+                          : old.content != differs->content       ? "content"
+                          : old.toolCalls != differs->toolCalls   ? "tool_calls"
+                          : old.toolCallId != differs->toolCallId ? "tool_call_id"
+                                                                  : "extra";
+      d.firstDifference = CacheDiagnostic::Difference{i, field};
+      break;
+    }
+    d.reusablePrefixTokens += messageTokens(before, counter);
+    d.reusablePrefixBytes += static_cast<int64_t>(beforeBytes->size());
+  }
+  d.reusableMessages = i;
+  if (!d.firstDifference && i < previous) {
+    d.firstDifference = CacheDiagnostic::Difference{i, "removed"};
+  }
+  return d;
+}
+
 TokenCheck ConversationManager::estimateContextTokens() const {
   std::shared_lock lock(state_->mutex);
   return contextTokens();
@@ -647,7 +707,8 @@ const ConversationOptions& ConversationManager::options() const {
 
 ChatResult ConversationManager::call(const std::vector<Message>& pending,
                                      const LlmCallOptions& options,
-                                     const std::function<void(const Message&)>& onMessage) {
+                                     const std::function<void(const Message&)>& onMessage,
+                                     std::optional<CacheDiagnostic>* cache) {
   const ConversationOptions& config = *state_->options;
   if (!config.llm) {
     throw ValidationError("options.llm", "this conversation has no model attached");
@@ -655,6 +716,7 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
   for (const Message& m : pending)
     validate(m);
   checkTokenUsage(pending);  // the request about to be sent: the view, `pending`, the tools
+  if (cache) *cache = diagnoseCache(pending);  // after the trigger, which may edit the view
 
   ChatRequest request = options.request ? *options.request : config.request;
   request.messages = pending;
@@ -668,7 +730,9 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
       request.encodedMessages.push_back(encoded(s.record(i), jsonOptions));
     });
   }
-  request.tools = config.tools ? config.tools->definitions()->tools : json::array();
+  std::shared_ptr<const ToolDefinitions> definitions =
+      config.tools ? config.tools->definitions() : nullptr;
+  request.tools = definitions ? definitions->tools : json::array();
   if (config.budget.limited()) enforceBudget(request, pending);  // before anything is sent
   request.stream = options.stream.value_or(config.stream);
   if (options.timeout) request.timeout = options.timeout;
@@ -689,6 +753,8 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
   std::vector<Message> commit = pending;
   commit.push_back(result.message);
   st.store.appendAll(std::move(commit));  // validates all first: all or nothing
+  st.lastToolsRevision =
+      definitions ? std::optional<uint64_t>(definitions->revision) : std::nullopt;
   if (result.usage) {
     st.lastUsage = *result.usage;
     addUsage(st.cumulative, *result.usage);
@@ -880,7 +946,8 @@ RunResult ConversationManager::run(const std::string& prompt, const RunOptions& 
         bounded.timeout = options.timeout ? std::min(*options.timeout, left) : left;
         callOptions = &bounded;
       }
-      ChatResult result = call(pending, *callOptions, options.onMessage);
+      ChatResult result = call(pending, *callOptions, options.onMessage,
+                               run.iterations == 0 ? &run.cache : nullptr);
       pending.clear();
       ++run.iterations;
       if (result.usage) addUsage(run.usage, *result.usage);
