@@ -548,7 +548,7 @@ TEST_F(Executor, AFailedRequestIsRolledBack) {
       << body["messages"].dump();
   std::lock_guard lock(rec.mutex);
   ASSERT_EQ(rec.completed.size(), 2u);
-  EXPECT_EQ(history(rec.completed.back().updatedContext).size(), 6u);
+  EXPECT_EQ(history(rec.completed.back().updatedContext.json()).size(), 6u);
 }
 
 TEST_F(Executor, HundredThreadsAtOnceKeepTheirOwnHistories) {
