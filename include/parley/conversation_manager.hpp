@@ -118,7 +118,7 @@ using ToolCallRunner = std::function<std::vector<ToolResult>(const std::vector<T
 // append, repeat; the caps; when a turn is whole and saved) is the same for every runner: the
 // facade, the executor and a durable-run worker only configure it.
 struct RunOptions : LlmCallOptions {
-  std::optional<int> maxIterations;                     // nullopt: ConversationOptions's
+  std::optional<int> maxIterations;  // nullopt: ConversationOptions's
   // One deadline for the whole run: every model call with its retries, and every tool. When it
   // passes, what is under way is cancelled and run() throws TimeoutError. (LlmCallOptions::timeout
   // still bounds each model call.) nullopt: no deadline beyond the calls' own.
@@ -131,6 +131,10 @@ struct RunOptions : LlmCallOptions {
   // Each message the run adds to the history (the prompt, each reply, each tool result), in
   // order, once it is appended.
   std::function<void(const Message&)> onMessage;
+  // A reply already received for the run's first model call (a durable run resuming the turn
+  // its journal kept, docs/scale-out.md): taken as that call's reply, the model is not called.
+  // It must be an assistant message; it counts as an iteration.
+  std::optional<Message> firstReply;
 };
 
 struct RunResult {
@@ -224,6 +228,10 @@ class ConversationManager {
   // "max_iterations"). Each iteration is stored as one assistant message, then one tool
   // message per call; each whole turn is saved through options.persist.
   RunResult run(const std::string& prompt, const RunOptions& options = {});
+  // The same loop with `input` (usually one user message) sent after the view and committed
+  // with the first reply, as the prompt is. Empty input goes on from the history as it is (a
+  // durable run continuing after its last committed turn).
+  RunResult run(std::vector<Message> input, const RunOptions& options = {});
 
   // --- tokens ----------------------------------------------------------------------------------
   // Records a call's usage; it covers the current view (call it after appending the reply).
@@ -276,15 +284,17 @@ class ConversationManager {
 
  private:
   struct State;
+  // `given`: the reply to take instead of calling the model (RunOptions::firstReply).
   ChatResult call(const std::vector<Message>& pending, const LlmCallOptions& options,
-                  const std::function<void(const Message&)>& onMessage = nullptr);
+                  const std::function<void(const Message&)>& onMessage = nullptr,
+                  const Message* given = nullptr);
   std::vector<ToolResult> runTools(const std::vector<ToolCall>& calls, std::stop_token cancel,
                                    const RunOptions* hooks);
   nlohmann::json tokenUsageJson() const;  // REQUIRES the lock
   void persistIfWhole();                  // saves through options.persist at a turn's end
   // ValidationError unless each call is one of the last tool-call message's unanswered calls.
   void requireOpenCalls(const std::vector<ToolCall>& calls) const;
-  TokenCheck contextTokens() const;       // REQUIRES the lock
+  TokenCheck contextTokens() const;  // REQUIRES the lock
 
   std::unique_ptr<State> state_;
 };

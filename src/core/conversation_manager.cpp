@@ -568,7 +568,8 @@ const ConversationOptions& ConversationManager::options() const {
 
 ChatResult ConversationManager::call(const std::vector<Message>& pending,
                                      const LlmCallOptions& options,
-                                     const std::function<void(const Message&)>& onMessage) {
+                                     const std::function<void(const Message&)>& onMessage,
+                                     const Message* given) {
   const ConversationOptions& config = *state_->options;
   if (!config.llm) {
     throw ValidationError("options.llm", "this conversation has no model attached");
@@ -594,9 +595,19 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
   if (options.timeout) request.timeout = options.timeout;
   if (options.stopToken.stop_possible()) request.stopToken = options.stopToken;
 
-  ChatResult result = request.stream && options.onChunk
-                          ? config.llm->generateStream(request, options.onChunk)
-                          : config.llm->generate(request);
+  ChatResult result;
+  if (given) {
+    if (given->role != Role::Assistant) {
+      throw ValidationError("firstReply", "must be an assistant message");
+    }
+    result.message = *given;
+    result.usage = given->usage;
+    result.finishReason = given->toolCalls.empty() ? "stop" : "tool_calls";
+  } else {
+    result = request.stream && options.onChunk
+                 ? config.llm->generateStream(request, options.onChunk)
+                 : config.llm->generate(request);
+  }
   if (result.message.content.empty() && result.message.toolCalls.empty()) {
     throw ProtocolError("the model returned an empty reply (finish_reason \"" +
                         result.reportedFinishReason + "\"); nothing was added");
@@ -748,14 +759,19 @@ std::vector<ToolResult> ConversationManager::executeToolCalls(const std::vector<
 }
 
 RunResult ConversationManager::run(const std::string& prompt, const RunOptions& options) {
+  return run(std::vector<Message>{Message::user(prompt)}, options);
+}
+
+RunResult ConversationManager::run(std::vector<Message> input, const RunOptions& options) {
   using Clock = std::chrono::steady_clock;
   const int maxIterations = options.maxIterations.value_or(state_->options->maxIterations);
   if (maxIterations < 1) throw ValidationError("maxIterations", "must be at least 1");
   if (options.turnTimeout && options.turnTimeout->count() <= 0) {
     throw ValidationError("turnTimeout", "must be positive");
   }
-  std::vector<Message> pending{Message::user(prompt)};
-  validate(pending.front());
+  std::vector<Message> pending = std::move(input);
+  for (const Message& m : pending)
+    validate(m);
 
   // The turn's deadline: a watchdog stops everything under way (the model call, the tools)
   // through one stop source that also follows the caller's token.
@@ -800,7 +816,9 @@ RunResult ConversationManager::run(const std::string& prompt, const RunOptions& 
         bounded.timeout = options.timeout ? std::min(*options.timeout, left) : left;
         callOptions = &bounded;
       }
-      ChatResult result = call(pending, *callOptions, options.onMessage);
+      const Message* given =
+          run.iterations == 0 && options.firstReply ? &*options.firstReply : nullptr;
+      ChatResult result = call(pending, *callOptions, options.onMessage, given);
       pending.clear();
       ++run.iterations;
       if (result.usage) addUsage(run.usage, *result.usage);
