@@ -9,7 +9,8 @@ RunEvents::RunEvents(RunStore& runs, Lease lease, std::chrono::milliseconds chun
     : runs_(runs),
       lease_(std::move(lease)),
       chunkInterval_(chunkInterval),
-      chunkBytes_(chunkBytes) {}
+      chunkBytes_(chunkBytes),
+      lastChunkWrite_(std::chrono::steady_clock::now()) {}
 
 void RunEvents::closeChunk() {
   if (text_.empty()) return;

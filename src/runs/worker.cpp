@@ -157,7 +157,12 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
         late = stopping;
       }
       if (late) {
-        handBack(*run);  // claimed while stop() began: another worker goes on with it
+        // Claimed while stop() began: another worker goes on with it (not counted: not worked on).
+        try {
+          runs->release(run->lease);
+        } catch (const std::exception& e) {
+          log("parley worker: could not hand back run " + run->lease.runId + ": " + e.what());
+        }
       } else {
         work(*claim, *run);
       }
@@ -327,6 +332,11 @@ class LeaseSink : public TurnSink {
       auto turnEvents = events_.takeForTurn();
       version_ = runs_.appendTurn(active_.lease, turn.messages, turn.state, version_, turnEvents);
       storedCount_ += added;
+    }
+    // A safe point: a request the heartbeat has not brought yet is read here, so an interrupt
+    // never lets the run start another model call.
+    if (active_.request == CancelRequest::None) {
+      if (auto run = runs_.run(active_.lease.runId)) active_.request = run->cancelRequest;
     }
     if (active_.request == CancelRequest::Interrupt) throw StopAtSafePoint();
   }
