@@ -248,9 +248,8 @@ TYPED_TEST_P(WorkerTest, RunsOfOneThreadInSubmitOrderAndThreadsInParallel) {
   for (auto& r : submitted)
     EXPECT_EQ(this->awaitRun(r.id, {RunStatus::Completed, RunStatus::Failed}).status,
               RunStatus::Completed);
-  EXPECT_EQ(this->contents("a"),
-            (std::vector<std::string>{"a0", "echo: a0", "a1", "echo: a1", "a2", "echo: a2", "a3",
-                                      "echo: a3"}));
+  EXPECT_EQ(this->contents("a"), (std::vector<std::string>{"a0", "echo: a0", "a1", "echo: a1", "a2",
+                                                           "echo: a2", "a3", "echo: a3"}));
   EXPECT_EQ(this->contents("b").size(), 8u);
 }
 
@@ -390,10 +389,10 @@ TYPED_TEST_P(WorkerTest, CancelsAQueuedAndARunningRun) {
   this->gate.awaitEntered(1);
   EXPECT_EQ(this->runs->cancel(queued.id).status, RunStatus::Cancelled);
   this->runs->cancel(running.id);
-  RunInfo done = this->awaitRun(running.id, {RunStatus::Cancelled, RunStatus::Completed,
-                                             RunStatus::Failed});
+  RunInfo done =
+      this->awaitRun(running.id, {RunStatus::Cancelled, RunStatus::Completed, RunStatus::Failed});
   EXPECT_EQ(done.status, RunStatus::Cancelled);
-  EXPECT_TRUE(this->contents("c").empty());  // the half turn was never committed
+  EXPECT_TRUE(this->contents("c").empty());        // the half turn was never committed
   EXPECT_EQ(this->server->requests().size(), 1u);  // the queued run never reached the model
 }
 
@@ -406,8 +405,8 @@ TYPED_TEST_P(WorkerTest, InterruptStopsAfterTheToolCallKeepingTheWholeTurn) {
   RunInfo second = this->runs->submit("p", "second", interrupt);
   EXPECT_EQ(this->runs->run(first.id)->cancelRequest, CancelRequest::Interrupt);
   this->gate.release();  // the tool call ends; its whole turn is the safe point
-  RunInfo stopped = this->awaitRun(first.id, {RunStatus::Cancelled, RunStatus::Completed,
-                                              RunStatus::Failed});
+  RunInfo stopped =
+      this->awaitRun(first.id, {RunStatus::Cancelled, RunStatus::Completed, RunStatus::Failed});
   EXPECT_EQ(stopped.status, RunStatus::Cancelled);
   EXPECT_NE(stopped.error.find("interrupted"), std::string::npos) << stopped.error;
   ASSERT_EQ(this->awaitRun(second.id, {RunStatus::Completed, RunStatus::Failed}).status,
@@ -425,8 +424,8 @@ TYPED_TEST_P(WorkerTest, RollbackCancelsTheRunAndHidesItsTurns) {
   SubmitOptions rollback;
   rollback.policy = DoubleTextPolicy::Rollback;
   RunInfo second = this->runs->submit("r", "instead", rollback);
-  RunInfo stopped = this->awaitRun(first.id, {RunStatus::Cancelled, RunStatus::Completed,
-                                              RunStatus::Failed});
+  RunInfo stopped =
+      this->awaitRun(first.id, {RunStatus::Cancelled, RunStatus::Completed, RunStatus::Failed});
   EXPECT_EQ(stopped.status, RunStatus::Cancelled);
   EXPECT_NE(stopped.error.find("rolled back"), std::string::npos) << stopped.error;
   ASSERT_EQ(this->awaitRun(second.id, {RunStatus::Completed, RunStatus::Failed}).status,
@@ -509,18 +508,14 @@ TYPED_TEST_P(WorkerTest, BadInputIsRefusedWithAClearError) {
   EXPECT_EQ(this->countOf("limes"), 0);
 }
 
-REGISTER_TYPED_TEST_SUITE_P(WorkerTest, CompletesARunWithAToolAndWritesItsEvents,
-                            RunsOfOneThreadInSubmitOrderAndThreadsInParallel,
-                            StreamChunksAreCoalesced,
-                            TakesOverAJournaledReplyWithoutAskingTheModelAgain,
-                            ContinuesFromTheLastWholeTurnAfterATakeover,
-                            AnApprovalWaitSurvivesTheWorkersEnd,
-                            AHumanAnswerResumesTheRunAndADenialIsAnErrorResult,
-                            CancelsAQueuedAndARunningRun,
-                            InterruptStopsAfterTheToolCallKeepingTheWholeTurn,
-                            RollbackCancelsTheRunAndHidesItsTurns,
-                            RejectAndEnqueueLeaveTheRunningRunAlone, StopHandsBackARunStillGoing,
-                            BadInputIsRefusedWithAClearError);
+REGISTER_TYPED_TEST_SUITE_P(
+    WorkerTest, CompletesARunWithAToolAndWritesItsEvents,
+    RunsOfOneThreadInSubmitOrderAndThreadsInParallel, StreamChunksAreCoalesced,
+    TakesOverAJournaledReplyWithoutAskingTheModelAgain, ContinuesFromTheLastWholeTurnAfterATakeover,
+    AnApprovalWaitSurvivesTheWorkersEnd, AHumanAnswerResumesTheRunAndADenialIsAnErrorResult,
+    CancelsAQueuedAndARunningRun, InterruptStopsAfterTheToolCallKeepingTheWholeTurn,
+    RollbackCancelsTheRunAndHidesItsTurns, RejectAndEnqueueLeaveTheRunningRunAlone,
+    StopHandsBackARunStillGoing, BadInputIsRefusedWithAClearError);
 
 }  // namespace
 
