@@ -8,7 +8,8 @@
 //
 // The endpoint given is the worker's default profile (named by --profile, else "default"); with
 // a config file its other profiles serve the runs that name them. The first line on stdout is
-// the worker's id, once it serves.
+// the worker's id, once it serves; the last, when it stopped, what it did as JSON
+// ({"worker", "claimed", "completed", "failed", "cancelled", "waiting", "handed_back", "lost"}).
 #include <pthread.h>
 
 #include <csignal>
@@ -81,8 +82,12 @@ int runWorker(const WorkerArgs& args) {
   std::cerr << "parley worker: stopping (signal " << received << ")\n";
   worker.stop();
   const auto stats = worker.stats();
-  std::cerr << "parley worker: " << stats.completed << " completed, " << stats.failed << " failed, "
-            << stats.cancelled << " cancelled, " << stats.handedBack << " handed back\n";
+  std::cout << nlohmann::json{{"worker", worker.id()},           {"claimed", stats.claimed},
+                              {"completed", stats.completed},    {"failed", stats.failed},
+                              {"cancelled", stats.cancelled},    {"waiting", stats.waiting},
+                              {"handed_back", stats.handedBack}, {"lost", stats.lost}}
+                   .dump()
+            << std::endl;
   return kExitOk;
 }
 
