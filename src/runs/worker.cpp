@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <list>
 #include <map>
 #include <mutex>
@@ -86,6 +87,9 @@ struct ActiveRun {
   std::atomic<CancelRequest> request{CancelRequest::None};
   std::atomic<bool> lost{false};
   std::atomic<bool> handBack{false};
+  // Set before the run's closing write (finish, wait, release): a renewal that then finds the
+  // lease gone is not a loss.
+  std::atomic<bool> closing{false};
 };
 
 struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
@@ -96,10 +100,14 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
   mutable std::mutex mutex;
   std::condition_variable changed;  // active runs, stopping
   std::list<std::shared_ptr<ActiveRun>> active;
+  std::deque<Claim> ready;  // claimed, not yet taken by a slot
+  int busy = 0;             // claims in `ready` or being worked on
+  bool dispatcherDone = false;
   bool started = false;
   bool stopping = false;
   bool stopped = false;
   std::vector<std::thread> slots;
+  std::thread dispatcherThread;
   std::thread heartbeatThread;
   Stats counters;
 
@@ -122,11 +130,15 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
 
   // --- claiming -----------------------------------------------------------------------------
 
-  void slot() {
+  // One claimer per worker (not one per slot: idle slots would each poll the database). It
+  // claims while a slot is free and hands the claims to the slots.
+  void dispatch() {
+    const auto slice = std::min(options.claimPoll, milliseconds(250));
     for (;;) {
       {
-        std::lock_guard lock(mutex);
-        if (stopping) return;
+        std::unique_lock lock(mutex);
+        changed.wait(lock, [&] { return stopping || busy < options.concurrency; });
+        if (stopping) break;
       }
       std::optional<Claim> claim;
       try {
@@ -134,25 +146,41 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
       } catch (const std::exception& e) {
         log("parley worker: claim failed: " + std::string(e.what()));
       }
-      if (!claim) {
-        // Waits in slices so that stop() is seen soon.
-        const auto slice = std::min(options.claimPoll, milliseconds(250));
-        try {
-          runs->waitForRuns(slice);
-        } catch (const std::exception&) {
-          std::unique_lock lock(mutex);  // the store is down: wait as if there were nothing
-          changed.wait_for(lock, slice, [&] { return stopping; });
-        }
+      if (claim) {
+        std::lock_guard lock(mutex);
+        ready.push_back(std::move(*claim));
+        ++busy;
+        ++counters.claimed;
+        changed.notify_all();
         continue;
       }
+      // Waits in slices so that stop() is seen soon.
+      try {
+        runs->waitForRuns(slice);
+      } catch (const std::exception&) {
+        std::unique_lock lock(mutex);  // the store is down: wait as if there were nothing
+        changed.wait_for(lock, slice, [&] { return stopping; });
+      }
+    }
+    std::lock_guard lock(mutex);
+    dispatcherDone = true;
+    changed.notify_all();
+  }
+
+  void slot() {
+    for (;;) {
+      std::optional<Claim> claim;
       auto run = std::make_shared<ActiveRun>();
-      run->lease = claim->lease;
-      run->request = claim->run.cancelRequest;
       bool late = false;
       {
-        std::lock_guard lock(mutex);
+        std::unique_lock lock(mutex);
+        changed.wait(lock, [&] { return !ready.empty() || dispatcherDone; });
+        if (ready.empty()) return;
+        claim = std::move(ready.front());
+        ready.pop_front();
+        run->lease = claim->lease;
+        run->request = claim->run.cancelRequest;
         active.push_back(run);
-        ++counters.claimed;
         ++counters.running;
         late = stopping;
       }
@@ -170,6 +198,7 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
         std::lock_guard lock(mutex);
         active.remove(run);
         --counters.running;
+        --busy;
       }
       changed.notify_all();
     }
@@ -191,6 +220,7 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
             if (renewal.cancelRequest != CancelRequest::Interrupt) run->stop.request_stop();
           }
         } catch (const LeaseLost& e) {
+          if (run->closing) continue;  // it ended meanwhile
           run->lost = true;
           run->stop.request_stop();
           log("parley worker: lost run " + run->lease.runId + ": " + e.what());
@@ -254,6 +284,7 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
         guarded(run, active, [&] { endCancelled(run, active, events); });
       } else {
         guarded(run, active, [&] {
+          active.closing = true;
           runs->finish(active.lease, RunStatus::Failed, e.what(), nullptr, events.takeLive());
           count(&Stats::failed);
         });
@@ -277,6 +308,7 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
   }
 
   void handBack(ActiveRun& active) {
+    active.closing = true;
     try {
       if (runs->release(active.lease)) count(&Stats::handedBack);
     } catch (const std::exception& e) {
@@ -304,6 +336,7 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
         runs->appendTurn(active.lease, {}, turn.state, version);
       }
     }
+    active.closing = true;
     runs->finish(active.lease, RunStatus::Cancelled, "", nullptr, events.takeLive());
     count(&Stats::cancelled);
   }
@@ -434,6 +467,7 @@ class JournalRunner {
       auto live = events_.takeLive();
       live.push_back({"user_interaction_requested",
                       {{"interactionId", id}, {"prompt", prompt}, {"kind", (*waitFor)["kind"]}}});
+      active_.closing = true;
       runs_.wait(active_.lease, *waitFor, live);
       throw RunWaits{};
     }
@@ -570,6 +604,7 @@ void Worker::Impl::execute(const RunInfo& run, ActiveRun& active, detail::RunEve
     const Message& last = all.back();
     if (!journal.pendingReply && last.role == Role::Assistant && last.toolCalls.empty()) {
       // Its last whole turn was its answer: only the finish was missing.
+      active.closing = true;
       runs->finish(active.lease, RunStatus::Completed, "",
                    {{"content", last.content}, {"finishReason", "stop"}, {"iterations", done}},
                    events.takeLive());
@@ -580,6 +615,7 @@ void Worker::Impl::execute(const RunInfo& run, ActiveRun& active, detail::RunEve
   const int maxIterations =
       run.options.maxIterations > 0 ? run.options.maxIterations : options.maxIterations;
   if (done >= maxIterations) {
+    active.closing = true;
     runs->finish(active.lease, RunStatus::Completed, "",
                  {{"content", ""}, {"finishReason", "max_iterations"}, {"iterations", done}},
                  events.takeLive());
@@ -644,6 +680,7 @@ void Worker::Impl::execute(const RunInfo& run, ActiveRun& active, detail::RunEve
     result.finishReason = "stop";
   }
   if (active.lost) throw LeaseLost("store: the lease of run " + run.id + " was lost");
+  active.closing = true;
   runs->finish(active.lease, RunStatus::Completed, "",
                {{"content", result.content},
                 {"finishReason", result.finishReason},
@@ -714,17 +751,22 @@ void Worker::start() {
   impl_->started = true;
   for (int i = 0; i < impl_->options.concurrency; ++i)
     impl_->slots.emplace_back([impl = impl_] { impl->slot(); });
+  impl_->dispatcherThread = std::thread([impl = impl_] { impl->dispatch(); });
   impl_->heartbeatThread = std::thread([impl = impl_] { impl->beat(); });
 }
 
 void Worker::stop() {
   Impl& impl = *impl_;
   {
-    std::unique_lock lock(impl.mutex);
+    std::lock_guard lock(impl.mutex);
     if (!impl.started || impl.stopped) return;
     impl.stopping = true;
-    impl.changed.notify_all();
-    impl.changed.wait_for(lock, impl.options.shutdownGrace, [&] { return impl.active.empty(); });
+  }
+  impl.changed.notify_all();
+  if (impl.dispatcherThread.joinable()) impl.dispatcherThread.join();
+  {
+    std::unique_lock lock(impl.mutex);
+    impl.changed.wait_for(lock, impl.options.shutdownGrace, [&] { return impl.busy == 0; });
     for (auto& run : impl.active) {
       run->handBack = true;
       run->stop.request_stop();
