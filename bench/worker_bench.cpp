@@ -10,7 +10,7 @@
 //                SQLite polls)
 //   throughput   runs/s with 1, 2 and 4 workers (each its own RunStore, concurrency 8) over 64
 //                threads, zero-latency model
-//   in flight    with a 100 ms model delay, N threads of 5 runs each served by 4 workers of
+//   in flight    with a 100 ms model delay, N threads of 20 runs each served by 4 workers of
 //                concurrency N/4: runs/s against the ideal N / 100 ms
 //
 //   build/bench/worker_bench [sqlite|postgres]...   (default: both)
@@ -195,7 +195,7 @@ void throughput(const Engine& engine) {
 
 void inFlight(const Engine& engine) {
   constexpr int kDelayMs = 100;
-  constexpr int kRunsPerThread = 5;
+  constexpr int kRunsPerThread = 20;
   for (int n : {1, 8, 16, 32, 64}) {
     Mock mock(kDelayMs);
     RunStore producer(engine.open());

@@ -348,6 +348,12 @@ namespace {
 
 // The fenced whole-turn append, with the turn's events; after it, an interrupt stops the run.
 class LeaseSink : public TurnSink {
+  // Whether the loop goes on after this turn: it ended with tool results.
+  static bool continues(const ConversationManager& conversation) {
+    auto last = conversation.getRecentMessages(1);
+    return !last.empty() && last.back().role == Role::Tool;
+  }
+
  public:
   LeaseSink(RunStore& runs, ActiveRun& active, detail::RunEvents& events, std::string threadId,
             int64_t storedCount, RunStore::Version version)
@@ -368,7 +374,8 @@ class LeaseSink : public TurnSink {
     }
     // A safe point: a request the heartbeat has not brought yet is read here, so an interrupt
     // never lets the run start another model call.
-    if (active_.request == CancelRequest::None) {
+    // (A turn that ends the loop, a reply without tool calls, needs no check.)
+    if (active_.request == CancelRequest::None && continues(conversation)) {
       if (auto run = runs_.run(active_.lease.runId)) active_.request = run->cancelRequest;
     }
     if (active_.request == CancelRequest::Interrupt) throw StopAtSafePoint();
