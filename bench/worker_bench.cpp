@@ -13,7 +13,8 @@
 //   in flight    with a 100 ms model delay, N threads of 20 runs each served by 4 workers of
 //                concurrency N/4: runs/s against the ideal N / 100 ms
 //
-//   build/bench/worker_bench [sqlite|postgres]...   (default: both)
+//   build/bench/worker_bench [sqlite|postgres]... [overhead|throughput|inflight]...
+//   (default: everything)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -193,6 +194,34 @@ void throughput(const Engine& engine) {
   }
 }
 
+// The in-process executor with the same store, N threads of runs at once: the peer.
+double executorRate(const Engine& engine, Mock& mock, int n, int runsPerThread) {
+  EventBus bus;
+  ExecutorOptions options;
+  options.profiles = mock.profiles;
+  options.store = engine.open();
+  options.maxConcurrentThreads = n;
+  LlmExecutor exec(bus, options);
+  const auto start = Clock::now();
+  std::vector<std::thread> clients;
+  for (int t = 0; t < n; ++t) {
+    clients.emplace_back([&, t] {
+      for (int r = 0; r < runsPerThread; ++r) {
+        LlmExecutionRequest request;
+        request.workflowId = "wf";
+        request.threadId = "e" + std::to_string(n) + "-" + std::to_string(t);
+        request.nodeId = "n";
+        request.requestData.prompt = "run " + std::to_string(r);
+        request.requestData.profileId = "default";
+        exec.execute(request);
+      }
+    });
+  }
+  for (auto& c : clients)
+    c.join();
+  return n * runsPerThread / (ms(Clock::now() - start) / 1000);
+}
+
 void inFlight(const Engine& engine) {
   constexpr int kDelayMs = 100;
   constexpr int kRunsPerThread = 20;
@@ -208,28 +237,41 @@ void inFlight(const Engine& engine) {
     auto started = startWorkers(engine, mock, workers, std::max(1, n / workers));
     awaitCompleted(started, static_cast<uint64_t>(n * kRunsPerThread));
     const double seconds = ms(Clock::now() - start) / 1000;
+    started.clear();
     const double rate = n * kRunsPerThread / seconds;
     const double ideal = n * 1000.0 / kDelayMs;
-    std::printf("%-9s in flight  %2d (100 ms model): %.1f runs/s, ideal %.0f: %.0f %%\n",
-                engine.name.c_str(), n, rate, ideal, 100 * rate / ideal);
+    const double peer = executorRate(engine, mock, n, kRunsPerThread);
+    std::printf(
+        "%-9s in flight  %2d (100 ms model): queue %.1f runs/s = %.0f %% of ideal %.0f | "
+        "executor %.1f runs/s = %.0f %%\n",
+        engine.name.c_str(), n, rate, 100 * rate / ideal, ideal, peer, 100 * peer / ideal);
   }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> wanted(argv + 1, argv + argc);
+  std::vector<std::string> wanted, parts;
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    (word == "sqlite" || word == "postgres" ? wanted : parts).push_back(word);
+  }
   if (wanted.empty()) wanted = {"sqlite", "postgres"};
+  if (parts.empty()) parts = {"overhead", "throughput", "inflight"};
+  for (const auto& p : parts) {
+    if (p != "overhead" && p != "throughput" && p != "inflight") {
+      std::fprintf(stderr,
+                   "usage: worker_bench [sqlite|postgres]... [overhead|throughput|inflight]...\n");
+      return 2;
+    }
+  }
+  auto has = [&](const char* p) { return std::find(parts.begin(), parts.end(), p) != parts.end(); };
   const auto dir = std::filesystem::temp_directory_path() / "parley-worker-bench";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::unique_ptr<testing::PgTestCluster> cluster;
   int databases = 0;
   for (const auto& name : wanted) {
-    if (name != "sqlite" && name != "postgres") {
-      std::fprintf(stderr, "usage: worker_bench [sqlite|postgres]...\n");
-      return 2;
-    }
     if (name == "postgres" && !cluster) cluster = testing::PgTestCluster::start({.fsync = true});
     // Each part on a fresh database.
     auto part = [&](void (*fn)(const Engine&)) {
@@ -247,9 +289,9 @@ int main(int argc, char** argv) {
       }
       fn(engine);
     };
-    part(overheadAndLatency);
-    part(throughput);
-    part(inFlight);
+    if (has("overhead")) part(overheadAndLatency);
+    if (has("throughput")) part(throughput);
+    if (has("inflight")) part(inFlight);
   }
   std::filesystem::remove_all(dir);
   return 0;
