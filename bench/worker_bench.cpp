@@ -14,7 +14,7 @@
 //                concurrency N/4: runs/s against the ideal N / 100 ms
 //
 //   build/bench/worker_bench [sqlite|postgres]... [overhead|throughput|inflight]...
-//   (default: everything)
+//   (default: everything; --benchmark_list_tests=true lists the parts it would run)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -252,8 +252,13 @@ void inFlight(const Engine& engine) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> wanted, parts;
+  bool list = false;  // --benchmark_list_tests=true, as a Google Benchmark program takes it
   for (int i = 1; i < argc; ++i) {
     const std::string word = argv[i];
+    if (word == "--benchmark_list_tests=true") {
+      list = true;
+      continue;
+    }
     (word == "sqlite" || word == "postgres" ? wanted : parts).push_back(word);
   }
   if (wanted.empty()) wanted = {"sqlite", "postgres"};
@@ -264,6 +269,12 @@ int main(int argc, char** argv) {
                    "usage: worker_bench [sqlite|postgres]... [overhead|throughput|inflight]...\n");
       return 2;
     }
+  }
+  if (list) {
+    for (const auto& e : wanted)
+      for (const auto& p : parts)
+        std::printf("%s/%s\n", e.c_str(), p.c_str());
+    return 0;
   }
   auto has = [&](const char* p) { return std::find(parts.begin(), parts.end(), p) != parts.end(); };
   const auto dir = std::filesystem::temp_directory_path() / "parley-worker-bench";
