@@ -20,9 +20,8 @@
 #include "child_process.hpp"
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
-#include "parley/postgres_store.hpp"
 #include "parley/run_store.hpp"
-#include "pg_test_cluster.hpp"
+#include "run_databases.hpp"
 
 namespace parley::testing {
 namespace {
@@ -36,46 +35,6 @@ constexpr int kRunsPerThread = 5;
 constexpr int kWorkers = 3;
 constexpr auto kChaosFor = 60s;    // kills stop after this, or when every run finished
 constexpr auto kSettleFor = 120s;  // then the workers get this long to finish the rest
-
-fs::path scratchDir() {
-  std::string pattern = (fs::temp_directory_path() / "parley-chaos-XXXXXX").string();
-  if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-  return pattern;
-}
-
-struct SqliteDb {
-  fs::path dir = scratchDir();
-  ~SqliteDb() {
-    std::error_code ignored;
-    fs::remove_all(dir, ignored);
-  }
-  std::string url() const { return (dir / "runs.db").string(); }
-  std::shared_ptr<ConversationStore> open() const { return std::make_shared<SqliteStore>(url()); }
-};
-
-struct PostgresDb {
-  fs::path dir = scratchDir();
-  std::string database = "chaos_" + std::to_string(::getpid());
-  PostgresDb() {
-    PgTestCluster::shared().execSql("DROP DATABASE IF EXISTS " + database);
-    PgTestCluster::shared().execSql("CREATE DATABASE " + database);
-  }
-  ~PostgresDb() {
-    try {
-      PgTestCluster::shared().execSql("DROP DATABASE IF EXISTS " + database + " WITH (FORCE)");
-    } catch (const std::exception&) {
-      // the cluster goes away with the test run anyway
-    }
-    std::error_code ignored;
-    fs::remove_all(dir, ignored);
-  }
-  std::string url() const {
-    PgTestCluster& cluster = PgTestCluster::shared();
-    return std::string("postgresql://postgres:") + PgTestCluster::kPassword + "@/" + database +
-           "?host=" + cluster.socketDir() + "&port=" + std::to_string(cluster.port());
-  }
-  std::shared_ptr<ConversationStore> open() const { return std::make_shared<PostgresStore>(url()); }
-};
 
 constexpr const char* kScript = R"script(
 {"name": "answer", "match": {"last_role": "tool"}, "delay_ms": 100, "reply": {"content": "done: {{tool_results}}"}}
@@ -218,8 +177,11 @@ class ChaosTest : public ::testing::Test {
           EXPECT_EQ(call.phase, ToolCallPhase::Completed) << key;
           EXPECT_GE(executions[key], 1) << key;
           EXPECT_LE(executions[key], call.attempts) << key;
-          if (call.attempts == 1) EXPECT_EQ(executions[key], 1) << key;
-          if (call.attempts > 1) ++reRun;
+          if (call.attempts == 1) {
+            EXPECT_EQ(executions[key], 1) << key;
+          } else {
+            ++reRun;
+          }
         }
       }
     }
@@ -237,7 +199,7 @@ REGISTER_TYPED_TEST_SUITE_P(ChaosTest, EveryRunCompletesExactlyOnceInOrder);
 
 }  // namespace
 
-INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, ChaosTest, ::testing::Types<SqliteDb>);
-INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, ChaosTest, ::testing::Types<PostgresDb>);
+INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, ChaosTest, ::testing::Types<SqliteRunDb>);
+INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, ChaosTest, ::testing::Types<PostgresRunDb>);
 
 }  // namespace parley::testing

@@ -16,9 +16,8 @@
 #include "cli_runner.hpp"
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
-#include "parley/postgres_store.hpp"
 #include "parley/run_store.hpp"
-#include "pg_test_cluster.hpp"
+#include "run_databases.hpp"
 
 namespace parley::testing {
 namespace {
@@ -26,47 +25,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-fs::path scratchDir() {
-  std::string pattern = (fs::temp_directory_path() / "parley-cli-worker-XXXXXX").string();
-  if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-  return pattern;
-}
-
-struct SqliteDb {
-  fs::path dir = scratchDir();
-  std::string url() const { return (dir / "runs.db").string(); }
-  std::shared_ptr<ConversationStore> open() const { return std::make_shared<SqliteStore>(url()); }
-};
-
-struct PostgresDb {
-  fs::path dir = scratchDir();
-  std::string database = "cliw_" + std::to_string(::getpid()) + "_" + std::to_string(next()++);
-  PostgresDb() {
-    PgTestCluster& cluster = PgTestCluster::shared();
-    cluster.execSql("DROP DATABASE IF EXISTS " + database);
-    cluster.execSql("CREATE DATABASE " + database);
-  }
-  ~PostgresDb() {
-    try {
-      PgTestCluster::shared().execSql("DROP DATABASE IF EXISTS " + database + " WITH (FORCE)");
-    } catch (const std::exception&) {
-      // the cluster goes away with the test run anyway
-    }
-    std::error_code ignored;
-    fs::remove_all(dir, ignored);
-  }
-  std::string url() const {
-    PgTestCluster& cluster = PgTestCluster::shared();
-    return std::string("postgresql://postgres:") + PgTestCluster::kPassword + "@/" + database +
-           "?host=" + cluster.socketDir() + "&port=" + std::to_string(cluster.port());
-  }
-  std::shared_ptr<ConversationStore> open() const { return std::make_shared<PostgresStore>(url()); }
-  static int& next() {
-    static int n = 0;
-    return n;
-  }
-};
 
 constexpr const char* kScript = R"script(
 {"name": "answer", "match": {"last_role": "tool"}, "reply": {"content": "done: {{tool_results}}"}}
@@ -314,7 +272,7 @@ REGISTER_TYPED_TEST_SUITE_P(CliWorkerTest, SubmitWaitListShowAndSigterm,
 
 }  // namespace
 
-INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, CliWorkerTest, ::testing::Types<SqliteDb>);
-INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, CliWorkerTest, ::testing::Types<PostgresDb>);
+INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, CliWorkerTest, ::testing::Types<SqliteRunDb>);
+INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, CliWorkerTest, ::testing::Types<PostgresRunDb>);
 
 }  // namespace parley::testing
