@@ -37,9 +37,9 @@ constexpr auto kChaosFor = 60s;    // kills stop after this, or when every run f
 constexpr auto kSettleFor = 120s;  // then the workers get this long to finish the rest
 
 constexpr const char* kScript = R"script(
-{"name": "answer", "match": {"last_role": "tool"}, "delay_ms": 100, "reply": {"content": "done: {{tool_results}}"}}
-{"name": "tool", "match": {"user_contains": "tool"}, "delay_ms": 100, "reply": {"tool_calls": [{"name": "count", "arguments": {"key": "{{last_user}}"}}]}}
-{"name": "echo", "delay_ms": 100, "reply": {"content": "echo: {{last_user}}"}}
+{"name": "answer", "match": {"last_role": "tool"}, "delay_ms": 300, "reply": {"content": "done: {{tool_results}}"}}
+{"name": "tool", "match": {"user_contains": "tool"}, "delay_ms": 300, "reply": {"tool_calls": [{"name": "count", "arguments": {"key": "{{last_user}}"}}]}}
+{"name": "echo", "delay_ms": 300, "reply": {"content": "echo: {{last_user}}"}}
 )script";
 
 std::string promptOf(int thread, int run) {
@@ -77,8 +77,8 @@ class ChaosTest : public ::testing::Test {
     server.start();
     std::ofstream(db.dir / "tools.toml")
         << "[[tool]]\nname = \"count\"\ndescription = \"counts\"\nidempotent = true\n"
-        << "command = [\"sh\", \"-c\", \"cat >> '" << countFile.string() << "'; echo >> '"
-        << countFile.string() << "'; echo counted\"]\n";
+        << "command = [\"sh\", \"-c\", \"cat >> '" << countFile.string()
+        << "'; sleep 0.2; echo >> '" << countFile.string() << "'; echo counted\"]\n";
 
     RunStore runs(db.open());
     std::map<std::string, std::vector<std::string>> submitted;  // thread -> run ids in order
