@@ -305,9 +305,8 @@ TEST_F(ConversationLoop, ToolCallsPastTheCapPerReplyAreNotRun) {
 {"reply": {"tool_calls": [{"name": "count", "arguments": {}}, {"name": "count", "arguments": {}}, {"name": "count", "arguments": {}}, {"name": "count", "arguments": {}}, {"name": "count", "arguments": {}}]}}
 )");
   std::atomic<int> ran{0};
-  tools_->add("count", "", json::object(), [&](const json&, ToolContext&) -> json {
-    return ++ran;
-  });
+  tools_->add("count", "", json::object(),
+              [&](const json&, ToolContext&) -> json { return ++ran; });
   ConversationOptions o = options();
   o.maxToolCallsPerReply = 2;
   ConversationManager c(o);
@@ -353,10 +352,11 @@ TEST_F(ConversationLoop, ARepeatedToolCallIdInOneReplyIsTwoCalls) {
 // Tool calls run one by one outside run(): a call no visible message made is refused, and a
 // stored conversation saves the turn only when every call of the message has its result.
 TEST_F(ConversationLoop, ExecuteToolCallKeepsToolGroupsWhole) {
-  startMock(R"({"reply": {"tool_calls": [{"id": "c1", "name": "get_weather", "arguments": {"city": "Oslo"}}, {"id": "c2", "name": "get_weather", "arguments": {"city": "Rome"}}]}})");
+  startMock(
+      R"({"reply": {"tool_calls": [{"id": "c1", "name": "get_weather", "arguments": {"city": "Oslo"}}, {"id": "c2", "name": "get_weather", "arguments": {"city": "Rome"}}]}})");
   addWeatherTool();
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("parley-groups-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("parley-groups-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   auto store = openStore((dir / "t.db").string());
   auto thread = std::make_shared<StoredThread>(store, "t");
@@ -705,6 +705,39 @@ TEST_F(ConversationLoop, PersistSavesEachWholeTurnAndNothingOnFailure) {
   StoredThread(store, "t1").load(reloaded);
   EXPECT_EQ(reloaded.getMessages(), c.getMessages());
   std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace parley
+
+namespace parley {
+namespace {
+
+// run(input) with a journaled first reply (a durable run resuming its turn): the model is not
+// asked for that reply, its calls run, and the loop goes on from their results.
+TEST_F(ConversationLoop, RunTakesInputMessagesAndAGivenFirstReply) {
+  startMock(R"({"match": {"last_role": "tool"}, "reply": {"content": "It is {{last_tool}}"}})");
+  addWeatherTool();
+  ConversationManager c(options());
+  Message reply = Message::assistant("");
+  reply.toolCalls = {{"call_9", "get_weather", R"({"city":"Oslo"})"}};
+  RunOptions ro;
+  ro.firstReply = reply;
+  std::vector<std::string> added;
+  ro.onMessage = [&](const Message& m) { added.push_back(std::string(toString(m.role))); };
+  RunResult r = c.run({Message::user("weather?"), Message::user("in Oslo")}, ro);
+  EXPECT_EQ(r.iterations, 2);
+  EXPECT_EQ(server_->requests().size(), 1u);  // only the answer after the tool result
+  EXPECT_EQ(r.content, R"(It is {"city":"Oslo","tempC":-3})");
+  EXPECT_EQ(added, (std::vector<std::string>{"user", "user", "assistant", "tool", "assistant"}));
+  expectWellFormed(c.getMessages());
+
+  // Empty input goes on from the history; a first reply that is not the model's is refused.
+  RunOptions bad;
+  bad.firstReply = Message::user("not a reply");
+  const size_t before = c.storageSize();
+  EXPECT_THROW(c.run(std::vector<Message>{}, bad), ValidationError);
+  EXPECT_EQ(c.storageSize(), before);
 }
 
 }  // namespace

@@ -43,5 +43,8 @@ void addMcpCommand(CLI::App& app, int& exitCode);
 void addCompletionCommand(CLI::App& app, int& exitCode);
 void addTemplatesCommand(CLI::App& app, int& exitCode);
 void addModelsCommand(CLI::App& app, int& exitCode);
+void addWorkerCommand(CLI::App& app, int& exitCode);
+void addSubmitCommand(CLI::App& app, int& exitCode);
+void addRunsCommand(CLI::App& app, int& exitCode);
 
 }  // namespace parley::cli

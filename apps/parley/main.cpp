@@ -26,6 +26,9 @@ int main(int argc, char** argv) {
   addMcpCommand(app, exitCode);
   addTemplatesCommand(app, exitCode);
   addModelsCommand(app, exitCode);
+  addWorkerCommand(app, exitCode);
+  addSubmitCommand(app, exitCode);
+  addRunsCommand(app, exitCode);
   addCompletionCommand(app, exitCode);
 
   try {

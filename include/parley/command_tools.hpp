@@ -6,6 +6,8 @@
 //   command = ["tr", "a-z", "A-Z"]      # argv, run WITHOUT a shell (PATH is searched)
 //   timeout_ms = 5000                    # optional, default 30000: the process is killed at it
 //   max_result_bytes = 65536             # optional, default 65536 (ToolOptions::maxResultBytes)
+//   idempotent = false                   # optional (ToolOptions::idempotent)
+//   requires_approval = false            # optional (ToolOptions::requiresApproval)
 //   [tool.parameters]                    # the arguments' JSON Schema, as a TOML table
 //   type = "object"                      # (or parameters = '{"type": "object", ...}', JSON text)
 //

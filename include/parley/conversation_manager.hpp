@@ -145,6 +145,10 @@ struct RunOptions : LlmCallOptions {
   // Each message the run adds to the history (the prompt, each reply, each tool result), in
   // order, once it is appended.
   std::function<void(const Message&)> onMessage;
+  // A reply already received for the run's first model call (a durable run resuming the turn
+  // its journal kept, docs/scale-out.md): taken as that call's reply, the model is not called.
+  // It must be an assistant message; it counts as an iteration.
+  std::optional<Message> firstReply;
 };
 
 struct RunResult {
@@ -241,6 +245,10 @@ class ConversationManager {
   // "max_iterations"). Each iteration is stored as one assistant message, then one tool
   // message per call; each whole turn is saved through options.persist.
   RunResult run(const std::string& prompt, const RunOptions& options = {});
+  // The same loop with `input` (usually one user message) sent after the view and committed
+  // with the first reply, as the prompt is. Empty input goes on from the history as it is (a
+  // durable run continuing after its last committed turn).
+  RunResult run(std::vector<Message> input, const RunOptions& options = {});
 
   // --- tokens ----------------------------------------------------------------------------------
   // Records a call's usage; it covers the current view (call it after appending the reply).
@@ -314,10 +322,11 @@ class ConversationManager {
 
  private:
   struct State;
+  // `given`: the reply to take instead of calling the model (RunOptions::firstReply).
   // `cache`: set to the diagnostic of the request as it is sent.
   ChatResult call(const std::vector<Message>& pending, const LlmCallOptions& options,
                   const std::function<void(const Message&)>& onMessage = nullptr,
-                  std::optional<CacheDiagnostic>* cache = nullptr);
+                  const Message* given = nullptr, std::optional<CacheDiagnostic>* cache = nullptr);
   std::vector<ToolResult> runTools(const std::vector<ToolCall>& calls, std::stop_token cancel,
                                    const RunOptions* hooks);
   nlohmann::json tokenUsageJson() const;  // REQUIRES the lock

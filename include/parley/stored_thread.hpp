@@ -18,9 +18,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "parley/message.hpp"
 #include "parley/store.hpp"
 #include "parley/turn_sink.hpp"
 
@@ -38,6 +40,16 @@ ConversationStore::Version loadConversation(ConversationStore& store, const std:
 ConversationStore::Version saveConversation(ConversationStore& store, const std::string& threadId,
                                             const ConversationManager& manager,
                                             ConversationStore::Version expectedVersion);
+// What a save appends to a thread that holds the first `storedCount` of the manager's storage
+// messages: the messages past them and the manager's state snapshot. StoreError (naming
+// `threadId`) if the manager holds fewer. saveConversation() and a durable run's fenced save
+// (worker.hpp) both write this.
+struct UnsavedTurn {
+  std::vector<Message> messages;
+  nlohmann::json state;
+};
+UnsavedTurn unsavedTurn(const ConversationManager& manager, int64_t storedCount,
+                        const std::string& threadId);
 // The thread as the manager's snapshot document ({"format": "parley.snapshot/1",
 // "messages": [...], "markMap": {...}, ...}), which ConversationManager::restoreFromSnapshot
 // and importThread() accept.

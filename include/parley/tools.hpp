@@ -104,6 +104,10 @@ struct ToolOptions {
   // For the event-driven executor: a human must approve each call before it runs. The
   // ToolExecutor itself does not ask; it only carries the flag.
   bool requiresApproval = false;
+  // Running the call twice does no harm. A durable run (worker.hpp) that finds a call of this
+  // tool started but never completed (its worker died) runs it again only when this is true;
+  // otherwise the model gets an error result saying the call may have run.
+  bool idempotent = false;
   // The most a result may take in the tool message (its content(), in bytes). A longer result
   // becomes text: its head, a line saying how many bytes were cut, its tail. Output that is not
   // valid UTF-8 has each bad sequence replaced by U+FFFD and a note saying so. Command tools

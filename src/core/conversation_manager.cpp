@@ -708,6 +708,7 @@ const ConversationOptions& ConversationManager::options() const {
 ChatResult ConversationManager::call(const std::vector<Message>& pending,
                                      const LlmCallOptions& options,
                                      const std::function<void(const Message&)>& onMessage,
+                                     const Message* given,
                                      std::optional<CacheDiagnostic>* cache) {
   const ConversationOptions& config = *state_->options;
   if (!config.llm) {
@@ -733,14 +734,25 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
   std::shared_ptr<const ToolDefinitions> definitions =
       config.tools ? config.tools->definitions() : nullptr;
   request.tools = definitions ? definitions->tools : json::array();
-  if (config.budget.limited()) enforceBudget(request, pending);  // before anything is sent
+  // Before anything is sent; a reply taken from a journal costs nothing more.
+  if (config.budget.limited() && !given) enforceBudget(request, pending);
   request.stream = options.stream.value_or(config.stream);
   if (options.timeout) request.timeout = options.timeout;
   if (options.stopToken.stop_possible()) request.stopToken = options.stopToken;
 
-  ChatResult result = request.stream && options.onChunk
-                          ? config.llm->generateStream(request, options.onChunk)
-                          : config.llm->generate(request);
+  ChatResult result;
+  if (given) {
+    if (given->role != Role::Assistant) {
+      throw ValidationError("firstReply", "must be an assistant message");
+    }
+    result.message = *given;
+    result.usage = given->usage;
+    result.finishReason = given->toolCalls.empty() ? "stop" : "tool_calls";
+  } else {
+    result = request.stream && options.onChunk
+                 ? config.llm->generateStream(request, options.onChunk)
+                 : config.llm->generate(request);
+  }
   if (result.message.content.empty() && result.message.toolCalls.empty()) {
     throw ProtocolError("the model returned an empty reply (finish_reason \"" +
                         result.reportedFinishReason + "\"); nothing was added");
@@ -894,14 +906,19 @@ std::vector<ToolResult> ConversationManager::executeToolCalls(const std::vector<
 }
 
 RunResult ConversationManager::run(const std::string& prompt, const RunOptions& options) {
+  return run(std::vector<Message>{Message::user(prompt)}, options);
+}
+
+RunResult ConversationManager::run(std::vector<Message> input, const RunOptions& options) {
   using Clock = std::chrono::steady_clock;
   const int maxIterations = options.maxIterations.value_or(state_->options->maxIterations);
   if (maxIterations < 1) throw ValidationError("maxIterations", "must be at least 1");
   if (options.turnTimeout && options.turnTimeout->count() <= 0) {
     throw ValidationError("turnTimeout", "must be positive");
   }
-  std::vector<Message> pending{Message::user(prompt)};
-  validate(pending.front());
+  std::vector<Message> pending = std::move(input);
+  for (const Message& m : pending)
+    validate(m);
 
   // The turn's deadline: a watchdog stops everything under way (the model call, the tools)
   // through one stop source that also follows the caller's token.
@@ -946,7 +963,9 @@ RunResult ConversationManager::run(const std::string& prompt, const RunOptions& 
         bounded.timeout = options.timeout ? std::min(*options.timeout, left) : left;
         callOptions = &bounded;
       }
-      ChatResult result = call(pending, *callOptions, options.onMessage,
+      const Message* given =
+          run.iterations == 0 && options.firstReply ? &*options.firstReply : nullptr;
+      ChatResult result = call(pending, *callOptions, options.onMessage, given,
                                run.iterations == 0 ? &run.cache : nullptr);
       pending.clear();
       ++run.iterations;

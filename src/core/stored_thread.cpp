@@ -39,6 +39,26 @@ ConversationStore::Version loadConversation(ConversationStore& store, const std:
   return data.info.version;
 }
 
+UnsavedTurn unsavedTurn(const ConversationManager& manager, int64_t storedCount,
+                        const std::string& threadId) {
+  // The state first, then the storage: storage only grows, so its copy holds every message the
+  // state counts even if another thread appends in between.
+  UnsavedTurn turn;
+  turn.state = manager.createStateSnapshot();
+  MessageStore storage = manager.store();
+  const auto size = static_cast<int64_t>(turn.state.at("storageSize").get<size_t>());
+  if (size < storedCount) {
+    throw StoreError("store: the conversation holds " + std::to_string(size) +
+                     " messages but thread '" + threadId + "' already holds " +
+                     std::to_string(storedCount) + "; was it loaded from this thread?");
+  }
+  turn.messages.reserve(static_cast<size_t>(size - storedCount));
+  for (int64_t i = storedCount; i < size; ++i) {
+    turn.messages.push_back(storage.stored(static_cast<size_t>(i)));
+  }
+  return turn;
+}
+
 ConversationStore::Version saveConversation(ConversationStore& store, const std::string& threadId,
                                             const ConversationManager& manager,
                                             ConversationStore::Version expectedVersion) {
@@ -49,24 +69,10 @@ ConversationStore::Version saveConversation(ConversationStore& store, const std:
                         std::to_string(info->version) + ", not the expected " +
                         std::to_string(expectedVersion) + " (another writer saved a turn)");
   }
-  // The state first, then the storage: storage only grows, so its copy holds every message the
-  // state counts even if another thread appends in between.
-  json state = manager.createStateSnapshot();
-  MessageStore storage = manager.store();
-  const auto size = static_cast<int64_t>(state.at("storageSize").get<size_t>());
-  if (size < info->messageCount) {
-    throw StoreError("store: the conversation holds " + std::to_string(size) +
-                     " messages but thread '" + threadId + "' already holds " +
-                     std::to_string(info->messageCount) + "; was it loaded from this thread?");
-  }
-  std::vector<Message> fresh;
-  fresh.reserve(static_cast<size_t>(size - info->messageCount));
-  for (int64_t i = info->messageCount; i < size; ++i) {
-    fresh.push_back(storage.stored(static_cast<size_t>(i)));
-  }
+  UnsavedTurn turn = unsavedTurn(manager, info->messageCount, threadId);
   // appendTurn checks the version again inside its transaction: if it still matches, the
   // message count read above is still the thread's.
-  return store.appendTurn(threadId, fresh, state, expectedVersion);
+  return store.appendTurn(threadId, turn.messages, turn.state, expectedVersion);
 }
 
 json exportThread(ConversationStore& store, const std::string& threadId) {

@@ -90,14 +90,16 @@ std::string withoutTrailingNewlines(std::string text) {
 }
 
 const char* const kToolKeys =
-    "name, description, command, timeout_ms, max_result_bytes, parameters";
+    "name, description, command, timeout_ms, max_result_bytes, idempotent, requires_approval, "
+    "parameters";
 
 CommandTool readTool(const toml::table& table, const std::string& where) {
   CommandTool tool;
   for (const auto& [key, value] : table) {
     const std::string k(key.str());
     if (k != "name" && k != "description" && k != "command" && k != "timeout_ms" &&
-        k != "max_result_bytes" && k != "parameters") {
+        k != "max_result_bytes" && k != "idempotent" && k != "requires_approval" &&
+        k != "parameters") {
       throw ValidationError(where + "." + k, std::string("unknown key (") + kToolKeys + ")");
     }
   }
@@ -125,6 +127,14 @@ CommandTool readTool(const toml::table& table, const std::string& where) {
       throw ValidationError(where + ".max_result_bytes", "must be an integer >= 1024");
     }
     tool.options.maxResultBytes = static_cast<std::size_t>(*bytes);
+  }
+  for (auto [key, flag] : {std::pair{"idempotent", &tool.options.idempotent},
+                           std::pair{"requires_approval", &tool.options.requiresApproval}}) {
+    if (const toml::node* node = table.get(key)) {
+      auto value = node->value<bool>();
+      if (!value) throw ValidationError(where + "." + key, "must be true or false");
+      *flag = *value;
+    }
   }
   if (const toml::node* parameters = table.get("parameters")) {
     if (auto text = parameters->value<std::string>()) {

@@ -1,0 +1,802 @@
+#include "parley/worker.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <list>
+#include <map>
+#include <mutex>
+#include <random>
+#include <stop_token>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "parley/conversation_manager.hpp"
+#include "parley/errors.hpp"
+#include "parley/stored_thread.hpp"
+#include "runs/run_events.hpp"
+
+namespace parley {
+
+namespace {
+
+using json = nlohmann::json;
+using std::chrono::milliseconds;
+
+// Ends run() when a call makes the run wait (RunStore::wait was written).
+struct RunWaits {};
+// Ends run() after a whole turn when the run was asked to stop there (an interrupt).
+class StopAtSafePoint : public CancelledError {
+ public:
+  StopAtSafePoint() : CancelledError("interrupted after a whole turn") {}
+};
+
+std::string defaultWorkerId() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::snprintf(host, 8, "host");
+  std::random_device random;
+  char suffix[8];
+  std::snprintf(suffix, sizeof suffix, "%04x", static_cast<unsigned>(random() & 0xffff));
+  return std::string(host) + "-" + std::to_string(getpid()) + "-" + suffix;
+}
+
+bool isYes(const json& answer) {
+  if (answer.is_boolean()) return answer.get<bool>();
+  if (answer.is_object()) return answer.value("approved", false) == true;
+  if (!answer.is_string()) return false;
+  std::string text = answer.get<std::string>();
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text == "yes" || text == "y" || text == "approve" || text == "approved" || text == "ok" ||
+         text == "true";
+}
+
+std::string answerText(const json& answer) {
+  return answer.is_string() ? answer.get<std::string>() : answer.dump();
+}
+
+ToolResult errorResult(const ToolCall& call, ToolErrorKind kind, std::string error) {
+  ToolResult r;
+  r.toolCallId = call.id;
+  r.name = call.name;
+  r.errorKind = kind;
+  r.error = std::move(error);
+  return r;
+}
+
+ToolResult textResult(const ToolCall& call, const std::string& text) {
+  ToolResult r;
+  r.toolCallId = call.id;
+  r.name = call.name;
+  r.success = true;
+  r.result = text;
+  return r;
+}
+
+}  // namespace
+
+// One run a slot works on: what the heartbeat shares with it.
+struct ActiveRun {
+  Lease lease;
+  std::stop_source stop;
+  std::atomic<CancelRequest> request{CancelRequest::None};
+  std::atomic<bool> lost{false};
+  std::atomic<bool> handBack{false};
+  // Set before the run's closing write (finish, wait, release): a renewal that then finds the
+  // lease gone is not a loss.
+  std::atomic<bool> closing{false};
+};
+
+struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
+  std::shared_ptr<RunStore> runs;
+  WorkerOptions options;
+  milliseconds heartbeat{};
+
+  mutable std::mutex mutex;
+  std::condition_variable changed;  // active runs, stopping
+  std::list<std::shared_ptr<ActiveRun>> active;
+  std::deque<Claim> ready;  // claimed, not yet taken by a slot
+  int busy = 0;             // claims in `ready` or being worked on
+  bool dispatcherDone = false;
+  bool started = false;
+  bool stopping = false;
+  bool stopped = false;
+  std::vector<std::thread> slots;
+  std::thread dispatcherThread;
+  std::thread heartbeatThread;
+  Stats counters;
+
+  // Registries offering a subset of `tools` to the model, by the subset's names.
+  std::mutex subsetMutex;
+  std::map<std::vector<std::string>, std::shared_ptr<ToolRegistry>> subsets;
+
+  void log(const std::string& line) const {
+    if (options.log) {
+      options.log(line);
+    } else {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+  }
+
+  void count(uint64_t Stats::*field) {
+    std::lock_guard lock(mutex);
+    ++(counters.*field);
+  }
+
+  // --- claiming -----------------------------------------------------------------------------
+
+  // One claimer per worker (not one per slot: idle slots would each poll the database). It
+  // claims while a slot is free and hands the claims to the slots.
+  void dispatch() {
+    const auto slice = std::min(options.claimPoll, milliseconds(250));
+    for (;;) {
+      {
+        std::unique_lock lock(mutex);
+        changed.wait(lock, [&] { return stopping || busy < options.concurrency; });
+        if (stopping) break;
+      }
+      std::optional<Claim> claim;
+      try {
+        claim = runs->claim(options.workerId, options.leaseDuration);
+      } catch (const std::exception& e) {
+        log("parley worker: claim failed: " + std::string(e.what()));
+      }
+      if (claim) {
+        std::lock_guard lock(mutex);
+        ready.push_back(std::move(*claim));
+        ++busy;
+        ++counters.claimed;
+        changed.notify_all();
+        continue;
+      }
+      // Waits in slices so that stop() is seen soon.
+      try {
+        runs->waitForRuns(slice);
+      } catch (const std::exception&) {
+        std::unique_lock lock(mutex);  // the store is down: wait as if there were nothing
+        changed.wait_for(lock, slice, [&] { return stopping; });
+      }
+    }
+    std::lock_guard lock(mutex);
+    dispatcherDone = true;
+    changed.notify_all();
+  }
+
+  void slot() {
+    for (;;) {
+      std::optional<Claim> claim;
+      auto run = std::make_shared<ActiveRun>();
+      bool late = false;
+      {
+        std::unique_lock lock(mutex);
+        changed.wait(lock, [&] { return !ready.empty() || dispatcherDone; });
+        if (ready.empty()) return;
+        claim = std::move(ready.front());
+        ready.pop_front();
+        run->lease = claim->lease;
+        run->request = claim->run.cancelRequest;
+        active.push_back(run);
+        ++counters.running;
+        late = stopping;
+      }
+      if (late) {
+        // Claimed while stop() began: another worker goes on with it (not counted: not worked on).
+        try {
+          runs->release(run->lease);
+        } catch (const std::exception& e) {
+          log("parley worker: could not hand back run " + run->lease.runId + ": " + e.what());
+        }
+      } else {
+        work(*claim, *run);
+      }
+      {
+        std::lock_guard lock(mutex);
+        active.remove(run);
+        --counters.running;
+        --busy;
+      }
+      changed.notify_all();
+    }
+  }
+
+  void beat() {
+    std::unique_lock lock(mutex);
+    while (!stopped) {
+      changed.wait_for(lock, heartbeat, [&] { return stopped; });
+      if (stopped) return;
+      std::vector<std::shared_ptr<ActiveRun>> now(active.begin(), active.end());
+      lock.unlock();
+      for (auto& run : now) {
+        if (run->lost) continue;
+        try {
+          const LeaseRenewal renewal = runs->renew(run->lease, options.leaseDuration);
+          if (renewal.cancelRequest != CancelRequest::None) {
+            run->request = renewal.cancelRequest;
+            if (renewal.cancelRequest != CancelRequest::Interrupt) run->stop.request_stop();
+          }
+        } catch (const LeaseLost& e) {
+          if (run->closing) continue;  // it ended meanwhile
+          run->lost = true;
+          run->stop.request_stop();
+          log("parley worker: lost run " + run->lease.runId + ": " + e.what());
+        } catch (const std::exception& e) {
+          log("parley worker: could not renew the lease of run " + run->lease.runId + ": " +
+              e.what());
+        }
+      }
+      lock.lock();
+    }
+  }
+
+  // --- one run ------------------------------------------------------------------------------
+
+  std::shared_ptr<ToolRegistry> toolsFor(const RunInfo& run) {
+    if (!run.options.tools || !options.tools) return options.tools;
+    std::vector<std::string> names = *run.options.tools;
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    std::lock_guard lock(subsetMutex);
+    auto& registry = subsets[names];
+    if (registry) return registry;
+    auto made = std::make_shared<ToolRegistry>();
+    for (const std::string& name : names) {
+      auto info = options.tools->find(name);
+      if (!info) {
+        subsets.erase(names);
+        throw ValidationError(
+            "tools", "the run asks for the tool '" + name + "', which this worker does not have");
+      }
+      // The model is offered the definition; the calls run on the worker's registry.
+      made->add(
+          info->name, info->description, info->schema,
+          [](const json&, ToolContext&) -> json { return nullptr; }, info->options);
+    }
+    registry = made;
+    return registry;
+  }
+
+  void work(const Claim& claim, ActiveRun& active) {
+    const RunInfo& run = claim.run;
+    detail::RunEvents events(*runs, claim.lease, options.chunkInterval, options.chunkBytes);
+    try {
+      if (run.cancelRequest != CancelRequest::None) {
+        endCancelled(run, active, events);
+        return;
+      }
+      execute(run, active, events);
+    } catch (const RunWaits&) {
+      count(&Stats::waiting);
+    } catch (const LeaseLost& e) {
+      count(&Stats::lost);
+      log("parley worker: run " + run.id + " lost its lease: " + e.what());
+    } catch (const std::exception& e) {
+      if (active.lost) {
+        count(&Stats::lost);
+      } else if (active.handBack) {
+        handBack(active);
+      } else if (active.request != CancelRequest::None &&
+                 (dynamic_cast<const CancelledError*>(&e) || active.stop.stop_requested())) {
+        guarded(run, active, [&] { endCancelled(run, active, events); });
+      } else {
+        guarded(run, active, [&] {
+          active.closing = true;
+          runs->finish(active.lease, RunStatus::Failed, e.what(), nullptr, events.takeLive());
+          count(&Stats::failed);
+        });
+      }
+    }
+  }
+
+  // Runs a closing write; a lost lease or a failing store is logged (the run stays for another
+  // worker to take over once the lease expires).
+  template <typename F>
+  void guarded(const RunInfo& run, ActiveRun& active, F&& write) {
+    try {
+      write();
+    } catch (const LeaseLost& e) {
+      active.lost = true;
+      count(&Stats::lost);
+      log("parley worker: run " + run.id + " lost its lease: " + e.what());
+    } catch (const std::exception& e) {
+      log("parley worker: could not end run " + run.id + ": " + e.what());
+    }
+  }
+
+  void handBack(ActiveRun& active) {
+    active.closing = true;
+    try {
+      if (runs->release(active.lease)) count(&Stats::handedBack);
+    } catch (const std::exception& e) {
+      log("parley worker: could not hand back run " + active.lease.runId + ": " + e.what());
+    }
+  }
+
+  // A cancel request carried out: a rollback first hides the run's turns (a new batch whose view
+  // is the view before the run), then the run ends cancelled.
+  void endCancelled(const RunInfo& run, ActiveRun& active, detail::RunEvents& events) {
+    if (active.request == CancelRequest::Rollback && run.baseMessageCount) {
+      ConversationManager manager;
+      const auto version = loadConversation(runs->threads(), run.threadId, manager);
+      const auto base = static_cast<size_t>(*run.baseMessageCount);
+      if (manager.storageSize() > base) {
+        manager.modifyStore([&](MessageStore& store) {
+          std::vector<MessageStore::Index> view;
+          store.view().forEach(0, store.viewSize(), [&](MessageStore::Index i) {
+            if (i < base) view.push_back(i);
+          });
+          store.commitView(view);
+        });
+        UnsavedTurn turn =
+            unsavedTurn(manager, static_cast<int64_t>(manager.storageSize()), run.threadId);
+        runs->appendTurn(active.lease, {}, turn.state, version);
+      }
+    }
+    active.closing = true;
+    runs->finish(active.lease, RunStatus::Cancelled, "", nullptr, events.takeLive());
+    count(&Stats::cancelled);
+  }
+
+  void execute(const RunInfo& run, ActiveRun& active, detail::RunEvents& events);
+};
+
+namespace {
+
+// The fenced whole-turn append, with the turn's events; after it, an interrupt stops the run.
+class LeaseSink : public TurnSink {
+  // Whether the loop goes on after this turn: it ended with tool results.
+  static bool continues(const ConversationManager& conversation) {
+    auto last = conversation.getRecentMessages(1);
+    return !last.empty() && last.back().role == Role::Tool;
+  }
+
+ public:
+  LeaseSink(RunStore& runs, ActiveRun& active, detail::RunEvents& events, std::string threadId,
+            int64_t storedCount, RunStore::Version version)
+      : runs_(runs),
+        active_(active),
+        events_(events),
+        threadId_(std::move(threadId)),
+        storedCount_(storedCount),
+        version_(version) {}
+
+  void saveTurn(const ConversationManager& conversation) override {
+    UnsavedTurn turn = unsavedTurn(conversation, storedCount_, threadId_);
+    if (!turn.messages.empty()) {
+      const auto added = static_cast<int64_t>(turn.messages.size());
+      auto turnEvents = events_.takeForTurn();
+      version_ = runs_.appendTurn(active_.lease, turn.messages, turn.state, version_, turnEvents);
+      storedCount_ += added;
+    }
+    // A safe point: a request the heartbeat has not brought yet is read here, so an interrupt
+    // never lets the run start another model call.
+    // (A turn that ends the loop, a reply without tool calls, needs no check.)
+    if (active_.request == CancelRequest::None && continues(conversation)) {
+      if (auto run = runs_.run(active_.lease.runId)) active_.request = run->cancelRequest;
+    }
+    if (active_.request == CancelRequest::Interrupt) throw StopAtSafePoint();
+  }
+
+ private:
+  RunStore& runs_;
+  ActiveRun& active_;
+  detail::RunEvents& events_;
+  std::string threadId_;
+  int64_t storedCount_;
+  RunStore::Version version_;
+};
+
+// The tool calls of a durable run, consulting its journal.
+class JournalRunner {
+ public:
+  JournalRunner(RunStore& runs, ActiveRun& active, detail::RunEvents& events, const RunInfo& run,
+                RunJournal journal, std::shared_ptr<ToolRegistry> allowed,
+                std::shared_ptr<ToolRegistry> all, int maxConcurrent, std::string humanTool)
+      : runs_(runs),
+        active_(active),
+        events_(events),
+        run_(run),
+        journal_(std::move(journal)),
+        allowed_(std::move(allowed)),
+        all_(std::move(all)),
+        humanTool_(std::move(humanTool)) {
+    if (all_) {
+      ToolExecutorOptions o;
+      o.maxConcurrent = maxConcurrent;
+      executor_ = std::make_unique<ToolExecutor>(all_, o);
+    }
+  }
+
+  int64_t turn = 0;  // the storage index of the reply whose calls run next
+
+  std::vector<ToolResult> operator()(const std::vector<ToolCall>& calls, std::stop_token stop) {
+    std::vector<std::optional<ToolResult>> results(calls.size());
+    std::vector<size_t> toRun;
+    std::optional<json> waitFor;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const ToolCall& call = calls[i];
+      const ToolCallEntry* entry = find(call.id);
+      if (entry && entry->phase == ToolCallPhase::Completed) {
+        results[i] = textResult(call, entry->text);
+        continue;
+      }
+      if (entry &&
+          (entry->phase == ToolCallPhase::Failed || entry->phase == ToolCallPhase::Indeterminate)) {
+        results[i] = errorResult(call, ToolErrorKind::HandlerFailed, entry->text);
+        continue;
+      }
+      if (!allowed_ || !allowed_->has(call.name) || !all_) {
+        results[i] = errorResult(call, ToolErrorKind::UnknownTool,
+                                 "unknown tool \"" + call.name + "\": this run may not call it");
+        record(call, ToolCallPhase::Failed, results[i]->error);
+        continue;
+      }
+      const auto info = all_->find(call.name);
+      if (entry && entry->phase == ToolCallPhase::Started && info && !info->options.idempotent) {
+        results[i] = errorResult(
+            call, ToolErrorKind::HandlerFailed,
+            "the call may have run: it was started before its worker stopped and its result was "
+            "lost; the tool is not idempotent, so it was not run again. Check its effect before "
+            "calling it again.");
+        record(call, ToolCallPhase::Indeterminate, results[i]->error);
+        continue;
+      }
+      const bool human = call.name == humanTool_;
+      if (human || (info && info->options.requiresApproval)) {
+        const json* answer = answerFor(call.id);
+        if (!answer) {
+          if (!waitFor) waitFor = waitDescription(call, human);
+          continue;
+        }
+        if (human) {
+          results[i] = textResult(call, answerText(*answer));
+          record(call, ToolCallPhase::Completed, answerText(*answer));
+          continue;
+        }
+        if (!isYes(*answer)) {
+          results[i] =
+              errorResult(call, ToolErrorKind::HandlerFailed,
+                          "the call was not approved (answer: " + answerText(*answer) + ")");
+          record(call, ToolCallPhase::Failed, results[i]->error);
+          continue;
+        }
+      }
+      toRun.push_back(i);
+    }
+    if (!toRun.empty()) runCalls(calls, toRun, results, stop);
+    if (waitFor) {
+      const std::string id = (*waitFor)["toolCallId"];
+      const std::string prompt = (*waitFor)["prompt"];
+      auto live = events_.takeLive();
+      live.push_back({"user_interaction_requested",
+                      {{"interactionId", id}, {"prompt", prompt}, {"kind", (*waitFor)["kind"]}}});
+      active_.closing = true;
+      runs_.wait(active_.lease, *waitFor, live);
+      throw RunWaits{};
+    }
+    std::vector<ToolResult> out;
+    out.reserve(calls.size());
+    for (auto& r : results)
+      out.push_back(std::move(*r));
+    return out;
+  }
+
+ private:
+  const ToolCallEntry* find(const std::string& callId) const {
+    for (const auto& e : journal_.calls)
+      if (e.turn == turn && e.callId == callId) return &e;
+    return nullptr;
+  }
+
+  // The answer respond() stored for this call, if the run waited for it.
+  const json* answerFor(const std::string& callId) const {
+    if (run_.response.is_null() || !run_.wait.is_object()) return nullptr;
+    if (run_.wait.value("toolCallId", "") != callId) return nullptr;
+    return &run_.response;
+  }
+
+  json waitDescription(const ToolCall& call, bool human) const {
+    std::string prompt;
+    if (human) {
+      try {
+        const json args = json::parse(call.arguments);
+        prompt = args.is_object() && args.contains("question") && args["question"].is_string()
+                     ? args["question"].get<std::string>()
+                     : call.arguments;
+      } catch (const std::exception&) {
+        prompt = call.arguments;
+      }
+    } else {
+      prompt = "Run the tool " + call.name + " with " + call.arguments + "?";
+    }
+    return {{"kind", human ? "interaction" : "approval"},
+            {"toolCallId", call.id},
+            {"tool", call.name},
+            {"arguments", call.arguments},
+            {"prompt", prompt}};
+  }
+
+  void record(const ToolCall& call, ToolCallPhase phase, const std::string& text) {
+    runs_.recordToolCall(active_.lease, turn, call.id, phase, text);
+  }
+
+  void runCalls(const std::vector<ToolCall>& calls, const std::vector<size_t>& toRun,
+                std::vector<std::optional<ToolResult>>& results, std::stop_token stop) {
+    std::vector<ToolCall> batch;
+    for (size_t i : toRun) {
+      batch.push_back(calls[i]);
+      record(calls[i], ToolCallPhase::Started, "");
+      events_.add({"tool_execution_request",
+                   {{"toolCallId", calls[i].id},
+                    {"toolName", calls[i].name},
+                    {"arguments", calls[i].arguments}}});
+    }
+    events_.flush();
+    std::vector<ToolResult> done = executor_->executeAll(batch, stop);
+    for (size_t k = 0; k < toRun.size(); ++k) {
+      ToolResult& r = done[k];
+      // A call cut short by a stop stays "started": whoever goes on decides from the tool.
+      if (r.errorKind == ToolErrorKind::Cancelled) continue;
+      if (r.success) {
+        record(batch[k], ToolCallPhase::Completed, r.content());
+      } else {
+        record(batch[k], ToolCallPhase::Failed, r.error);
+      }
+      events_.add({r.success ? "tool_execution_completed" : "tool_execution_failed",
+                   {{"toolCallId", r.toolCallId},
+                    {"toolName", r.name},
+                    {"content", r.content()},
+                    {"success", r.success}}});
+    }
+    if (stop.stop_requested()) throw CancelledError("the run was stopped while its tools ran");
+    for (size_t k = 0; k < toRun.size(); ++k)
+      results[toRun[k]] = std::move(done[k]);
+  }
+
+  RunStore& runs_;
+  ActiveRun& active_;
+  detail::RunEvents& events_;
+  const RunInfo& run_;
+  RunJournal journal_;
+  std::shared_ptr<ToolRegistry> allowed_;
+  std::shared_ptr<ToolRegistry> all_;
+  std::unique_ptr<ToolExecutor> executor_;
+  std::string humanTool_;
+};
+
+}  // namespace
+
+void Worker::Impl::execute(const RunInfo& run, ActiveRun& active, detail::RunEvents& events) {
+  ConversationOptions config;
+  const std::string profile =
+      run.options.profile.empty() ? options.defaultProfile : run.options.profile;
+  if (profile.empty()) {
+    throw ValidationError("profile", "the run names no profile and the worker has no default");
+  }
+  config.llm = options.profiles->client(profile);
+  auto allowed = toolsFor(run);
+  config.tools = allowed;
+  config.maxToolConcurrency = options.maxToolConcurrency;
+  config.log = options.log;
+  ConversationManager manager(config);
+  const RunStore::Version version = loadConversation(runs->threads(), run.threadId, manager);
+  const auto stored = static_cast<int64_t>(manager.storageSize());
+  const int64_t base = run.baseMessageCount.value_or(stored);
+
+  // Where the run stands: its input committed with its first whole turn or not yet; a reply
+  // journaled but not committed (resumed, not asked again).
+  RunJournal journal;
+  if (run.attempts > 1 || run.status == RunStatus::Waiting || !run.wait.is_null()) {
+    journal = runs->journal(run.id);
+  }
+  std::vector<Message> input;
+  int done = 0;
+  if (stored <= base) {
+    const std::string system =
+        run.options.systemPrompt ? *run.options.systemPrompt : options.systemPrompt;
+    if (!system.empty() && (stored == 0 || run.options.systemPrompt)) {
+      // A new thread starts with it; a run's own prompt on a thread with history takes effect
+      // from here on (docs/scale-out.md, "Runs").
+      input.push_back(Message::system(system));
+    }
+    input.insert(input.end(), run.input.begin(), run.input.end());
+  } else {
+    auto all = manager.getAllMessages();
+    for (size_t i = static_cast<size_t>(base); i < all.size(); ++i)
+      if (all[i].role == Role::Assistant) ++done;
+    const Message& last = all.back();
+    if (!journal.pendingReply && last.role == Role::Assistant && last.toolCalls.empty()) {
+      // Its last whole turn was its answer: only the finish was missing.
+      active.closing = true;
+      runs->finish(active.lease, RunStatus::Completed, "",
+                   {{"content", last.content}, {"finishReason", "stop"}, {"iterations", done}},
+                   events.takeLive());
+      count(&Stats::completed);
+      return;
+    }
+  }
+  const int maxIterations =
+      run.options.maxIterations > 0 ? run.options.maxIterations : options.maxIterations;
+  if (done >= maxIterations) {
+    active.closing = true;
+    runs->finish(active.lease, RunStatus::Completed, "",
+                 {{"content", ""}, {"finishReason", "max_iterations"}, {"iterations", done}},
+                 events.takeLive());
+    count(&Stats::completed);
+    return;
+  }
+
+  auto sink = std::make_shared<LeaseSink>(*runs, active, events, run.threadId, stored, version);
+  // The sink belongs to this run only: set it after the restore (which keeps options).
+  ConversationManager worked = manager.clone(sink);
+  JournalRunner runner(*runs, active, events, run, journal, allowed, options.tools,
+                       options.maxToolConcurrency, options.humanTool);
+
+  RunOptions ro;
+  ro.maxIterations = maxIterations - done;
+  ro.stopToken = active.stop.get_token();
+  ro.stream = run.options.stream;
+  int64_t next = stored;  // the storage index of the next message the run adds
+  bool resumed = false;
+  if (journal.pendingReply) {
+    const int64_t expected = stored + static_cast<int64_t>(input.size());
+    if (journal.pendingAt == expected) {
+      ro.firstReply = *journal.pendingReply;
+      resumed = true;
+    }
+  }
+  ro.onMessage = [&](const Message& m) {
+    const int64_t at = next++;
+    if (m.role == Role::Assistant && !m.toolCalls.empty()) {
+      runner.turn = at;
+      if (resumed && at == journal.pendingAt) {
+        resumed = false;  // journaled already
+      } else {
+        runs->recordReply(active.lease, m, at);
+      }
+    }
+    events.addToTurn({"message_added", {{"index", at}, {"message", toJson(m)}}});
+  };
+  ro.onChunk = [&](const StreamDelta& delta) {
+    try {
+      events.chunk(delta.content);
+    } catch (const LeaseLost&) {
+      active.lost = true;
+      return false;
+    }
+    return !active.stop.stop_requested();
+  };
+  ro.runToolCalls = [&](const std::vector<ToolCall>& calls, std::stop_token stop) {
+    return runner(calls, std::move(stop));
+  };
+
+  RunResult result;
+  try {
+    result = worked.run(std::move(input), ro);
+  } catch (const StopAtSafePoint&) {
+    // Interrupted after a whole turn; if that turn was the answer, the run is complete.
+    auto all = worked.getAllMessages();
+    if (all.empty() || all.back().role != Role::Assistant || !all.back().toolCalls.empty()) {
+      throw;
+    }
+    result.content = all.back().content;
+    result.finishReason = "stop";
+  }
+  if (active.lost) throw LeaseLost("store: the lease of run " + run.id + " was lost");
+  active.closing = true;
+  runs->finish(active.lease, RunStatus::Completed, "",
+               {{"content", result.content},
+                {"finishReason", result.finishReason},
+                {"iterations", done + result.iterations}},
+               events.takeLive());
+  count(&Stats::completed);
+}
+
+Worker::Worker(std::shared_ptr<RunStore> runs, WorkerOptions options)
+    : impl_(std::make_shared<Impl>()) {
+  if (!runs) throw ValidationError("runs", "must not be null");
+  if (!options.profiles) throw ValidationError("options.profiles", "must not be null");
+  if (options.concurrency < 1 || options.concurrency > 1024) {
+    throw ValidationError("options.concurrency", "must be 1 to 1024");
+  }
+  if (options.leaseDuration.count() <= 0) {
+    throw ValidationError("options.leaseDuration", "must be positive");
+  }
+  if (options.heartbeat.count() < 0 || options.heartbeat >= options.leaseDuration) {
+    throw ValidationError("options.heartbeat", "must be 0 (automatic) or shorter than the lease");
+  }
+  if (options.claimPoll.count() <= 0)
+    throw ValidationError("options.claimPoll", "must be positive");
+  if (options.shutdownGrace.count() < 0) {
+    throw ValidationError("options.shutdownGrace", "must not be negative");
+  }
+  if (options.maxIterations < 1) throw ValidationError("options.maxIterations", "must be >= 1");
+  if (options.maxToolConcurrency < 1) {
+    throw ValidationError("options.maxToolConcurrency", "must be >= 1");
+  }
+  if (options.chunkBytes < 1) throw ValidationError("options.chunkBytes", "must be >= 1");
+  if (options.workerId.empty()) options.workerId = defaultWorkerId();
+  if (options.workerId.size() > 200) {
+    throw ValidationError("options.workerId", "must be 1 to 200 bytes");
+  }
+  if (!options.humanTool.empty()) {
+    if (!options.tools) options.tools = std::make_shared<ToolRegistry>();
+    if (!options.tools->has(options.humanTool)) {
+      options.tools->add(options.humanTool, "Asks a person a question and returns their answer.",
+                         {{"type", "object"},
+                          {"properties", {{"question", {{"type", "string"}}}}},
+                          {"required", {"question"}}},
+                         // The worker answers these calls itself (the run waits for the person).
+                         [](const json&, ToolContext&) -> json {
+                           throw std::runtime_error("answered by the worker, never run");
+                         });
+    }
+  }
+  impl_->heartbeat = options.heartbeat.count() > 0
+                         ? options.heartbeat
+                         : std::min(options.leaseDuration / 3, milliseconds(1'000));
+  if (impl_->heartbeat.count() <= 0) impl_->heartbeat = milliseconds(1);
+  impl_->runs = std::move(runs);
+  impl_->options = std::move(options);
+}
+
+Worker::~Worker() {
+  try {
+    stop();
+  } catch (...) {
+    // stop() only logs; nothing to report from a destructor.
+  }
+}
+
+void Worker::start() {
+  std::lock_guard lock(impl_->mutex);
+  if (impl_->started) throw ValidationError("worker", "was started already");
+  impl_->started = true;
+  for (int i = 0; i < impl_->options.concurrency; ++i)
+    impl_->slots.emplace_back([impl = impl_] { impl->slot(); });
+  impl_->dispatcherThread = std::thread([impl = impl_] { impl->dispatch(); });
+  impl_->heartbeatThread = std::thread([impl = impl_] { impl->beat(); });
+}
+
+void Worker::stop() {
+  Impl& impl = *impl_;
+  {
+    std::lock_guard lock(impl.mutex);
+    if (!impl.started || impl.stopped) return;
+    impl.stopping = true;
+  }
+  impl.changed.notify_all();
+  if (impl.dispatcherThread.joinable()) impl.dispatcherThread.join();
+  {
+    std::unique_lock lock(impl.mutex);
+    impl.changed.wait_for(lock, impl.options.shutdownGrace, [&] { return impl.busy == 0; });
+    for (auto& run : impl.active) {
+      run->handBack = true;
+      run->stop.request_stop();
+    }
+  }
+  for (auto& t : impl.slots)
+    t.join();
+  impl.slots.clear();
+  {
+    std::lock_guard lock(impl.mutex);
+    impl.stopped = true;
+  }
+  impl.changed.notify_all();
+  if (impl.heartbeatThread.joinable()) impl.heartbeatThread.join();
+}
+
+const std::string& Worker::id() const noexcept {
+  return impl_->options.workerId;
+}
+
+Worker::Stats Worker::stats() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->counters;
+}
+
+}  // namespace parley
