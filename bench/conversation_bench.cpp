@@ -78,6 +78,24 @@ void BM_CacheDiagnostic(benchmark::State& state) {
 }
 BENCHMARK(BM_CacheDiagnostic)->Arg(10)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
+// The first diagnostic of a conversation (just loaded, cloned or edited): it sums the whole
+// previous request once; the following ones extend that by the messages added since.
+void BM_CacheDiagnosticCold(benchmark::State& state) {
+  ConversationOptions options;
+  options.llm = std::make_shared<InstantClient>();
+  ConversationManager base(options);
+  base.addMessages(historyOf(state.range(0)));
+  base.executeLlmCall();
+  const std::vector<Message> pending = {Message::user("And the next one?")};
+  for (auto _ : state) {
+    state.PauseTiming();
+    ConversationManager conversation = base.clone();
+    state.ResumeTiming();
+    benchmark::DoNotOptimize(conversation.diagnoseCache(pending));
+  }
+}
+BENCHMARK(BM_CacheDiagnosticCold)->Arg(10)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
+
 // Answers the call that carries the prompt with one tool call, and the next with text, so a
 // run() is one whole tool turn: two model calls, one tool call, four messages.
 class ToolTurnClient : public InstantClient {

@@ -88,8 +88,8 @@ TEST_F(CacheDiagnosis, EachContextEditSaysWhereThePrefixBreaks) {
     const char* field;
   };
   const Case cases[] = {
-      // Drops the oldest turn: the second message is now the second question.
-      {R"({"operation": "truncate", "truncate": {"keepLast": 3}})", 1, "content"},
+      // Keeps a1 u2 a2: the system prompt goes too, so the request now opens with a reply.
+      {R"({"operation": "truncate", "truncate": {"keepLast": 3}})", 0, "role"},
       {R"({"operation": "replace", "replace": {"index": 1, "message": {"role": "user", "content": "changed"}}})",
        1, "content"},
       {R"({"operation": "insert", "insert": {"position": 1, "messages": [{"role": "assistant", "content": "note"}]}})",

@@ -79,6 +79,17 @@ struct ConversationManager::State {
 
   // The tool registry's revision at the last call (this process only: not in snapshots).
   std::optional<uint64_t> lastToolsRevision;
+  // The sizes of usageView's first `messages` entries (the previous request: usageView less its
+  // reply), for the view epoch `epoch`. While only appends happen the epoch stays and the next
+  // request's sizes extend these by its new messages, so diagnoseCache() costs O(new messages).
+  struct PrefixSizes {
+    uint64_t epoch = kNoEpoch;
+    size_t messages = 0;
+    int64_t tokens = 0;
+    int64_t bytes = 0;
+  };
+  mutable std::mutex prefixSizesMutex;
+  mutable PrefixSizes prefixSizes;
 
   void copyAccountingFrom(const State& other) {
     lastToolsRevision = other.lastToolsRevision;
@@ -608,6 +619,21 @@ std::optional<CacheDiagnostic> ConversationManager::diagnoseCache(
   const size_t view = s.viewSize();
   const size_t current = view + pending.size();
   const MessageStore::IndexList& now = s.view();
+  if (st.usageEpoch == s.viewEpoch()) {
+    // Only appends since the previous request: the view begins with all of it.
+    std::lock_guard sizesLock(st.prefixSizesMutex);
+    State::PrefixSizes& sizes = st.prefixSizes;
+    if (sizes.epoch != st.usageEpoch || sizes.messages > previous) sizes = {st.usageEpoch, 0, 0, 0};
+    for (; sizes.messages < previous; ++sizes.messages) {
+      const MessageRecord& record = s.record(st.usageView[sizes.messages]);
+      sizes.tokens += messageTokens(record, counter);
+      sizes.bytes += static_cast<int64_t>(encoded(record, jsonOptions)->size());
+    }
+    d.reusablePrefixTokens = sizes.tokens;
+    d.reusablePrefixBytes = sizes.bytes;
+    d.reusableMessages = previous;
+    return d;
+  }
   size_t i = 0;
   for (; i < previous && i < current; ++i) {
     const MessageRecord& before = s.record(st.usageView[i]);
@@ -708,8 +734,7 @@ const ConversationOptions& ConversationManager::options() const {
 ChatResult ConversationManager::call(const std::vector<Message>& pending,
                                      const LlmCallOptions& options,
                                      const std::function<void(const Message&)>& onMessage,
-                                     const Message* given,
-                                     std::optional<CacheDiagnostic>* cache) {
+                                     const Message* given, std::optional<CacheDiagnostic>* cache) {
   const ConversationOptions& config = *state_->options;
   if (!config.llm) {
     throw ValidationError("options.llm", "this conversation has no model attached");
