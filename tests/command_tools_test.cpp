@@ -218,3 +218,35 @@ TEST_F(CommandToolsTest, TheCommandStartsWithDefaultSignals) {
 
 }  // namespace
 }  // namespace parley
+
+namespace parley {
+namespace {
+
+TEST_F(CommandToolsTest, IdempotentAndRequiresApprovalAreFlagsOfTheFile) {
+  loadToolsFile(writeFile("tools.toml", R"(
+[[tool]]
+name = "count"
+command = ["true"]
+idempotent = true
+requires_approval = true
+
+[[tool]]
+name = "plain"
+command = ["true"]
+)"),
+                *registry_);
+  EXPECT_TRUE(registry_->find("count")->options.idempotent);
+  EXPECT_TRUE(registry_->find("count")->options.requiresApproval);
+  EXPECT_FALSE(registry_->find("plain")->options.idempotent);
+  EXPECT_FALSE(registry_->find("plain")->options.requiresApproval);
+
+  auto fresh = std::make_shared<ToolRegistry>();
+  registry_ = fresh;
+  EXPECT_NE(errorOfLoad("[[tool]]\nname = \"x\"\ncommand = [\"true\"]\nidempotent = \"yes\"\n")
+                .find("tool[0].idempotent: must be true or false"),
+            std::string::npos);
+  EXPECT_EQ(registry_->size(), 0u);
+}
+
+}  // namespace
+}  // namespace parley

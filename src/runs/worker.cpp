@@ -600,7 +600,7 @@ void Worker::Impl::execute(const RunInfo& run, ActiveRun& active, detail::RunEve
         run.options.systemPrompt ? *run.options.systemPrompt : options.systemPrompt;
     if (!system.empty() && (stored == 0 || run.options.systemPrompt)) {
       // A new thread starts with it; a run's own prompt on a thread with history takes effect
-      // from here on (docs/scale-out.md, "Runs").
+      // from here on (docs/scale-out.md, "The worker").
       input.push_back(Message::system(system));
     }
     input.insert(input.end(), run.input.begin(), run.input.end());
