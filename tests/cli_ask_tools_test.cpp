@@ -18,8 +18,8 @@
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/store.hpp"
-#include "parley/tools.hpp"
 #include "parley/stored_thread.hpp"
+#include "parley/tools.hpp"
 
 namespace parley {
 namespace {

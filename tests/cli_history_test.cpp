@@ -60,8 +60,7 @@ TEST_F(HistoryTest, SearchFindsMessagesAcrossThreads) {
   ASSERT_EQ(run.exitCode, 0) << run.err;
   EXPECT_NE(run.out.find("t1 \"sums\" #1 user: Is <b>2+2</b> [four]?"), std::string::npos)
       << run.out;
-  EXPECT_NE(run.out.find("t2 \"more sums\" #0 user: what is 3+3, is it [four]?"),
-            std::string::npos)
+  EXPECT_NE(run.out.find("t2 \"more sums\" #0 user: what is 3+3, is it [four]?"), std::string::npos)
       << run.out;
   run = history({"search", "four", "--json", "--limit", "1"});
   ASSERT_EQ(run.exitCode, 0) << run.err;

@@ -20,8 +20,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <clocale>
 #include <condition_variable>
 #include <csetjmp>
@@ -54,11 +54,11 @@
 #include "parley/json.hpp"
 #include "parley/protocol.hpp"
 #include "parley/store.hpp"
+#include "parley/stored_thread.hpp"
 #include "prices_option.hpp"
 #include "prompt_input.hpp"
 #include "template_config.hpp"
 #include "terminal.hpp"
-#include "parley/stored_thread.hpp"
 #include "tool_file.hpp"
 
 namespace parley::cli {
@@ -122,7 +122,8 @@ constexpr const char* kHelp =
     "  /save FILE            write the conversation as a snapshot JSON file\n"
     "  /load FILE            load a snapshot file as a new branch\n"
     "  /file PATH [PROMPT]   send a file's (or a directory's) text, after PROMPT if given\n"
-    "  /copy [FILE]          the last reply to the clipboard (wl-copy, xclip, xsel, pbcopy) or FILE\n"
+    "  /copy [FILE]          the last reply to the clipboard (wl-copy, xclip, xsel, pbcopy) or "
+    "FILE\n"
     "  /quit                 end the session (so do exit, quit and Ctrl-D)\n"
     "  \"\"\"                   on a line of its own: starts and ends a multi-line prompt\n"
     "Tab completes commands and branch names; prompts are remembered across sessions.\n"
@@ -473,8 +474,9 @@ class ChatSession {
       out_ << "copied " << text.size() << " bytes to the clipboard (" << argv[0] << ")\n";
       return;
     }
-    throw ValidationError("/copy", "no clipboard tool found (wl-copy, xclip, xsel, pbcopy); "
-                                   "give a file: /copy FILE");
+    throw ValidationError("/copy",
+                          "no clipboard tool found (wl-copy, xclip, xsel, pbcopy); "
+                          "give a file: /copy FILE");
   }
 
   static bool onPath(const std::string& program) {
@@ -506,7 +508,8 @@ class ChatSession {
     bool atLineStart = true;
     TerminalFilter toTerminal(STDOUT_FILENO);
     std::optional<MarkdownRenderer> rendered;
-    if (renderReplies_) rendered.emplace(MarkdownStyle{colorReplies_, terminalWidth(STDOUT_FILENO)});
+    if (renderReplies_)
+      rendered.emplace(MarkdownStyle{colorReplies_, terminalWidth(STDOUT_FILENO)});
     auto show = [&](const std::string& text) {
       out_ << (rendered ? rendered->feed(toTerminal(text)) : toTerminal(text));
     };
@@ -622,8 +625,7 @@ class ChatSession {
     } else {
       ++unpricedTurns_;
     }
-    out_ << "[cost " << formatUsd(cost) << (cost ? "" : " (no price for " + priced + ")")
-         << "]\n";
+    out_ << "[cost " << formatUsd(cost) << (cost ? "" : " (no price for " + priced + ")") << "]\n";
     (void)start;
   }
 
@@ -776,10 +778,11 @@ class ChatSession {
       throw ValidationError("/edit", "give the number /history shows: /edit N [TEXT]");
     }
     if (index >= view.size() || view[index].role != Role::User) {
-      throw ValidationError("/edit", "message " + number + " is not a prompt of this view (see /history)");
+      throw ValidationError("/edit",
+                            "message " + number + " is not a prompt of this view (see /history)");
     }
-    std::string prompt = space == std::string::npos ? fromEditor(view[index].content)
-                                                    : argument.substr(space + 1);
+    std::string prompt =
+        space == std::string::npos ? fromEditor(view[index].content) : argument.substr(space + 1);
     if (prompt.empty()) throw ValidationError("/edit", "the edited prompt is empty; nothing sent");
     redoOnBranch(index, prompt, "edit", "editing");
   }
@@ -816,7 +819,8 @@ class ChatSession {
     {
       const ssize_t n = ::write(fd, text.data(), text.size());
       ::close(fd);
-      if (n != static_cast<ssize_t>(text.size())) throw ValidationError("/edit", "cannot write " + path);
+      if (n != static_cast<ssize_t>(text.size()))
+        throw ValidationError("/edit", "cannot write " + path);
     }
     // As git runs its editor: through the shell, so EDITOR may carry arguments ("code -w").
     const std::string script = command + " \"$1\"";
@@ -833,7 +837,8 @@ class ChatSession {
     if (spawned != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       throw ValidationError("/edit", "the editor (" + command + ") failed; nothing sent");
     }
-    while (!edited.empty() && (edited.back() == '\n' || edited.back() == '\r')) edited.pop_back();
+    while (!edited.empty() && (edited.back() == '\n' || edited.back() == '\r'))
+      edited.pop_back();
     return edited;
   }
 
@@ -1078,7 +1083,7 @@ class ChatSession {
     return true;
   }
 
-  ChatArgs args_;  // with the -t template applied
+  ChatArgs args_;               // with the -t template applied
   bool renderReplies_ = false;  // --format text
   bool colorReplies_ = false;
   std::string promptPattern_;  // the template's prompt; "" = what is typed

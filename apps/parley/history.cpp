@@ -124,7 +124,9 @@ void search(const HistoryArgs& args) {
     if (bold) {
       std::string styled;
       for (char c : snippet) {
-        styled += c == '[' ? std::string("\033[1m") : c == ']' ? std::string("\033[22m") : std::string(1, c);
+        styled += c == '['   ? std::string("\033[1m")
+                  : c == ']' ? std::string("\033[22m")
+                             : std::string(1, c);
       }
       snippet = styled;
     }
@@ -132,8 +134,8 @@ void search(const HistoryArgs& args) {
     if (auto info = store->threadInfo(hit.threadId); info && !info->title.empty()) {
       title = " \"" + forTerminal(info->title, STDOUT_FILENO) + "\"";
     }
-    std::cout << hit.threadId << title << " #" << hit.position << " " << toString(hit.role)
-              << ": " << snippet << "\n";
+    std::cout << hit.threadId << title << " #" << hit.position << " " << toString(hit.role) << ": "
+              << snippet << "\n";
   }
   if (hits.empty()) std::cerr << "parley: no message matches\n";
 }

@@ -1,10 +1,10 @@
 // EventLog: writes every executor event of a bus as one JSON object per line (JSON Lines):
-// type, time, workflowId, threadId, traceId, spanId (when the event has one), nodeId and each event's key parameters (profile,
-// tool names, finish reason, usage, errors, sizes of prompts and replies). Message texts and
-// tool arguments are not written, only their sizes; request parameters whose names look like
-// credentials (api_key, authorization, secret, password, token but not *_tokens) are
-// replaced by "[redacted]". API keys never reach events in the first place: they live in
-// ClientOptions, which no event carries.
+// type, time, workflowId, threadId, traceId, spanId (when the event has one), nodeId and each
+// event's key parameters (profile, tool names, finish reason, usage, errors, sizes of prompts and
+// replies). Message texts and tool arguments are not written, only their sizes; request parameters
+// whose names look like credentials (api_key, authorization, secret, password, token but not
+// *_tokens) are replaced by "[redacted]". API keys never reach events in the first place: they live
+// in ClientOptions, which no event carries.
 //
 // Ownership: the caller owns the log; the bus and the stream must outlive it. Subscribes in the
 // constructor, unsubscribes in the destructor. Thread-safety: lines from concurrent events are

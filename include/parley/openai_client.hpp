@@ -67,8 +67,8 @@ struct ClientOptions {
   std::map<std::string, std::string> headers;  // extra request headers
 
   std::chrono::milliseconds connectTimeout{10'000};
-  std::chrono::milliseconds requestTimeout{600'000};  // whole request, non-streaming calls
-  std::chrono::milliseconds idleTimeout{120'000};     // longest silence inside a stream
+  std::chrono::milliseconds requestTimeout{600'000};   // whole request, non-streaming calls
+  std::chrono::milliseconds idleTimeout{120'000};      // longest silence inside a stream
   std::chrono::milliseconds streamTimeout{1'800'000};  // a whole stream, however lively
   int maxRetries = 2;  // connection errors, timeouts, 408, 409, 429, >= 500
 

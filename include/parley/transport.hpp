@@ -89,8 +89,8 @@ class HttpTransport {
 
 struct HttpTransportOptions {
   std::chrono::milliseconds connectTimeout{10'000};
-  std::chrono::milliseconds requestTimeout{600'000};  // whole request, non-streaming calls
-  std::chrono::milliseconds idleTimeout{120'000};     // longest silence inside a stream
+  std::chrono::milliseconds requestTimeout{600'000};   // whole request, non-streaming calls
+  std::chrono::milliseconds idleTimeout{120'000};      // longest silence inside a stream
   std::chrono::milliseconds streamTimeout{1'800'000};  // a whole stream, however lively
   int maxRetries = 2;
   size_t maxEventBytes = size_t{8} << 20;      // one stream event; larger: ProtocolError

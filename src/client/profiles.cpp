@@ -253,5 +253,4 @@ ProfileRegistry& ProfileRegistry::loadTomlString(const std::string& text,
   return *this;
 }
 
-
 }  // namespace parley

@@ -171,8 +171,9 @@ const std::vector<std::string> kSchemaV3Sqlite = {
 // immutable, as an index needs; unaccent() is neither immutable nor always installed). The text
 // comes from a function that reads a body that is not JSON, or that jsonb refuses (a \u0000), as
 // no text: such a row must not make its insert fail.
-#define PARLEY_FOLD(x)                                                                         \
-  "translate(" x ", 'ÁÀÂÄÃÅáàâäãåÉÈÊËéèêëÍÌÎÏíìîïÓÒÔÖÕóòôöõÚÙÛÜúùûüÇçÑñÝýÿ', "                   \
+#define PARLEY_FOLD(x)                                                                                               \
+  "translate(" x                                                                                                     \
+  ", 'ÁÀÂÄÃÅáàâäãåÉÈÊËéèêëÍÌÎÏíìîïÓÒÔÖÕóòôöõÚÙÛÜúùûüÇçÑñÝýÿ', " \
   "'AAAAAAaaaaaaEEEEeeeeIIIIiiiiOOOOOoooooUUUUuuuuCcNnYyy')"
 #define PARLEY_MESSAGE_WORDS \
   "to_tsvector('simple', " PARLEY_FOLD("COALESCE(parley_message_text(body), '')") ")"
@@ -702,37 +703,45 @@ std::vector<MessageSearchHit> SqlStoreEngine::searchMessages(const std::string& 
   transaction(false, [&](SqlConnection& c) {
     if (dialect_ == SqlDialect::Sqlite) {
       if (!c.tableExists("parley_message_text")) {
-        throw StoreError("store: this database predates message search (schema version 2); "
-                         "open it once for writing (any parley command that saves) to upgrade it");
+        throw StoreError(
+            "store: this database predates message search (schema version 2); "
+            "open it once for writing (any parley command that saves) to upgrade it");
       }
       std::string match;
       for (const std::string& w : words) {
         std::string quoted;
-        for (char ch : w) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+        for (char ch : w)
+          quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
         match += (match.empty() ? "\"" : " \"") + quoted + "\"";
       }
-      collect(c.query(
-          "SELECT k.thread_id, k.seq, json_extract(m.body, $3), "
-          "snippet(parley_message_text, 0, '[', ']', '...', 16) "
-          "FROM parley_message_text "
-          "JOIN parley_message_keys k ON k.id = parley_message_text.rowid "
-          "JOIN parley_messages m ON m.thread_id = k.thread_id AND m.seq = k.seq "
-          "JOIN parley_threads t ON t.id = k.thread_id AND t.deleted = 0 "
-          "WHERE parley_message_text MATCH $1 ORDER BY rank LIMIT $2",
-          {match, limit, std::string("$.role")}));  // a parameter: "$" in the text is one
+      collect(
+          c.query("SELECT k.thread_id, k.seq, json_extract(m.body, $3), "
+                  "snippet(parley_message_text, 0, '[', ']', '...', 16) "
+                  "FROM parley_message_text "
+                  "JOIN parley_message_keys k ON k.id = parley_message_text.rowid "
+                  "JOIN parley_messages m ON m.thread_id = k.thread_id AND m.seq = k.seq "
+                  "JOIN parley_threads t ON t.id = k.thread_id AND t.deleted = 0 "
+                  "WHERE parley_message_text MATCH $1 ORDER BY rank LIMIT $2",
+                  {match, limit, std::string("$.role")}));  // a parameter: "$" in the text is one
     } else {
       std::string text;
-      for (const std::string& w : words) text += (text.empty() ? "" : " ") + w;
+      for (const std::string& w : words)
+        text += (text.empty() ? "" : " ") + w;
       // The index's own expression, so that the planner uses it.
       collect(c.query(
           "SELECT m.thread_id, m.seq, (m.body::jsonb)->>'role', "  // valid JSON: it matched
-          "ts_headline('simple', " PARLEY_FOLD("parley_message_text(m.body)") ", q, "
-          "'StartSel=[, StopSel=], MaxWords=16, MinWords=6, MaxFragments=1, "
-          "FragmentDelimiter=...') "
-          "FROM parley_messages m JOIN parley_threads t ON t.id = m.thread_id AND t.deleted = 0, "
-          "plainto_tsquery('simple', " PARLEY_FOLD("$1") ") q "
-          "WHERE " PARLEY_MESSAGE_WORDS " @@ q "
-          "ORDER BY ts_rank(" PARLEY_MESSAGE_WORDS ", q) DESC, m.thread_id, m.seq LIMIT $2",
+          "ts_headline('simple', " PARLEY_FOLD(
+              "parley_message_text(m.body)") ", q, "
+                                             "'StartSel=[, StopSel=], MaxWords=16, MinWords=6, "
+                                             "MaxFragments=1, "
+                                             "FragmentDelimiter=...') "
+                                             "FROM parley_messages m JOIN parley_threads t ON t.id "
+                                             "= m.thread_id AND t.deleted = 0, "
+                                             "plainto_tsquery('simple', " PARLEY_FOLD(
+                                                 "$1") ") q "
+                                                       "WHERE " PARLEY_MESSAGE_WORDS " @@ q "
+                                                       "ORDER BY ts_rank(" PARLEY_MESSAGE_WORDS
+                                                       ", q) DESC, m.thread_id, m.seq LIMIT $2",
           {text, limit}));
     }
   });

@@ -359,8 +359,8 @@ static Outcome runAttempt(ThreadPool& pool, const ToolPtr& tool,
   if (cancel.stop_requested())
     return {ToolErrorKind::Cancelled, nullptr, "tool \"" + tool->name + "\" was cancelled"};
   return {ToolErrorKind::Timeout, nullptr,
-          "tool \"" + tool->name + "\" did not finish within " +
-              std::to_string(timeout.count()) + " ms"};
+          "tool \"" + tool->name + "\" did not finish within " + std::to_string(timeout.count()) +
+              " ms"};
 }
 
 // The whole call, retries included. The gate slot is held by the caller.
@@ -480,8 +480,9 @@ ToolResult ToolExecutor::execute(const ToolCall& call, std::stop_token cancel,
     refused.toolCallId = call.id;
     refused.name = call.name;
     refused.errorKind = ToolErrorKind::InvalidArguments;
-    refused.error = "the call's limits are out of range (timeout > 0, retries >= 0, retry delay "
-                    ">= 0)";
+    refused.error =
+        "the call's limits are out of range (timeout > 0, retries >= 0, retry delay "
+        ">= 0)";
     return refused;
   }
   ToolPtr tool = registry_->lookup(call.name);
