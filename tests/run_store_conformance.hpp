@@ -9,6 +9,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <functional>
 
 #include <atomic>
 #include <map>
@@ -75,6 +76,12 @@ class RunStoreConformance : public ::testing::Test {
     return *runs_;
   }
   void advance(std::chrono::milliseconds by) { *clock += by.count(); }
+  // Closes the store, runs `between` (on the database alone), and opens it again.
+  void reopen(const std::function<void()>& between) {
+    runs_.reset();
+    between();
+    runs_ = open(clocked());
+  }
   // Submits and moves the clock on, so that runs of different threads have distinct ages.
   RunInfo submit(const std::string& thread, const std::string& prompt, SubmitOptions options = {}) {
     RunInfo run = runs().submit(thread, prompt, options);
@@ -279,6 +286,88 @@ TYPED_TEST_P(RunStoreConformance, ClaimsTheOldestHeadRunOfAFreeThread) {
 }
 
 // The heart of fencing: a worker whose lease expired and was taken over writes nothing.
+TYPED_TEST_P(RunStoreConformance, ABatchClaimTakesOneHeadRunPerThreadOldestFirst) {
+  RunInfo a1 = this->submit("a", "a1");
+  RunInfo b1 = this->submit("b", "b1");
+  RunInfo a2 = this->submit("a", "a2");
+  RunInfo c1 = this->submit("c", "c1");
+  std::vector<Claim> claims = this->runs().claim("w", 10s, 2);
+  ASSERT_EQ(claims.size(), 2u);
+  EXPECT_EQ(claims[0].run.id, a1.id);
+  EXPECT_EQ(claims[1].run.id, b1.id);
+  claims = this->runs().claim("w", 10s, 10);  // a2 waits for a1
+  ASSERT_EQ(claims.size(), 1u);
+  EXPECT_EQ(claims[0].run.id, c1.id);
+  EXPECT_EQ(claims[0].lease.owner, "w");
+  EXPECT_TRUE(this->runs().claim("w", 10s, 10).empty());
+  EXPECT_THROW(this->runs().claim("w", 10s, 0), ValidationError);
+  EXPECT_THROW(this->runs().claim("w", 10s, RunStoreLimits{}.maxClaimBatch + 1), ValidationError);
+  EXPECT_EQ(this->runs().run(a2.id)->status, RunStatus::Queued);
+}
+
+TYPED_TEST_P(RunStoreConformance, FinishWithTurnCommitsTheAnswerAndTheEndTogether) {
+  RunInfo run = this->submit("t", "hello");
+  Claim claim = this->claimOrFail("w", 10s);
+  std::vector<Message> turn = run.input;
+  turn.push_back(Message::assistant("world"));
+  const auto events = this->rows("parley_events");
+  const auto messages = this->rows("parley_messages");
+  // A stale version changes nothing: no message, no event, the run still running.
+  EXPECT_THROW(this->runs().finishWithTurn(claim.lease, turn, nullptr, 7, {{"content", "world"}}),
+               StoreConflict);
+  EXPECT_EQ(this->rows("parley_events"), events);
+  EXPECT_EQ(this->rows("parley_messages"), messages);
+  EXPECT_EQ(this->runs().run(run.id)->status, RunStatus::Running);
+
+  EXPECT_EQ(this->runs().finishWithTurn(claim.lease, turn, nullptr, 1, {{"content", "world"}},
+                                        std::vector<EventInput>{{"message_added", {{"index", 1}}}}),
+            2);
+  EXPECT_EQ(this->contents("t"), (std::vector<std::string>{"hello", "world"}));
+  RunInfo done = *this->runs().run(run.id);
+  EXPECT_EQ(done.status, RunStatus::Completed);
+  EXPECT_EQ(done.result, json({{"content", "world"}}));
+  EXPECT_EQ(this->eventTypes("t"), (std::vector<std::string>{"run_queued", "run_started",
+                                                             "message_added", "run_completed"}));
+  EXPECT_THROW(this->runs().renew(claim.lease, 10s), LeaseLost);  // it went with the finish
+}
+
+TYPED_TEST_P(RunStoreConformance, MigratesAVersion3QueueToQueueHeads) {
+  RunInfo a1 = this->submit("a", "a1");
+  RunInfo b1 = this->submit("b", "b1");
+  RunInfo a2 = this->submit("a", "a2");
+  // Back to version 3: no queue heads, the run index that version's claim read.
+  const bool sqlite = this->backend.writerArgs()[0] == "sqlite";
+  std::vector<std::string> down;
+  if (sqlite) {
+    down = {"DROP TRIGGER parley_runs_head_insert", "DROP TRIGGER parley_runs_head_update",
+            "DROP TRIGGER parley_runs_head_delete"};
+  } else {
+    down = {"DROP TRIGGER parley_runs_head ON parley_runs", "DROP FUNCTION parley_runs_head()"};
+  }
+  for (const char* sql :
+       {"DROP INDEX parley_threads_queue", "DROP INDEX parley_threads_leases",
+        "ALTER TABLE parley_threads DROP COLUMN queue_head_at",
+        "CREATE INDEX parley_runs_queue ON parley_runs (created_at, position, id) "
+        "WHERE status IN ('queued', 'running', 'waiting')",
+        "UPDATE parley_schema SET version = 3"})
+    down.push_back(sql);
+  this->reopen([&] {
+    for (const auto& sql : down)
+      this->backend.exec(sql);
+  });
+  EXPECT_EQ(this->backend.count("SELECT MAX(version) FROM parley_schema"), kStoreSchemaVersion);
+  EXPECT_EQ(this->backend.count("SELECT COUNT(*) FROM parley_threads WHERE queue_head_at IS NOT "
+                                "NULL"),
+            2);
+  std::vector<Claim> claims = this->runs().claim("w", 10s, 10);
+  ASSERT_EQ(claims.size(), 2u);
+  EXPECT_EQ(claims[0].run.id, a1.id);
+  EXPECT_EQ(claims[1].run.id, b1.id);
+  this->runs().finish(claims[0].lease, RunStatus::Completed);
+  Claim next = this->claimOrFail("w", 10s);
+  EXPECT_EQ(next.run.id, a2.id);
+}
+
 TYPED_TEST_P(RunStoreConformance, AStaleLeaseWritesNothing) {
   RunInfo run = this->submit("t", "hello");
   Claim stale = this->claimOrFail("slow", 1s);
@@ -311,6 +400,12 @@ TYPED_TEST_P(RunStoreConformance, AStaleLeaseWritesNothing) {
   EXPECT_NE(lost([&] { this->runs().recordReply(stale.lease, reply, 1); }), "<no LeaseLost>");
   EXPECT_NE(lost([&] { this->runs().wait(stale.lease, {{"q", 1}}); }), "<no LeaseLost>");
   EXPECT_NE(lost([&] { this->runs().finish(stale.lease, RunStatus::Completed); }),
+            "<no LeaseLost>");
+  EXPECT_NE(lost([&] {
+              this->runs().finishWithTurn(stale.lease,
+                                          std::vector<Message>{Message::assistant("late")}, nullptr,
+                                          version, {{"content", "late"}});
+            }),
             "<no LeaseLost>");
   EXPECT_NE(lost([&] { this->runs().renew(stale.lease, 10s); }), "<no LeaseLost>");
   EXPECT_FALSE(this->runs().release(stale.lease));
@@ -757,14 +852,16 @@ TYPED_TEST_P(RunStoreConformance, AStoppedWorkerProcessIsFencedOut) {
 REGISTER_TYPED_TEST_SUITE_P(
     RunStoreConformance, MigratesAVersion1Database, SubmitQueuesRunsInSubmitOrder,
     BadSubmitsAreClearErrorsAndChangeNothing, ClaimsTheOldestHeadRunOfAFreeThread,
-    AStaleLeaseWritesNothing, AnExpiredLeaseNoOneTookStaysValid, AReleasedRunIsTakenOverAtOnce,
-    CancelsQueuedAtOnceAndRunningAtItsNextSafePoint, CancellingAnOrphanedRunFencesItsWorker,
-    AWaitingRunResumesOnAnyWorkerWithTheAnswer, RejectPolicyStoresARejectedRun,
-    InterruptPolicyStopsTheRunningRunAndCancelsTheQueued, InterruptingAnOrphanedRunEndsItAtOnce,
-    RollbackPolicyAsksTheWorkerToUndoTheRun, RollbackOfARunThatCommittedNothingIsImmediate,
-    TheJournalSurvivesATakeover, EventsAreNumberedPerThreadAndReadAfterASequence,
-    FinishExpiresOldStreamChunks, AWaiterWakesForEventsOfAnotherStoreObject,
-    WaitForRunsSeesARunSubmittedSinceTheLastClaim, DeletingAThreadTakesItsRunsAndFencesItsWorker,
-    ProcessesDrainingOneQueueRunEachRunOnceInOrder, AStoppedWorkerProcessIsFencedOut);
+    ABatchClaimTakesOneHeadRunPerThreadOldestFirst, FinishWithTurnCommitsTheAnswerAndTheEndTogether,
+    MigratesAVersion3QueueToQueueHeads, AStaleLeaseWritesNothing, AnExpiredLeaseNoOneTookStaysValid,
+    AReleasedRunIsTakenOverAtOnce, CancelsQueuedAtOnceAndRunningAtItsNextSafePoint,
+    CancellingAnOrphanedRunFencesItsWorker, AWaitingRunResumesOnAnyWorkerWithTheAnswer,
+    RejectPolicyStoresARejectedRun, InterruptPolicyStopsTheRunningRunAndCancelsTheQueued,
+    InterruptingAnOrphanedRunEndsItAtOnce, RollbackPolicyAsksTheWorkerToUndoTheRun,
+    RollbackOfARunThatCommittedNothingIsImmediate, TheJournalSurvivesATakeover,
+    EventsAreNumberedPerThreadAndReadAfterASequence, FinishExpiresOldStreamChunks,
+    AWaiterWakesForEventsOfAnotherStoreObject, WaitForRunsSeesARunSubmittedSinceTheLastClaim,
+    DeletingAThreadTakesItsRunsAndFencesItsWorker, ProcessesDrainingOneQueueRunEachRunOnceInOrder,
+    AStoppedWorkerProcessIsFencedOut);
 
 }  // namespace parley::testing

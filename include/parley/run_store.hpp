@@ -211,6 +211,7 @@ struct RunStoreLimits {
   size_t maxJournalBytes = 8 << 20;   // one tool call's arguments, or its result
   size_t maxToolCallsPerReply = 1'000;
   size_t maxPage = 1'000;      // listRuns
+  size_t maxClaimBatch = 256;  // runs one claim() may take
   int maxIterations = 10'000;  // SubmitOptions::maxIterations
 };
 
@@ -273,10 +274,16 @@ class RunStore {
 
   // --- workers ---------------------------------------------------------------------------------
 
-  // Claims the oldest claimable run (a thread's head run that is queued, answered, asked to roll
-  // back, or running under an expired or released lease) and takes its thread's lease for
-  // `leaseDuration`; nullopt when there is none. One short transaction.
+  // Claims a claimable run (a thread's head run that is queued, answered, asked to roll back, or
+  // running under an expired or released lease: a run whose lease expired first, then the oldest
+  // head) and takes its thread's lease for `leaseDuration`; nullopt when there is none. One short
+  // transaction that reads one index entry per run, however deep the queue.
   std::optional<Claim> claim(const std::string& workerId, std::chrono::milliseconds leaseDuration);
+  // Claims up to `maxRuns` runs (of as many threads) in one transaction, in the order claim()
+  // would take them one by one: a worker with several free slots pays for one transaction.
+  // ValidationError if maxRuns is 0 or past RunStoreLimits::maxClaimBatch.
+  std::vector<Claim> claim(const std::string& workerId, std::chrono::milliseconds leaseDuration,
+                           size_t maxRuns);
 
   // Extends the lease to now + leaseDuration (the heartbeat) and reports what the run is asked to
   // do. LeaseLost if another worker took the thread over or the run was ended without its worker.
@@ -317,6 +324,12 @@ class RunStore {
   // without `error` keeps the reason its cancel request gave.
   void finish(const Lease& lease, RunStatus status, const std::string& error = "",
               const nlohmann::json& result = nullptr, std::span<const EventInput> events = {});
+  // appendTurn, then finish(Completed), in one transaction: a run's last whole turn (its answer)
+  // and its end commit together, one disk flush instead of two. `events` follow the turn's
+  // messages in the log (the turn's events first). StoreConflict if `expectedVersion` is stale.
+  Version finishWithTurn(const Lease& lease, std::span<const Message> messages,
+                         const nlohmann::json& state, Version expectedVersion,
+                         const nlohmann::json& result, std::span<const EventInput> events = {});
 
   // --- events ----------------------------------------------------------------------------------
 

@@ -195,9 +195,10 @@ class SqliteStore : public ConversationStore, public detail::SqlEngineAccess {
 
 // The schema version this build writes; a database with a higher one is refused. Version 2 added
 // the run queue, leases, the tool journal and the event log (run_store.hpp); version 3 the index
-// of message text that searchMessages() reads. An older database is upgraded when it is opened
+// of message text that searchMessages() reads; version 4 the queue heads a claim reads (one index
+// entry per claim, whatever the queue's depth). An older database is upgraded when it is opened
 // for writing.
-inline constexpr int kStoreSchemaVersion = 3;
+inline constexpr int kStoreSchemaVersion = 4;
 
 // For openStore.
 struct OpenStoreOptions {

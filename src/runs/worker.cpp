@@ -135,22 +135,27 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
   void dispatch() {
     const auto slice = std::min(options.claimPoll, milliseconds(250));
     for (;;) {
+      size_t free = 0;
       {
         std::unique_lock lock(mutex);
         changed.wait(lock, [&] { return stopping || busy < options.concurrency; });
         if (stopping) break;
+        free = static_cast<size_t>(options.concurrency - busy);
       }
-      std::optional<Claim> claim;
+      std::vector<Claim> claims;
       try {
-        claim = runs->claim(options.workerId, options.leaseDuration);
+        // Every free slot in one transaction: under load several free up during one claim.
+        claims = runs->claim(options.workerId, options.leaseDuration,
+                             std::min(free, runs->options().limits.maxClaimBatch));
       } catch (const std::exception& e) {
         log("parley worker: claim failed: " + std::string(e.what()));
       }
-      if (claim) {
+      if (!claims.empty()) {
         std::lock_guard lock(mutex);
-        ready.push_back(std::move(*claim));
-        ++busy;
-        ++counters.claimed;
+        for (auto& claim : claims)
+          ready.push_back(std::move(claim));
+        busy += static_cast<int>(claims.size());
+        counters.claimed += claims.size();
         changed.notify_all();
         continue;
       }
@@ -347,6 +352,7 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
 namespace {
 
 // The fenced whole-turn append, with the turn's events; after it, an interrupt stops the run.
+// The run's answer (a turn that ends the loop) is held: finishWithTurn commits it with the end.
 class LeaseSink : public TurnSink {
   // Whether the loop goes on after this turn: it ended with tool results.
   static bool continues(const ConversationManager& conversation) {
@@ -366,10 +372,26 @@ class LeaseSink : public TurnSink {
 
   void saveTurn(const ConversationManager& conversation) override {
     UnsavedTurn turn = unsavedTurn(conversation, storedCount_, threadId_);
+    std::vector<EventInput> held;
+    if (answer_) {
+      // The loop went on after all: the held turn is part of this one.
+      held = std::move(answer_->events);
+      answer_.reset();
+    }
+    if (!turn.messages.empty() && !continues(conversation)) {
+      // The run's answer: held for finishWithTurn, which commits it with the run's end.
+      auto turnEvents = events_.takeForTurn();
+      held.insert(held.end(), std::make_move_iterator(turnEvents.begin()),
+                  std::make_move_iterator(turnEvents.end()));
+      answer_ = HeldAnswer{std::move(turn), std::move(held)};
+      return;
+    }
     if (!turn.messages.empty()) {
       const auto added = static_cast<int64_t>(turn.messages.size());
       auto turnEvents = events_.takeForTurn();
-      version_ = runs_.appendTurn(active_.lease, turn.messages, turn.state, version_, turnEvents);
+      held.insert(held.end(), std::make_move_iterator(turnEvents.begin()),
+                  std::make_move_iterator(turnEvents.end()));
+      version_ = runs_.appendTurn(active_.lease, turn.messages, turn.state, version_, held);
       storedCount_ += added;
     }
     // A safe point: a request the heartbeat has not brought yet is read here, so an interrupt
@@ -381,7 +403,17 @@ class LeaseSink : public TurnSink {
     if (active_.request == CancelRequest::Interrupt) throw StopAtSafePoint();
   }
 
+  // The run's answer, not yet written: commit it with finish (finishWithTurn). Empty when the
+  // run's last turn was written already (or it has none).
+  struct HeldAnswer {
+    UnsavedTurn turn;
+    std::vector<EventInput> events;  // the turn's, in order
+  };
+  std::optional<HeldAnswer>& answer() { return answer_; }
+  RunStore::Version version() const { return version_; }
+
  private:
+  std::optional<HeldAnswer> answer_;
   RunStore& runs_;
   ActiveRun& active_;
   detail::RunEvents& events_;
@@ -688,11 +720,18 @@ void Worker::Impl::execute(const RunInfo& run, ActiveRun& active, detail::RunEve
   }
   if (active.lost) throw LeaseLost("store: the lease of run " + run.id + " was lost");
   active.closing = true;
-  runs->finish(active.lease, RunStatus::Completed, "",
-               {{"content", result.content},
-                {"finishReason", result.finishReason},
-                {"iterations", done + result.iterations}},
-               events.takeLive());
+  const json outcome = {{"content", result.content},
+                        {"finishReason", result.finishReason},
+                        {"iterations", done + result.iterations}};
+  if (auto& answer = sink->answer()) {
+    auto live = events.takeLive();
+    answer->events.insert(answer->events.end(), std::make_move_iterator(live.begin()),
+                          std::make_move_iterator(live.end()));
+    runs->finishWithTurn(active.lease, answer->turn.messages, answer->turn.state, sink->version(),
+                         outcome, answer->events);
+  } else {
+    runs->finish(active.lease, RunStatus::Completed, "", outcome, events.takeLive());
+  }
   count(&Stats::completed);
 }
 

@@ -175,10 +175,8 @@ struct EventRow {
 };
 
 void notify(SqlConnection& c, const char* channel, const std::string& payload) {
-  // Delivered at commit, ids only (a NOTIFY payload is limited to 8000 bytes).
-  if (c.dialect() == detail::SqlDialect::Postgres) {
-    c.query("SELECT pg_notify($1, $2)", {std::string(channel), payload});
-  }
+  // Ids only (a NOTIFY payload is limited to 8000 bytes).
+  c.notifyAfterCommit(channel, payload);
 }
 
 // Appends to the log of a thread whose row the caller has locked; returns the last seq.
@@ -760,40 +758,55 @@ RunInfo RunStore::respond(const std::string& runId, const json& response) {
 
 std::optional<Claim> RunStore::claim(const std::string& workerId,
                                      std::chrono::milliseconds leaseDuration) {
+  auto claims = claim(workerId, leaseDuration, 1);
+  if (claims.empty()) return std::nullopt;
+  return std::move(claims.front());
+}
+
+std::vector<Claim> RunStore::claim(const std::string& workerId,
+                                   std::chrono::milliseconds leaseDuration, size_t maxRuns) {
   detail::checkId(workerId, "workerId");
   if (leaseDuration.count() <= 0) throw ValidationError("leaseDuration", "must be positive");
-  // The thread's head run (no unfinished run before it), claimable, on a thread no live lease
-  // holds. PostgreSQL locks the thread row and skips threads other claimers hold.
-  auto candidates = [](SqlConnection& c) {
-    return std::string("SELECT r.id, r.thread_id FROM parley_runs r") +
-           c.indexedBy("parley_runs_queue") +
-           " JOIN parley_threads t ON t.id = r.thread_id WHERE r.status IN " + kActive +
-           " AND (r.status <> 'waiting' OR r.response IS NOT NULL OR r.cancel_request IS NOT NULL)"
-           " AND (t.lease_owner IS NULL OR t.lease_expires_at <= $1) AND t.deleted = 0"
-           " AND NOT EXISTS (SELECT 1 FROM parley_runs p WHERE p.thread_id = r.thread_id"
-           " AND p.status IN " +
-           kActive +
-           " AND p.position < r.position) ORDER BY r.created_at, r.position, r.id LIMIT 1" +
-           c.forUpdateSkipLocked("t");
+  if (maxRuns < 1 || maxRuns > options_.limits.maxClaimBatch) {
+    throw ValidationError("maxRuns", "must be 1 to " +
+                                         std::to_string(options_.limits.maxClaimBatch) +
+                                         " (RunStoreLimits::maxClaimBatch)");
+  }
+  // A thread whose head run (its oldest unfinished one) can be claimed: a thread whose lease
+  // expired (a worker that died or stalled), or else the oldest such head among the threads no
+  // lease holds. Both read one entry of an index over the thread rows (parley_threads_leases,
+  // parley_threads_queue: schema version 4), however many runs are queued. PostgreSQL locks the
+  // thread row and skips threads other claimers hold; a thread claimed earlier in the same
+  // transaction no longer matches (its lease is taken).
+  auto expiredThreads = [](SqlConnection& c) {
+    return std::string("SELECT id FROM parley_threads") + c.indexedBy("parley_threads_leases") +
+           " WHERE lease_owner IS NOT NULL AND lease_expires_at <= $1"
+           " AND queue_head_at IS NOT NULL AND deleted = 0 ORDER BY lease_expires_at LIMIT 1" +
+           c.forUpdateSkipLocked("parley_threads");
+  };
+  auto freeThreads = [](SqlConnection& c) {
+    return std::string("SELECT id FROM parley_threads") + c.indexedBy("parley_threads_queue") +
+           " WHERE queue_head_at IS NOT NULL AND lease_owner IS NULL AND deleted = 0"
+           " ORDER BY queue_head_at, id LIMIT 1" +
+           c.forUpdateSkipLocked("parley_threads");
   };
   // What waitForRuns() of this thread waits to change: a run announced from now on may be one
   // this claim does not see.
   wakeups_->noteClaim();
-  // A PostgreSQL statement reads runs from its snapshot: after the thread row is locked, the
-  // run and the lease are read again (every change to them happens under that lock), and if
-  // another claimer got there first the claim starts over.
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    std::optional<Claim> claimed;
-    bool raced = false;
-    engine_->transaction(true, [&](SqlConnection& c) {
-      claimed.reset();
-      raced = false;
-      const int64_t now = this->now(c);
-      c.relaxDurability();  // a claim lost in a crash leaves the run claimable: nothing lost
-      auto rows = c.query(candidates(c), {now});
-      if (rows.empty()) return;
-      const std::string runId = asText(rows[0].at(0));
-      const std::string threadId = asText(rows[0].at(1));
+  std::vector<Claim> claimed;
+  engine_->transaction(true, [&](SqlConnection& c) {
+    claimed.clear();
+    const int64_t now = this->now(c);
+    c.relaxDurability();  // a claim lost in a crash leaves the run claimable: nothing lost
+    // The thread row is read again once locked (every change to its runs and lease happens
+    // under that lock); a candidate that is no longer claimable (another claimer's commit came
+    // between the statement's snapshot and the lock) is passed over, a few times at most.
+    int misses = 0;
+    while (claimed.size() < maxRuns && misses < 3) {
+      auto rows = c.query(expiredThreads(c), {now});
+      if (rows.empty()) rows = c.query(freeThreads(c), {});
+      if (rows.empty()) break;
+      const std::string threadId = asText(rows[0].at(0));
       auto thread = c.query(
           "SELECT lease_owner, lease_expires_at, lease_token, version, message_count "
           "FROM parley_threads WHERE id = $1",
@@ -803,17 +816,18 @@ std::optional<Claim> RunStore::claim(const std::string& workerId,
                               " ORDER BY position LIMIT 1",
                           {threadId});
       if (thread.empty() || head.empty()) {
-        raced = true;
-        return;
+        ++misses;
+        continue;
       }
       RunInfo run = runFromRow(head[0]);
       const bool leaseFree = isNull(thread[0].at(0)) || asInt(thread[0].at(1)) <= now;
       const bool claimable = run.status != RunStatus::Waiting || !run.response.is_null() ||
                              run.cancelRequest != CancelRequest::None;
-      if (run.id != runId || !leaseFree || !claimable) {
-        raced = true;
-        return;
+      if (!leaseFree || !claimable) {
+        ++misses;
+        continue;
       }
+      const std::string runId = run.id;
       const int64_t token = asInt(thread[0].at(2)) + 1;
       const int64_t expires = now + leaseDuration.count();
       c.execute(
@@ -829,16 +843,13 @@ std::optional<Claim> RunStore::claim(const std::string& workerId,
       appendEventRows(
           c, threadId,
           {lifecycle(run, "run_started", {{"attempt", run.attempts}, {"worker", workerId}})}, now);
-      claimed = Claim{run, Lease{threadId, runId, run.options.traceId, workerId, token,
-                                 detail::fromMs(expires)}};
-    });
-    if (claimed) {
-      afterWrite(claimed->lease.threadId, false);
-      return claimed;
+      claimed.push_back(Claim{run, Lease{threadId, runId, run.options.traceId, workerId, token,
+                                         detail::fromMs(expires)}});
     }
-    if (!raced) return std::nullopt;
-  }
-  return std::nullopt;
+  });
+  for (const auto& claim : claimed)
+    afterWrite(claim.lease.threadId, false);
+  return claimed;
 }
 
 LeaseRenewal RunStore::renew(const Lease& lease, std::chrono::milliseconds leaseDuration) {
@@ -1048,44 +1059,78 @@ void RunStore::wait(const Lease& lease, const json& what, std::span<const EventI
   afterWrite(lease.threadId, false);
 }
 
-void RunStore::finish(const Lease& lease, RunStatus status, const std::string& error,
-                      const json& result, std::span<const EventInput> events) {
-  checkLeaseFields(lease);
+namespace {
+
+void checkFinish(RunStatus status, const std::string& error, const std::string& resultText,
+                 const RunStoreLimits& limits) {
   if (status != RunStatus::Completed && status != RunStatus::Failed &&
       status != RunStatus::Cancelled) {
     throw ValidationError("status", "a run finishes completed, failed or cancelled, not " +
                                         std::string(toString(status)));
   }
-  checkSize(error, options_.limits.maxResultBytes, "error", "maxResultBytes");
+  checkSize(error, limits.maxResultBytes, "error", "maxResultBytes");
+  checkSize(resultText, limits.maxResultBytes, "result", "maxResultBytes");
+}
+
+// finish()'s writes, inside the caller's fenced transaction.
+void writeFinish(SqlConnection& c, const Lease& lease, RunStatus status, const std::string& error,
+                 const json& result, const std::string& resultText, std::vector<EventRow> rows,
+                 int64_t now) {
+  std::string reason = error;
+  if (reason.empty() && status == RunStatus::Cancelled) {
+    auto current = c.query("SELECT error FROM parley_runs WHERE id = $1", {lease.runId});
+    if (!current.empty()) reason = asText(current[0].at(0));
+    if (reason.empty()) reason = "cancelled";
+  }
+  if (status == RunStatus::Completed) reason.clear();
+  c.execute(
+      "UPDATE parley_runs SET status = $1, error = $2, result = $3, cancel_request = NULL, "
+      "pending_reply = NULL, pending_at = NULL, wait = NULL, finished_at = $4, updated_at = $4 "
+      "WHERE id = $5",
+      {std::string(toString(status)), reason.empty() ? SqlValue() : SqlValue(reason),
+       result.is_null() ? SqlValue() : SqlValue(resultText), now, lease.runId});
+  freeLease(c, lease.threadId);
+  json payload = json::object();
+  if (!reason.empty()) payload["error"] = reason;
+  if (!result.is_null()) payload["result"] = result;
+  rows.push_back(
+      {lease.runId, lease.traceId, "run_" + std::string(toString(status)), payload.dump()});
+  appendEventRows(c, lease.threadId, rows, now);
+  notify(c, kRunsChannel, lease.runId);
+}
+
+}  // namespace
+
+void RunStore::finish(const Lease& lease, RunStatus status, const std::string& error,
+                      const json& result, std::span<const EventInput> events) {
+  checkLeaseFields(lease);
   const std::string resultText = detail::dumpJson(result, "result");
-  checkSize(resultText, options_.limits.maxResultBytes, "result", "maxResultBytes");
+  checkFinish(status, error, resultText, options_.limits);
   auto rows = eventRows(lease, events, options_.limits);
   fenced(lease, [&](SqlConnection& c, int64_t now, int64_t) {
-    std::string reason = error;
-    if (reason.empty() && status == RunStatus::Cancelled) {
-      auto current = c.query("SELECT error FROM parley_runs WHERE id = $1", {lease.runId});
-      if (!current.empty()) reason = asText(current[0].at(0));
-      if (reason.empty()) reason = "cancelled";
-    }
-    if (status == RunStatus::Completed) reason.clear();
-    c.execute(
-        "UPDATE parley_runs SET status = $1, error = $2, result = $3, cancel_request = NULL, "
-        "pending_reply = NULL, pending_at = NULL, wait = NULL, finished_at = $4, updated_at = $4 "
-        "WHERE id = $5",
-        {std::string(toString(status)), reason.empty() ? SqlValue() : SqlValue(reason),
-         result.is_null() ? SqlValue() : SqlValue(resultText), now, lease.runId});
-    freeLease(c, lease.threadId);
-    auto all = rows;
-    json payload = json::object();
-    if (!reason.empty()) payload["error"] = reason;
-    if (!result.is_null()) payload["result"] = result;
-    all.push_back(
-        {lease.runId, lease.traceId, "run_" + std::string(toString(status)), payload.dump()});
-    appendEventRows(c, lease.threadId, all, now);
-    notify(c, kRunsChannel, lease.runId);
+    writeFinish(c, lease, status, error, result, resultText, rows, now);
   });
   afterWrite(lease.threadId, true);
   maybeExpireChunks();
+}
+
+RunStore::Version RunStore::finishWithTurn(const Lease& lease, std::span<const Message> messages,
+                                           const json& state, Version expectedVersion,
+                                           const json& result, std::span<const EventInput> events) {
+  checkLeaseFields(lease);
+  auto bodies = detail::messageBodies(messages);
+  SqlValue stateText = detail::stateValue(state);
+  const std::string resultText = detail::dumpJson(result, "result");
+  checkFinish(RunStatus::Completed, "", resultText, options_.limits);
+  auto rows = eventRows(lease, events, options_.limits);
+  Version version = 0;
+  fenced(lease, [&](SqlConnection& c, int64_t now, int64_t) {
+    version = engine_->appendTurnIn(c, lease.threadId, bodies, stateText, state, expectedVersion);
+    writeFinish(c, lease, RunStatus::Completed, "", result, resultText, rows, now);
+  });
+  afterWrite(lease.threadId, true);
+  maybeExpireChunks();
+  return version;
 }
 
 void RunStore::maybeExpireChunks() {

@@ -184,6 +184,53 @@ const std::vector<std::string> kSchemaV3Postgres = {
     "CREATE INDEX parley_messages_text ON parley_messages USING gin (" PARLEY_MESSAGE_WORDS ")",
 };
 
+// Version 4: the queue's heads on the thread rows, so that a claim reads one index entry
+// instead of every unfinished run. parley_threads.queue_head_at is the creation time of the
+// thread's head run (its oldest unfinished one) while that run can be claimed (queued, running,
+// or waiting with an answer or a cancel request), else NULL. Triggers keep it on every change to
+// a run's status, answer or cancel request, so no write path can forget it. The claim reads the
+// threads whose lease is free through parley_threads_queue and the expired leases through
+// parley_threads_leases.
+#define PARLEY_QUEUE_HEAD(thread)                                                             \
+  "(SELECT CASE WHEN h.status <> 'waiting' OR h.response IS NOT NULL OR h.cancel_request IS " \
+  "NOT NULL THEN h.created_at END FROM parley_runs h WHERE h.thread_id = " thread             \
+  " AND h.status IN ('queued', 'running', 'waiting') ORDER BY h.position LIMIT 1)"
+#define PARLEY_QUEUE_INDEXES                                                               \
+  "ALTER TABLE parley_threads ADD COLUMN queue_head_at BIGINT",                            \
+      "UPDATE parley_threads SET queue_head_at = " PARLEY_QUEUE_HEAD("parley_threads.id"), \
+      "CREATE INDEX parley_threads_queue ON parley_threads (queue_head_at, id) "           \
+      "WHERE queue_head_at IS NOT NULL AND lease_owner IS NULL AND deleted = 0",           \
+      "CREATE INDEX parley_threads_leases ON parley_threads (lease_expires_at) "           \
+      "WHERE lease_owner IS NOT NULL",                                                     \
+      "DROP INDEX parley_runs_queue"
+const std::vector<std::string> kSchemaV4Sqlite = {
+    PARLEY_QUEUE_INDEXES,
+    "CREATE TRIGGER parley_runs_head_insert AFTER INSERT ON parley_runs BEGIN "
+    "UPDATE parley_threads SET queue_head_at = " PARLEY_QUEUE_HEAD(
+        "new.thread_id") " WHERE id = new.thread_id; END",
+    "CREATE TRIGGER parley_runs_head_update AFTER UPDATE OF status, response, cancel_request "
+    "ON parley_runs BEGIN "
+    "UPDATE parley_threads SET queue_head_at = " PARLEY_QUEUE_HEAD(
+        "new.thread_id") " WHERE id = new.thread_id; END",
+    "CREATE TRIGGER parley_runs_head_delete AFTER DELETE ON parley_runs BEGIN "
+    "UPDATE parley_threads SET queue_head_at = " PARLEY_QUEUE_HEAD(
+        "old.thread_id") " WHERE id = old.thread_id; END",
+};
+const std::vector<std::string> kSchemaV4Postgres = {
+    PARLEY_QUEUE_INDEXES,
+    // Writes the thread row only when the head changed: most run updates leave it as it was.
+    "CREATE FUNCTION parley_runs_head() RETURNS trigger LANGUAGE plpgsql AS $fn$ "
+    "DECLARE thread TEXT; head BIGINT; BEGIN "
+    "IF TG_OP = 'DELETE' THEN thread := OLD.thread_id; ELSE thread := NEW.thread_id; END IF; "
+    "head := " PARLEY_QUEUE_HEAD("thread") "; "
+    "UPDATE parley_threads SET queue_head_at = head WHERE id = thread "
+    "AND queue_head_at IS DISTINCT FROM head; RETURN NULL; END $fn$",
+    "CREATE TRIGGER parley_runs_head AFTER INSERT OR DELETE OR UPDATE OF status, response, "
+    "cancel_request ON parley_runs FOR EACH ROW EXECUTE FUNCTION parley_runs_head()",
+};
+#undef PARLEY_QUEUE_INDEXES
+#undef PARLEY_QUEUE_HEAD
+
 std::vector<std::string> postgresVariant(std::vector<std::string> steps) {
   for (auto& step : steps) {
     if (auto at = step.find(" WITHOUT ROWID"); at != std::string::npos) step.erase(at);
@@ -367,6 +414,8 @@ const std::vector<std::string>& migrationSteps(SqlDialect dialect, int toVersion
       return sqlite ? kSchemaV2Sqlite : postgresV2;
     case 3:
       return sqlite ? kSchemaV3Sqlite : kSchemaV3Postgres;
+    case 4:
+      return sqlite ? kSchemaV4Sqlite : kSchemaV4Postgres;
     default:
       throw StoreError("store: no migration to schema version " + std::to_string(toVersion));
   }

@@ -83,6 +83,14 @@ class SqlConnection {
   // anything is created: refuses a damaged file or another application's tables (SQLite).
   virtual void checkBeforeCreate() {}
 
+  // Inside a write transaction: wake the listeners of `channel` (PostgreSQL NOTIFY) once it has
+  // committed; a no-op where the database has no notifications. Best effort: a notification lost
+  // (the process dies right after the commit) only delays waiters until they poll.
+  virtual void notifyAfterCommit(const std::string& channel, const std::string& payload) {
+    (void)channel;
+    (void)payload;
+  }
+
   // Notifications (PostgreSQL LISTEN/NOTIFY), on a connection of their own that is not pooled.
   // listen() returns false where the database has none (then waiters poll).
   virtual bool listen(const std::vector<std::string>& channels) {
