@@ -86,11 +86,15 @@ class PostgresConnection : public detail::SqlConnection {
 
   detail::SqlDialect dialect() const override { return detail::SqlDialect::Postgres; }
 
-  void begin(bool write) override {
+  void begin(bool write, bool durable) override {
     // Writers lock the thread row (FOR UPDATE) under READ COMMITTED: the second writer waits,
     // then reads the winner's version and reports the conflict. Readers take one snapshot so
     // that a thread and its fork chain are read at a single point in time.
-    exec(write ? "BEGIN" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    if (!write) {
+      exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    } else {
+      exec(durable ? "BEGIN" : "BEGIN; SET LOCAL synchronous_commit = off");  // one round trip
+    }
   }
   void commit() override {
     exec("COMMIT");
@@ -167,7 +171,6 @@ class PostgresConnection : public detail::SqlConnection {
     return " FOR UPDATE OF " + alias + " SKIP LOCKED";
   }
   std::string indexedBy(const std::string&) const override { return ""; }
-  void relaxDurability() override { exec("SET LOCAL synchronous_commit = off"); }
   bool broken() const override { return !conn_ || PQstatus(conn_) != CONNECTION_OK; }
 
   int64_t nowMs() override {

@@ -550,12 +550,14 @@ void RunStore::afterWrite(const std::string& threadId, bool runsChanged) {
 void RunStore::fenced(const Lease& lease,
                       const std::function<void(SqlConnection&, int64_t, int64_t)>& write,
                       bool durable) {
-  engine_->transaction(true, [&](SqlConnection& c) {
-    if (!durable) c.relaxDurability();
-    const int64_t now = this->now(c);
-    const int64_t messageCount = checkLease(c, lease);
-    write(c, now, messageCount);
-  });
+  engine_->transaction(
+      true,
+      [&](SqlConnection& c) {
+        const int64_t now = this->now(c);
+        const int64_t messageCount = checkLease(c, lease);
+        write(c, now, messageCount);
+      },
+      durable);
 }
 
 RunInfo RunStore::submit(const std::string& threadId, const std::string& prompt,
@@ -794,59 +796,64 @@ std::vector<Claim> RunStore::claim(const std::string& workerId,
   // this claim does not see.
   wakeups_->noteClaim();
   std::vector<Claim> claimed;
-  engine_->transaction(true, [&](SqlConnection& c) {
-    claimed.clear();
-    const int64_t now = this->now(c);
-    c.relaxDurability();  // a claim lost in a crash leaves the run claimable: nothing lost
-    // The thread row is read again once locked (every change to its runs and lease happens
-    // under that lock); a candidate that is no longer claimable (another claimer's commit came
-    // between the statement's snapshot and the lock) is passed over, a few times at most.
-    int misses = 0;
-    while (claimed.size() < maxRuns && misses < 3) {
-      auto rows = c.query(expiredThreads(c), {now});
-      if (rows.empty()) rows = c.query(freeThreads(c), {});
-      if (rows.empty()) break;
-      const std::string threadId = asText(rows[0].at(0));
-      auto thread = c.query(
-          "SELECT lease_owner, lease_expires_at, lease_token, version, message_count "
-          "FROM parley_threads WHERE id = $1",
-          {threadId});
-      auto head = c.query(std::string("SELECT ") + kRunColumns +
-                              " FROM parley_runs WHERE thread_id = $1 AND status IN " + kActive +
-                              " ORDER BY position LIMIT 1",
-                          {threadId});
-      if (thread.empty() || head.empty()) {
-        ++misses;
-        continue;
-      }
-      RunInfo run = runFromRow(head[0]);
-      const bool leaseFree = isNull(thread[0].at(0)) || asInt(thread[0].at(1)) <= now;
-      const bool claimable = run.status != RunStatus::Waiting || !run.response.is_null() ||
-                             run.cancelRequest != CancelRequest::None;
-      if (!leaseFree || !claimable) {
-        ++misses;
-        continue;
-      }
-      const std::string runId = run.id;
-      const int64_t token = asInt(thread[0].at(2)) + 1;
-      const int64_t expires = now + leaseDuration.count();
-      c.execute(
-          "UPDATE parley_threads SET lease_owner = $1, lease_run_id = $2, lease_token = $3, "
-          "lease_expires_at = $4 WHERE id = $5",
-          {workerId, runId, token, expires, threadId});
-      c.execute(
-          "UPDATE parley_runs SET status = 'running', attempts = attempts + 1, worker = $1, "
-          "started_at = COALESCE(started_at, $2), base_version = COALESCE(base_version, $3), "
-          "base_message_count = COALESCE(base_message_count, $4), updated_at = $2 WHERE id = $5",
-          {workerId, now, asInt(thread[0].at(3)), asInt(thread[0].at(4)), runId});
-      run = *readRun(c, runId);
-      appendEventRows(
-          c, threadId,
-          {lifecycle(run, "run_started", {{"attempt", run.attempts}, {"worker", workerId}})}, now);
-      claimed.push_back(Claim{run, Lease{threadId, runId, run.options.traceId, workerId, token,
-                                         detail::fromMs(expires)}});
-    }
-  });
+  // Not durable: a claim lost in a crash leaves the run claimable, nothing is lost.
+  engine_->transaction(
+      true,
+      [&](SqlConnection& c) {
+        claimed.clear();
+        const int64_t now = this->now(c);
+        // The thread row is read again once locked (every change to its runs and lease happens
+        // under that lock); a candidate that is no longer claimable (another claimer's commit came
+        // between the statement's snapshot and the lock) is passed over, a few times at most.
+        int misses = 0;
+        while (claimed.size() < maxRuns && misses < 3) {
+          auto rows = c.query(expiredThreads(c), {now});
+          if (rows.empty()) rows = c.query(freeThreads(c), {});
+          if (rows.empty()) break;
+          const std::string threadId = asText(rows[0].at(0));
+          auto thread = c.query(
+              "SELECT lease_owner, lease_expires_at, lease_token, version, message_count "
+              "FROM parley_threads WHERE id = $1",
+              {threadId});
+          auto head = c.query(std::string("SELECT ") + kRunColumns +
+                                  " FROM parley_runs WHERE thread_id = $1 AND status IN " +
+                                  kActive + " ORDER BY position LIMIT 1",
+                              {threadId});
+          if (thread.empty() || head.empty()) {
+            ++misses;
+            continue;
+          }
+          RunInfo run = runFromRow(head[0]);
+          const bool leaseFree = isNull(thread[0].at(0)) || asInt(thread[0].at(1)) <= now;
+          const bool claimable = run.status != RunStatus::Waiting || !run.response.is_null() ||
+                                 run.cancelRequest != CancelRequest::None;
+          if (!leaseFree || !claimable) {
+            ++misses;
+            continue;
+          }
+          const std::string runId = run.id;
+          const int64_t token = asInt(thread[0].at(2)) + 1;
+          const int64_t expires = now + leaseDuration.count();
+          c.execute(
+              "UPDATE parley_threads SET lease_owner = $1, lease_run_id = $2, lease_token = $3, "
+              "lease_expires_at = $4 WHERE id = $5",
+              {workerId, runId, token, expires, threadId});
+          c.execute(
+              "UPDATE parley_runs SET status = 'running', attempts = attempts + 1, worker = $1, "
+              "started_at = COALESCE(started_at, $2), base_version = COALESCE(base_version, $3), "
+              "base_message_count = COALESCE(base_message_count, $4), updated_at = $2 WHERE id = "
+              "$5",
+              {workerId, now, asInt(thread[0].at(3)), asInt(thread[0].at(4)), runId});
+          run = *readRun(c, runId);
+          appendEventRows(
+              c, threadId,
+              {lifecycle(run, "run_started", {{"attempt", run.attempts}, {"worker", workerId}})},
+              now);
+          claimed.push_back(Claim{run, Lease{threadId, runId, run.options.traceId, workerId, token,
+                                             detail::fromMs(expires)}});
+        }
+      },
+      /*durable=*/false);
   for (const auto& claim : claimed)
     afterWrite(claim.lease.threadId, false);
   return claimed;

@@ -467,7 +467,7 @@ void SqlStoreEngine::release(std::unique_ptr<SqlConnection> connection) {
 
 // Runs fn(connection) in one transaction; a transient failure reruns the whole of it.
 template <class Fn>
-auto SqlStoreEngine::transact(bool write, Fn&& fn) {
+auto SqlStoreEngine::transact(bool write, Fn&& fn, bool durable) {
   if (write && options_.readOnly) {
     throw StoreError("store: the store was opened read-only; this call writes");
   }
@@ -475,7 +475,7 @@ auto SqlStoreEngine::transact(bool write, Fn&& fn) {
   for (int attempt = 0;; ++attempt) {
     auto connection = acquire();
     try {
-      connection->begin(write);
+      connection->begin(write, durable || !write);
       if constexpr (std::is_void_v<decltype(fn(*connection))>) {
         fn(*connection);
         connection->commit();
@@ -516,7 +516,7 @@ void SqlStoreEngine::migrate(SqlConnection& c) {
     }
   };
   auto run = [&](bool write, auto&& fn) {
-    c.begin(write);
+    c.begin(write, true);
     try {
       fn();
       c.commit();
@@ -637,8 +637,9 @@ SqlStoreEngine::Version SqlStoreEngine::appendTurnIn(SqlConnection& c, const std
   return version + 1;
 }
 
-void SqlStoreEngine::transaction(bool write, const std::function<void(SqlConnection&)>& fn) {
-  transact(write, fn);
+void SqlStoreEngine::transaction(bool write, const std::function<void(SqlConnection&)>& fn,
+                                 bool durable) {
+  transact(write, fn, durable);
 }
 
 ThreadData SqlStoreEngine::loadThread(const std::string& threadId) {

@@ -48,7 +48,10 @@ class SqlConnection {
   virtual ~SqlConnection() = default;
   virtual SqlDialect dialect() const = 0;
   // write: take the write lock now (SQLite BEGIN IMMEDIATE); else a consistent read snapshot.
-  virtual void begin(bool write) = 0;
+  // durable = false (write transactions only): its commit need not wait for the disk. Only for
+  // transactions a crash may lose without harm (a claim or a lease renewal: the run is then
+  // claimable again).
+  virtual void begin(bool write, bool durable) = 0;
   virtual void commit() = 0;
   virtual void rollback() noexcept = 0;
   // Statements without parameters or results (DDL).
@@ -71,9 +74,6 @@ class SqlConnection {
   // Names the index a query on `table` (aliased) should read, where the planner needs telling
   // (SQLite without statistics picks a sort over a scan in order): " INDEXED BY index" or "".
   virtual std::string indexedBy(const std::string& index) const = 0;
-  // Inside a write transaction: its commit need not wait for the disk. Only for transactions a
-  // crash may lose without harm (a claim or a lease renewal: the run is then claimable again).
-  virtual void relaxDurability() {}
   // A connection that failed beyond repair is dropped from the pool instead of reused.
   virtual bool broken() const = 0;
   // Milliseconds since the Unix epoch by the database's clock, so that the workers of many
@@ -142,7 +142,7 @@ class SqlStoreEngine {
 
   // Runs fn(connection) in one transaction (rerun whole on a transient failure; rolled back if it
   // throws). Results leave through what fn captures.
-  void transaction(bool write, const std::function<void(SqlConnection&)>& fn);
+  void transaction(bool write, const std::function<void(SqlConnection&)>& fn, bool durable = true);
   // appendTurn's body inside the caller's write transaction: locks the thread row, checks the
   // version, appends `bodies` (from messageBodies) and sets the state (from stateValue).
   Version appendTurnIn(SqlConnection& c, const std::string& threadId,
@@ -154,7 +154,7 @@ class SqlStoreEngine {
 
  private:
   template <class Fn>
-  auto transact(bool write, Fn&& fn);
+  auto transact(bool write, Fn&& fn, bool durable = true);
   std::unique_ptr<SqlConnection> acquire();
   void release(std::unique_ptr<SqlConnection> connection);
   void migrate(SqlConnection& connection);

@@ -34,9 +34,8 @@ class SqliteConnection : public detail::SqlConnection {
       if (mode.empty() || detail::asText(mode[0].at(0)) != "wal") {
         throw StoreError("sqlite: '" + path + "': cannot switch to WAL mode");
       }
-      exec(options.synchronous == SqliteStoreOptions::Synchronous::Full
-               ? "PRAGMA synchronous=FULL"
-               : "PRAGMA synchronous=NORMAL");
+      full_ = options.synchronous == SqliteStoreOptions::Synchronous::Full;
+      exec(full_ ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
     } catch (...) {
       close();
       throw;
@@ -84,15 +83,25 @@ class SqliteConnection : public detail::SqlConnection {
 
   detail::SqlDialect dialect() const override { return detail::SqlDialect::Sqlite; }
 
-  void begin(bool write) override {
+  void begin(bool write, bool durable) override {
+    // A transaction that need not wait for the disk: in WAL mode synchronous=NORMAL still keeps
+    // the file consistent. The level cannot change inside a transaction: it is set before and
+    // restored after.
+    if (!durable && full_) {
+      exec("PRAGMA synchronous=NORMAL");
+      relaxed_ = true;
+    }
     // IMMEDIATE takes the write lock before reading, so a writer never has to upgrade a read
     // lock (which SQLite cannot wait for: it would fail with SQLITE_BUSY at once).
     exec(write ? "BEGIN IMMEDIATE" : "BEGIN");
   }
-  void commit() override { exec("COMMIT"); }
+  void commit() override {
+    exec("COMMIT");
+    restoreDurability();
+  }
   void rollback() noexcept override {
-    if (sqlite3_get_autocommit(db_)) return;
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    restoreDurability();
   }
 
   void exec(const std::string& sql) override {
@@ -164,6 +173,12 @@ class SqliteConnection : public detail::SqlConnection {
   int64_t nowMs() override { return detail::nowMs(); }
 
  private:
+  void restoreDurability() noexcept {
+    if (!relaxed_) return;
+    relaxed_ = false;
+    sqlite3_exec(db_, "PRAGMA synchronous=FULL", nullptr, nullptr, nullptr);
+  }
+
   void open(const std::string& path, int flags, const SqliteStoreOptions& options) {
     int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
     if (rc != SQLITE_OK) {
@@ -283,6 +298,8 @@ class SqliteConnection : public detail::SqlConnection {
   bool allowForeignTables_ = false;
   int lastError_ = SQLITE_OK;  // the result code of the last failure
   sqlite3* db_ = nullptr;
+  bool full_ = false;     // the store's setting: synchronous=FULL
+  bool relaxed_ = false;  // this transaction: synchronous=NORMAL until it ends
   std::unordered_map<std::string, sqlite3_stmt*> statements_;
 };
 
@@ -335,7 +352,7 @@ ThreadInfo SqliteStore::forkThread(const std::string& parentId, int64_t position
 }
 
 std::vector<MessageSearchHit> SqliteStore::searchMessages(const std::string& query,
-                                                        const MessageSearchOptions& options) {
+                                                          const MessageSearchOptions& options) {
   return impl_->engine.searchMessages(query, options);
 }
 
