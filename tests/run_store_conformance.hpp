@@ -319,9 +319,17 @@ TYPED_TEST_P(RunStoreConformance, FinishWithTurnCommitsTheAnswerAndTheEndTogethe
   EXPECT_EQ(this->rows("parley_messages"), messages);
   EXPECT_EQ(this->runs().run(run.id)->status, RunStatus::Running);
 
+  // Events of one call go in as one statement where the database allows: quotes, backslashes
+  // and braces come back as they were.
+  const json tricky = {{"index", 1}, {"text", "a \"quoted\" \\ {brace}, comma"}};
   EXPECT_EQ(this->runs().finishWithTurn(claim.lease, turn, nullptr, 1, {{"content", "world"}},
-                                        std::vector<EventInput>{{"message_added", {{"index", 1}}}}),
+                                        std::vector<EventInput>{{"message_added", tricky}}),
             2);
+  const auto logged = this->runs().readEvents("t", 0);
+  ASSERT_EQ(logged.size(), 4u);
+  EXPECT_EQ(logged[2].payload, tricky);
+  EXPECT_EQ(logged[2].runId, run.id);
+  EXPECT_EQ(logged[3].seq, logged[2].seq + 1);
   EXPECT_EQ(this->contents("t"), (std::vector<std::string>{"hello", "world"}));
   RunInfo done = *this->runs().run(run.id);
   EXPECT_EQ(done.status, RunStatus::Completed);

@@ -152,6 +152,29 @@ class PostgresConnection : public detail::SqlConnection {
         {threadId, firstSeq, arrayLiteral(bodies)});
   }
 
+  void insertEvents(const std::string& threadId, int64_t firstSeq,
+                    const std::vector<detail::EventRow>& rows, int64_t now) override {
+    if (rows.size() == 1) {  // the common case needs no arrays
+      SqlConnection::insertEvents(threadId, firstSeq, rows, now);
+      return;
+    }
+    std::vector<std::string> runIds, traceIds, types, payloads;
+    for (const auto& row : rows) {
+      runIds.push_back(row.runId);
+      traceIds.push_back(row.traceId);
+      types.push_back(row.type);
+      payloads.push_back(row.payload);
+    }
+    // One statement for a whole turn's events: a round trip each would cost more than the rows.
+    execute(
+        "INSERT INTO parley_events (thread_id, seq, run_id, trace_id, type, payload, created_at) "
+        "SELECT $1, $2::bigint + t.ord - 1, NULLIF(t.run_id, ''), NULLIF(t.trace_id, ''), t.type, "
+        "t.payload, $7 FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) "
+        "WITH ORDINALITY AS t(run_id, trace_id, type, payload, ord)",
+        {threadId, firstSeq, arrayLiteral(runIds), arrayLiteral(traceIds), arrayLiteral(types),
+         arrayLiteral(payloads), now});
+  }
+
   bool tableExists(const std::string& name) override {
     // A query on pg_class, not to_regclass(): the latter may answer from a catalog cache that
     // has not yet seen a table another session created while we waited for the migration lock.

@@ -23,6 +23,7 @@ namespace parley {
 
 using detail::asInt;
 using detail::asText;
+using detail::EventRow;
 using detail::isNull;
 using detail::named;
 using detail::SqlConnection;
@@ -167,13 +168,6 @@ RunInfo lockRun(SqlConnection& c, const std::string& runId) {
 
 // --- events -----------------------------------------------------------------------------------
 
-struct EventRow {
-  std::string runId;
-  std::string traceId;
-  std::string type;
-  std::string payload;  // JSON text
-};
-
 void notify(SqlConnection& c, const char* channel, const std::string& payload) {
   // Ids only (a NOTIFY payload is limited to 8000 bytes).
   c.notifyAfterCommit(channel, payload);
@@ -182,21 +176,20 @@ void notify(SqlConnection& c, const char* channel, const std::string& payload) {
 // Appends to the log of a thread whose row the caller has locked; returns the last seq.
 int64_t appendEventRows(SqlConnection& c, const std::string& threadId,
                         const std::vector<EventRow>& events, int64_t now) {
-  auto rows = c.query("SELECT last_event_seq FROM parley_threads WHERE id = $1", {threadId});
-  if (rows.empty()) throw StoreError("store: no thread " + named(threadId));
-  int64_t seq = asInt(rows[0].at(0));
-  if (events.empty()) return seq;
-  for (const auto& event : events) {
-    c.execute(
-        "INSERT INTO parley_events (thread_id, seq, run_id, trace_id, type, payload, created_at) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        {threadId, ++seq, event.runId.empty() ? SqlValue() : SqlValue(event.runId),
-         event.traceId.empty() ? SqlValue() : SqlValue(event.traceId), event.type, event.payload,
-         now});
+  if (events.empty()) {
+    auto rows = c.query("SELECT last_event_seq FROM parley_threads WHERE id = $1", {threadId});
+    if (rows.empty()) throw StoreError("store: no thread " + named(threadId));
+    return asInt(rows[0].at(0));
   }
-  c.execute("UPDATE parley_threads SET last_event_seq = $1 WHERE id = $2", {seq, threadId});
+  auto rows = c.query(
+      "UPDATE parley_threads SET last_event_seq = last_event_seq + $1 WHERE id = $2 "
+      "RETURNING last_event_seq",
+      {static_cast<int64_t>(events.size()), threadId});
+  if (rows.empty()) throw StoreError("store: no thread " + named(threadId));
+  const int64_t last = asInt(rows[0].at(0));
+  c.insertEvents(threadId, last - static_cast<int64_t>(events.size()) + 1, events, now);
   notify(c, kEventsChannel, threadId);
-  return seq;
+  return last;
 }
 
 EventRow lifecycle(const RunInfo& run, const char* type, json payload = json::object()) {

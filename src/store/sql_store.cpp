@@ -421,6 +421,18 @@ const std::vector<std::string>& migrationSteps(SqlDialect dialect, int toVersion
   }
 }
 
+void SqlConnection::insertEvents(const std::string& threadId, int64_t firstSeq,
+                                 const std::vector<EventRow>& rows, int64_t now) {
+  int64_t seq = firstSeq;
+  for (const auto& row : rows) {
+    execute(
+        "INSERT INTO parley_events (thread_id, seq, run_id, trace_id, type, payload, created_at) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        {threadId, seq++, row.runId.empty() ? SqlValue() : SqlValue(row.runId),
+         row.traceId.empty() ? SqlValue() : SqlValue(row.traceId), row.type, row.payload, now});
+  }
+}
+
 // --- the pool -------------------------------------------------------------------------------
 
 SqlStoreEngine::SqlStoreEngine(Connect connect, SqlEngineOptions options)

@@ -41,6 +41,14 @@ class RetryableStoreError : public StoreError {
 
 enum class SqlDialect { Sqlite, Postgres };
 
+// A row of the event log to insert ("" ids are stored as NULL).
+struct EventRow {
+  std::string runId;
+  std::string traceId;
+  std::string type;
+  std::string payload;  // JSON text
+};
+
 // One database connection, used by one thread at a time. SQL uses $1, $2... placeholders.
 // Every method throws StoreError (or RetryableStoreError) on failure.
 class SqlConnection {
@@ -62,6 +70,10 @@ class SqlConnection {
   // Inserts rows (threadId, firstSeq + i, bodies[i]) as cheaply as the database allows.
   virtual void insertMessages(const std::string& threadId, int64_t firstSeq,
                               const std::vector<std::string>& bodies) = 0;
+  // Inserts event rows (threadId, firstSeq + i, rows[i]...) created at `now`: one statement per
+  // row, unless the database can take them in one.
+  virtual void insertEvents(const std::string& threadId, int64_t firstSeq,
+                            const std::vector<EventRow>& rows, int64_t now);
   virtual bool tableExists(const std::string& name) = 0;
   // Serialises schema migrations between processes (inside a write transaction).
   virtual void lockForMigration() = 0;
