@@ -19,6 +19,7 @@
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
 #include "printers.hpp"
+#include "wait_for_stop.hpp"
 
 namespace parley {
 namespace {
@@ -231,10 +232,7 @@ TEST_F(ConversationLoop, SlowToolHitsItsTimeoutAndTheModelSeesTheError) {
   tools_->add(
       "slow", "", json::object(),
       [](const json&, ToolContext& context) -> json {
-        std::mutex m;
-        std::condition_variable_any cv;
-        std::unique_lock lock(m);
-        cv.wait(lock, context.stopToken, [] { return false; });
+        testing::waitForStop(context);
         return "late";
       },
       toolOptions);
@@ -264,12 +262,7 @@ TEST_F(ConversationLoop, TurnTimeoutStopsASlowToolAndFailsTheTurn) {
   tools_->add(
       "slow", "", json::object(),
       [&](const json&, ToolContext& context) -> json {
-        {
-          std::mutex m;
-          std::condition_variable_any cv;
-          std::unique_lock lock(m);
-          cv.wait(lock, context.stopToken, [] { return false; });
-        }
+        testing::waitForStop(context);
         std::lock_guard lock(mutex);
         stopped = true;
         changed.notify_all();

@@ -22,6 +22,7 @@
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
 #include "printers.hpp"
+#include "wait_for_stop.hpp"
 
 namespace parley {
 namespace {
@@ -1076,12 +1077,7 @@ TEST_F(Executor, TheToolWorkerStopsACallTheExecutorTimedOut) {
   tools_->add(
       "slow", "", nullptr,
       [&](const json&, ToolContext& context) -> json {
-        {
-          std::mutex m;
-          std::condition_variable_any cv;
-          std::unique_lock lock(m);
-          cv.wait(lock, context.stopToken, [] { return false; });
-        }
+        testing::waitForStop(context);
         std::lock_guard lock(mutex);
         stopped = true;
         changed.notify_all();
@@ -1275,10 +1271,7 @@ TEST_F(Executor, ToolStatisticsPerThreadAndPerTool) {
   tools_->add("broken", "", nullptr,
               [](const json&, ToolContext&) -> json { throw std::runtime_error("broke"); });
   tools_->add("slow", "", nullptr, [](const json&, ToolContext& context) -> json {
-    std::mutex m;
-    std::condition_variable_any cv;
-    std::unique_lock lock(m);
-    cv.wait(lock, context.stopToken, [] { return false; });
+    testing::waitForStop(context);
     return "late";
   });
   auto o = options();
