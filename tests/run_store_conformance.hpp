@@ -295,6 +295,17 @@ TYPED_TEST_P(RunStoreConformance, ABatchClaimTakesOneHeadRunPerThreadOldestFirst
   ASSERT_EQ(claims.size(), 2u);
   EXPECT_EQ(claims[0].run.id, a1.id);
   EXPECT_EQ(claims[1].run.id, b1.id);
+  for (const Claim& claim : claims) {  // the claimed run is the run as stored
+    const RunInfo stored = *this->runs().run(claim.run.id);
+    EXPECT_EQ(stored.status, claim.run.status);
+    EXPECT_EQ(stored.attempts, claim.run.attempts);
+    EXPECT_EQ(stored.worker, claim.run.worker);
+    EXPECT_EQ(stored.startedAt, claim.run.startedAt);
+    EXPECT_EQ(stored.updatedAt, claim.run.updatedAt);
+    EXPECT_EQ(stored.baseVersion, claim.run.baseVersion);
+    EXPECT_EQ(stored.baseMessageCount, claim.run.baseMessageCount);
+    EXPECT_EQ(stored.input.size(), claim.run.input.size());
+  }
   claims = this->runs().claim("w", 10s, 10);  // a2 waits for a1
   ASSERT_EQ(claims.size(), 1u);
   EXPECT_EQ(claims[0].run.id, c1.id);

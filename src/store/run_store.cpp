@@ -837,7 +837,14 @@ std::vector<Claim> RunStore::claim(const std::string& workerId,
               "base_message_count = COALESCE(base_message_count, $4), updated_at = $2 WHERE id = "
               "$5",
               {workerId, now, asInt(thread[0].at(3)), asInt(thread[0].at(4)), runId});
-          run = *readRun(c, runId);
+          // As the update left it (no read back: one round trip less per claimed run).
+          run.status = RunStatus::Running;
+          ++run.attempts;
+          run.worker = workerId;
+          if (!run.startedAt) run.startedAt = detail::fromMs(now);
+          if (!run.baseVersion) run.baseVersion = asInt(thread[0].at(3));
+          if (!run.baseMessageCount) run.baseMessageCount = asInt(thread[0].at(4));
+          run.updatedAt = detail::fromMs(now);
           appendEventRows(
               c, threadId,
               {lifecycle(run, "run_started", {{"attempt", run.attempts}, {"worker", workerId}})},
