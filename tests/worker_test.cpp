@@ -508,6 +508,53 @@ TYPED_TEST_P(WorkerTest, BadInputIsRefusedWithAClearError) {
   EXPECT_EQ(this->countOf("limes"), 0);
 }
 
+TYPED_TEST_P(WorkerTest, TheNextRunOfAThreadStartsFromTheCacheUnlessTheThreadChanged) {
+  auto o = this->workerOptions();
+  o.concurrency = 1;
+  auto worker = this->startWorker(o);
+  auto complete = [&](const std::string& prompt) {
+    RunInfo run = this->runs->submit("t", prompt);
+    RunInfo done = this->awaitRun(run.id, {RunStatus::Completed, RunStatus::Failed});
+    ASSERT_EQ(done.status, RunStatus::Completed) << done.error;
+  };
+  // The model's view of the thread: the messages of the last request.
+  auto lastRequest = [&] {
+    const auto requests = this->server->requests();
+    std::vector<std::string> out;
+    for (const auto& m : requests.back()["body"]["messages"])
+      out.push_back(m.value("content", ""));
+    return out;
+  };
+  complete("one");
+  complete("two");
+  EXPECT_EQ(worker->stats().fromCache, 1u);
+  EXPECT_EQ(lastRequest(), (std::vector<std::string>{"one", "echo: one", "two"}));
+
+  // A change made elsewhere (a new version): the worker loads the thread again.
+  ConversationManager elsewhere;
+  const auto version = loadConversation(this->runs->threads(), "t", elsewhere);
+  elsewhere.addMessage(Message::user("beside"));
+  elsewhere.addMessage(Message::assistant("noted"));
+  saveConversation(this->runs->threads(), "t", elsewhere, version);
+  complete("three");
+  EXPECT_EQ(worker->stats().fromCache, 1u);
+  EXPECT_EQ(lastRequest(), (std::vector<std::string>{"one", "echo: one", "two", "echo: two",
+                                                     "beside", "noted", "three"}));
+  complete("four");
+  EXPECT_EQ(worker->stats().fromCache, 2u);
+  EXPECT_EQ(this->contents("t").size(), 10u);
+
+  // threadCache 0 keeps nothing.
+  worker->stop();
+  o.workerId = "w2";
+  o.threadCache = 0;
+  auto uncached = this->startWorker(o);
+  complete("five");
+  complete("six");
+  EXPECT_EQ(uncached->stats().fromCache, 0u);
+  EXPECT_EQ(lastRequest().size(), 13u);
+}
+
 REGISTER_TYPED_TEST_SUITE_P(
     WorkerTest, CompletesARunWithAToolAndWritesItsEvents,
     RunsOfOneThreadInSubmitOrderAndThreadsInParallel, StreamChunksAreCoalesced,
@@ -515,7 +562,8 @@ REGISTER_TYPED_TEST_SUITE_P(
     AnApprovalWaitSurvivesTheWorkersEnd, AHumanAnswerResumesTheRunAndADenialIsAnErrorResult,
     CancelsAQueuedAndARunningRun, InterruptStopsAfterTheToolCallKeepingTheWholeTurn,
     RollbackCancelsTheRunAndHidesItsTurns, RejectAndEnqueueLeaveTheRunningRunAlone,
-    StopHandsBackARunStillGoing, BadInputIsRefusedWithAClearError);
+    StopHandsBackARunStillGoing, BadInputIsRefusedWithAClearError,
+    TheNextRunOfAThreadStartsFromTheCacheUnlessTheThreadChanged);
 
 }  // namespace
 

@@ -74,6 +74,11 @@ struct WorkerOptions {
   std::chrono::milliseconds chunkInterval{50};
   std::size_t chunkBytes = 256;
   std::function<void(const std::string&)> log{};  // diagnostics; null: stderr
+  // Threads whose state the worker keeps after a run it completed, so that the thread's next run,
+  // if this worker claims it and nothing changed the thread meanwhile (same version), starts
+  // without loading and parsing the thread's history again. Least recently used ones go first;
+  // 0 keeps none.
+  size_t threadCache = 256;
 };
 
 class Worker {
@@ -101,6 +106,7 @@ class Worker {
     uint64_t waiting = 0;     // runs that went to wait for an answer
     uint64_t handedBack = 0;  // released by stop()
     uint64_t lost = 0;        // leases lost to another worker (or a cancel without us)
+    uint64_t fromCache = 0;   // runs that started from the thread cache instead of a load
     uint64_t running = 0;     // now
   };
   Stats stats() const;

@@ -13,6 +13,7 @@
 #include <random>
 #include <stop_token>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -110,6 +111,45 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
   std::thread dispatcherThread;
   std::thread heartbeatThread;
   Stats counters;
+
+  // The thread cache (WorkerOptions::threadCache): a thread's state after a run completed here,
+  // by thread id, with the version that run committed; most recently used first.
+  struct CachedThread {
+    RunStore::Version version = 0;
+    ContextSnapshot snapshot;
+  };
+  std::mutex cacheMutex;
+  std::list<std::pair<std::string, CachedThread>> cache;
+  std::unordered_map<std::string, decltype(cache)::iterator> cached;
+
+  // Takes the cached state of `threadId` if it is at `version` (the entry goes either way: the
+  // run makes a new one).
+  std::optional<ContextSnapshot> takeCached(const std::string& threadId,
+                                            RunStore::Version version) {
+    std::lock_guard lock(cacheMutex);
+    auto found = cached.find(threadId);
+    if (found == cached.end()) return std::nullopt;
+    std::optional<ContextSnapshot> state;
+    if (found->second->second.version == version) state = std::move(found->second->second.snapshot);
+    cache.erase(found->second);
+    cached.erase(found);
+    return state;
+  }
+
+  void remember(const std::string& threadId, RunStore::Version version, ContextSnapshot snapshot) {
+    if (options.threadCache == 0) return;
+    std::lock_guard lock(cacheMutex);
+    if (auto old = cached.find(threadId); old != cached.end()) {
+      cache.erase(old->second);
+      cached.erase(old);
+    }
+    cache.emplace_front(threadId, CachedThread{version, std::move(snapshot)});
+    cached[threadId] = cache.begin();
+    while (cache.size() > options.threadCache) {
+      cached.erase(cache.back().first);
+      cache.pop_back();
+    }
+  }
 
   // Registries offering a subset of `tools` to the model, by the subset's names.
   std::mutex subsetMutex;
@@ -615,7 +655,17 @@ void Worker::Impl::execute(const RunInfo& run, ActiveRun& active, detail::RunEve
   config.maxToolConcurrency = options.maxToolConcurrency;
   config.log = options.log;
   ConversationManager manager(config);
-  const RunStore::Version version = loadConversation(runs->threads(), run.threadId, manager);
+  RunStore::Version version = 0;
+  std::optional<ContextSnapshot> kept;
+  if (run.attempts == 1 && run.baseVersion) kept = takeCached(run.threadId, *run.baseVersion);
+  if (kept) {
+    // The state this worker committed last, and nothing changed the thread since.
+    manager.restoreFromSnapshot(*kept);
+    version = *run.baseVersion;
+    count(&Stats::fromCache);
+  } else {
+    version = loadConversation(runs->threads(), run.threadId, manager);
+  }
   const auto stored = static_cast<int64_t>(manager.storageSize());
   const int64_t base = run.baseMessageCount.value_or(stored);
 
@@ -727,8 +777,10 @@ void Worker::Impl::execute(const RunInfo& run, ActiveRun& active, detail::RunEve
     auto live = events.takeLive();
     answer->events.insert(answer->events.end(), std::make_move_iterator(live.begin()),
                           std::make_move_iterator(live.end()));
-    runs->finishWithTurn(active.lease, answer->turn.messages, answer->turn.state, sink->version(),
-                         outcome, answer->events);
+    const auto committed =
+        runs->finishWithTurn(active.lease, answer->turn.messages, answer->turn.state,
+                             sink->version(), outcome, answer->events);
+    remember(run.threadId, committed, worked.snapshot());
   } else {
     runs->finish(active.lease, RunStatus::Completed, "", outcome, events.takeLive());
   }
