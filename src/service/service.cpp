@@ -177,8 +177,17 @@ struct Service::Impl {
     json out = toJson(*info);
     out["object"] = "thread";
     out["version"] = version;
-    out["messages"] = toJson(manager.getMessages());
+    // Each message with its storage index, which the message_added events carry too: a client
+    // that reads the thread and then the stream recognises a message it has.
     const auto marks = manager.getMarkMap();
+    const auto visible = manager.getMessages();
+    json messages = json::array();
+    for (size_t i = 0; i < visible.size(); ++i) {
+      json m = toJson(visible[i]);
+      m["index"] = marks.originalIndices.at(i);
+      messages.push_back(std::move(m));
+    }
+    out["messages"] = std::move(messages);
     out["batch"] = marks.currentBatch;
     out["storage_size"] = manager.storageSize();
     return out;
