@@ -339,6 +339,12 @@ TEST_F(ServiceTest, StreamResumesWithLastEventIdNothingLostOrDoubled) {
     return std::stoll(e.id) < end;
   });
   EXPECT_EQ(tail, (std::vector<int64_t>{end - 1, end}));
+  // Without following: the events there are, then the end.
+  auto page = get("/v1/threads/t/events?follow=false&after=" + std::to_string(end - 1));
+  ASSERT_EQ(page.status, 200);
+  EXPECT_EQ(page.body.find("id: " + std::to_string(end - 1) + "\n"), std::string::npos);
+  EXPECT_EQ(page.body.rfind("id: " + std::to_string(end) + "\nevent: test_event\ndata: {", 0), 0u)
+      << page.body;
   expectError(get("/v1/threads/t/events?after=x"), 400, "invalid_after");
   expectError(get("/v1/threads/none/events"), 404, "not_found");
 }

@@ -480,6 +480,16 @@ struct Service::Impl {
       }
       after = *n;
     }
+    const std::string follow = req.get_param_value("follow");
+    if (follow == "false" || follow == "0") {
+      // The events there are (one page), then the end: for scripts and curl.
+      std::string out;
+      for (const auto& e : runs->readEvents(threadId, after))
+        out += service::formatSseEvent(e, options.maxEventBytes);
+      res.set_header("Cache-Control", "no-cache");
+      res.set_content(out, "text/event-stream");
+      return;
+    }
     if (feeds->streams() >= options.maxStreams) {
       throw ApiError(503, "server_error", "too_many_streams",
                      "the service serves " + std::to_string(options.maxStreams) +
