@@ -10,6 +10,7 @@
 // when no endpoint is configured they talk to the built-in mock's demo agent, with the demo
 // tools, so one command gives a complete single-machine service.
 #include <pthread.h>
+#include <sys/resource.h>
 
 #include <csignal>
 #include <cstdlib>
@@ -72,6 +73,13 @@ int runServe(ServeArgs args) {
     WorkerOptions w = workerOptions(args.worker);
     if (!w.workerId.empty() && args.workers > 1) w.workerId += "-" + std::to_string(i + 1);
     workerOptionsList.push_back(std::move(w));
+  }
+
+  // Each event stream holds a socket: allow as many as the hard limit does.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
   }
 
   // Block the stop signals before any thread exists, so that this thread alone takes them.

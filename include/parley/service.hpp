@@ -10,9 +10,9 @@
 //
 // Security: with `authTokens` every /v1 route wants `Authorization: Bearer <one of them>`;
 // without, the service only binds to a loopback address (the constructor refuses another).
-// Request bodies, events and streams are capped, each token (or, without tokens, each client
-// address) is rate limited, CORS headers are sent only for `corsOrigin`, ids are checked before
-// they reach the store, and nothing of a model's configuration (API keys) is ever answered.
+// Request bodies, events and streams are capped, each token is rate limited, CORS headers are sent
+// only for `corsOrigin`, ids are checked before they reach the store, and nothing of a model's
+// configuration (API keys) is ever answered.
 //
 // Ownership: the caller owns the service; it shares the RunStore.
 // Thread-safety: start(), stop() and the accessors may be called from any thread; requests are
@@ -38,13 +38,16 @@ struct ServiceOptions {
   std::vector<std::string> authTokens{};
   // "" sends no CORS headers; else the one origin allowed (Access-Control-Allow-Origin).
   std::string corsOrigin{};
-  int threads = 256;                 // connections served at once; an open event stream holds one
+  // Connections served at once (an open event stream holds one); 0: maxStreams + 64, so that
+  // requests are still served while every stream is open.
+  int threads = 0;
   size_t maxBodyBytes = 1 << 20;     // a request body; past it: 413
   size_t maxEventBytes = 256 << 10;  // one event's data as sent; past it the event's payload is
                                      // replaced by {"truncated": true, "bytes": n}
   size_t maxStreams = 1'000;         // event streams open at once; past it: 503
-  // Requests per second per token (per client address without tokens), with a burst of
-  // rateBurst; past it: 429 with Retry-After. 0 turns the limit off.
+  // Requests per second per token, with a burst of rateBurst; past it: 429 with Retry-After.
+  // 0 turns the limit off; without authTokens there is none (loopback only). /metrics is not
+  // counted.
   double ratePerSecond = 50;
   double rateBurst = 100;
   size_t maxPage = 1'000;  // GET /v1/threads?limit=

@@ -582,7 +582,7 @@ struct Service::Impl {
     cors(res);
     if (req.method == "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;
     const bool open = req.path == "/" || req.path == "/healthz";
-    std::string key = req.remote_addr;
+    std::string key;
     if (!options.authTokens.empty() && !open) {
       std::string given;
       const std::string header = req.get_header_value("Authorization");
@@ -603,7 +603,9 @@ struct Service::Impl {
       }
       key = "token:" + std::to_string(which);
     }
-    if (!open) {
+    // Per token: without tokens the service is loopback-only, and one address may be a whole
+    // machine's clients.
+    if (!options.authTokens.empty() && !open && req.path != "/metrics") {
       const auto wait = limiter.take(key);
       if (wait.count() > 0) {
         res.set_header("Retry-After", std::to_string((wait.count() + 999) / 1000));
@@ -618,7 +620,9 @@ struct Service::Impl {
   }
 
   void install() {
-    server.new_task_queue = [n = options.threads] {
+    const int threads =
+        options.threads > 0 ? options.threads : static_cast<int>(options.maxStreams) + 64;
+    server.new_task_queue = [n = threads] {
       return new httplib::ThreadPool(static_cast<size_t>(n));
     };
     server.set_keep_alive_max_count(1000);
@@ -704,7 +708,9 @@ Service::Service(std::shared_ptr<RunStore> runs, ServiceOptions options) {
     if (token.size() < 16) throw ValidationError("authTokens", "a token must be 16 bytes at least");
   }
   if (options.port < 0 || options.port > 65535) throw ValidationError("port", "must be 0 to 65535");
-  if (options.threads < 2) throw ValidationError("threads", "must be at least 2");
+  if (options.threads < 0 || options.threads == 1) {
+    throw ValidationError("threads", "must be 0 (maxStreams + 64) or at least 2");
+  }
   if (options.maxBodyBytes == 0) throw ValidationError("maxBodyBytes", "must be positive");
   if (options.maxEventBytes < 256) throw ValidationError("maxEventBytes", "must be 256 at least");
   if (options.maxPage == 0) throw ValidationError("maxPage", "must be positive");
