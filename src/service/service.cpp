@@ -93,8 +93,6 @@ struct Service::Impl {
   std::unique_ptr<EventFeeds> feeds;
   RateLimiter limiter;
   ServiceMetrics metrics;
-  std::thread thread;
-  std::atomic<bool> listenEnded{false};
   std::atomic<bool> stopping{false};
   bool started = false;
   int port = 0;
@@ -148,6 +146,17 @@ struct Service::Impl {
     return *info;
   }
 
+  // The "id" a body gives a new thread (checked, and not taken), or "" to generate one.
+  std::string newThreadId(const json& in) const {
+    if (!in.contains("id")) return "";
+    if (!in["id"].is_string()) throw badRequest("invalid_id", "id must be a string");
+    std::string id = in["id"].get<std::string>();
+    checkId(id, "thread");
+    if (runs->threads().threadInfo(id))
+      throw conflict("thread_exists", "thread '" + id + "' exists");
+    return id;
+  }
+
   RunInfo mustRun(const std::string& id) const {
     checkId(id, "run");
     auto run = runs->run(id);
@@ -198,14 +207,7 @@ struct Service::Impl {
   void createThread(const httplib::Request& req, httplib::Response& res) {
     json in = body(req);
     ThreadOptions options;
-    if (in.contains("id")) {
-      if (!in["id"].is_string()) throw badRequest("invalid_id", "id must be a string");
-      options.id = in["id"].get<std::string>();
-      checkId(options.id, "thread");
-      if (runs->threads().threadInfo(options.id)) {
-        throw conflict("thread_exists", "thread '" + options.id + "' exists");
-      }
-    }
+    options.id = newThreadId(in);
     if (in.contains("title")) {
       if (!in["title"].is_string()) throw badRequest("invalid_title", "title must be a string");
       options.title = in["title"].get<std::string>();
@@ -281,14 +283,7 @@ struct Service::Impl {
       }
     }
     ThreadOptions options;
-    if (in.contains("id")) {
-      if (!in["id"].is_string()) throw badRequest("invalid_id", "id must be a string");
-      options.id = in["id"].get<std::string>();
-      checkId(options.id, "thread");
-      if (runs->threads().threadInfo(options.id)) {
-        throw conflict("thread_exists", "thread '" + options.id + "' exists");
-      }
-    }
+    options.id = newThreadId(in);
     options.title = parent.title;
     const ThreadInfo fork = runs->threads().forkThread(id, position, options);
     sendJson(res, 201, threadView(fork.id));
@@ -728,32 +723,8 @@ Service::~Service() {
 void Service::start() {
   Impl& s = *impl_;
   if (s.started) throw ValidationError("start", "called twice");
-  const auto& o = s.options;
-  if (o.port == 0) {
-    s.port = s.server.bind_to_any_port(o.host);
-    if (s.port <= 0) throw Error("parley serve: cannot listen on " + o.host);
-  } else {
-    if (!s.server.bind_to_port(o.host, o.port)) {
-      throw Error("parley serve: cannot listen on " + o.host + ":" + std::to_string(o.port));
-    }
-    s.port = o.port;
-  }
-  s.server.raiseBacklog(SOMAXCONN);
+  s.port = s.server.start(s.options.host, s.options.port, "parley serve");
   s.started = true;
-  s.thread = std::thread([&s] {
-    s.server.listen_after_bind();
-    s.listenEnded = true;
-  });
-  // The socket queues connections already; wait for the accept loop so that a stop() right
-  // after start() is not lost.
-  while (!s.server.is_running()) {
-    if (s.listenEnded) {
-      s.thread.join();
-      throw Error("parley serve: the server on port " + std::to_string(s.port) +
-                  " failed to start");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
 }
 
 void Service::stop() {
@@ -762,11 +733,7 @@ void Service::stop() {
   std::lock_guard lock(s.stopMutex);
   if (s.stopping.exchange(true)) return;
   s.feeds->stop();  // every stream ends
-  if (s.thread.joinable()) {
-    s.server.stop();
-    s.server.closeConnections();
-    s.thread.join();
-  }
+  s.server.shutdown();
 }
 
 int Service::port() const {
