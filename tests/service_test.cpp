@@ -33,6 +33,7 @@ class ServiceTest : public ::testing::Test {
 
   void start(ServiceOptions options = {}) {
     options.log = [](const std::string&) {};
+    if (options.threads == 0) options.threads = 32;  // enough here; cheap under the sanitizers
     service = std::make_unique<Service>(runs, options);
     service->start();
     base = service->baseUrl();
@@ -43,10 +44,10 @@ class ServiceTest : public ::testing::Test {
     return http("POST", base + path, body.dump(), auth);
   }
   HttpReply del(const std::string& path) { return http("DELETE", base + path, "", auth); }
-  // Until the service counts `n` open streams (its /metrics), at most 10 s.
+  // Until the service counts `n` open streams (its /metrics), at most 30 s.
   bool waitForStreams(int n) {
     const std::string line = "parley_stream_clients " + std::to_string(n) + "\n";
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
     while (get("/metrics").body.find(line) == std::string::npos) {
       if (std::chrono::steady_clock::now() > deadline) return false;
       std::this_thread::yield();

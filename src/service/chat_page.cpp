@@ -34,7 +34,7 @@ constexpr std::string_view kPage = R"page(<!doctype html>
   .msg .role { font-size: 12px; color: var(--muted); display: flex; justify-content: space-between; }
   .msg pre { white-space: pre-wrap; word-wrap: break-word; margin: 4px 0 0; font: inherit; }
   .msg details pre { font: 13px/1.4 ui-monospace, monospace; background: #f5f5f7; padding: 6px; }
-  .msg.streaming { border-style: dashed; }
+  .msg.streaming, .msg.pending { border-style: dashed; }
   button { font: inherit; padding: 4px 10px; border: 1px solid var(--line); border-radius: 6px;
            background: #fff; cursor: pointer; }
   button:disabled { opacity: .5; cursor: default; }
@@ -77,7 +77,8 @@ constexpr std::string_view kPage = R"page(<!doctype html>
 'use strict';
 const $ = (id) => document.getElementById(id);
 const state = { token: sessionStorage.getItem('parley.token') || '', id: null, thread: null,
-                messages: [], known: 0, partial: '', after: 0, source: null, threads: [] };
+                messages: [], known: 0, partial: '', after: 0, source: null, threads: [],
+                pending: [] };
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -144,6 +145,11 @@ function renderMessages() {
     }
     box.append(div);
   });
+  // Prompts sent whose run has not committed them yet.
+  for (const text of state.pending) {
+    box.append(el('div', { class: 'msg user pending' }, el('div', { class: 'role' }, 'user (queued)'),
+                  el('pre', { class: 'content' }, text)));
+  }
   if (state.partial) {
     box.append(el('div', { class: 'msg assistant streaming', id: 'partial' },
                   el('div', { class: 'role' }, 'assistant (streaming)'),
@@ -205,6 +211,7 @@ function onEvent(type, e) {
       if (state.partial) m.streamed = state.partial;
       state.partial = '';
     }
+    if (m && m.role === 'user' && state.pending[0] === m.content) state.pending.shift();
     if (m && p.index >= state.known) {
       m.index = p.index;
       state.messages.push(m);
@@ -246,6 +253,7 @@ function connect() {
 async function open(id) {
   if (state.source) { state.source.close(); state.source = null; }
   state.id = id;
+  state.pending = [];
   if (location.hash !== '#t=' + encodeURIComponent(id)) history.replaceState(null, '', '#t=' + encodeURIComponent(id));
   const saved = JSON.parse(sessionStorage.getItem('parley.stream.' + id) || 'null');
   state.after = saved ? saved.after : 0;
@@ -296,9 +304,15 @@ $('prompt').onsubmit = async (ev) => {
   const input = $('input').value.trim();
   if (!input || !state.id) return;
   $('input').value = '';
+  state.pending.push(input);  // before the run exists, so its message_added cannot come first
+  renderMessages();
   try {
     await api('POST', '/v1/threads/' + encodeURIComponent(state.id) + '/runs', { input, policy: 'enqueue' });
-  } catch (e) { status(e.message); }
+  } catch (e) {
+    state.pending.splice(state.pending.indexOf(input), 1);
+    renderMessages();
+    status(e.message);
+  }
 };
 $('input').addEventListener('keydown', (ev) => {
   if (ev.key === 'Enter' && !ev.shiftKey) { ev.preventDefault(); $('prompt').requestSubmit(); }
