@@ -111,7 +111,8 @@ try {
   await page.click('#send');
   await page.waitForFunction(() => [...document.querySelectorAll('.msg.assistant .content')]
     .some((e) => e.textContent === 'echo: hello fork'));
-  await page.click('#branches button.parent');
+  // Clicked inside the page: the branch links are drawn again whenever the thread list reloads.
+  await page.$eval('#branches button.parent', (b) => b.click());
   await page.waitForFunction((id) => decodeURIComponent(location.hash.slice(3)) === id, {}, threadId);
   await page.waitForFunction((n) => document.querySelectorAll('.msg').length === n, {}, shown);
   assert.equal(await page.$$eval('#branches button.fork-of', (l) => l.length), 1);
