@@ -77,6 +77,7 @@ class ChildProcess {
     stdin_ = -1;
   }
   void kill(int signal = SIGKILL) { ::kill(pid_, signal); }
+  pid_t pid() const { return pid_; }
   // The exit status, or 128 + signal number.
   int wait() {
     if (waited_) return status_;

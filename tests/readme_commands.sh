@@ -2,7 +2,7 @@
 # Runs every command of the README's ```sh blocks, in order, in one shell session, the way a
 # newcomer would type them: from a scratch folder that looks like the repository (build/,
 # scripts/, bench/ and README.md are links to the real ones), with its own HOME and XDG
-# folders, no OPENAI_* variables, and port 8080 replaced by a free one.
+# folders, no OPENAI_* variables, and ports 8080 and 8081 replaced by free ones.
 #
 #   tests/readme_commands.sh SOURCE_DIR BUILD_DIR
 #
@@ -33,16 +33,20 @@ ln -s "$readme" "$work/README.md"
 mkdir -p "$work/home" "$work/data" "$work/config"
 printf 'hello\n/usage\n/quit\n' >"$work/chat-input"
 
-# A free loopback port: one nothing answers on.
-port=""
-base=$((20000 + RANDOM % 20000))
-for candidate in $(seq "$base" $((base + 200))); do
-  if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then
-    port=$candidate
-    break
-  fi
-done
+# Two free loopback ports (for 8080 and 8081): ones nothing answers on.
+free_port() {
+  local base=$((20000 + RANDOM % 20000)) candidate
+  for candidate in $(seq "$base" $((base + 200))); do
+    if [[ "$candidate" != "${1:-}" ]] && ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then
+      echo "$candidate"
+      return
+    fi
+  done
+}
+port=$(free_port)
 [[ -n "$port" ]] || { echo "readme: no free port found" >&2; exit 1; }
+port2=$(free_port "$port")
+[[ -n "$port2" ]] || { echo "readme: no second free port found" >&2; exit 1; }
 
 # The session script, generated from the README.
 session="$work/session.sh"
@@ -79,7 +83,8 @@ while IFS= read -r line || [[ -n "$line" ]]; do
     if [[ -z "$toml_text" && "$line" =~ ^#\ ([A-Za-z0-9_./-]+\.toml)$ ]]; then
       toml_file=${BASH_REMATCH[1]}
     fi
-    toml_text+="${toml_text:+$'\n'}${line//8080/$port}"
+    line=${line//8080/$port}
+    toml_text+="${toml_text:+$'\n'}${line//8081/$port2}"
     continue
   fi
   [[ "$block" == sh ]] || continue
@@ -88,6 +93,7 @@ while IFS= read -r line || [[ -n "$line" ]]; do
   command=$(sed -E 's/[[:space:]]{2,}#.*$//; s/[[:space:]]+$//' <<<"$line")
   [[ -z "$command" || "$command" == \#* ]] && continue
   command=${command//8080/$port}
+  command=${command//8081/$port2}
   commands=$((commands + 1))
   announce "$command"
   case "$command" in

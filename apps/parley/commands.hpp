@@ -46,5 +46,6 @@ void addModelsCommand(CLI::App& app, int& exitCode);
 void addWorkerCommand(CLI::App& app, int& exitCode);
 void addSubmitCommand(CLI::App& app, int& exitCode);
 void addRunsCommand(CLI::App& app, int& exitCode);
+void addServeCommand(CLI::App& app, int& exitCode);
 
 }  // namespace parley::cli

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   addWorkerCommand(app, exitCode);
   addSubmitCommand(app, exitCode);
   addRunsCommand(app, exitCode);
+  addServeCommand(app, exitCode);
   addCompletionCommand(app, exitCode);
 
   try {

@@ -14,7 +14,6 @@
 #include <pthread.h>
 
 #include <csignal>
-#include <ctime>
 #include <iostream>
 #include <memory>
 
@@ -45,40 +44,11 @@ json nullIfEmpty(const std::string& text) {
   return text.empty() ? json(nullptr) : json(text);
 }
 
-std::string isoTime(std::chrono::system_clock::time_point at) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(at.time_since_epoch());
-  const std::time_t t = static_cast<std::time_t>(ms.count() / 1000);
-  std::tm utc{};
-  gmtime_r(&t, &utc);
-  char text[40];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
-  char out[48];
-  std::snprintf(out, sizeof out, "%s.%03dZ", text, static_cast<int>(ms.count() % 1000));
-  return out;
-}
-
 json statusLine(const RunInfo& run) {
   return {{"run", run.id},
           {"thread", run.threadId},
           {"status", toString(run.status)},
           {"error", nullIfEmpty(run.error)}};
-}
-
-json runJson(const RunInfo& run) {
-  json out = statusLine(run);
-  out["position"] = run.position;
-  out["policy"] = toString(run.options.policy);
-  out["attempts"] = run.attempts;
-  out["worker"] = nullIfEmpty(run.worker);
-  out["trace"] = run.options.traceId;
-  out["cancel_request"] =
-      run.cancelRequest == CancelRequest::None ? json(nullptr) : json(toString(run.cancelRequest));
-  out["wait"] = run.wait;
-  out["response"] = run.response;
-  out["result"] = run.result;
-  out["created_at"] = isoTime(run.createdAt);
-  out["updated_at"] = isoTime(run.updatedAt);
-  return out;
 }
 
 RunInfo mustFind(RunStore& runs, const std::string& id) {
@@ -101,14 +71,14 @@ int list(const RunsArgs& args) {
     }
   }
   for (const RunInfo& run : runs.listRuns(options))
-    std::cout << runJson(run).dump() << "\n";
+    std::cout << toJson(run).dump() << "\n";
   return kExitOk;
 }
 
 int show(const RunsArgs& args) {
   RunStore runs(openCliStore(args.db));
   RunInfo run = mustFind(runs, args.ids.at(0));
-  json out = runJson(run);
+  json out = toJson(run);
   json input = json::array();
   for (const Message& m : run.input)
     input.push_back(toJson(m));
@@ -149,7 +119,7 @@ int cancel(const RunsArgs& args) {
   for (const std::string& id : args.ids)
     mustFind(runs, id);
   for (const std::string& id : args.ids)
-    std::cout << runJson(runs.cancel(id)).dump() << "\n";
+    std::cout << toJson(runs.cancel(id)).dump() << "\n";
   return kExitOk;
 }
 
@@ -168,14 +138,7 @@ int events(const RunsArgs& args) {
                              : runs.readEvents(args.thread, seen);
     for (const auto& e : batch) {
       seen = e.seq;
-      std::cout << json{{"seq", e.seq},
-                        {"run", nullIfEmpty(e.runId)},
-                        {"trace", nullIfEmpty(e.traceId)},
-                        {"type", e.type},
-                        {"payload", e.payload},
-                        {"time", isoTime(e.createdAt)}}
-                       .dump()
-                << "\n";
+      std::cout << toJson(e).dump() << "\n";
     }
     std::cout.flush();
     if (!args.follow) {
@@ -213,7 +176,7 @@ int respond(const RunsArgs& args) {
   } catch (const json::exception&) {
     answer = args.answer;
   }
-  std::cout << runJson(runs.respond(id, answer)).dump() << "\n";
+  std::cout << toJson(runs.respond(id, answer)).dump() << "\n";
   return kExitOk;
 }
 

@@ -13,58 +13,20 @@
 #include <pthread.h>
 
 #include <csignal>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "cli_store.hpp"
 #include "commands.hpp"
-#include "endpoint.hpp"
 #include "parley/run_store.hpp"
 #include "parley/worker.hpp"
-#include "tool_file.hpp"
+#include "worker_options.hpp"
 
 namespace parley::cli {
 namespace {
 
-struct WorkerArgs {
-  std::string db;
-  EndpointArgs endpoint;
-  std::vector<std::string> toolSets;
-  std::vector<std::string> toolFiles;
-  int concurrency = 4;
-  int64_t leaseMs = 30'000;
-  int64_t graceMs = 10'000;
-  int maxIterations = 10;
-  std::string workerId;
-  std::string system;
-  std::string humanTool;
-};
-
-int runWorker(const WorkerArgs& args) {
-  if (args.leaseMs <= 0) throw ValidationError("--lease-ms", "must be positive");
-  if (args.graceMs < 0) throw ValidationError("--grace-ms", "must not be negative");
-  auto profiles = std::make_shared<ProfileRegistry>();
-  const std::string config = configFile(args.endpoint);
-  std::error_code ignored;
-  if (!args.endpoint.profile.empty() && std::filesystem::exists(config, ignored)) {
-    profiles->loadToml(config);
-  }
-  const std::string name = args.endpoint.profile.empty() ? "default" : args.endpoint.profile;
-  profiles->add(name, resolveEndpoint(args.endpoint));
-
-  WorkerOptions options;
-  options.workerId = args.workerId;
-  options.concurrency = args.concurrency;
-  options.leaseDuration = std::chrono::milliseconds(args.leaseMs);
-  options.shutdownGrace = std::chrono::milliseconds(args.graceMs);
-  options.maxIterations = args.maxIterations;
-  options.systemPrompt = args.system;
-  options.humanTool = args.humanTool;
-  options.profiles = profiles;
-  options.defaultProfile = name;
-  options.tools = makeToolRegistry(args.toolSets, args.toolFiles);
-  options.log = [](const std::string& line) { std::cerr << line << "\n"; };
+int runWorker(const std::string& db, const WorkerArgs& args) {
+  const WorkerOptions options = workerOptions(args);
 
   // Block the stop signals before any thread exists, so that this thread alone takes them.
   sigset_t signals;
@@ -73,7 +35,7 @@ int runWorker(const WorkerArgs& args) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto runs = std::make_shared<RunStore>(openCliStore(args.db));
+  auto runs = std::make_shared<RunStore>(openCliStore(db));
   Worker worker(runs, options);
   worker.start();
   std::cout << worker.id() << std::endl;
@@ -94,28 +56,13 @@ int runWorker(const WorkerArgs& args) {
 }  // namespace
 
 void addWorkerCommand(CLI::App& app, int& exitCode) {
+  auto db = std::make_shared<std::string>();
   auto args = std::make_shared<WorkerArgs>();
   CLI::App* cmd =
       app.add_subcommand("worker", "Serve the run queue of a database until SIGTERM or SIGINT");
-  cmd->add_option("--db", args->db, "Database: a SQLite file or postgresql://...")->required();
-  addEndpointOptions(*cmd, args->endpoint);
-  cmd->add_option("--tools", args->toolSets, "Built-in tool set to offer (demo)");
-  cmd->add_option("--tools-file", args->toolFiles, "TOML file of command tools to offer");
-  cmd->add_option("--concurrency", args->concurrency, "Runs at once (default 4)")
-      ->check(CLI::Range(1, 1024));
-  cmd->add_option("--lease-ms", args->leaseMs, "Lease length in ms (default 30000)");
-  cmd->add_option("--grace-ms", args->graceMs,
-                  "On SIGTERM, how long runs may take to finish before they are handed back "
-                  "(default 10000)");
-  cmd->add_option("--worker-id", args->workerId, "Worker id (default host-pid-random)");
-  cmd->add_option("--max-iterations", args->maxIterations,
-                  "Model calls per run unless the run says (default 10)")
-      ->check(CLI::Range(1, 10'000));
-  cmd->add_option("--system", args->system, "System prompt of new threads");
-  cmd->add_option("--human-tool", args->humanTool,
-                  "Offer a tool of this name that asks a person (the run waits for "
-                  "`parley runs respond`)");
-  cmd->callback([args, &exitCode] { exitCode = runWorker(*args); });
+  cmd->add_option("--db", *db, "Database: a SQLite file or postgresql://...")->required();
+  addWorkerOptions(*cmd, *args);
+  cmd->callback([db, args, &exitCode] { exitCode = runWorker(*db, *args); });
 }
 
 }  // namespace parley::cli

@@ -41,6 +41,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -200,6 +201,13 @@ struct StoredEvent {
 // "run_released", "run_completed", "run_failed" and "run_cancelled" as runs change state.
 inline constexpr const char* kStreamChunkEventType = "llm_stream_chunk";
 
+// The JSON forms `parley runs` prints and `parley serve` answers with (times as ISO 8601 UTC with
+// milliseconds; empty texts as null). toJson(RunInfo) leaves the input out (it may be large):
+// add "input" where it is wanted.
+nlohmann::json toJson(const RunInfo& run);
+// {"seq", "run", "trace", "type", "payload", "time"}
+nlohmann::json toJson(const StoredEvent& event);
+
 // Caps on what callers hand in (each past-the-cap input is a ValidationError naming the cap).
 struct RunStoreLimits {
   size_t maxInputMessages = 1'000;
@@ -260,6 +268,8 @@ class RunStore {
 
   std::optional<RunInfo> run(const std::string& runId);
   std::vector<RunInfo> listRuns(const RunListOptions& options = {});
+  // How many runs are in each state, every thread together (one query; for /metrics).
+  std::map<RunStatus, int64_t> countRuns();
 
   // Cancels a run: a queued or waiting one at once, a running one whose lease expired at once
   // (its worker is fenced out), a running one with a live lease through a CancelRequest its worker

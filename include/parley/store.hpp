@@ -74,6 +74,11 @@ struct ThreadInfo {
   nlohmann::json metadata;  // an object, or null
 };
 
+// {"id", "parent_id" (null for none), "fork_position", "message_count", "version", "title",
+// "metadata", "created_at", "updated_at"} (times ISO 8601 UTC with milliseconds), as
+// `parley serve` answers it.
+nlohmann::json toJson(const ThreadInfo& info);
+
 // For createThread, forkThread and importThread.
 struct ThreadOptions {
   std::string id{};  // "" generates a random id ("t-" + 32 hex digits)

@@ -14,7 +14,39 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "parley/errors.hpp"
+
 namespace parley::mock {
+
+int ClosableServer::start(const std::string& host, int port, const std::string& who) {
+  if (port == 0) {
+    port = bind_to_any_port(host);
+    if (port <= 0) throw Error(who + ": cannot listen on " + host);
+  } else if (!bind_to_port(host, port)) {
+    throw Error(who + ": cannot listen on " + host + ":" + std::to_string(port));
+  }
+  raiseBacklog(SOMAXCONN);
+  thread_ = std::thread([this] {
+    listen_after_bind();
+    listenEnded_ = true;
+  });
+  // The socket already accepts connections (they queue); wait until the accept loop runs.
+  while (!is_running()) {
+    if (listenEnded_) {
+      thread_.join();
+      throw Error(who + ": the server on port " + std::to_string(port) + " failed to start");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return port;
+}
+
+void ClosableServer::shutdown() {
+  if (!thread_.joinable()) return;
+  stop();
+  closeConnections();
+  thread_.join();
+}
 
 bool ClosableServer::raiseBacklog(int backlog) {
   const socket_t sock = svr_sock_;

@@ -5,18 +5,30 @@
 // keeps a connection open. This server runs the connection loop itself: it tracks the sockets
 // it serves and closeConnections() shuts them down, which wakes every worker immediately.
 //
-// Thread-safety: closeConnections() may be called from any thread.
+// Thread-safety: closeConnections() and shutdown() may be called from any thread; start() once.
 #pragma once
 
 #include <httplib.h>
 
+#include <atomic>
 #include <mutex>
 #include <set>
+#include <string>
+#include <thread>
 
 namespace parley::mock {
 
 class ClosableServer : public httplib::Server {
  public:
+  ~ClosableServer() override { shutdown(); }
+
+  // Binds host:port (0: any free port), raises the backlog, serves on a thread of its own and
+  // returns the bound port once the accept loop runs (so that a shutdown() right after cannot be
+  // lost). Throws parley::Error, starting with `who`, if the address cannot be bound.
+  int start(const std::string& host, int port, const std::string& who);
+  // stop(), closeConnections(), and joins the serving thread. Idempotent.
+  void shutdown();
+
   // Shuts down every connection being served and refuses new ones; call after stop().
   void closeConnections();
 
@@ -33,6 +45,8 @@ class ClosableServer : public httplib::Server {
   std::mutex mutex_;
   std::set<socket_t> open_;
   bool closing_ = false;
+  std::thread thread_;
+  std::atomic<bool> listenEnded_{false};
 };
 
 }  // namespace parley::mock

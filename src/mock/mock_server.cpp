@@ -38,10 +38,8 @@ std::string errorBody(const std::string& message, const std::string& type) {
 struct MockServer::Impl {
   MockOptions options;
   ClosableServer server;
-  std::thread thread;
   int port = 0;
   bool started = false;
-  std::atomic<bool> listenEnded{false};
 
   // Script state: the rules, how often each has answered, and the chat request counter.
   mutable std::mutex mutex;
@@ -413,12 +411,13 @@ void MockServer::Impl::install() {
                         {"display_name", "Parley " + m},
                         {"created_at", "2025-01-01T00:00:00Z"}});
       }
-      res.set_content(json{{"data", data},
-                           {"has_more", false},
-                           {"first_id", options.models.empty() ? json() : json(options.models.front())},
-                           {"last_id", options.models.empty() ? json() : json(options.models.back())}}
-                          .dump(),
-                      "application/json");
+      res.set_content(
+          json{{"data", data},
+               {"has_more", false},
+               {"first_id", options.models.empty() ? json() : json(options.models.front())},
+               {"last_id", options.models.empty() ? json() : json(options.models.back())}}
+              .dump(),
+          "application/json");
       return;
     }
     for (const auto& m : options.models) {
@@ -489,31 +488,8 @@ MockServer::~MockServer() {
 void MockServer::start() {
   Impl& s = *impl_;
   if (s.started) throw Error("parley mock: start() called twice");
-  const auto& o = s.options;
-  if (o.port == 0) {
-    s.port = s.server.bind_to_any_port(o.host);
-    if (s.port <= 0) throw Error("parley mock: cannot listen on " + o.host);
-  } else {
-    if (!s.server.bind_to_port(o.host, o.port)) {
-      throw Error("parley mock: cannot listen on " + o.host + ":" + std::to_string(o.port));
-    }
-    s.port = o.port;
-  }
-  s.server.raiseBacklog(SOMAXCONN);
+  s.port = s.server.start(s.options.host, s.options.port, "parley mock");
   s.started = true;
-  s.thread = std::thread([&s] {
-    s.server.listen_after_bind();
-    s.listenEnded = true;
-  });
-  // The socket already accepts connections (they queue); wait until the accept loop runs so
-  // that a stop() right after start() cannot be lost.
-  while (!s.server.is_running()) {
-    if (s.listenEnded) {
-      s.thread.join();
-      throw Error("parley mock: the server on port " + std::to_string(s.port) + " failed to start");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
 }
 
 void MockServer::stop() {
@@ -523,11 +499,7 @@ void MockServer::stop() {
     s.stopping = true;
   }
   s.stopCv.notify_all();
-  if (s.thread.joinable()) {
-    s.server.stop();
-    s.server.closeConnections();
-    s.thread.join();
-  }
+  s.server.shutdown();
 }
 
 int MockServer::port() const {

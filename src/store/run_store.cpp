@@ -25,6 +25,7 @@ using detail::asInt;
 using detail::asText;
 using detail::EventRow;
 using detail::isNull;
+using detail::isoTime;
 using detail::named;
 using detail::SqlConnection;
 using detail::SqlRow;
@@ -388,6 +389,45 @@ std::string_view toString(ToolCallPhase phase) {
   return kPhaseNames.at(static_cast<size_t>(phase));
 }
 
+// --- JSON -------------------------------------------------------------------------------------
+
+namespace {
+
+json nullIfEmpty(const std::string& text) {
+  return text.empty() ? json(nullptr) : json(text);
+}
+
+}  // namespace
+
+json toJson(const RunInfo& run) {
+  return {{"run", run.id},
+          {"thread", run.threadId},
+          {"status", toString(run.status)},
+          {"error", nullIfEmpty(run.error)},
+          {"position", run.position},
+          {"policy", toString(run.options.policy)},
+          {"attempts", run.attempts},
+          {"worker", nullIfEmpty(run.worker)},
+          {"trace", run.options.traceId},
+          {"cancel_request", run.cancelRequest == CancelRequest::None
+                                 ? json(nullptr)
+                                 : json(toString(run.cancelRequest))},
+          {"wait", run.wait},
+          {"response", run.response},
+          {"result", run.result},
+          {"created_at", isoTime(run.createdAt)},
+          {"updated_at", isoTime(run.updatedAt)}};
+}
+
+json toJson(const StoredEvent& event) {
+  return {{"seq", event.seq},
+          {"run", nullIfEmpty(event.runId)},
+          {"trace", nullIfEmpty(event.traceId)},
+          {"type", event.type},
+          {"payload", event.payload},
+          {"time", isoTime(event.createdAt)}};
+}
+
 // --- wake-ups ---------------------------------------------------------------------------------
 
 // Generations that writers bump and waiters watch: the runs channel, and each thread's events
@@ -699,6 +739,20 @@ std::vector<RunInfo> RunStore::listRuns(const RunListOptions& options) {
       runs.push_back(runFromRow(row));
   });
   return runs;
+}
+
+std::map<RunStatus, int64_t> RunStore::countRuns() {
+  std::map<RunStatus, int64_t> counts;
+  engine_->transaction(false, [&](SqlConnection& c) {
+    counts.clear();
+    for (const auto& row :
+         c.query("SELECT status, COUNT(*) AS n FROM parley_runs GROUP BY status", {})) {
+      if (auto status = parseRunStatus(asText(row.at(0)))) {
+        counts[*status] = asInt(row.at(1));
+      }
+    }
+  });
+  return counts;
 }
 
 RunInfo RunStore::cancel(const std::string& runId) {

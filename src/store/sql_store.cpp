@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <limits>
 #include <random>
 #include <thread>
@@ -248,6 +250,18 @@ int64_t nowMs() {
 
 std::chrono::system_clock::time_point fromMs(int64_t ms) {
   return std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
+}
+
+std::string isoTime(std::chrono::system_clock::time_point at) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(at.time_since_epoch());
+  const std::time_t t = static_cast<std::time_t>(ms.count() / 1000);
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char text[40];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
+  char out[48];
+  std::snprintf(out, sizeof out, "%s.%03dZ", text, static_cast<int>(ms.count() % 1000));
+  return out;
 }
 
 std::string generateId(const char* prefix) {

@@ -186,7 +186,8 @@ const std::vector<std::string>& migrationSteps(SqlDialect dialect, int toVersion
 // Helpers the run queue shares with the thread operations.
 int64_t nowMs();  // the system clock, milliseconds since the Unix epoch
 std::chrono::system_clock::time_point fromMs(int64_t ms);
-std::string generateId(const char* prefix);  // prefix + 32 random hex digits
+std::string isoTime(std::chrono::system_clock::time_point at);  // 2025-01-31T12:00:00.000Z
+std::string generateId(const char* prefix);                     // prefix + 32 random hex digits
 // Refuses an empty, over-long (200 bytes) id or one with control characters (ValidationError).
 void checkId(const std::string& id, const std::string& field);
 std::string dumpJson(const nlohmann::json& value, const std::string& field);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "parley/errors.hpp"
+#include "store/sql_store.hpp"
 
 namespace parley {
 
@@ -15,6 +16,19 @@ bool startsWith(const std::string& text, std::string_view prefix) {
 }
 
 }  // namespace
+
+nlohmann::json toJson(const ThreadInfo& info) {
+  return {{"id", info.id},
+          {"parent_id",
+           info.parentId.empty() ? nlohmann::json(nullptr) : nlohmann::json(info.parentId)},
+          {"fork_position", info.forkPosition},
+          {"message_count", info.messageCount},
+          {"version", info.version},
+          {"title", info.title},
+          {"metadata", info.metadata},
+          {"created_at", detail::isoTime(info.createdAt)},
+          {"updated_at", detail::isoTime(info.updatedAt)}};
+}
 
 std::vector<MessageSearchHit> ConversationStore::searchMessages(const std::string&,
                                                                 const MessageSearchOptions&) {

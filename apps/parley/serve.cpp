@@ -1,0 +1,131 @@
+// `parley serve`: the HTTP service over a database's durable runs (service.hpp,
+// docs/service.md) until SIGTERM or SIGINT.
+//
+//   parley serve [--db URL] [--host 127.0.0.1] [--port P] [--auth-token-env VAR]...
+//                [--cors ORIGIN] [--workers N] [the endpoint and worker options of `parley worker`]
+//
+// The first line on stdout is the base URL (http://HOST:PORT; --port 0 picks a free port), once
+// it serves. Without --auth-token-env it listens on loopback only, and says so on stderr. With
+// --workers N it also runs N worker loops in the same process (the options of `parley worker`);
+// when no endpoint is configured they talk to the built-in mock's demo agent, with the demo
+// tools, so one command gives a complete single-machine service.
+#include <pthread.h>
+#include <sys/resource.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+
+#include "cli_store.hpp"
+#include "commands.hpp"
+#include "mock/mock_server.hpp"
+#include "parley/run_store.hpp"
+#include "parley/service.hpp"
+#include "parley/worker.hpp"
+#include "worker_options.hpp"
+
+namespace parley::cli {
+namespace {
+
+struct ServeArgs {
+  std::string db;
+  std::string host = "127.0.0.1";
+  int port = 8377;
+  std::vector<std::string> tokenVars;
+  std::string cors;
+  int workers = 0;
+  WorkerArgs worker;
+};
+
+int runServe(ServeArgs args) {
+  ServiceOptions options;
+  options.host = args.host;
+  options.port = args.port;
+  options.corsOrigin = args.cors;
+  for (const std::string& var : args.tokenVars) {
+    const char* value = std::getenv(var.c_str());
+    if (!value || !*value) {
+      throw ValidationError("--auth-token-env", "$" + var + " is not set or empty");
+    }
+    options.authTokens.emplace_back(value);
+  }
+  if (options.authTokens.empty()) {
+    std::cerr << "parley serve: no --auth-token-env: anyone on this machine may use the service; "
+                 "it listens on loopback only ("
+              << args.host << ")\n";
+  }
+
+  std::unique_ptr<mock::MockServer> demo;
+  if (args.workers > 0 && !endpointConfigured(args.worker.endpoint)) {
+    demo = std::make_unique<mock::MockServer>(mock::MockOptions{});
+    demo->start();
+    args.worker.endpoint.baseUrl = demo->baseUrl();
+    if (args.worker.toolSets.empty() && args.worker.toolFiles.empty()) {
+      args.worker.toolSets.push_back("demo");
+    }
+    std::cerr << "parley serve: no endpoint configured, the workers talk to the built-in mock's "
+                 "demo agent at "
+              << demo->baseUrl() << "\n";
+  }
+  std::vector<WorkerOptions> workerOptionsList;
+  for (int i = 0; i < args.workers; ++i) {
+    WorkerOptions w = workerOptions(args.worker);
+    if (!w.workerId.empty() && args.workers > 1) w.workerId += "-" + std::to_string(i + 1);
+    workerOptionsList.push_back(std::move(w));
+  }
+
+  // Each event stream holds a socket: allow as many as the hard limit does.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+
+  // Block the stop signals before any thread exists, so that this thread alone takes them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto runs = std::make_shared<RunStore>(openCliStore(args.db));
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (auto& w : workerOptionsList) {
+    workers.push_back(std::make_unique<Worker>(runs, std::move(w)));
+    workers.back()->start();
+  }
+  Service service(runs, options);
+  service.start();
+  std::cout << service.baseUrl() << std::endl;
+  int received = 0;
+  sigwait(&signals, &received);
+  std::cerr << "parley serve: stopping (signal " << received << ")\n";
+  service.stop();
+  for (auto& worker : workers)
+    worker->stop();
+  return kExitOk;
+}
+
+}  // namespace
+
+void addServeCommand(CLI::App& app, int& exitCode) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "Serve the HTTP API and the chat page over a database until SIGTERM or SIGINT");
+  cmd->add_option("--db", args->db,
+                  "Database: a SQLite file or postgresql://... (default: "
+                  "the default database)");
+  cmd->add_option("--host", args->host, "Address to listen on (default 127.0.0.1)");
+  cmd->add_option("--port", args->port, "Port (default 8377; 0: a free one)")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--auth-token-env", args->tokenVars,
+                  "Environment variable holding a bearer token clients must send (repeatable)");
+  cmd->add_option("--cors", args->cors, "Allow this browser origin (CORS); default: none");
+  cmd->add_option("--workers", args->workers, "Also run N worker loops in this process (default 0)")
+      ->check(CLI::Range(0, 64));
+  addWorkerOptions(*cmd, args->worker);
+  cmd->callback([args, &exitCode] { exitCode = runServe(*args); });
+}
+
+}  // namespace parley::cli

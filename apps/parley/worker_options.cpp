@@ -1,0 +1,58 @@
+#include "worker_options.hpp"
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "tool_file.hpp"
+
+namespace parley::cli {
+
+void addWorkerOptions(CLI::App& cmd, WorkerArgs& args) {
+  addEndpointOptions(cmd, args.endpoint);
+  cmd.add_option("--tools", args.toolSets, "Built-in tool set to offer (demo)");
+  cmd.add_option("--tools-file", args.toolFiles, "TOML file of command tools to offer");
+  cmd.add_option("--concurrency", args.concurrency, "Runs at once (default 4)")
+      ->check(CLI::Range(1, 1024));
+  cmd.add_option("--lease-ms", args.leaseMs, "Lease length in ms (default 30000)");
+  cmd.add_option("--grace-ms", args.graceMs,
+                 "On SIGTERM, how long runs may take to finish before they are handed back "
+                 "(default 10000)");
+  cmd.add_option("--worker-id", args.workerId, "Worker id (default host-pid-random)");
+  cmd.add_option("--max-iterations", args.maxIterations,
+                 "Model calls per run unless the run says (default 10)")
+      ->check(CLI::Range(1, 10'000));
+  cmd.add_option("--system", args.system, "System prompt of new threads");
+  cmd.add_option("--human-tool", args.humanTool,
+                 "Offer a tool of this name that asks a person (the run waits for "
+                 "`parley runs respond`)");
+}
+
+WorkerOptions workerOptions(const WorkerArgs& args) {
+  if (args.leaseMs <= 0) throw ValidationError("--lease-ms", "must be positive");
+  if (args.graceMs < 0) throw ValidationError("--grace-ms", "must not be negative");
+  auto profiles = std::make_shared<ProfileRegistry>();
+  const std::string config = configFile(args.endpoint);
+  std::error_code ignored;
+  if (!args.endpoint.profile.empty() && std::filesystem::exists(config, ignored)) {
+    profiles->loadToml(config);
+  }
+  const std::string name = args.endpoint.profile.empty() ? "default" : args.endpoint.profile;
+  profiles->add(name, resolveEndpoint(args.endpoint));
+
+  WorkerOptions options;
+  options.workerId = args.workerId;
+  options.concurrency = args.concurrency;
+  options.leaseDuration = std::chrono::milliseconds(args.leaseMs);
+  options.shutdownGrace = std::chrono::milliseconds(args.graceMs);
+  options.maxIterations = args.maxIterations;
+  options.systemPrompt = args.system;
+  options.humanTool = args.humanTool;
+  options.profiles = profiles;
+  options.defaultProfile = name;
+  options.tools = makeToolRegistry(args.toolSets, args.toolFiles);
+  options.log = [](const std::string& line) { std::cerr << line << "\n"; };
+  return options;
+}
+
+}  // namespace parley::cli

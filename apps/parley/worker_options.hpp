@@ -1,0 +1,37 @@
+// The options of a worker loop that `parley worker` and `parley serve --workers N` share: the
+// endpoint (endpoint.hpp), the tools, concurrency, lease, grace, iterations, system prompt and
+// the human tool.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "endpoint.hpp"
+#include "parley/worker.hpp"
+
+namespace parley::cli {
+
+struct WorkerArgs {
+  EndpointArgs endpoint;
+  std::vector<std::string> toolSets;
+  std::vector<std::string> toolFiles;
+  int concurrency = 4;
+  int64_t leaseMs = 30'000;
+  int64_t graceMs = 10'000;
+  int maxIterations = 10;
+  std::string workerId;
+  std::string system;
+  std::string humanTool;
+};
+
+// Adds the options above (all but --db) to `cmd`.
+void addWorkerOptions(CLI::App& cmd, WorkerArgs& args);
+
+// The WorkerOptions they give: the endpoint as the default profile (named by --profile, else
+// "default"), with a config file's other profiles for runs that name them; diagnostics on
+// stderr. ValidationError naming the option for a bad value.
+WorkerOptions workerOptions(const WorkerArgs& args);
+
+}  // namespace parley::cli

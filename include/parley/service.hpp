@@ -1,0 +1,85 @@
+// Service: the HTTP API over the durable runs (`parley serve`; docs/service.md lists the routes,
+// the errors and the caps).
+//
+// It serves threads (create, list, read, delete, fork, context operations), runs (submit with a
+// double-texting policy, read, cancel, respond) and each thread's event log as Server-Sent
+// Events, from the RunStore it is given: any number of services and workers may share one
+// database. An event written by any process reaches the streams of every service (the RunStore's
+// wake-ups: NOTIFY on PostgreSQL, polling on SQLite). It also serves the chat page at `/`,
+// `/healthz` and `/metrics` (Prometheus text).
+//
+// Security: with `authTokens` every /v1 route wants `Authorization: Bearer <one of them>`;
+// without, the service only binds to a loopback address (the constructor refuses another).
+// Request bodies, events and streams are capped, each token is rate limited, CORS headers are sent
+// only for `corsOrigin`, ids are checked before they reach the store, and nothing of a model's
+// configuration (API keys) is ever answered.
+//
+// Ownership: the caller owns the service; it shares the RunStore.
+// Thread-safety: start(), stop() and the accessors may be called from any thread; requests are
+// served on the service's own pool of `threads` threads (one per open connection).
+// Lifetime: the destructor stops the service.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "parley/run_store.hpp"
+
+namespace parley {
+
+struct ServiceOptions {
+  std::string host = "127.0.0.1";  // without authTokens: a loopback address only
+  int port = 0;                    // 0: any free port (read it back with port())
+  // Bearer tokens, any of which a request may present; empty: no authentication (loopback).
+  std::vector<std::string> authTokens{};
+  // "" sends no CORS headers; else the one origin allowed (Access-Control-Allow-Origin).
+  std::string corsOrigin{};
+  // Connections served at once (an open event stream holds one); 0: maxStreams + 64, so that
+  // requests are still served while every stream is open.
+  int threads = 0;
+  size_t maxBodyBytes = 1 << 20;     // a request body; past it: 413
+  size_t maxEventBytes = 256 << 10;  // one event's data as sent; past it the event's payload is
+                                     // replaced by {"truncated": true, "bytes": n}
+  size_t maxStreams = 1'000;         // event streams open at once; past it: 503
+  // Requests per second per token, with a burst of rateBurst; past it: 429 with Retry-After.
+  // 0 turns the limit off; without authTokens there is none (loopback only). /metrics is not
+  // counted.
+  double ratePerSecond = 50;
+  double rateBurst = 100;
+  size_t maxPage = 1'000;  // GET /v1/threads?limit=
+  size_t maxIdBytes = 128;
+  // A comment line on an idle event stream this often, so that proxies keep it open.
+  std::chrono::milliseconds heartbeat{15'000};
+  // An idle keep-alive connection is closed after this long.
+  std::chrono::milliseconds keepAlive{5'000};
+  std::function<void(const std::string&)> log{};  // diagnostics; null: stderr
+};
+
+class Service {
+ public:
+  // ValidationError for a null store, options out of range, or a host that is not loopback
+  // without authTokens.
+  Service(std::shared_ptr<RunStore> runs, ServiceOptions options);
+  ~Service();
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  // Binds and serves; returns once connections are accepted. Error if the address cannot be
+  // bound. Once only.
+  void start();
+  // Stops accepting, ends the open streams and joins the threads. Idempotent.
+  void stop();
+
+  int port() const;             // after start()
+  std::string baseUrl() const;  // "http://HOST:PORT"
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace parley

@@ -1,0 +1,475 @@
+// The Service in this process, on a scratch SQLite database, through libcurl: every route and
+// its errors, authentication, the caps (body, event, streams, rate, ids), CORS, and event streams
+// resumed with Last-Event-ID and ?after=N. Events are written by this test through the
+// RunStore (a claimed run's appendEvents), as a worker would.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include "http_client.hpp"
+#include "parley/errors.hpp"
+#include "parley/run_store.hpp"
+#include "parley/service.hpp"
+#include "run_databases.hpp"
+
+namespace parley::testing {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr const char* kTokenA = "token-a-0123456789abcdef";
+constexpr const char* kTokenB = "token-b-0123456789abcdef";
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  SqliteRunDb db;
+  std::shared_ptr<RunStore> runs = std::make_shared<RunStore>(db.open());
+  std::unique_ptr<Service> service;
+  std::string base;
+  std::vector<std::string> auth;
+
+  void start(ServiceOptions options = {}) {
+    options.log = [](const std::string&) {};
+    if (options.threads == 0) options.threads = 32;  // enough here; cheap under the sanitizers
+    service = std::make_unique<Service>(runs, options);
+    service->start();
+    base = service->baseUrl();
+    if (!options.authTokens.empty()) auth = {"Authorization: Bearer " + options.authTokens[0]};
+  }
+  HttpReply get(const std::string& path) { return http("GET", base + path, "", auth); }
+  HttpReply post(const std::string& path, const json& body = json::object()) {
+    return http("POST", base + path, body.dump(), auth);
+  }
+  HttpReply del(const std::string& path) { return http("DELETE", base + path, "", auth); }
+  // Until the service counts `n` open streams (its /metrics), at most 30 s.
+  bool waitForStreams(int n) {
+    const std::string line = "parley_stream_clients " + std::to_string(n) + "\n";
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (get("/metrics").body.find(line) == std::string::npos) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::yield();
+    }
+    return true;
+  }
+
+  // A run claimed as a worker would, to write events under its lease.
+  Lease claimRun(const std::string& thread) {
+    runs->submit(thread, "hello");
+    auto claim = runs->claim("test-worker", 60s);
+    if (!claim) throw std::runtime_error("nothing to claim");
+    return claim->lease;
+  }
+  int64_t appendEvents(const Lease& lease, int n, const std::string& type = "test_event") {
+    std::vector<EventInput> events;
+    for (int i = 0; i < n; ++i)
+      events.push_back({type, {{"i", i}}});
+    return runs->appendEvents(lease, events);
+  }
+};
+
+void expectError(const HttpReply& reply, long status, const std::string& code) {
+  EXPECT_EQ(reply.status, status) << reply.body;
+  json body = json::parse(reply.body);
+  ASSERT_TRUE(body.contains("error")) << reply.body;
+  EXPECT_EQ(body["error"]["code"], code) << reply.body;
+  EXPECT_TRUE(body["error"]["message"].is_string());
+  EXPECT_TRUE(body["error"]["type"].is_string());
+}
+
+TEST_F(ServiceTest, ThreadsCreateListReadForkDelete) {
+  start();
+  auto created = post("/v1/threads", {{"id", "t1"}, {"system", "Be terse."}, {"title", "One"}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  EXPECT_EQ(created.json()["id"], "t1");
+  EXPECT_EQ(created.json()["messages"].size(), 1u);
+  EXPECT_EQ(created.json()["messages"][0]["role"], "system");
+  expectError(post("/v1/threads", {{"id", "t1"}}), 409, "thread_exists");
+  auto generated = post("/v1/threads");
+  ASSERT_EQ(generated.status, 201);
+  EXPECT_FALSE(generated.json()["id"].get<std::string>().empty());
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(post("/v1/threads", {{"id", "p" + std::to_string(i)}}).status, 201);
+
+  auto page = get("/v1/threads?limit=2");
+  ASSERT_EQ(page.status, 200);
+  EXPECT_EQ(page.json()["data"].size(), 2u);
+  EXPECT_TRUE(page.json()["has_more"]);
+  auto last = get("/v1/threads?limit=2&offset=4");
+  EXPECT_EQ(last.json()["data"].size(), 1u);
+  EXPECT_FALSE(last.json()["has_more"]);
+  expectError(get("/v1/threads?limit=0"), 400, "invalid_limit");
+  expectError(get("/v1/threads?limit=abc"), 400, "invalid_limit");
+  expectError(get("/v1/threads?offset=-1"), 400, "invalid_offset");
+
+  auto thread = get("/v1/threads/t1");
+  ASSERT_EQ(thread.status, 200);
+  EXPECT_EQ(thread.json()["title"], "One");
+  expectError(get("/v1/threads/nope"), 404, "not_found");
+
+  auto fork = post("/v1/threads/t1/fork", {{"id", "t1-fork"}, {"position", 0}});
+  ASSERT_EQ(fork.status, 201) << fork.body;
+  EXPECT_EQ(fork.json()["parent_id"], "t1");
+  EXPECT_EQ(fork.json()["messages"].size(), 0u);
+  expectError(post("/v1/threads/t1/fork", {{"position", 5}}), 400, "invalid_position");
+  expectError(post("/v1/threads/t1/fork", {{"position", "x"}}), 400, "invalid_position");
+  expectError(post("/v1/threads/nope/fork"), 404, "not_found");
+
+  auto deleted = del("/v1/threads/t1-fork");
+  ASSERT_EQ(deleted.status, 200);
+  EXPECT_TRUE(deleted.json()["deleted"]);
+  expectError(del("/v1/threads/t1-fork"), 404, "not_found");
+  expectError(get("/v1/threads/t1-fork"), 404, "not_found");
+}
+
+TEST_F(ServiceTest, OperationsApplyAsBatchesAndUndo) {
+  start();
+  ASSERT_EQ(post("/v1/threads", {{"id", "t"}, {"system", "S"}}).status, 201);
+  auto inserted = post("/v1/threads/t/operations", json::parse(R"({"operations": [
+      {"operation": "insert", "insert": {"position": -1, "messages": [
+          {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}}]})"));
+  ASSERT_EQ(inserted.status, 200) << inserted.body;
+  EXPECT_EQ(inserted.json()["messages"].size(), 3u);
+  const auto batch = inserted.json()["batch"].get<int>();
+  auto truncated = post("/v1/threads/t/operations",
+                        {{"operation", "truncate"}, {"truncate", {{"keepLast", 1}}}});
+  ASSERT_EQ(truncated.status, 200) << truncated.body;
+  EXPECT_EQ(truncated.json()["messages"].size(), 1u);
+  EXPECT_EQ(truncated.json()["batch"], batch + 1);
+  // Stored: a new client sees the same view.
+  EXPECT_EQ(get("/v1/threads/t").json()["messages"].size(), 1u);
+  auto undone = post("/v1/threads/t/operations", {{"operation", "undo"}});
+  ASSERT_EQ(undone.status, 200) << undone.body;
+  EXPECT_EQ(undone.json()["messages"].size(), 3u);
+  EXPECT_EQ(get("/v1/threads/t").json()["messages"].size(), 3u);
+
+  auto bad = post("/v1/threads/t/operations",
+                  {{"operation", "truncate"}, {"truncate", {{"keepLast", -1}}}});
+  expectError(bad, 400, "invalid_operation");
+  EXPECT_NE(bad.json()["error"]["message"].get<std::string>().find("keepLast"), std::string::npos);
+  expectError(post("/v1/threads/t/operations", {{"operation", "explode"}}), 400,
+              "invalid_operation");
+  // Nothing of a refused operation was stored.
+  EXPECT_EQ(get("/v1/threads/t").json()["messages"].size(), 3u);
+
+  // A thread with an unfinished run refuses operations: its worker owns the thread.
+  runs->submit("t", "busy");
+  expectError(post("/v1/threads/t/operations", {{"operation", "clear"}}), 409, "thread_busy");
+}
+
+TEST_F(ServiceTest, RunsSubmitReadCancelRespond) {
+  start();
+  auto submitted = post("/v1/threads/t/runs", {{"input", "Hi"}, {"id", "r-1"}});
+  ASSERT_EQ(submitted.status, 202) << submitted.body;
+  EXPECT_EQ(submitted.json()["run"], "r-1");
+  EXPECT_EQ(submitted.json()["status"], "queued");
+  EXPECT_EQ(submitted.json()["thread"], "t");
+  auto run = get("/v1/runs/r-1");
+  ASSERT_EQ(run.status, 200);
+  EXPECT_EQ(run.json()["input"][0]["content"], "Hi");
+  auto listed = get("/v1/threads/t/runs");
+  ASSERT_EQ(listed.status, 200);
+  EXPECT_EQ(listed.json()["data"].size(), 1u);
+
+  // reject: the thread has an unfinished run.
+  auto rejected = post("/v1/threads/t/runs", {{"input", "again"}, {"policy", "reject"}});
+  expectError(rejected, 409, "run_rejected");
+  EXPECT_EQ(rejected.json()["run"]["status"], "rejected");
+
+  expectError(post("/v1/threads/t/runs", {{"input", "x"}, {"policy", "sometimes"}}), 400,
+              "invalid_policy");
+  expectError(post("/v1/threads/t/runs", json::object()), 400, "invalid_input");
+  expectError(post("/v1/threads/t/runs", {{"input", ""}}), 400, "invalid_input");
+  expectError(post("/v1/threads/t/runs", {{"input", {{{"role", "user"}}}}}), 400, "invalid_input");
+  expectError(post("/v1/threads/t/runs", {{"input", "x"}, {"id", "r-1"}}), 409, "run_exists");
+  expectError(post("/v1/threads/t/runs", {{"input", "x"}, {"stream", "yes"}}), 400,
+              "invalid_stream");
+  expectError(get("/v1/runs/r-none"), 404, "not_found");
+  expectError(post("/v1/runs/r-none/cancel"), 404, "not_found");
+
+  expectError(post("/v1/runs/r-1/respond", {{"response", "x"}}), 409, "run_not_waiting");
+  // A waiting run takes an answer once.
+  auto claim = runs->claim("w", 60s);
+  ASSERT_TRUE(claim);
+  runs->wait(claim->lease, {{"question", "Which city?"}});
+  expectError(post("/v1/runs/r-1/respond", json::object()), 400, "invalid_response");
+  auto answered = post("/v1/runs/r-1/respond", {{"response", "Oslo"}});
+  ASSERT_EQ(answered.status, 200) << answered.body;
+  EXPECT_EQ(answered.json()["response"], "Oslo");
+  expectError(post("/v1/runs/r-1/respond", {{"response", "Bergen"}}), 409, "run_not_waiting");
+
+  auto cancelled = post("/v1/runs/r-1/cancel");
+  ASSERT_EQ(cancelled.status, 200);
+  EXPECT_EQ(cancelled.json()["status"], "cancelled");
+}
+
+TEST_F(ServiceTest, BadRequestsGetErrorObjects) {
+  start();
+  expectError(http("POST", base + "/v1/threads", "{not json", {}), 400, "invalid_json");
+  expectError(http("POST", base + "/v1/threads", "[1]", {}), 400, "invalid_json");
+  expectError(get("/v1/nothing"), 404, "not_found");
+  expectError(get("/v1/threads/bad%20id"), 400, "invalid_id");
+  expectError(get("/v1/threads/" + std::string(129, 'a')), 400, "invalid_id");
+  expectError(post("/v1/threads", {{"id", "a/b"}}), 400, "invalid_id");
+  expectError(get("/v1/runs/x%27%3B"), 400, "invalid_id");
+  // Deeply nested JSON is refused before it is built.
+  std::string deep(1000, '[');
+  expectError(http("POST", base + "/v1/threads", "{\"metadata\":" + deep, {}), 400, "invalid_json");
+}
+
+TEST_F(ServiceTest, WithoutATokenOnlyLoopback) {
+  ServiceOptions options;
+  options.host = "0.0.0.0";
+  EXPECT_THROW(Service service(runs, options), ValidationError);
+  options.authTokens = {kTokenA};
+  EXPECT_NO_THROW(Service service(runs, options));
+  options.authTokens = {"short"};
+  EXPECT_THROW(Service service(runs, options), ValidationError);
+}
+
+TEST_F(ServiceTest, BearerTokensAnyOfSeveral) {
+  ServiceOptions options;
+  options.authTokens = {kTokenA, kTokenB};
+  start(options);
+  expectError(http("GET", base + "/v1/threads"), 401, "invalid_token");
+  expectError(http("GET", base + "/v1/threads", "", {"Authorization: Bearer wrong-token-wrong"}),
+              401, "invalid_token");
+  expectError(http("GET", base + "/metrics"), 401, "invalid_token");
+  EXPECT_EQ(http("GET", base + "/v1/threads", "", {std::string("Authorization: Bearer ") + kTokenA})
+                .status,
+            200);
+  EXPECT_EQ(http("GET", base + "/v1/threads", "", {std::string("Authorization: Bearer ") + kTokenB})
+                .status,
+            200);
+  // What a load balancer and a browser need stays open.
+  EXPECT_EQ(http("GET", base + "/healthz").status, 200);
+  EXPECT_EQ(http("GET", base + "/").status, 200);
+  // EventSource cannot send headers: the stream takes the token as a parameter.
+  ASSERT_EQ(post("/v1/threads", {{"id", "t"}}).status, 201);
+  auto refused = readSse(base + "/v1/threads/t/events", [](const SseEvent&) { return false; });
+  EXPECT_EQ(refused.status, 401);
+  auto stream = readSse(
+      base + "/v1/threads/t/events?access_token=" + kTokenB, [](const SseEvent&) { return false; },
+      {}, 1'500);
+  EXPECT_EQ(stream.status, 200);
+}
+
+TEST_F(ServiceTest, BodyPastTheCapIs413) {
+  ServiceOptions options;
+  options.maxBodyBytes = 1'000;
+  start(options);
+  json big = {{"id", "t"}, {"title", std::string(2'000, 'x')}};
+  expectError(post("/v1/threads", big), 413, "body_too_large");
+  EXPECT_FALSE(runs->threads().threadInfo("t"));
+  EXPECT_EQ(post("/v1/threads", {{"id", "t"}}).status, 201);
+}
+
+TEST_F(ServiceTest, RateLimitPerToken) {
+  ServiceOptions options;
+  options.authTokens = {kTokenA, kTokenB};
+  options.ratePerSecond = 0.001;  // one per 1000 s after the burst: the test cannot refill it
+  options.rateBurst = 3;
+  start(options);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(get("/v1/threads").status, 200);
+  auto limited = get("/v1/threads");
+  expectError(limited, 429, "rate_limited");
+  EXPECT_FALSE(limited.headers["retry-after"].empty());
+  // The other token has its own bucket.
+  EXPECT_EQ(http("GET", base + "/v1/threads", "", {std::string("Authorization: Bearer ") + kTokenB})
+                .status,
+            200);
+}
+
+TEST_F(ServiceTest, CorsOnlyWithAnOrigin) {
+  start();
+  auto plain = get("/v1/threads");
+  EXPECT_EQ(plain.headers.count("access-control-allow-origin"), 0u);
+  EXPECT_EQ(http("OPTIONS", base + "/v1/threads").status, 404);
+  service.reset();
+  ServiceOptions options;
+  options.corsOrigin = "https://app.example";
+  start(options);
+  auto allowed = get("/v1/threads");
+  EXPECT_EQ(allowed.headers["access-control-allow-origin"], "https://app.example");
+  auto preflight = http("OPTIONS", base + "/v1/threads", "",
+                        {"Origin: https://app.example", "Access-Control-Request-Method: POST"});
+  EXPECT_EQ(preflight.status, 204);
+  EXPECT_NE(preflight.headers["access-control-allow-headers"].find("Authorization"),
+            std::string::npos);
+}
+
+TEST_F(ServiceTest, StreamResumesWithLastEventIdNothingLostOrDoubled) {
+  start();
+  const Lease lease = claimRun("t");
+  const int64_t last = appendEvents(lease, 5);
+  std::vector<int64_t> seen;
+  // First connection: stop after the third of our events.
+  int ours = 0;
+  auto first = readSse(base + "/v1/threads/t/events", [&](const SseEvent& e) {
+    seen.push_back(std::stoll(e.id));
+    json data = json::parse(e.data);
+    EXPECT_EQ(data["seq"], std::stoll(e.id));
+    EXPECT_EQ(data["type"], e.event);
+    return !(e.event == "test_event" && ++ours == 3);
+  });
+  ASSERT_EQ(first.status, 200);
+  EXPECT_EQ(first.headers["content-type"], "text/event-stream");
+  // Reconnect from the last id seen, while more events are written.
+  auto writer = std::async(std::launch::async, [&] { return appendEvents(lease, 3); });
+  const int64_t end = writer.get();
+  auto second = readSse(base + "/v1/threads/t/events",
+                        [&](const SseEvent& e) {
+                          seen.push_back(std::stoll(e.id));
+                          return std::stoll(e.id) < end;
+                        },
+                        {"Last-Event-ID: " + std::to_string(seen.back())});
+  ASSERT_EQ(second.status, 200);
+  std::vector<int64_t> expected;
+  for (int64_t s = 1; s <= end; ++s)
+    expected.push_back(s);
+  EXPECT_EQ(seen, expected);
+  EXPECT_GT(end, last);
+
+  // ?after=N is the same.
+  std::vector<int64_t> tail;
+  readSse(base + "/v1/threads/t/events?after=" + std::to_string(end - 2), [&](const SseEvent& e) {
+    tail.push_back(std::stoll(e.id));
+    return std::stoll(e.id) < end;
+  });
+  EXPECT_EQ(tail, (std::vector<int64_t>{end - 1, end}));
+  // Without following: the events there are, then the end.
+  auto page = get("/v1/threads/t/events?follow=false&after=" + std::to_string(end - 1));
+  ASSERT_EQ(page.status, 200);
+  EXPECT_EQ(page.body.find("id: " + std::to_string(end - 1) + "\n"), std::string::npos);
+  EXPECT_EQ(page.body.rfind("id: " + std::to_string(end) + "\nevent: test_event\ndata: {", 0), 0u)
+      << page.body;
+  expectError(get("/v1/threads/t/events?after=x"), 400, "invalid_after");
+  expectError(get("/v1/threads/none/events"), 404, "not_found");
+}
+
+TEST_F(ServiceTest, AConnectedStreamGetsEventsWrittenLater) {
+  ServiceOptions options;
+  options.heartbeat = 100ms;
+  start(options);
+  const Lease lease = claimRun("t");
+  const int64_t before = appendEvents(lease, 1);
+  std::vector<std::string> types;
+  auto reader = std::async(std::launch::async, [&] {
+    return readSse(base + "/v1/threads/t/events?after=" + std::to_string(before),
+                   [&](const SseEvent& e) {
+                     types.push_back(e.event);
+                     return e.event != "later";
+                   });
+  });
+  // The stream is open once the service counts it.
+  ASSERT_TRUE(waitForStreams(1));
+  appendEvents(lease, 2, "later");
+  auto read = reader.get();
+  EXPECT_FALSE(read.timedOut);
+  EXPECT_EQ(types, (std::vector<std::string>{"later"}));
+}
+
+TEST_F(ServiceTest, HeartbeatsOnAnIdleStream) {
+  ServiceOptions options;
+  options.heartbeat = 50ms;
+  start(options);
+  ASSERT_EQ(post("/v1/threads", {{"id", "t"}}).status, 201);
+  // No events: the stream carries only comments until the client leaves.
+  auto read = readSse(
+      base + "/v1/threads/t/events", [](const SseEvent&) { return false; }, {}, 1'000);
+  EXPECT_TRUE(read.timedOut);
+  EXPECT_GE(read.comments, 2);
+  EXPECT_TRUE(read.events.empty());
+}
+
+TEST_F(ServiceTest, AnEventPastTheCapIsSentTruncated) {
+  ServiceOptions options;
+  options.maxEventBytes = 1'000;
+  start(options);
+  const Lease lease = claimRun("t");
+  std::vector<EventInput> events = {{"big", {{"text", std::string(5'000, 'x')}}},
+                                    {"small", {{"text", "y"}}}};
+  const int64_t last = runs->appendEvents(lease, events);
+  std::map<std::string, json> got;
+  readSse(base + "/v1/threads/t/events", [&](const SseEvent& e) {
+    got[e.event] = json::parse(e.data);
+    EXPECT_LE(e.data.size(), 1'000u);
+    return std::stoll(e.id) < last;
+  });
+  ASSERT_TRUE(got.count("big"));
+  EXPECT_EQ(got["big"]["payload"]["truncated"], true);
+  EXPECT_GT(got["big"]["payload"]["bytes"].get<int>(), 5'000);
+  EXPECT_EQ(got["small"]["payload"]["text"], "y");
+}
+
+TEST_F(ServiceTest, StreamsPastTheCapAre503) {
+  ServiceOptions options;
+  options.maxStreams = 1;
+  options.heartbeat = 50ms;
+  start(options);
+  ASSERT_EQ(post("/v1/threads", {{"id", "t"}}).status, 201);
+  auto holder = std::async(std::launch::async, [&] {
+    return readSse(
+        base + "/v1/threads/t/events", [](const SseEvent&) { return true; }, {}, 3'000);
+  });
+  ASSERT_TRUE(waitForStreams(1));
+  auto refused = readSse(base + "/v1/threads/t/events", [](const SseEvent&) { return false; });
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_NE(refused.body.find("too_many_streams"), std::string::npos);
+  holder.get();
+}
+
+TEST_F(ServiceTest, StreamEndsWhenTheThreadIsDeleted) {
+  start();
+  const Lease lease = claimRun("t");
+  appendEvents(lease, 1);
+  auto reader = std::async(std::launch::async, [&] {
+    return readSse(
+        base + "/v1/threads/t/events", [](const SseEvent&) { return true; }, {}, 20'000);
+  });
+  ASSERT_TRUE(waitForStreams(1));
+  ASSERT_EQ(del("/v1/threads/t").status, 200);
+  auto read = reader.get();
+  EXPECT_FALSE(read.timedOut);
+  EXPECT_EQ(read.events.size(), 3u);  // run_queued, run_started, test_event
+}
+
+TEST_F(ServiceTest, HealthAndMetrics) {
+  start();
+  auto health = get("/healthz");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.json()["status"], "ok");
+  runs->submit("t", "one");
+  runs->submit("t", "two");
+  get("/v1/threads");
+  auto metrics = get("/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.body.find("parley_runs{state=\"queued\"} 2"), std::string::npos)
+      << metrics.body;
+  EXPECT_NE(metrics.body.find("parley_queue_depth 2"), std::string::npos);
+  EXPECT_NE(metrics.body.find("parley_stream_clients 0"), std::string::npos);
+  EXPECT_NE(metrics.body.find("parley_http_request_duration_seconds_bucket{le=\"+Inf\"}"),
+            std::string::npos);
+  EXPECT_NE(metrics.body.find("parley_http_requests_total{code=\"200\"}"), std::string::npos);
+}
+
+TEST_F(ServiceTest, StopEndsOpenStreamsAtOnce) {
+  ServiceOptions options;
+  options.heartbeat = 60s;
+  start(options);
+  ASSERT_EQ(post("/v1/threads", {{"id", "t"}}).status, 201);
+  auto reader = std::async(std::launch::async, [&] {
+    return readSse(
+        base + "/v1/threads/t/events", [](const SseEvent&) { return true; }, {}, 30'000);
+  });
+  ASSERT_TRUE(waitForStreams(1));
+  service->stop();
+  auto read = reader.get();
+  EXPECT_FALSE(read.timedOut);
+}
+
+}  // namespace
+}  // namespace parley::testing
