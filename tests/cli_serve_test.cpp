@@ -101,7 +101,7 @@ class CliServeTest : public ::testing::Test {
     answers.push_back(reply.body);
     return reply;
   }
-  // The events of `thread` from `after` on, until `runId`'s run_completed (or run_failed).
+  // The events of `thread` from `after` on, until `runId`'s last event.
   std::vector<SseEvent> streamRun(const std::string& base, const std::string& thread,
                                   const std::string& runId, int64_t after = 0,
                                   std::function<bool(const SseEvent&)> more = {}) {
@@ -115,7 +115,8 @@ class CliServeTest : public ::testing::Test {
           answers.push_back(e.data);
           if (more && !more(e)) return false;
           json data = json::parse(e.data);
-          return !(data["run"] == runId && (e.event == "run_completed" || e.event == "run_failed"));
+          return !(data["run"] == runId &&
+                   (e.event == "llm_execution_completed" || e.event == "llm_execution_failed"));
         },
         headers, 60'000);
     EXPECT_FALSE(read.timedOut);
@@ -150,7 +151,7 @@ TYPED_TEST(CliServeTest, RunSubmittedOverHttpCompletesWithStreamedEvents) {
     if (e.event == "llm_stream_chunk") streamed += chunkText(e);
   }
   EXPECT_EQ(types.front(), "run_queued");
-  EXPECT_EQ(types.back(), "run_completed");
+  EXPECT_EQ(types.back(), "llm_execution_completed");
   EXPECT_NE(std::find(types.begin(), types.end(), "message_added"), types.end());
   EXPECT_EQ(streamed, "one two three four five six seven eight nine ten eleven twelve");
 
@@ -183,7 +184,7 @@ TYPED_TEST(CliServeTest, StreamCutMidRunResumesWithLastEventId) {
   const int64_t cut = std::stoll(first.back().id);
   auto rest = this->streamRun(s.base, "t", runId, cut);
   ASSERT_FALSE(rest.empty());
-  EXPECT_EQ(rest.back().event, "run_completed");
+  EXPECT_EQ(rest.back().event, "llm_execution_completed");
   std::vector<int64_t> seqs;
   std::string streamed;
   for (const auto* part : {&first, &rest}) {
@@ -256,7 +257,7 @@ TEST(CliServePostgres, AClientOfOneServiceSeesRunsSubmittedThroughAnother) {
         baseA + "/v1/threads/shared/events",
         [&](const SseEvent& e) {
           got.push_back(e);
-          return e.event != "run_completed";
+          return e.event != "llm_execution_completed";
         },
         auth, 60'000);
     EXPECT_FALSE(read.timedOut);
@@ -277,7 +278,7 @@ TEST(CliServePostgres, AClientOfOneServiceSeesRunsSubmittedThroughAnother) {
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.front().event, "run_queued");
   EXPECT_EQ(json::parse(events.front().data)["run"], runId);
-  EXPECT_EQ(events.back().event, "run_completed");
+  EXPECT_EQ(events.back().event, "llm_execution_completed");
   std::string streamed;
   for (const auto& e : events)
     if (e.event == "llm_stream_chunk") streamed += chunkText(e);

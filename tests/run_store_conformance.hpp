@@ -282,7 +282,7 @@ TYPED_TEST_P(RunStoreConformance, ClaimsTheOldestHeadRunOfAFreeThread) {
   EXPECT_THROW(this->runs().claim("w", 0ms), ValidationError);
   EXPECT_EQ(this->eventTypes("a"),
             (std::vector<std::string>{"run_queued", "run_queued", "run_started", "run_completed",
-                                      "run_started"}));
+                                      "llm_execution_completed", "run_started"}));
 }
 
 // The heart of fencing: a worker whose lease expired and was taken over writes nothing.
@@ -337,7 +337,7 @@ TYPED_TEST_P(RunStoreConformance, FinishWithTurnCommitsTheAnswerAndTheEndTogethe
                                         std::vector<EventInput>{{"message_added", tricky}}),
             2);
   const auto logged = this->runs().readEvents("t", 0);
-  ASSERT_EQ(logged.size(), 4u);
+  ASSERT_EQ(logged.size(), 5u);
   EXPECT_EQ(logged[2].payload, tricky);
   EXPECT_EQ(logged[2].runId, run.id);
   EXPECT_EQ(logged[3].seq, logged[2].seq + 1);
@@ -345,8 +345,11 @@ TYPED_TEST_P(RunStoreConformance, FinishWithTurnCommitsTheAnswerAndTheEndTogethe
   RunInfo done = *this->runs().run(run.id);
   EXPECT_EQ(done.status, RunStatus::Completed);
   EXPECT_EQ(done.result, json({{"content", "world"}}));
-  EXPECT_EQ(this->eventTypes("t"), (std::vector<std::string>{"run_queued", "run_started",
-                                                             "message_added", "run_completed"}));
+  EXPECT_EQ(this->eventTypes("t"),
+            (std::vector<std::string>{"run_queued", "run_started", "message_added", "run_completed",
+                                      "llm_execution_completed"}));
+  const auto last = this->runs().readEvents("t", 0).back();
+  EXPECT_EQ(last.payload, json({{"runId", run.id}, {"result", {{"content", "world"}}}}));
   EXPECT_THROW(this->runs().renew(claim.lease, 10s), LeaseLost);  // it went with the finish
 }
 
@@ -742,8 +745,8 @@ TYPED_TEST_P(RunStoreConformance, FinishExpiresOldStreamChunks) {
   std::vector<std::string> types;
   for (const auto& e : runs->readEvents("t", 0))
     types.push_back(e.type);
-  EXPECT_EQ(types,
-            (std::vector<std::string>{"run_queued", "run_started", "keep", "run_completed"}));
+  EXPECT_EQ(types, (std::vector<std::string>{"run_queued", "run_started", "keep", "run_completed",
+                                             "llm_execution_completed"}));
 }
 
 TYPED_TEST_P(RunStoreConformance, AWaiterWakesForEventsOfAnotherStoreObject) {

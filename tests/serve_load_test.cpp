@@ -76,7 +76,7 @@ TEST(ServeLoad, AThousandStreamsEachGetEveryEventOnce) {
   ASSERT_EQ(base.rfind("http://", 0), 0u);
   ASSERT_EQ(http("POST", base + "/v1/threads", json{{"id", "load"}}.dump()).status, 201);
 
-  SseSwarm swarm("run_completed");
+  SseSwarm swarm("llm_execution_completed");
   const long before = rssKiB(serve.pid());
   for (size_t i = 0; i < kClients; ++i)
     swarm.add(base + "/v1/threads/load/events");
@@ -96,7 +96,7 @@ TEST(ServeLoad, AThousandStreamsEachGetEveryEventOnce) {
   ASSERT_FALSE(first.ids.empty());
   for (size_t i = 0; i < first.ids.size(); ++i)
     ASSERT_EQ(first.ids[i], static_cast<int64_t>(i + 1));
-  EXPECT_EQ(first.types.back(), "run_completed");
+  EXPECT_EQ(first.types.back(), "llm_execution_completed");
   std::string streamed;
   for (const auto& c : swarm.clients()) {
     ASSERT_EQ(c->ids, first.ids);

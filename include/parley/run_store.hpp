@@ -200,6 +200,11 @@ struct StoredEvent {
 // "run_rejected", "run_started", "run_cancel_requested", "run_waiting", "run_responded",
 // "run_released", "run_completed", "run_failed" and "run_cancelled" as runs change state.
 inline constexpr const char* kStreamChunkEventType = "llm_stream_chunk";
+// A run's last event, whatever ended it (its worker, a cancel, a policy), written right after
+// run_completed, run_failed or run_cancelled: llm_execution_completed {"runId", "result"} or
+// llm_execution_failed {"runId", "error", "cancelled"} (a cancelled run counts as failed).
+inline constexpr const char* kRunCompletedEventType = "llm_execution_completed";
+inline constexpr const char* kRunFailedEventType = "llm_execution_failed";
 
 // The JSON forms `parley runs` prints and `parley serve` answers with (times as ISO 8601 UTC with
 // milliseconds; empty texts as null). toJson(RunInfo) leaves the input out (it may be large):

@@ -193,6 +193,26 @@ int64_t appendEventRows(SqlConnection& c, const std::string& threadId,
   return last;
 }
 
+// The events that end a run, whoever ends it: the store's run_<status>, then the run's last
+// event in the executor's words (kRunCompletedEventType, kRunFailedEventType), so that a reader
+// of the log knows a run has ended from two types.
+void endEvents(std::vector<EventRow>& events, const std::string& runId, const std::string& traceId,
+               RunStatus status, const std::string& reason, const json& result) {
+  json payload = json::object();
+  if (!reason.empty()) payload["error"] = reason;
+  if (!result.is_null()) payload["result"] = result;
+  events.push_back({runId, traceId, "run_" + std::string(toString(status)), payload.dump()});
+  json last = {{"runId", runId}};
+  if (status == RunStatus::Completed) {
+    last["result"] = result;
+    events.push_back({runId, traceId, kRunCompletedEventType, last.dump()});
+  } else {
+    last["error"] = reason;
+    last["cancelled"] = status == RunStatus::Cancelled;
+    events.push_back({runId, traceId, kRunFailedEventType, last.dump()});
+  }
+}
+
 EventRow lifecycle(const RunInfo& run, const char* type, json payload = json::object()) {
   return {run.id, run.options.traceId, type, payload.dump()};
 }
@@ -270,7 +290,7 @@ void cancelNow(SqlConnection& c, const RunInfo& run, const std::string& reason, 
       "pending_reply = NULL, pending_at = NULL, finished_at = $2, updated_at = $2 WHERE id = $3",
       {reason, now, run.id});
   revokeLease(c, run.threadId, run.id);
-  events.push_back(lifecycle(run, "run_cancelled", {{"error", reason}}));
+  endEvents(events, run.id, run.options.traceId, RunStatus::Cancelled, reason, nullptr);
 }
 
 void requestCancel(SqlConnection& c, const RunInfo& run, CancelRequest request,
@@ -1151,11 +1171,7 @@ void writeFinish(SqlConnection& c, const Lease& lease, RunStatus status, const s
       {std::string(toString(status)), reason.empty() ? SqlValue() : SqlValue(reason),
        result.is_null() ? SqlValue() : SqlValue(resultText), now, lease.runId});
   freeLease(c, lease.threadId);
-  json payload = json::object();
-  if (!reason.empty()) payload["error"] = reason;
-  if (!result.is_null()) payload["result"] = result;
-  rows.push_back(
-      {lease.runId, lease.traceId, "run_" + std::string(toString(status)), payload.dump()});
+  endEvents(rows, lease.runId, lease.traceId, status, reason, result);
   appendEventRows(c, lease.threadId, rows, now);
   notify(c, kRunsChannel, lease.runId);
 }
