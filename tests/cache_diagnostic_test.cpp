@@ -5,6 +5,7 @@
 
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
+#include "mock_fixture.hpp"
 #include "parley/context_ops.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/openai_client.hpp"
@@ -19,21 +20,13 @@ using nlohmann::json;
 class CacheDiagnosis : public ::testing::Test {
  protected:
   void SetUp() override {
-    mock::MockOptions options;
-    options.script = mock::readScript(
+    server_ = testing::startMockServer(
         R"({"reply": {"content": "echo {{last_user}}", "usage": {"prompt_tokens": 40, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 32}}}})");
-    server_ = std::make_unique<mock::MockServer>(options);
-    server_->start();
   }
 
   ConversationOptions options() {
-    ClientOptions client;
-    client.baseUrl = server_->baseUrl();
-    client.apiKey = "sk-test";
-    client.model = "m";
-    client.maxRetries = 0;
     ConversationOptions o;
-    o.llm = std::make_shared<OpenAiClient>(client);
+    o.llm = std::make_shared<OpenAiClient>(testing::mockClientOptions(*server_));
     o.tools = tools_;
     o.systemPrompt = "You are terse.";
     return o;

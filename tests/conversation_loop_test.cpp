@@ -11,6 +11,7 @@
 
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
+#include "mock_fixture.hpp"
 #include "parley/compression.hpp"
 #include "parley/context_ops.hpp"
 #include "parley/conversation_manager.hpp"
@@ -31,20 +32,11 @@ const char* kWeatherSchema =
 
 class ConversationLoop : public ::testing::Test {
  protected:
-  void startMock(const std::string& script) {
-    mock::MockOptions options;
-    options.script = mock::readScript(script);
-    server_ = std::make_unique<mock::MockServer>(options);
-    server_->start();
-  }
+  void startMock(const std::string& script) { server_ = testing::startMockServer(script); }
 
   std::shared_ptr<OpenAiClient> client(int maxRetries = 0) {
-    ClientOptions options;
-    options.baseUrl = server_->baseUrl();
-    options.apiKey = "sk-test";
-    options.model = "gpt-4o-mini";
-    options.maxRetries = maxRetries;
-    return std::make_shared<OpenAiClient>(options);
+    return std::make_shared<OpenAiClient>(
+        testing::mockClientOptions(*server_, "gpt-4o-mini", maxRetries));
   }
 
   ConversationOptions options(bool stream = false) {

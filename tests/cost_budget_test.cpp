@@ -5,6 +5,7 @@
 
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
+#include "mock_fixture.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/cost.hpp"
 #include "parley/errors.hpp"
@@ -25,21 +26,11 @@ std::shared_ptr<const PriceTable> onePerMillion() {
 
 class Budget : public ::testing::Test {
  protected:
-  void startMock(const std::string& script) {
-    mock::MockOptions options;
-    options.script = mock::readScript(script);
-    server_ = std::make_unique<mock::MockServer>(options);
-    server_->start();
-  }
+  void startMock(const std::string& script) { server_ = testing::startMockServer(script); }
 
   ConversationOptions options(CostBudget budget) {
-    ClientOptions client;
-    client.baseUrl = server_->baseUrl();
-    client.apiKey = "sk-test";
-    client.model = "m";
-    client.maxRetries = 0;
     ConversationOptions o;
-    o.llm = std::make_shared<OpenAiClient>(client);
+    o.llm = std::make_shared<OpenAiClient>(testing::mockClientOptions(*server_));
     o.systemPrompt = "You are terse.";
     budget.prices = onePerMillion();
     budget.model = "m";
