@@ -228,6 +228,77 @@ TEST(ResponsesReader, SampleStreamAtEverySplitPoint) {
   }
 }
 
+// A message of `text` in a Responses stream whose done events repeat the whole text, as OpenAI
+// sends them; with `deltas` false the text comes only in the done events.
+std::string largeResponsesStream(const std::string& text, bool deltas) {
+  const json quoted = text;
+  const std::string item =
+      R"({"id":"msg_9","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":)" +
+      quoted.dump() + R"(,"annotations":[]}]})";
+  std::string s =
+      R"(data: {"type":"response.created","response":{"id":"resp_9","created_at":7,"status":"in_progress","model":"m","output":[]}})"
+      "\n\n"
+      R"(data: {"type":"response.output_item.added","output_index":0,"item":{"id":"msg_9","type":"message","role":"assistant","content":[]}})"
+      "\n\n";
+  for (size_t at = 0, next = 0; deltas && at < text.size(); at = next) {
+    next = std::min(text.size(), at + 7);
+    while (next < text.size() && (static_cast<unsigned char>(text[next]) & 0xC0) == 0x80)
+      ++next;
+    s +=
+        R"(data: {"type":"response.output_text.delta","output_index":0,"content_index":0,"delta":)" +
+        json(text.substr(at, next - at)).dump() + "}\n\n";
+  }
+  s += R"(data: {"type":"response.output_text.done","output_index":0,"content_index":0,"text":)" +
+       quoted.dump() + "}\n\n";
+  s += R"(data: {"type":"response.output_item.done","output_index":0,"item":)" + item + "}\n\n";
+  s +=
+      R"(data: {"type":"response.completed","response":{"id":"resp_9","created_at":7,"status":"completed","model":"m","output":[)" +
+      item +
+      R"(],"usage":{"input_tokens":50,"input_tokens_details":{"cached_tokens":40},"output_tokens":900,"output_tokens_details":{"reasoning_tokens":0}}}})"
+      "\n\n";
+  return s;
+}
+
+// The large events (the done events and response.completed repeat the output) take a path of
+// their own that reads only the fields the reply needs: it must read them as the full path does.
+TEST(ResponsesReader, LargeDoneEventsReadLikeSmallOnes) {
+  std::string text;
+  while (text.size() < 20000)
+    text += "Fjord \"quoted\" é\n ";
+  for (bool deltas : {true, false}) {
+    const std::string stream = largeResponsesStream(text, deltas);
+    for (size_t at : {size_t(0), stream.size() / 3, stream.size() - 5}) {
+      ResponsesAssembler a;
+      feed(a, stream, at);
+      ASSERT_TRUE(a.sawEnd());
+      ChatResult r = a.finish();
+      EXPECT_EQ(r.message.content, text) << "deltas " << deltas;
+      EXPECT_EQ(r.message.extra["response_item_ids"], json({{"message", "msg_9"}}));
+      EXPECT_EQ(r.finishReason, "stop");
+      EXPECT_EQ(r.usage->promptTokens, 50);
+      EXPECT_EQ(r.usage->raw["prompt_tokens_details"]["cached_tokens"], 40);
+      EXPECT_EQ(r.usage->totalTokens, 950);
+      EXPECT_EQ(r.id, "resp_9");
+      EXPECT_EQ(r.model, "m");
+    }
+  }
+  {  // a large event after the end is refused as a small one is
+    ResponsesAssembler a;
+    const std::string stream = largeResponsesStream(text, true);
+    feed(a, stream, 0);
+    const size_t done = stream.find("data: {\"type\":\"response.output_text.done");
+    const std::string event = stream.substr(done + 6, stream.find("\n\n", done) - done - 6);
+    ASSERT_GT(event.size(), 4096u);
+    EXPECT_THROW(a.addEvent(event), ProtocolError);
+  }
+  {  // a large event that is not JSON is the same clear error
+    ResponsesAssembler a;
+    EXPECT_THROW(
+        a.addEvent(R"({"type":"response.completed","response":{"id":")" + std::string(5000, 'x')),
+        ProtocolError);
+  }
+}
+
 TEST(ResponsesReader, IncompleteResponseIsLength) {
   ChatResult r = resultFromResponse(R"({"id":"resp_2","object":"response","status":"incomplete",
     "incomplete_details":{"reason":"max_output_tokens"},"model":"m",

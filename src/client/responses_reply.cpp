@@ -64,6 +64,10 @@ constexpr std::array<std::string_view, 13> kIgnoredEvents = {
   throw HttpError(std::move(details));
 }
 
+// Events this large are read by the fast path too: they repeat the output, and building a json
+// value of it costs more than picking the few fields the reply needs.
+constexpr size_t kLargeEventBytes = 4096;
+
 struct Item {
   std::string type;  // message, function_call, reasoning, or another kept as is
   std::string id;
@@ -116,10 +120,13 @@ struct ResponsesAssembler::State {
     }
   }
 
-  // Most events of a stream are deltas: read those with simdjson, without building a json value.
-  // Returns false (nothing done) for any other event, which takes the full path.
-  bool fastDelta(std::string_view data) {
-    if (data.find(".delta\"") == std::string_view::npos) return false;
+  // Most events of a stream are deltas, and the few large ones repeat the whole output (the
+  // done events, response.completed): read those with simdjson, taking only the fields the reply
+  // needs, without building a json value of the output. Returns false (nothing done) for any
+  // other event or anything unexpected, which then takes the full path.
+  bool fastEvent(std::string_view data) {
+    const bool maybeDelta = data.find(".delta\"") != std::string_view::npos;
+    if (!maybeDelta && data.size() < kLargeEventBytes) return false;
     padded.resize(data.size() + simdjson::SIMDJSON_PADDING);
     std::memcpy(padded.data(), data.data(), data.size());
     try {
@@ -127,6 +134,7 @@ struct ResponsesAssembler::State {
       std::string_view type, piece;
       size_t index = SIZE_MAX;
       bool havePiece = false;
+      ojson lite = ojson::object();  // a large event's small fields
       for (auto field : doc.get_object()) {
         const std::string_view key = field.unescaped_key();
         if (key == "type") {
@@ -136,14 +144,70 @@ struct ResponsesAssembler::State {
         } else if (key == "delta") {
           piece = field.value().get_string();
           havePiece = true;
+        } else if (!maybeDelta && (key == "response" || key == "item")) {
+          lite[std::string(key)] = fieldsExcept(field.value().get_object(), "output", "content");
         }
       }
-      if (!isDelta(type) || !havePiece || ended) return false;
-      addDelta(type, index, piece);
-      return true;
+      if (ended) return false;
+      if (maybeDelta) {
+        if (!isDelta(type) || !havePiece) return false;
+        addDelta(type, index, piece);
+        return true;
+      }
+      if (type == "response.output_text.done" || type == "response.content_part.done") {
+        return true;  // the deltas brought the text (a stream without them has it in the item)
+      }
+      if (type == "response.output_item.done" && index < items.size() && lite.contains("item")) {
+        Item& it = items[index];
+        // A message item whose text the deltas brought: its content is that text again.
+        if (it.type != "message" || it.text.empty() ||
+            stringOf(lite["item"], "type") != "message") {
+          return false;
+        }
+        if (it.id.empty()) it.id = stringOf(lite["item"], "id");
+        return true;
+      }
+      if (type == "response.completed" && lite.contains("response")) {
+        readResponse(lite["response"]);
+        endStream("completed");
+        return true;
+      }
+      return false;
     } catch (const simdjson::simdjson_error&) {
       return false;  // the full path reports it
     }
+  }
+
+  // The object's fields as json, less the two named ones (left unread: simdjson skips them).
+  static ojson fieldsExcept(simdjson::ondemand::object object, std::string_view skip1,
+                            std::string_view skip2) {
+    ojson out = ojson::object();
+    for (auto field : object) {
+      const std::string_view key = field.unescaped_key();
+      if (key == skip1 || key == skip2) continue;
+      simdjson::ondemand::value value = field.value();
+      std::string_view raw;
+      switch (value.type()) {
+        case simdjson::ondemand::json_type::object:
+          raw = simdjson::ondemand::object(value.get_object()).raw_json();
+          break;
+        case simdjson::ondemand::json_type::array:
+          raw = simdjson::ondemand::array(value.get_array()).raw_json();
+          break;
+        default:
+          raw = value.raw_json_token();
+      }
+      ojson parsed = parseOrderedJson(raw, {}, false);
+      if (parsed.is_discarded()) throw simdjson::simdjson_error(simdjson::TAPE_ERROR);
+      out[std::string(key)] = std::move(parsed);
+    }
+    return out;
+  }
+
+  void endStream(const std::string& finishReason) {
+    ended = true;
+    delta.usage = usage;
+    delta.finishReason = finishReason;
   }
 
   simdjson::ondemand::parser parser;
@@ -229,7 +293,7 @@ const StreamDelta& ResponsesAssembler::addEvent(std::string_view data, int statu
   s.delta.toolCalls.clear();
   s.delta.usage.reset();
   s.delta.finishReason.clear();
-  if (s.fastDelta(data)) return s.delta;
+  if (s.fastEvent(data)) return s.delta;
   const ojson value = parseOrderedJson(data, {}, false);
   if (value.is_discarded() || !value.is_object()) {
     throw ProtocolError("a stream event is not a JSON object: " + std::string(data.substr(0, 120)));
@@ -250,10 +314,8 @@ const StreamDelta& ResponsesAssembler::addEvent(std::string_view data, int statu
     s.itemDone(s.itemAt(value), value.contains("item") ? value["item"] : ojson());
   } else if (type == "response.completed" || type == "response.incomplete") {
     s.readResponse(value.contains("response") ? value["response"] : ojson());
-    s.ended = true;
-    s.delta.usage = s.usage;
-    s.delta.finishReason = type == "response.completed" ? "completed" : s.incompleteReason;
-    if (s.delta.finishReason.empty()) s.delta.finishReason = "incomplete";
+    const std::string reason = type == "response.completed" ? "completed" : s.incompleteReason;
+    s.endStream(reason.empty() ? "incomplete" : reason);
   } else if (type == "response.failed") {
     const ojson& response = value.contains("response") ? value["response"] : ojson();
     throwApiError(data,
