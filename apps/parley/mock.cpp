@@ -1,7 +1,6 @@
 // `parley mock`: runs the scripted OpenAI-compatible server until SIGINT or SIGTERM.
 // The first line on stdout is the base URL (e.g. http://127.0.0.1:41234/v1), so a script can
 // start it with --port 0 and read where it listens.
-#include <csignal>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -10,6 +9,7 @@
 #include "commands.hpp"
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
+#include "stop_signals.hpp"
 
 namespace parley::cli {
 namespace {
@@ -44,13 +44,7 @@ int runMock(const MockArgs& args) {
     };
   }
 
-  // Block the stop signals before any server thread exists, so they all inherit the mask and
-  // this thread alone receives them in sigwait().
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  StopSignals stopSignals;  // before any server thread exists
 
   mock::MockServer server(std::move(options));
   server.start();
@@ -58,8 +52,7 @@ int runMock(const MockArgs& args) {
   std::cerr << "parley mock: listening on " << server.baseUrl()
             << (args.script.empty() ? " (demo agent)" : " (script " + args.script + ")")
             << "; Ctrl-C stops\n";
-  int received = 0;
-  sigwait(&signals, &received);
+  stopSignals.wait();
   server.stop();
   return kExitOk;
 }

@@ -11,16 +11,16 @@
 //   parley runs respond --db URL (RUN | --thread ID) ANSWER
 //       answers what the run (or the thread's waiting run) waits for; ANSWER is JSON if it
 //       parses as JSON, else text
-#include <pthread.h>
 
-#include <csignal>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "cli_store.hpp"
 #include "commands.hpp"
 #include "parley/json.hpp"
 #include "parley/run_store.hpp"
+#include "stop_signals.hpp"
 
 namespace parley::cli {
 namespace {
@@ -125,11 +125,8 @@ int cancel(const RunsArgs& args) {
 
 int events(const RunsArgs& args) {
   if (args.timeoutMs < 0) throw ValidationError("--timeout", "must not be negative");
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  if (args.follow) pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::optional<StopSignals> stopSignals;  // --follow ends on SIGINT or SIGTERM, exit 0
+  if (args.follow) stopSignals.emplace();
   RunStore runs(openCliStore(args.db));
   const auto deadline = Clock::now() + std::chrono::milliseconds(args.timeoutMs);
   int64_t seen = args.after;
@@ -146,9 +143,7 @@ int events(const RunsArgs& args) {
       continue;
     }
     if (args.timeoutMs > 0 && Clock::now() >= deadline) return kExitOk;
-    sigset_t pending;
-    sigpending(&pending);
-    if (sigismember(&pending, SIGINT) || sigismember(&pending, SIGTERM)) return kExitOk;
+    if (stopSignals->pending()) return kExitOk;
   }
 }
 

@@ -9,10 +9,8 @@
 // --workers N it also runs N worker loops in the same process (the options of `parley worker`);
 // when no endpoint is configured they talk to the built-in mock's demo agent, with the demo
 // tools, so one command gives a complete single-machine service.
-#include <pthread.h>
 #include <sys/resource.h>
 
-#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -23,6 +21,7 @@
 #include "parley/run_store.hpp"
 #include "parley/service.hpp"
 #include "parley/worker.hpp"
+#include "stop_signals.hpp"
 #include "worker_options.hpp"
 
 namespace parley::cli {
@@ -82,12 +81,7 @@ int runServe(ServeArgs args) {
     setrlimit(RLIMIT_NOFILE, &files);
   }
 
-  // Block the stop signals before any thread exists, so that this thread alone takes them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  StopSignals stopSignals;  // before any thread exists
 
   auto runs = std::make_shared<RunStore>(openCliStore(args.db));
   std::vector<std::unique_ptr<Worker>> workers;
@@ -98,8 +92,7 @@ int runServe(ServeArgs args) {
   Service service(runs, options);
   service.start();
   std::cout << service.baseUrl() << std::endl;
-  int received = 0;
-  sigwait(&signals, &received);
+  const int received = stopSignals.wait();
   std::cerr << "parley serve: stopping (signal " << received << ")\n";
   service.stop();
   for (auto& worker : workers)

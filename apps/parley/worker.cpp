@@ -10,9 +10,7 @@
 // a config file its other profiles serve the runs that name them. The first line on stdout is
 // the worker's id, once it serves; the last, when it stopped, what it did as JSON
 // ({"worker", "claimed", "completed", "failed", "cancelled", "waiting", "handed_back", "lost"}).
-#include <pthread.h>
 
-#include <csignal>
 #include <iostream>
 #include <memory>
 
@@ -20,6 +18,7 @@
 #include "commands.hpp"
 #include "parley/run_store.hpp"
 #include "parley/worker.hpp"
+#include "stop_signals.hpp"
 #include "worker_options.hpp"
 
 namespace parley::cli {
@@ -28,19 +27,13 @@ namespace {
 int runWorker(const std::string& db, const WorkerArgs& args) {
   const WorkerOptions options = workerOptions(args);
 
-  // Block the stop signals before any thread exists, so that this thread alone takes them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  StopSignals stopSignals;  // before any thread exists
 
   auto runs = std::make_shared<RunStore>(openCliStore(db));
   Worker worker(runs, options);
   worker.start();
   std::cout << worker.id() << std::endl;
-  int received = 0;
-  sigwait(&signals, &received);
+  const int received = stopSignals.wait();
   std::cerr << "parley worker: stopping (signal " << received << ")\n";
   worker.stop();
   const auto stats = worker.stats();
