@@ -148,6 +148,18 @@ TYPED_TEST_P(CliWorkerTest, SubmitWaitListShowAndSigterm) {
   EXPECT_NE(events.out.find("\"type\":\"run_completed\""), std::string::npos);
   EXPECT_NE(events.out.find("\"type\":\"message_added\""), std::string::npos);
 
+  // --follow prints what is there, then waits for more until SIGTERM, which ends it with 0.
+  ChildProcess follow({PARLEY_CLI_PATH, "runs", "events", "--follow", "--db", this->db.url(), "t"});
+  std::optional<std::string> line1;
+  bool sawEnd = false;
+  while (!sawEnd && (line1 = follow.readLine())) {
+    const json event = json::parse(*line1);
+    sawEnd = event["run"] == b && event["type"] == "llm_execution_completed";
+  }
+  ASSERT_TRUE(sawEnd) << "runs events --follow did not print the second run's end";
+  follow.kill(SIGTERM);
+  EXPECT_EQ(follow.wait(), 0);
+
   w->kill(SIGTERM);
   EXPECT_EQ(w->wait(), 0);
 }
