@@ -197,8 +197,11 @@ class PostgresConnection : public detail::SqlConnection {
   bool broken() const override { return !conn_ || PQstatus(conn_) != CONNECTION_OK; }
 
   int64_t nowMs() override {
-    auto rows = query("SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint", {});
+    auto rows = query("SELECT " + nowMsExpression(), {});
     return detail::asInt(rows.at(0).at(0));
+  }
+  std::string nowMsExpression() const override {
+    return "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint";
   }
 
   void notifyAfterCommit(const std::string& channel, const std::string& payload) override {

@@ -240,11 +240,16 @@ void checkLeaseFields(const Lease& lease) {
 
 // Locks the lease's thread and checks that the lease is still its lease: same token, owner and
 // run. Returns the thread's message count.
-int64_t checkLease(SqlConnection& c, const Lease& lease) {
+// Also reads the database's clock into `now` when it is given, in the same statement where the
+// clock is the database's (one round trip less per fenced write).
+int64_t checkLease(SqlConnection& c, const Lease& lease, int64_t* now = nullptr) {
+  const std::string clock = now ? c.nowMsExpression() : std::string();
   auto rows = c.query(std::string("SELECT lease_token, lease_owner, lease_run_id, deleted, "
-                                  "message_count FROM parley_threads WHERE id = $1") +
-                          c.forUpdate(),
+                                  "message_count") +
+                          (clock.empty() ? "" : ", " + clock) +
+                          " FROM parley_threads WHERE id = $1" + c.forUpdate(),
                       {lease.threadId});
+  if (now) *now = clock.empty() || rows.empty() ? c.nowMs() : asInt(rows[0].at(5));
   const std::string holder = "the lease of worker " + named(lease.owner) + " on thread " +
                              named(lease.threadId) + " (run " + named(lease.runId) + ", token " +
                              std::to_string(lease.token) + ") is lost: ";
@@ -606,8 +611,9 @@ void RunStore::fenced(const Lease& lease,
   engine_->transaction(
       true,
       [&](SqlConnection& c) {
-        const int64_t now = this->now(c);
-        const int64_t messageCount = checkLease(c, lease);
+        int64_t now = 0;
+        const int64_t messageCount = checkLease(c, lease, options_.clock ? nullptr : &now);
+        if (options_.clock) now = options_.clock();
         write(c, now, messageCount);
       },
       durable);

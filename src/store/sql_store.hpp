@@ -91,6 +91,9 @@ class SqlConnection {
   // Milliseconds since the Unix epoch by the database's clock, so that the workers of many
   // machines agree on lease expiry (SQLite serves one machine: its clock is the system's).
   virtual int64_t nowMs() = 0;
+  // The same clock as a SQL expression, so that a query can read it without a round trip of its
+  // own; empty where nowMs() costs none.
+  virtual std::string nowMsExpression() const { return {}; }
   // Called inside the migration transaction when the database has no parley schema yet, before
   // anything is created: refuses a damaged file or another application's tables (SQLite).
   virtual void checkBeforeCreate() {}
