@@ -102,6 +102,14 @@ struct StreamDelta {
     return content.empty() && reasoning.empty() && toolCalls.empty() && !usage &&
            finishReason.empty();
   }
+  // Empties it, keeping the strings' capacity (the stream readers reuse one per event).
+  void clear() noexcept {
+    content.clear();
+    reasoning.clear();
+    toolCalls.clear();
+    usage.reset();
+    finishReason.clear();
+  }
 };
 
 // Returns false to stop the stream: the call then throws CancelledError and returns nothing.

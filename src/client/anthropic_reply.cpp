@@ -214,11 +214,7 @@ bool AnthropicAssembler::sawStop() const noexcept {
 
 const StreamDelta& AnthropicAssembler::addEvent(std::string_view data, int status) {
   State& s = *state_;
-  s.delta.content.clear();
-  s.delta.reasoning.clear();
-  s.delta.toolCalls.clear();
-  s.delta.usage.reset();
-  s.delta.finishReason.clear();
+  s.delta.clear();
   if (s.fastDelta(data)) return s.delta;
   const json value = parseJson(data, {}, false);
   if (value.is_discarded() || !value.is_object()) {

@@ -288,11 +288,7 @@ bool ResponsesAssembler::sawEnd() const noexcept {
 
 const StreamDelta& ResponsesAssembler::addEvent(std::string_view data, int status) {
   State& s = *state_;
-  s.delta.content.clear();
-  s.delta.reasoning.clear();
-  s.delta.toolCalls.clear();
-  s.delta.usage.reset();
-  s.delta.finishReason.clear();
+  s.delta.clear();
   if (s.fastEvent(data)) return s.delta;
   const ojson value = parseOrderedJson(data, {}, false);
   if (value.is_discarded() || !value.is_object()) {

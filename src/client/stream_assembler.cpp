@@ -244,11 +244,7 @@ StreamAssembler::StreamAssembler() : state_(std::make_unique<State>()) {}
 StreamAssembler::~StreamAssembler() = default;
 
 const StreamDelta& StreamAssembler::addChunk(std::string_view json) {
-  delta_.content.clear();
-  delta_.reasoning.clear();
-  delta_.toolCalls.clear();
-  delta_.usage.reset();
-  delta_.finishReason.clear();
+  delta_.clear();
   State& s = *state_;
   s.padded.resize(json.size() + simdjson::SIMDJSON_PADDING);
   std::memcpy(s.padded.data(), json.data(), json.size());
