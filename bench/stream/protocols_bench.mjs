@@ -1,7 +1,8 @@
 // The peers of parley's BM_ProtocolStreamLoopback/1 and /2: the official openai SDK
-// (responses.create with stream: true) and @anthropic-ai/sdk (messages.create with stream: true,
-// and messages.stream -> finalMessage, its own assembler) reading the same streams from the same
-// `parley mock`. Prints one JSON line per peer.
+// (responses.create with stream: true, and responses.stream -> finalResponse, its own
+// assembler) and @anthropic-ai/sdk (messages.create with stream: true, and messages.stream ->
+// finalMessage, its own assembler) reading the same streams from the same `parley mock`.
+// Prints one JSON line per peer.
 //   node protocols_bench.mjs BASE_URL RESPONSES_BYTES ANTHROPIC_BYTES [RUNS]
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
@@ -20,6 +21,16 @@ async function responsesIterate() {
     if (event.type === 'response.output_text.delta') text += event.delta;
   }
   if (!text) throw new Error('no content');
+  return events;
+}
+
+// The SDK's own assembler: responses.stream -> finalResponse, as parley's client assembles.
+async function responsesAssemble() {
+  const stream = openai.responses.stream({ model: 'gpt-4o-mini', input: 'responses stream' });
+  let events = 0;
+  stream.on('event', () => events++);
+  const response = await stream.finalResponse();
+  if (!response.output?.[0]?.content?.[0]?.text) throw new Error('no content');
   return events;
 }
 
@@ -48,6 +59,7 @@ async function anthropicAssemble() {
 
 for (const [peer, fn, bytes] of [
   ['openai-node responses iterate', responsesIterate, Number(responsesBytes)],
+  ['openai-node responses assemble', responsesAssemble, Number(responsesBytes)],
   ['anthropic-sdk iterate', anthropicIterate, Number(anthropicBytes)],
   ['anthropic-sdk assemble', anthropicAssemble, Number(anthropicBytes)],
 ]) {

@@ -79,7 +79,7 @@ const [parleyFile, npmFile] = process.argv.slice(2);
 const runs = JSON.parse(fs.readFileSync(parleyFile)).benchmarks.filter((b) => b.run_type === 'iteration');
 const best = (label) => runs.filter((b) => b.label === label).reduce((a, b) => (a['chunks/s'] > b['chunks/s'] ? a : b));
 const npm = fs.readFileSync(npmFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
-for (const [label, peers] of [['openai-responses', ['openai-node responses iterate']],
+for (const [label, peers] of [['openai-responses', ['openai-node responses iterate', 'openai-node responses assemble']],
                               ['anthropic', ['anthropic-sdk iterate', 'anthropic-sdk assemble']]]) {
   const p = best(label);
   console.log(`parley ${label}: ${Math.round(p['chunks/s'])} deltas/s (wall ${p.real_time.toFixed(1)} ms, ` +
