@@ -11,11 +11,14 @@
 // nothing. A failed turn leaves the store as it was. -t NAME takes options from a template of the
 // config file (template_config.hpp); --save-template NAME writes them as one. --json adds the
 // turn's cost, priced with prices_option.hpp's table as the model asked for (null: unpriced).
+// --schema asks for a structured answer (docs/structured-output.md): the JSON value, valid
+// against the schema, alone on stdout; exit code 3 when none came within the repairs.
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -36,6 +39,7 @@
 #include "parley/protocol.hpp"
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
+#include "parley/structured_output.hpp"
 #include "prices_option.hpp"
 #include "prompt_input.hpp"
 #include "template_config.hpp"
@@ -68,7 +72,22 @@ struct AskArgs {
   std::string color = "auto";
   std::string pricesFile;
   double maxCost = -1;  // USD; < 0: no budget
+  std::string schema;   // --schema: a file, JSON text or the concise form
 };
+
+// --schema's value: a file holding a JSON Schema, JSON text, or the concise form
+// ("name, age int, bio: a short bio").
+nlohmann::json schemaOption(const std::string& value) {
+  std::error_code error;
+  const bool isFile = value.find_first_of("{,\n") == std::string::npos &&
+                      std::filesystem::is_regular_file(value, error);
+  try {
+    if (isFile) return parseSchemaText(readCappedFile(value, kMaxStructuredSchemaBytes));
+    return parseSchemaText(value);
+  } catch (const ValidationError& e) {
+    throw ValidationError("--schema", e.what());
+  }
+}
 
 std::atomic<bool> interrupted{false};
 
@@ -87,6 +106,10 @@ int runAsk(const AskArgs& given) {
   AskArgs args = given;
   if (args.json && !args.format.empty() && args.format != "json") {
     throw ValidationError("--json", "cannot go with --format " + args.format);
+  }
+  if (!args.schema.empty() && (args.json || !args.format.empty())) {
+    throw ValidationError("--schema", "prints the JSON answer alone; it cannot go with --json or "
+                                      "--format");
   }
   if (args.json) args.format = "json";
   args.format = replyFormat(args.format, STDOUT_FILENO, "--format");
@@ -132,6 +155,14 @@ int runAsk(const AskArgs& given) {
     throw ValidationError("prompt", "give a prompt, pipe text in, or add files with -f");
   }
   const std::string prompt = fillPrompt(used.prompt, input);
+  std::optional<nlohmann::json> schema;
+  if (!args.schema.empty()) {
+    if (!args.toolSets.empty() || !args.toolFiles.empty() || !args.mcpServers.empty()) {
+      throw ValidationError("--schema", "a structured answer offers no tools; leave out --tools, "
+                                        "--tools-file and --mcp");
+    }
+    schema = schemaOption(args.schema);
+  }
   auto tools = makeToolRegistry(args.toolSets, args.toolFiles);
   addMcpServers(*tools, args.mcpServers, configFile(args.endpoint), std::cerr,
                 args.json ? nullptr : &std::cerr);
@@ -244,8 +275,18 @@ int runAsk(const AskArgs& given) {
   std::optional<double> cost;            // the turn's replies, priced as the model asked for
   std::optional<CacheDiagnostic> cache;  // the first call against the thread's previous request
   std::optional<TokenUsage> firstUsage;  // the first call's, which the diagnostic predicts
+  std::optional<nlohmann::json> answer;  // --schema
   try {
-    if (loop) {
+    if (schema) {
+      StructuredOptions structured;
+      structured.timeout = run.timeout;
+      structured.stopToken = run.stopToken;
+      StructuredResult result = manager.runStructuredResult(prompt, *schema, structured);
+      answer = std::move(result.value);
+      reply = result.message;
+      finishReason = "stop";
+      usage = result.usage;
+    } else if (loop) {
       RunResult result = manager.run(prompt, run);
       cache = result.cache;
       reply = result.message;
@@ -280,6 +321,10 @@ int runAsk(const AskArgs& given) {
     return exitCodeOf(e);
   }
   std::signal(SIGINT, previous);
+  if (answer) {
+    std::cout << answer->dump() << "\n";
+    return kExitOk;
+  }
   // After the reply, so a terminal shows the note on a line of its own. Said when the user
   // chose the store, or is at a terminal; a script that did not ask is not told every time.
   const auto noteNewThread = [&] {
@@ -380,6 +425,10 @@ void addAskCommand(CLI::App& app, int& exitCode) {
   cmd->add_flag("--json", args->json,
                 "Print one JSON object: {\"message\", \"finish_reason\", \"usage\", "
                 "\"cost_usd\" (null when the model is unpriced)}");
+  cmd->add_option("--schema", args->schema,
+                  "Answer with JSON valid against a schema, printed alone: a file, JSON text, or "
+                  "fields like 'name, age int, bio: a short bio' (types str, int, float, bool); "
+                  "exit code 3 when the answer never matched");
   cmd->add_option("prompt", args->prompt,
                   "The prompt (text piped on stdin is added after it, or is the prompt; up to "
                   "8 MiB)");

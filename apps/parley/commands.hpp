@@ -15,6 +15,7 @@ namespace parley::cli {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;  // the operation failed (HTTP error, timeout, bad file...)
 inline constexpr int kExitUsage = 2;    // bad command line
+inline constexpr int kExitInvalidAnswer = 3;  // no answer matched the schema (ask --schema)
 inline constexpr int kExitInterrupted = 130;
 
 // The exit code of a command that failed with `error`, from its ErrorCode: bad input is a
@@ -27,6 +28,8 @@ inline int exitCodeOf(const std::exception& error) {
       return kExitUsage;
     case ErrorKind::Cancelled:
       return kExitInterrupted;
+    case ErrorKind::StructuredOutput:
+      return kExitInvalidAnswer;
     default:
       return kExitFailure;
   }

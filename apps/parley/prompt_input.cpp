@@ -15,28 +15,13 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string mib(size_t bytes) {
+  if (bytes % (size_t{1} << 20) != 0) return std::to_string(bytes) + " bytes";
   return std::to_string(bytes >> 20) + " MiB";
 }
 
 // git's test: a NUL byte in the first 8 000 bytes makes a file binary.
 bool looksBinary(const std::string& text) {
   return text.find('\0', 0) < std::min<size_t>(text.size(), 8000);
-}
-
-std::string readFile(const fs::path& path, size_t cap) {
-  std::error_code error;
-  const auto size = fs::file_size(path, error);
-  if (error) throw ValidationError(path.string(), "cannot be read: " + error.message());
-  if (size > cap) {
-    throw ValidationError(path.string(), "is " + std::to_string(size) + " bytes, over the cap of " +
-                                             mib(cap) + " for one file");
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::string text(size, '\0');
-  if (!in || !in.read(text.data(), static_cast<std::streamsize>(size))) {
-    throw ValidationError(path.string(), "cannot be read");
-  }
-  return text;
 }
 
 std::string fenced(const std::string& label, const std::string& text) {
@@ -54,6 +39,22 @@ std::string fenced(const std::string& label, const std::string& text) {
 }
 
 }  // namespace
+
+std::string readCappedFile(const std::filesystem::path& path, size_t cap) {
+  std::error_code error;
+  const auto size = fs::file_size(path, error);
+  if (error) throw ValidationError(path.string(), "cannot be read: " + error.message());
+  if (size > cap) {
+    throw ValidationError(path.string(), "is " + std::to_string(size) + " bytes, over the cap of " +
+                                             mib(cap) + " for one file");
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::string text(size, '\0');
+  if (!in || !in.read(text.data(), static_cast<std::streamsize>(size))) {
+    throw ValidationError(path.string(), "cannot be read");
+  }
+  return text;
+}
 
 std::string readPipedStdin(const PromptInputLimits& limits) {
   if (::isatty(STDIN_FILENO)) return "";
@@ -80,7 +81,7 @@ std::string filesAsText(const std::vector<std::string>& paths, std::vector<std::
       throw ValidationError("-f", "more than " + std::to_string(limits.maxFiles) +
                                       " files (name fewer files or a smaller directory)");
     }
-    std::string text = readFile(path, limits.maxFileBytes);
+    std::string text = readCappedFile(path, limits.maxFileBytes);
     if (looksBinary(text)) {
       if (named) throw ValidationError(path.string(), "is a binary file");
       skipped.push_back(path.string());

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,9 @@ struct PromptInputLimits {
   size_t maxTotalFileBytes = 8 << 20;  // all files of one prompt
   size_t maxFiles = 200;               // files of one prompt, directories expanded
 };
+
+// The file's bytes; ValidationError naming the path when it cannot be read or is over `cap`.
+std::string readCappedFile(const std::filesystem::path& path, size_t cap);
 
 // Reads stdin to its end when it is not a terminal (a pipe or a file); "" on a terminal.
 std::string readPipedStdin(const PromptInputLimits& limits = {});

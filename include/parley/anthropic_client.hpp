@@ -31,6 +31,8 @@ class AnthropicClient : public LlmClient {
                                     std::stop_token stopToken = {}) override;
 
   const ClientOptions& options() const noexcept;
+  StructuredOutputMode structuredOutputMode() const noexcept override;
+  bool acceptsResponseFormat() const noexcept override { return false; }
   // The JSON body a call with `request` would send (for logs and tests; it carries no key).
   std::string requestBody(const ChatRequest& request, bool stream) const;
 

@@ -36,9 +36,11 @@
 #include "parley/cache_diagnostic.hpp"
 #include "parley/context_snapshot.hpp"
 #include "parley/cost.hpp"
+#include "parley/errors.hpp"
 #include "parley/llm.hpp"
 #include "parley/message.hpp"
 #include "parley/message_store.hpp"
+#include "parley/structured_output.hpp"
 #include "parley/tokens.hpp"
 #include "parley/tools.hpp"
 #include "parley/turn_sink.hpp"
@@ -250,6 +252,50 @@ class ConversationManager {
   // durable run continuing after its last committed turn).
   RunResult run(std::vector<Message> input, const RunOptions& options = {});
 
+  // --- structured output (structured_output.hpp, docs/structured-output.md) -----------------
+  // Sends `prompt` and returns the answer as a JSON value valid against `schema` (an object
+  // schema, draft 4-7, checked by valijson as tool arguments are). The request asks for JSON on
+  // the ladder's rung (strict response_format json_schema; json_object with the schema in a
+  // system message; a forced call of a synthetic tool named options.name), stepping down when
+  // the server refuses a rung with HTTP 400 (remembered per client for the process). A reply
+  // that does not parse or validate is answered with its errors and asked again, at most
+  // options.maxRepairs times. No conversation tool is offered. Each attempt starts a batch
+  // (the prompt, or the repair request, and its reply); when a repair succeeded, a last batch
+  // shows the prompt and the valid answer alone, so the failed attempts stay in storage,
+  // hidden, and rollbackToBatch() brings them back. The answer is stored as an assistant
+  // message whose content is the JSON text (a tool-rung answer too: no tool call is left
+  // unanswered). Every call's usage is counted.
+  // Throws ValidationError for a bad schema (past kMaxStructuredSchemaBytes or
+  // kMaxStructuredSchemaDepth, not an object schema, not compilable) or options;
+  // StructuredOutputError when no valid answer came within the repairs, the view then as
+  // before the call (storage keeps the attempts, hidden); the client's errors otherwise, the
+  // view as before.
+  nlohmann::json runStructured(const std::string& prompt, const nlohmann::json& schema,
+                               const StructuredOptions& options = {});
+  // The same, with the rung, the attempts, the usage and the stored message.
+  StructuredResult runStructuredResult(const std::string& prompt, const nlohmann::json& schema,
+                                       const StructuredOptions& options = {});
+  // The answer read as T (nlohmann from_json) against JsonSchemaOf<T>::schema() or `schema`.
+  // An answer that cannot be read as T is a StructuredOutputError naming the field, and the
+  // view is as before the call.
+  template <class T>
+  T runAs(const std::string& prompt, const StructuredOptions& options = {}) {
+    return runAs<T>(prompt, JsonSchemaOf<T>::schema(), options);
+  }
+  template <class T>
+  T runAs(const std::string& prompt, const nlohmann::json& schema,
+          const StructuredOptions& options = {}) {
+    std::optional<T> out;
+    structured(prompt, schema, options, [&out](const nlohmann::json& value) {
+      try {
+        out.emplace(value.template get<T>());
+      } catch (const nlohmann::json::exception& e) {
+        throw typedAnswerError(value, e.what());
+      }
+    });
+    return std::move(*out);
+  }
+
   // --- tokens ----------------------------------------------------------------------------------
   // Records a call's usage; it covers the current view (call it after appending the reply).
   void updateTokenUsage(const TokenUsage& usage);
@@ -322,11 +368,18 @@ class ConversationManager {
 
  private:
   struct State;
+  struct CallShape;  // how a structured call changes the request and the reply
+  // runStructuredResult, with `accept` run on the valid answer before it is kept (it throws to
+  // refuse it, the view then as before the call).
+  StructuredResult structured(const std::string& prompt, const nlohmann::json& schema,
+                              const StructuredOptions& options,
+                              const std::function<void(const nlohmann::json&)>& accept);
   // `given`: the reply to take instead of calling the model (RunOptions::firstReply).
   // `cache`: set to the diagnostic of the request as it is sent.
   ChatResult call(const std::vector<Message>& pending, const LlmCallOptions& options,
                   const std::function<void(const Message&)>& onMessage = nullptr,
-                  const Message* given = nullptr, std::optional<CacheDiagnostic>* cache = nullptr);
+                  const Message* given = nullptr, std::optional<CacheDiagnostic>* cache = nullptr,
+                  const CallShape* shape = nullptr);
   std::vector<ToolResult> runTools(const std::vector<ToolCall>& calls, std::stop_token cancel,
                                    const RunOptions* hooks);
   nlohmann::json tokenUsageJson() const;  // REQUIRES the lock

@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -37,6 +38,7 @@ enum class ErrorKind {
   StoreConflict,   // "store_conflict"
   LeaseLost,       // "lease_lost"
   BudgetExceeded,  // "budget_exceeded"
+  StructuredOutput,  // "structured_output"
 };
 
 const char* toString(ErrorKind kind) noexcept;
@@ -177,6 +179,29 @@ class BudgetExceeded : public Error {
   double estimateUsd_;
 };
 
+// A structured answer (ConversationManager::runStructured, runAs<T>) could not be had: the
+// replies did not parse as JSON or did not match the schema within the repairs allowed, or the
+// validated JSON could not be read as the type asked for. what() names the first failing field.
+class StructuredOutputError : public Error {
+ public:
+  struct Details {
+    // The first failing value as a path into the answer: "age", "tags[1]", "address.city";
+    // "answer" for the whole value (not JSON, not an object).
+    std::string path;
+    std::vector<std::string> messages;  // every failure, "<path>: <why>"
+    std::string rung;   // the last attempt's rung: "json_schema", "json_object" or "tool"
+    int attempts = 0;   // model calls made (the first answer and its repairs)
+    std::string reply;  // the last reply's text, as received
+  };
+  explicit StructuredOutputError(Details details);
+  const std::string& path() const noexcept { return details_.path; }
+  const std::vector<std::string>& messages() const noexcept { return details_.messages; }
+  const Details& details() const noexcept { return details_; }
+
+ private:
+  Details details_;
+};
+
 // --- errors as data --------------------------------------------------------------------------
 
 // Texts an error document carries (message, an HTTP body) are cut at this many bytes, both
@@ -187,7 +212,8 @@ inline constexpr std::size_t kMaxErrorTextBytes = std::size_t{64} << 10;
 //   {"kind": "http", "message": what(), "retryable": true, "status": 429,
 //    "body": "...", "apiMessage": "...", "apiType": "...", "apiCode": "...", "requestId": "..."}
 // "field" and "reason" for a ValidationError; "status" and the API's fields for an HttpError;
-// "budget", "limitUsd" and "estimateUsd" (null for an unpriced model) for a BudgetExceeded. A
+// "budget", "limitUsd" and "estimateUsd" (null for an unpriced model) for a BudgetExceeded;
+// "path", "messages", "rung", "attempts" and "reply" for a StructuredOutputError. A
 // std::exception that is not a parley::Error is kind "error".
 nlohmann::json errorToJson(const std::exception& error);
 // The same for a caught exception of any type (anything not a std::exception: "unknown error").

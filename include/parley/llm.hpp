@@ -34,6 +34,17 @@ struct ResponseFormat {
   static ResponseFormat jsonSchema(std::string name, nlohmann::json schema, bool strict = true);
 };
 
+// How structured output (ConversationManager::runStructured, docs/structured-output.md) is asked
+// of an endpoint: a strict response_format json_schema (Anthropic: a forced tool), json_object
+// with the schema in a system message, or a forced call of a synthetic tool whose parameters are
+// the schema. Auto starts with JsonSchema and steps down the ladder when the server refuses.
+enum class StructuredOutputMode { Auto, JsonSchema, JsonObject, Tool };
+// "auto", "json_schema", "json_object", "tool".
+const char* toString(StructuredOutputMode mode) noexcept;
+// The mode a name gives; ValidationError(field, ...) for any other name.
+StructuredOutputMode structuredOutputModeFromString(const std::string& name,
+                                                    const std::string& field);
+
 struct ChatRequest {
   std::string model;              // empty: the client's default model
   std::vector<Message> messages;  // sent after encodedMessages
@@ -143,6 +154,14 @@ class LlmClient {
   // How this endpoint wants messages written; callers that fill ChatRequest::encodedMessages
   // must encode with these.
   virtual MessageJsonOptions messageJsonOptions() const noexcept { return {}; }
+
+  // The structured output mode the endpoint's profile asks for (ClientOptions::structuredOutput).
+  virtual StructuredOutputMode structuredOutputMode() const noexcept {
+    return StructuredOutputMode::Auto;
+  }
+  // Whether the endpoint takes ChatRequest::responseFormat (the Anthropic protocol does not: its
+  // strict rung is a forced tool, its json_object rung the system prompt alone).
+  virtual bool acceptsResponseFormat() const noexcept { return true; }
 
   // The models the endpoint offers (GET {base}/models), in its order. ValidationError for a
   // client that cannot list them; the errors of a call otherwise.

@@ -94,6 +94,9 @@ struct ClientOptions {
   // encrypted content, so each request carries its whole history; true lets the server keep
   // responses (then ChatRequest::extra may name a "previous_response_id").
   bool responsesStore = false;
+  // How runStructured() asks this endpoint for JSON (llm.hpp, docs/structured-output.md); the
+  // profile key `structured_output`: "auto" (the default), "json_schema", "json_object", "tool".
+  StructuredOutputMode structuredOutput = StructuredOutputMode::Auto;
 
   // Seams for tests. `now` is the wall clock used to read Retry-After dates. `sleep` waits
   // between retries and must return early (without throwing) once the stop token is stopped.
@@ -129,6 +132,7 @@ class OpenAiClient : public LlmClient {
   ChatResult generateStream(const ChatRequest& request, const ChunkHandler& onChunk) override;
 
   const ClientOptions& options() const noexcept;
+  StructuredOutputMode structuredOutputMode() const noexcept override;
   // The options an encodeMessage() caller must use for ChatRequest::encodedMessages.
   MessageJsonOptions messageJsonOptions() const noexcept override;
   std::vector<ModelInfo> listModels(std::optional<std::chrono::milliseconds> timeout = {},

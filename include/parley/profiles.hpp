@@ -22,6 +22,7 @@
 //   prompt_cache_ttl = "1h"              # "" = the API's default (5 minutes)
 //   prompt_cache_key = "tenant-7"        # openai-chat / openai-responses: prompt_cache_key
 //   responses_store = false              # openai-responses: store (false: stateless)
+//   structured_output = "auto"           # auto | json_schema | json_object | tool
 //   [profiles.local.parameters]          # sent with every request unless the request says
 //   temperature = 0.2                    # otherwise
 //

@@ -30,6 +30,7 @@ class ResponsesClient : public LlmClient {
                                     std::stop_token stopToken = {}) override;
 
   const ClientOptions& options() const noexcept;
+  StructuredOutputMode structuredOutputMode() const noexcept override;
   // The JSON body a call with `request` would send (for logs and tests; it carries no key).
   std::string requestBody(const ChatRequest& request, bool stream) const;
 

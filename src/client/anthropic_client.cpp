@@ -44,6 +44,10 @@ const ClientOptions& AnthropicClient::options() const noexcept {
   return impl_->options;
 }
 
+StructuredOutputMode AnthropicClient::structuredOutputMode() const noexcept {
+  return options().structuredOutput;
+}
+
 std::string AnthropicClient::requestBody(const ChatRequest& request, bool stream) const {
   return detail::buildAnthropicBody(request, impl_->options, stream);
 }

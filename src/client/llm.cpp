@@ -74,6 +74,30 @@ ResponseFormat ResponseFormat::jsonSchema(std::string name, nlohmann::json schem
   return format;
 }
 
+const char* toString(StructuredOutputMode mode) noexcept {
+  switch (mode) {
+    case StructuredOutputMode::Auto:
+      return "auto";
+    case StructuredOutputMode::JsonSchema:
+      return "json_schema";
+    case StructuredOutputMode::JsonObject:
+      return "json_object";
+    case StructuredOutputMode::Tool:
+      return "tool";
+  }
+  return "auto";
+}
+
+StructuredOutputMode structuredOutputModeFromString(const std::string& name,
+                                                    const std::string& field) {
+  for (auto mode : {StructuredOutputMode::Auto, StructuredOutputMode::JsonSchema,
+                    StructuredOutputMode::JsonObject, StructuredOutputMode::Tool}) {
+    if (name == toString(mode)) return mode;
+  }
+  throw ValidationError(field, "must be \"auto\", \"json_schema\", \"json_object\" or \"tool\", got \"" +
+                                   name + "\"");
+}
+
 std::vector<ModelInfo> LlmClient::listModels(std::optional<std::chrono::milliseconds>,
                                              std::stop_token) {
   throw ValidationError("listModels", "this client cannot list the endpoint's models");

@@ -48,6 +48,10 @@ const ClientOptions& OpenAiClient::options() const noexcept {
   return impl_->options;
 }
 
+StructuredOutputMode OpenAiClient::structuredOutputMode() const noexcept {
+  return options().structuredOutput;
+}
+
 MessageJsonOptions OpenAiClient::messageJsonOptions() const noexcept {
   return MessageJsonOptions{impl_->options.emptyToolCallContent};
 }

@@ -84,7 +84,8 @@ ClientOptions readProfile(const toml::table& table, const std::string& field) {
                                                "prompt_cache_user_turns",
                                                "prompt_cache_ttl",
                                                "prompt_cache_key",
-                                               "responses_store"};
+                                               "responses_store",
+                                               "structured_output"};
   for (const auto& [key, value] : table) {
     if (std::find(std::begin(kKeys), std::end(kKeys), key.str()) == std::end(kKeys)) {
       throw ValidationError(field + "." + std::string(key.str()), "unknown key");
@@ -125,6 +126,8 @@ ClientOptions readProfile(const toml::table& table, const std::string& field) {
                           "must be \"max_tokens\" or \"max_completion_tokens\"");
   }
   o.includeUsage = r.boolean("include_usage", o.includeUsage);
+  o.structuredOutput = structuredOutputModeFromString(r.string("structured_output", "auto"),
+                                                      field + ".structured_output");
   const std::string empty = r.string("empty_tool_call_content", "null");
   if (empty == "null") {
     o.emptyToolCallContent = EmptyContent::Null;

@@ -39,6 +39,10 @@ const ClientOptions& ResponsesClient::options() const noexcept {
   return impl_->options;
 }
 
+StructuredOutputMode ResponsesClient::structuredOutputMode() const noexcept {
+  return options().structuredOutput;
+}
+
 std::string ResponsesClient::requestBody(const ChatRequest& request, bool stream) const {
   return detail::buildResponsesBody(request, impl_->options, stream);
 }

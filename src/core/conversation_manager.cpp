@@ -16,6 +16,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "core/call_shape.hpp"
 #include "core/context_snapshot_state.hpp"
 #include "parley/context_ops.hpp"
 #include "parley/errors.hpp"
@@ -734,7 +735,8 @@ const ConversationOptions& ConversationManager::options() const {
 ChatResult ConversationManager::call(const std::vector<Message>& pending,
                                      const LlmCallOptions& options,
                                      const std::function<void(const Message&)>& onMessage,
-                                     const Message* given, std::optional<CacheDiagnostic>* cache) {
+                                     const Message* given, std::optional<CacheDiagnostic>* cache,
+                                     const CallShape* shape) {
   const ConversationOptions& config = *state_->options;
   if (!config.llm) {
     throw ValidationError("options.llm", "this conversation has no model attached");
@@ -759,6 +761,7 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
   std::shared_ptr<const ToolDefinitions> definitions =
       config.tools ? config.tools->definitions() : nullptr;
   request.tools = definitions ? definitions->tools : json::array();
+  if (shape && shape->request) shape->request(request, jsonOptions);
   // Before anything is sent; a reply taken from a journal costs nothing more.
   if (config.budget.limited() && !given) enforceBudget(request, pending);
   request.stream = options.stream.value_or(config.stream);
@@ -778,6 +781,7 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
                  ? config.llm->generateStream(request, options.onChunk)
                  : config.llm->generate(request);
   }
+  if (shape && shape->reply) shape->reply(result);
   if (result.message.content.empty() && result.message.toolCalls.empty()) {
     throw ProtocolError("the model returned an empty reply (finish_reason \"" +
                         result.reportedFinishReason + "\"); nothing was added");

@@ -214,7 +214,13 @@ json chatRequestFromAnthropic(const json& body) {
       tools.push_back({{"type", "function"}, {"function", {{"name", t.value("name", "")}}}});
     }
     chat["tools"] = std::move(tools);
+  }  // A forced tool (Anthropic {type: tool, name}) as the chat form, for match.tool_choice.
+  if (body.contains("tool_choice") && body["tool_choice"].is_object() &&
+      body["tool_choice"].value("type", "") == "tool") {
+    chat["tool_choice"] = {{"type", "function"},
+                           {"function", {{"name", body["tool_choice"].value("name", "")}}}};
   }
+
   const bool thinking = body.contains("thinking") && body["thinking"].is_object() &&
                         body["thinking"].value("type", "") == "enabled";
   const json& wire = body["messages"];
@@ -297,7 +303,17 @@ json chatRequestFromResponses(const json& body) {
       tools.push_back({{"type", "function"}, {"function", {{"name", t.value("name", "")}}}});
     }
     chat["tools"] = std::move(tools);
+  }  // Responses' {type: function, name} and text.format, as the chat request's fields.
+  if (body.contains("tool_choice") && body["tool_choice"].is_object() &&
+      body["tool_choice"].value("type", "") == "function") {
+    chat["tool_choice"] = {{"type", "function"},
+                           {"function", {{"name", body["tool_choice"].value("name", "")}}}};
   }
+  if (body.contains("text") && body["text"].is_object() && body["text"].contains("format") &&
+      body["text"]["format"].is_object()) {
+    chat["response_format"] = {{"type", body["text"]["format"].value("type", "")}};
+  }
+
   const json input = body.contains("input") && body["input"].is_string()
                          ? json::array({{{"role", "user"}, {"content", body["input"]}}})
                          : body.value("input", json());

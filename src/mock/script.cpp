@@ -68,7 +68,7 @@ MatchSpec compileMatch(const json& m, const Checker& c) {
   c.object(m, "match");
   c.onlyKeys(m, "match",
              {"request", "turn", "user_contains", "user_regex", "icase", "last_role", "stream",
-              "model", "tool", "default"});
+              "model", "tool", "response_format", "tool_choice", "default"});
   MatchSpec spec;
   if (m.contains("request")) {
     const json& r = m["request"];
@@ -110,6 +110,14 @@ MatchSpec compileMatch(const json& m, const Checker& c) {
   if (m.contains("stream")) spec.stream = c.boolean(m["stream"], "match.stream");
   if (m.contains("model")) spec.model = c.string(m["model"], "match.model");
   if (m.contains("tool")) spec.tool = c.string(m["tool"], "match.tool");
+  if (m.contains("response_format")) {
+    spec.responseFormat = c.string(m["response_format"], "match.response_format");
+    static const std::vector<std::string> kinds = {"json_schema", "json_object", "text", "none"};
+    if (std::find(kinds.begin(), kinds.end(), *spec.responseFormat) == kinds.end()) {
+      c.fail("match.response_format", "expected json_schema, json_object, text or none");
+    }
+  }
+  if (m.contains("tool_choice")) spec.toolChoice = c.string(m["tool_choice"], "match.tool_choice");
   if (m.contains("default") && !c.boolean(m["default"], "match.default")) {
     c.fail("match.default", "only true makes sense (a rule without conditions matches anything)");
   }
@@ -423,6 +431,15 @@ ChatContext describeRequest(const json& body, int requestNumber) {
       }
     }
   }
+  ctx.responseFormat = "none";
+  if (auto rf = body.find("response_format"); rf != body.end() && rf->is_object())
+    ctx.responseFormat = rf->value("type", "none");
+  ctx.forcedTool = "none";
+  if (auto tc = body.find("tool_choice");
+      tc != body.end() && tc->is_object() && tc->contains("function") &&
+      (*tc)["function"].is_object()) {
+    ctx.forcedTool = (*tc)["function"].value("name", "none");
+  }
   const json& messages = body["messages"];
   std::vector<std::pair<std::string, std::string>> callNames;  // tool_call id -> name
   for (std::size_t i = 0; i < messages.size(); ++i) {
@@ -470,6 +487,8 @@ bool matches(const MatchSpec& match, const ChatContext& ctx, std::vector<std::st
   if (match.lastRole && *match.lastRole != ctx.lastRole) return false;
   if (match.stream && *match.stream != ctx.stream) return false;
   if (match.model && *match.model != ctx.model) return false;
+  if (match.responseFormat && *match.responseFormat != ctx.responseFormat) return false;
+  if (match.toolChoice && *match.toolChoice != ctx.forcedTool) return false;
   if (match.tool &&
       std::find(ctx.toolNames.begin(), ctx.toolNames.end(), *match.tool) == ctx.toolNames.end()) {
     return false;
@@ -514,6 +533,10 @@ std::string expandTemplate(std::string_view text, const ChatContext& ctx,
       value = std::to_string(ctx.turn);
     else if (key == "model")
       value = ctx.model;
+    else if (key == "response_format")
+      value = ctx.responseFormat;
+    else if (key == "tool_choice")
+      value = ctx.forcedTool;
     else if (key == "tool_results") {
       std::string joined;
       for (const auto& r : ctx.toolResults)

@@ -44,6 +44,10 @@ struct MatchSpec {
   std::optional<bool> stream;
   std::optional<std::string> model;
   std::optional<std::string> tool;  // the request offers a function tool with this name
+  // The request's response_format type ("json_schema", "json_object", "text"; "none": absent).
+  std::optional<std::string> responseFormat;
+  // The tool the request forces (tool_choice naming a function); "none": no tool forced.
+  std::optional<std::string> toolChoice;
 };
 
 struct ToolCallSpec {
@@ -117,6 +121,8 @@ struct ChatContext {
   bool includeUsage = false;  // stream_options.include_usage
   std::string model;
   std::vector<std::string> toolNames;  // function tools offered
+  std::string responseFormat;          // response_format.type; "none" when absent
+  std::string forcedTool;              // the function tool_choice names; "none" when none
   std::size_t promptBytes = 0;         // message text bytes, for the usage estimate
 };
 
@@ -129,7 +135,7 @@ ChatContext describeRequest(const nlohmann::json& body, int requestNumber);
 bool matches(const MatchSpec& match, const ChatContext& ctx, std::vector<std::string>& groups);
 
 // Replaces {{last_user}}, {{last_tool}}, {{last_tool_name}}, {{tool_results}}, {{request}},
-// {{turn}}, {{model}} and {{0}}..{{9}} (regex groups). Unknown placeholders stay as they are.
+// {{turn}}, {{model}}, {{response_format}}, {{tool_choice}} and {{0}}..{{9}} (regex groups). Unknown placeholders stay as they are.
 std::string expandTemplate(std::string_view text, const ChatContext& ctx,
                            const std::vector<std::string>& groups);
 

@@ -1,5 +1,6 @@
 #include "parley/errors.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -24,6 +25,7 @@ constexpr std::pair<ErrorKind, const char*> kKindNames[] = {
     {ErrorKind::StoreConflict, "store_conflict"},
     {ErrorKind::LeaseLost, "lease_lost"},
     {ErrorKind::BudgetExceeded, "budget_exceeded"},
+    {ErrorKind::StructuredOutput, "structured_output"},
 };
 
 std::string describe(const HttpError::Details& d) {
@@ -94,6 +96,23 @@ BudgetExceeded::BudgetExceeded(std::string budget, double limitUsd, double estim
       limitUsd_(limitUsd),
       estimateUsd_(estimateUsd) {}
 
+namespace {
+std::string describe(const StructuredOutputError::Details& d) {
+  std::string text = "structured output: ";
+  text += d.messages.empty() ? d.path + ": does not match the schema" : d.messages.front();
+  if (d.messages.size() > 1) text += " (and " + std::to_string(d.messages.size() - 1) + " more)";
+  if (d.attempts > 0) {
+    text += " after " + std::to_string(d.attempts) + (d.attempts == 1 ? " attempt" : " attempts");
+    if (!d.rung.empty()) text += " (" + d.rung + ")";
+  }
+  return text;
+}
+}  // namespace
+
+StructuredOutputError::StructuredOutputError(Details details)
+    : Error(describe(details), {ErrorKind::StructuredOutput, 0, false}),
+      details_(std::move(details)) {}
+
 HttpError::HttpError(Details details)
     : Error(describe(details), {ErrorKind::Http, details.status, retryableStatus(details.status)}),
       details_(std::move(details)) {}
@@ -120,6 +139,16 @@ json errorToJson(const std::exception& error) {
     // JSON has no infinity: an unpriced model's estimate is written as null.
     out["limitUsd"] = e->limitUsd();
     out["estimateUsd"] = std::isfinite(e->estimateUsd()) ? json(e->estimateUsd()) : json(nullptr);
+  } else if (const auto* e = dynamic_cast<const StructuredOutputError*>(&error)) {
+    const StructuredOutputError::Details& d = e->details();
+    out["path"] = capped(d.path);
+    json messages = json::array();
+    for (const std::string& m : d.messages)
+      messages.push_back(capped(m));
+    out["messages"] = std::move(messages);
+    out["rung"] = d.rung;
+    out["attempts"] = d.attempts;
+    out["reply"] = capped(d.reply);
   }
   return out;
 }
@@ -185,6 +214,21 @@ std::exception_ptr errorFromJson(const json& document) {
         };
         return std::make_exception_ptr(BudgetExceeded(
             stringField(document, "budget"), number("limitUsd"), number("estimateUsd"), message));
+      }
+      case ErrorKind::StructuredOutput: {
+        StructuredOutputError::Details d;
+        d.path = stringField(document, "path");
+        if (auto it = document.find("messages"); it != document.end() && it->is_array()) {
+          for (const json& m : *it) {
+            if (m.is_string() && d.messages.size() < 64) d.messages.push_back(capped(m.get<std::string>()));
+          }
+        }
+        d.rung = stringField(document, "rung");
+        if (auto it = document.find("attempts"); it != document.end() && it->is_number_integer()) {
+          d.attempts = static_cast<int>(std::clamp<int64_t>(it->get<int64_t>(), 0, 1000));
+        }
+        d.reply = stringField(document, "reply");
+        return std::make_exception_ptr(StructuredOutputError(std::move(d)));
       }
       case ErrorKind::Error:
         break;

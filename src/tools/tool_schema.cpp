@@ -27,10 +27,10 @@ constexpr std::size_t kMaxReportedFailures = 8;
 // valijson compiles "pattern" lazily, at the first validation, and a bad one would then throw
 // in the middle of a tool call. Compile every pattern once here instead. Values that are data,
 // not schemas (enum, const, default, examples), are skipped.
-void checkPatterns(const json& node, const std::string& where) {
+void checkPatterns(const json& node, const std::string& where, const std::string& field) {
   if (node.is_array()) {
     for (std::size_t i = 0; i < node.size(); ++i)
-      checkPatterns(node[i], where + "[" + std::to_string(i) + "]");
+      checkPatterns(node[i], where + "[" + std::to_string(i) + "]", field);
     return;
   }
   if (!node.is_object()) return;
@@ -45,11 +45,11 @@ void checkPatterns(const json& node, const std::string& where) {
       try {
         std::regex compiled(pattern);
       } catch (const std::regex_error& e) {
-        throw ValidationError("tool.schema", "invalid pattern \"" + pattern + "\" at " + where +
+        throw ValidationError(field, "invalid pattern \"" + pattern + "\" at " + where +
                                                  "." + key + ": " + e.what());
       }
     }
-    checkPatterns(value, where + "." + key);
+    checkPatterns(value, where + "." + key, field);
   }
 }
 
@@ -85,7 +85,8 @@ struct Located {
 
 // valijson names the failing node by a context like {"<root>", "[o]", "[x]"}; walk the
 // arguments and the schema alongside to render it and to find what was expected.
-Located locate(const std::vector<std::string>& context, const json& args, const json& schema) {
+Located locate(const std::vector<std::string>& context, const json& args, const json& schema,
+               const std::string& root) {
   Located at{"", &args, &schema};
   for (std::size_t i = 1; i < context.size(); ++i) {
     std::string token = context[i];
@@ -122,7 +123,7 @@ Located locate(const std::vector<std::string>& context, const json& args, const 
     }
     at.schema = next;
   }
-  if (at.path.empty()) at.path = "arguments";
+  if (at.path.empty()) at.path = root;
   return at;
 }
 
@@ -164,44 +165,60 @@ bool isWrapper(const std::string& description) {
 
 }  // namespace
 
-CompiledSchema::CompiledSchema(nlohmann::json schema)
-    : document_(std::move(schema)), schema_(std::make_unique<valijson::Schema>()) {
+CompiledSchema::CompiledSchema(nlohmann::json schema, std::string field, std::string root)
+    : document_(std::move(schema)),
+      field_(std::move(field)),
+      root_(std::move(root)),
+      schema_(std::make_unique<valijson::Schema>()) {
   try {
     valijson::SchemaParser parser;
     valijson::adapters::NlohmannJsonAdapter adapter(document_);
     parser.populateSchema(adapter, *schema_);
   } catch (const std::exception& e) {
-    throw ValidationError("tool.schema", std::string("cannot compile the schema: ") + e.what());
+    throw ValidationError(field_, std::string("cannot compile the schema: ") + e.what());
   }
-  checkPatterns(document_, "schema");
+  checkPatterns(document_, "schema", field_);
 }
 
 CompiledSchema::~CompiledSchema() = default;
 
-std::string CompiledSchema::check(const nlohmann::json& args) const {
+std::vector<SchemaFailure> CompiledSchema::failures(const nlohmann::json& value) const {
   // A Validator caches compiled regexes and is not safe to share; one per check is cheap.
   valijson::Validator validator;
   valijson::ValidationResults results;
-  valijson::adapters::NlohmannJsonAdapter adapter(args);
+  valijson::adapters::NlohmannJsonAdapter adapter(value);
   try {
-    if (validator.validate(*schema_, adapter, &results)) return "";
+    if (validator.validate(*schema_, adapter, &results)) return {};
   } catch (const std::exception& e) {
-    return std::string("arguments: the schema could not be applied: ") + e.what();
+    return {{root_, root_ + ": the schema could not be applied: " + e.what()}};
   }
-  std::vector<std::string> lines;
+  std::vector<SchemaFailure> out;
   std::set<std::string> seen;
   for (const auto& failure : results) {
     if (isWrapper(failure.description)) continue;
-    Located at = locate(failure.context, args, document_);
+    Located at = locate(failure.context, value, document_, root_);
     std::string line = at.path + ": " + describe(failure.description, at);
-    if (seen.insert(line).second) lines.push_back(std::move(line));
+    // A missing property is the failing value itself, though valijson reports its parent.
+    std::string path = at.path;
+    constexpr std::string_view kMissing = "Missing required property '";
+    if (failure.description.rfind(kMissing, 0) == 0) {
+      const size_t end = failure.description.find('\'', kMissing.size());
+      const std::string name = failure.description.substr(kMissing.size(), end - kMissing.size());
+      path = at.path == root_ ? name : at.path + "." + name;
+    }
+    if (seen.insert(line).second) out.push_back({std::move(path), std::move(line)});
   }
-  if (lines.empty()) lines.push_back("arguments: do not match the schema");
+  if (out.empty()) out.push_back({root_, root_ + ": does not match the schema"});
+  return out;
+}
+
+std::string CompiledSchema::check(const nlohmann::json& args) const {
+  const std::vector<SchemaFailure> found = failures(args);
   std::string report;
-  for (std::size_t i = 0; i < lines.size() && i < kMaxReportedFailures; ++i)
-    report += (i ? "; " : "") + lines[i];
-  if (lines.size() > kMaxReportedFailures)
-    report += "; (and " + std::to_string(lines.size() - kMaxReportedFailures) + " more)";
+  for (std::size_t i = 0; i < found.size() && i < kMaxReportedFailures; ++i)
+    report += (i ? "; " : "") + found[i].message;
+  if (found.size() > kMaxReportedFailures)
+    report += "; (and " + std::to_string(found.size() - kMaxReportedFailures) + " more)";
   return report;
 }
 

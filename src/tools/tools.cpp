@@ -65,8 +65,6 @@ struct detail::RegisteredTool {
   std::unique_ptr<CompiledSchema> schema;
 };
 
-namespace {
-
 bool isValidToolName(const std::string& name) {
   if (name.empty() || name.size() > 64) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
@@ -74,6 +72,8 @@ bool isValidToolName(const std::string& name) {
            c == '-';
   });
 }
+
+namespace {
 
 json normaliseSchema(json schema) {
   if (schema.is_null() || (schema.is_object() && schema.empty()))
