@@ -31,6 +31,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "parley/cache_diagnostic.hpp"
@@ -335,7 +336,10 @@ class ConversationManager {
   void requireOpenCalls(const std::vector<ToolCall>& calls) const;
   TokenCheck contextTokens() const;  // REQUIRES the lock
   int64_t toolTokens() const;        // the tool definitions' tokens; REQUIRES the lock
-  void enforceBudget(ChatRequest& request, const std::vector<Message>& pending) const;
+  // Checks the budget (throws BudgetExceeded) and reserves the call's worst case in the shared
+  // spending, if any; returns the USD reserved there (0: none) and the model priced.
+  std::pair<double, std::string> enforceBudget(ChatRequest& request,
+                                               const std::vector<Message>& pending) const;
 
   std::unique_ptr<State> state_;
 };

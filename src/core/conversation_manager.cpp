@@ -579,8 +579,8 @@ CostSpent ConversationManager::spentCost(const ModelPrice& price) const {
   return spent;
 }
 
-void ConversationManager::enforceBudget(ChatRequest& request,
-                                        const std::vector<Message>& pending) const {
+std::pair<double, std::string> ConversationManager::enforceBudget(
+    ChatRequest& request, const std::vector<Message>& pending) const {
   const CostBudget& budget = state_->options->budget;
   BudgetCall call;
   call.model = request.model.empty() ? budget.model : request.model;
@@ -595,7 +595,13 @@ void ConversationManager::enforceBudget(ChatRequest& request,
                                     [](const Message& m) { return m.role == Role::User; });
     call.spentRun = newRun ? 0 : spent.run;
   }
-  checkBudget(budget, call);  // throws BudgetExceeded; unpriced models too
+  const bool shared = budget.maxCostShared && budget.shared;
+  if (shared) call.spentShared = budget.shared->committed();
+  const double worst = checkBudget(budget, call);  // throws BudgetExceeded; unpriced models too
+  if (!shared) return {0.0, call.model};
+  // Checked again under the spending's lock: calls of other conversations may have reserved.
+  budget.shared->reserve(budget.sharedName, *budget.maxCostShared, worst);
+  return {worst, call.model};
 }
 
 std::optional<CacheDiagnostic> ConversationManager::diagnoseCache(
@@ -760,7 +766,8 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
       config.tools ? config.tools->definitions() : nullptr;
   request.tools = definitions ? definitions->tools : json::array();
   // Before anything is sent; a reply taken from a journal costs nothing more.
-  if (config.budget.limited() && !given) enforceBudget(request, pending);
+  std::pair<double, std::string> reserved{0.0, ""};
+  if (config.budget.limited() && !given) reserved = enforceBudget(request, pending);
   request.stream = options.stream.value_or(config.stream);
   if (options.timeout) request.timeout = options.timeout;
   if (options.stopToken.stop_possible()) request.stopToken = options.stopToken;
@@ -774,9 +781,20 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
     result.usage = given->usage;
     result.finishReason = given->toolCalls.empty() ? "stop" : "tool_calls";
   } else {
-    result = request.stream && options.onChunk
-                 ? config.llm->generateStream(request, options.onChunk)
-                 : config.llm->generate(request);
+    try {
+      result = request.stream && options.onChunk
+                   ? config.llm->generateStream(request, options.onChunk)
+                   : config.llm->generate(request);
+    } catch (...) {
+      if (reserved.first > 0) config.budget.shared->settle(reserved.first, 0);
+      throw;
+    }
+    if (reserved.first > 0) {
+      // What the reply cost; without usage, its worst case stays spent.
+      const auto price = config.budget.prices->find(reserved.second);
+      config.budget.shared->settle(
+          reserved.first, result.usage && price ? costOf(*result.usage, *price) : reserved.first);
+    }
   }
   if (result.message.content.empty() && result.message.toolCalls.empty()) {
     throw ProtocolError("the model returned an empty reply (finish_reason \"" +

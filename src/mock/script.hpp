@@ -118,6 +118,8 @@ struct ChatContext {
   std::string model;
   std::vector<std::string> toolNames;  // function tools offered
   std::size_t promptBytes = 0;         // message text bytes, for the usage estimate
+  // Each message's share of promptBytes (its text and tool-call arguments), in order.
+  std::vector<std::size_t> messageBytes;
 };
 
 // Reads a chat completion request body. Throws ValidationError naming the field when the
