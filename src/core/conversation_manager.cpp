@@ -522,20 +522,26 @@ TokenCheck ConversationManager::contextTokens() const {
   TokenCheck check;
   check.tokenLimit = st.options->tokenLimit;
   size_t from = 0;
+  int64_t local = 0;  // counted here, not reported: what a calibration scales
   if (auto covered = st.reportCoverage()) {
     // The API's numbers cover the view up to `covered`; count only what came after.
     check.contextTokens = st.lastUsage->promptTokens + st.lastUsage->completionTokens;
     from = *covered;
     check.estimated = from < s.viewSize();
   } else {
-    check.contextTokens = kReplyPrimingTokens + toolTokens();
+    local = kReplyPrimingTokens + toolTokens();
     check.estimated = true;
   }
-  s.view().forEach(from, s.viewSize(), [&](MessageStore::Index i) {
-    check.contextTokens += messageTokens(s.record(i), counter);
-  });
+  s.view().forEach(from, s.viewSize(),
+                   [&](MessageStore::Index i) { local += messageTokens(s.record(i), counter); });
+  check.contextTokens += calibrated(local);
   check.overLimit = check.tokenLimit > 0 && check.contextTokens > check.tokenLimit;
   return check;
+}
+
+int64_t ConversationManager::calibrated(int64_t localTokens) const {
+  const auto& calibration = state_->options->calibration;
+  return calibration ? calibration->calibrate(localTokens) : localTokens;
 }
 
 int64_t ConversationManager::toolTokens() const {
@@ -684,8 +690,10 @@ TokenCheck ConversationManager::checkTokenUsage(const std::vector<Message>& pend
   TokenCheck check = estimateContextTokens();
   if (!pending.empty()) {
     const TokenCounter& counter = state_->counter ? *state_->counter : defaultCounter();
+    int64_t local = 0;
     for (const Message& m : pending)
-      check.contextTokens += countMessageTokens(m, counter).tokens;
+      local += countMessageTokens(m, counter).tokens;
+    check.contextTokens += calibrated(local);
     check.estimated = true;
     check.overLimit = check.tokenLimit > 0 && check.contextTokens > check.tokenLimit;
   }
@@ -766,6 +774,8 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
       config.tools ? config.tools->definitions() : nullptr;
   request.tools = definitions ? definitions->tools : json::array();
   // Before anything is sent; a reply taken from a journal costs nothing more.
+  // The local count of what is sent, for the calibration to learn from the reported one.
+  const int64_t localPrompt = config.calibration && !given ? countPromptTokens(pending).tokens : 0;
   std::pair<double, std::string> reserved{0.0, ""};
   if (config.budget.limited() && !given) reserved = enforceBudget(request, pending);
   request.stream = options.stream.value_or(config.stream);
@@ -802,6 +812,9 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
   }
   result.message.role = Role::Assistant;
   result.message.usage = result.usage;
+  if (localPrompt > 0 && result.usage) {
+    config.calibration->observe(localPrompt, result.usage->promptTokens);
+  }
 
   std::unique_lock lock(state_->mutex);
   State& st = *state_;
