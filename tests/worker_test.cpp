@@ -11,6 +11,7 @@
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
 #include "parley/conversation_manager.hpp"
+#include "parley/cost.hpp"
 #include "parley/errors.hpp"
 #include "parley/postgres_store.hpp"
 #include "parley/run_store.hpp"
@@ -556,8 +557,59 @@ TYPED_TEST_P(WorkerTest, TheNextRunOfAThreadStartsFromTheCacheUnlessTheThreadCha
   EXPECT_EQ(lastRequest().size(), 13u);
 }
 
+// Budgets: a run whose model call could go over fails with kind budget_exceeded before anything
+// is sent (the mock saw no request); the per-worker limit counts every run's replies.
+TYPED_TEST_P(WorkerTest, BudgetsFailARunBeforeAnyModelRequest) {
+  auto prices = std::make_shared<PriceTable>();
+  // Output only, so every call's worst case is its max_tokens bound: 4096 x $1000 / M = $4.096.
+  ModelPrice price;
+  price.output = 1000;
+  prices->set("parley-mock", price);
+  auto failedWithBudget = [&](const RunInfo& run, const char* budget) {
+    RunInfo done = this->awaitRun(run.id, {RunStatus::Completed, RunStatus::Failed});
+    ASSERT_EQ(done.status, RunStatus::Failed);
+    EXPECT_EQ(done.result["error"]["kind"], "budget_exceeded");
+    EXPECT_EQ(done.result["error"]["budget"], budget);
+    EXPECT_NE(done.error.find(budget), std::string::npos) << done.error;
+    bool seen = false;
+    for (const auto& e : this->runs->readEvents(run.threadId, 0)) {
+      if (e.type == "run_failed" && e.runId == run.id) {
+        seen = e.payload["result"]["error"]["kind"] == "budget_exceeded";
+      }
+    }
+    EXPECT_TRUE(seen) << "no run_failed event with kind budget_exceeded";
+  };
+  {
+    auto o = this->workerOptions();
+    o.prices = prices;
+    o.maxCostPerRun = 1.0;
+    auto worker = this->startWorker(o);
+    failedWithBudget(this->runs->submit("t1", "hello"), "maxCostPerRun");
+    EXPECT_TRUE(this->server->requests().empty());
+    EXPECT_TRUE(this->contents("t1").empty());
+  }
+  {
+    auto o = this->workerOptions("w2");
+    o.prices = prices;
+    o.maxCostPerWorker = 4.097;  // one call's worst case fits; with the first reply's cost, no more
+    auto worker = this->startWorker(o);
+    RunInfo first = this->runs->submit("t2", "hello");
+    EXPECT_EQ(this->awaitRun(first.id, {RunStatus::Completed, RunStatus::Failed}).status,
+              RunStatus::Completed);
+    EXPECT_EQ(this->server->requests().size(), 1u);
+    // "echo: hello": 3 of the mock's completion tokens at $1000 / M.
+    EXPECT_NEAR(worker->spentCost(), 0.003, 1e-9);
+    failedWithBudget(this->runs->submit("t3", "again"), "maxCostPerWorker");
+    EXPECT_EQ(this->server->requests().size(), 1u);
+  }
+  // A limit without a price table is refused.
+  auto o = this->workerOptions("w3");
+  o.maxCostPerRun = 1.0;
+  EXPECT_THROW(Worker(this->runs, o), ValidationError);
+}
+
 REGISTER_TYPED_TEST_SUITE_P(
-    WorkerTest, CompletesARunWithAToolAndWritesItsEvents,
+    WorkerTest, BudgetsFailARunBeforeAnyModelRequest, CompletesARunWithAToolAndWritesItsEvents,
     RunsOfOneThreadInSubmitOrderAndThreadsInParallel, StreamChunksAreCoalesced,
     TakesOverAJournaledReplyWithoutAskingTheModelAgain, ContinuesFromTheLastWholeTurnAfterATakeover,
     AnApprovalWaitSurvivesTheWorkersEnd, AHumanAnswerResumesTheRunAndADenialIsAnErrorResult,

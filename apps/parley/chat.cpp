@@ -117,6 +117,8 @@ constexpr const char* kHelp =
     "  /switch NAME          continue another branch\n"
     "  /truncate JSON        e.g. /truncate {\"keepLast\": 4}  (context operation)\n"
     "  /filter JSON          e.g. /filter {\"roles\": [\"user\"]}  (context operation)\n"
+    "                        either with --dry-run at the end: what it would cost the prompt\n"
+    "                        cache and save, nothing changed\n"
     "  /undo                 roll back the last context operation\n"
     "  /clear                clear the context (keeps the system prompt)\n"
     "  /save FILE            write the conversation as a snapshot JSON file\n"
@@ -863,14 +865,34 @@ class ChatSession {
     }
   }
 
-  void applyOperation(const std::string& name, const std::string& argument) {
+  void applyOperation(const std::string& name, std::string argument) {
+    constexpr std::string_view kDryRun = "--dry-run";
+    const bool dryRun =
+        argument.size() >= kDryRun.size() &&
+        argument.compare(argument.size() - kDryRun.size(), kDryRun.size(), kDryRun) == 0;
+    if (dryRun) argument.resize(argument.size() - kDryRun.size());
     nlohmann::json config;
     try {
-      config = parseJson(argument.empty() ? "{}" : argument);
+      config = parseJson(argument.find_first_not_of(" \t") == std::string::npos ? "{}" : argument);
     } catch (const ProtocolError&) {
       throw ValidationError("/" + name, "expects a JSON object, e.g. /truncate {\"keepLast\": 4}");
     }
     ConversationManager& manager = current().manager;
+    if (dryRun) {
+      const ContextOperationPreview p = previewContextOperation(
+          manager, parseContextOperation({{"operation", name}, {name, config}}));
+      out_ << name << " (dry run, nothing changed): " << p.messagesAfter << " of "
+           << p.messagesBefore << " messages would stay; prompt " << p.promptTokensBefore << " -> "
+           << p.promptTokensAfter << " tokens (saves " << p.savedTokens << ")";
+      if (p.firstChangedMessage) {
+        out_ << "; cached prefix lost: " << p.destroyedPrefixTokens << " tokens ("
+             << p.destroyedPrefixBytes << " bytes) from message " << *p.firstChangedMessage;
+      } else {
+        out_ << "; the cached prefix stays";
+      }
+      out_ << "\n";
+      return;
+    }
     const size_t batchBefore = manager.getMarkMap().currentBatch;
     const std::vector<Message> before = manager.getMessages();
     ContextOperationResult result = applyContextOperation(

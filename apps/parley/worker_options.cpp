@@ -4,6 +4,7 @@
 #include <iostream>
 #include <memory>
 
+#include "prices_option.hpp"
 #include "tool_file.hpp"
 
 namespace parley::cli {
@@ -26,6 +27,15 @@ void addWorkerOptions(CLI::App& cmd, WorkerArgs& args) {
   cmd.add_option("--human-tool", args.humanTool,
                  "Offer a tool of this name that asks a person (the run waits for "
                  "`parley runs respond`)");
+  addPricesOption(cmd, args.pricesFile);
+  cmd.add_option("--max-cost-per-run", args.maxCostPerRun,
+                 "Fail a run, before sending, when a model call could take its cost over this "
+                 "many USD (the exact prompt count and the max_tokens bound, priced with "
+                 "--prices; an unpriced model fails the run)")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--max-cost-per-worker", args.maxCostPerWorker,
+                 "The same over every run this worker makes until it stops")
+      ->check(CLI::NonNegativeNumber);
 }
 
 WorkerOptions workerOptions(const WorkerArgs& args) {
@@ -52,6 +62,11 @@ WorkerOptions workerOptions(const WorkerArgs& args) {
   options.defaultProfile = name;
   options.tools = makeToolRegistry(args.toolSets, args.toolFiles);
   options.log = [](const std::string& line) { std::cerr << line << "\n"; };
+  if (args.maxCostPerRun >= 0) options.maxCostPerRun = args.maxCostPerRun;
+  if (args.maxCostPerWorker >= 0) options.maxCostPerWorker = args.maxCostPerWorker;
+  if (options.maxCostPerRun || options.maxCostPerWorker || !args.pricesFile.empty()) {
+    options.prices = std::make_shared<const PriceTable>(cliPriceTable(args.pricesFile, config));
+  }
   return options;
 }
 

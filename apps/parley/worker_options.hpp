@@ -1,6 +1,6 @@
 // The options of a worker loop that `parley worker` and `parley serve --workers N` share: the
 // endpoint (endpoint.hpp), the tools, concurrency, lease, grace, iterations, system prompt and
-// the human tool.
+// the human tool, the price table and the cost limits.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -24,6 +24,9 @@ struct WorkerArgs {
   std::string workerId;
   std::string system;
   std::string humanTool;
+  std::string pricesFile;        // --prices (prices_option.hpp)
+  double maxCostPerRun = -1;     // --max-cost-per-run USD; negative: no limit
+  double maxCostPerWorker = -1;  // --max-cost-per-worker USD; negative: no limit
 };
 
 // Adds the options above (all but --db) to `cmd`.

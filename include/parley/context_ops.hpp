@@ -20,11 +20,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "parley/cache_diagnostic.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/message.hpp"
 
@@ -88,11 +90,59 @@ struct ContextOperationResult {
   std::chrono::microseconds executionTime{0};
 };
 
+// What an operation would do, found by applying it to a clone() of the conversation (O(1) to
+// take; the conversation itself is untouched): how much of the provider's prompt cache it would
+// throw away, and how many prompt tokens it would save (docs/cost.md, "Dry runs").
+struct ContextOperationPreview {
+  std::string operation;  // "truncate", ..., "summarize"
+  size_t messagesBefore = 0;
+  size_t messagesAfter = 0;
+  size_t removedForPairing = 0;
+  // The first view position whose message the operation changes (removes, replaces, or puts
+  // something before); nullopt when the view is left as it was or only grows at its end.
+  std::optional<size_t> firstChangedMessage;
+  // The next request against the previous one (diagnoseCache), without and with the operation;
+  // nullopt when the previous request is not known (no call yet).
+  std::optional<CacheDiagnostic> cacheWithout;
+  std::optional<CacheDiagnostic> cacheWith;
+  // The cached prefix the operation destroys: cacheWithout's reusable prefix less cacheWith's;
+  // without a previous request, the current view's messages from firstChangedMessage on (what a
+  // cache of the view as it stands would lose). Exact tokens with a vocabulary; JSON bytes.
+  int64_t destroyedPrefixTokens = 0;
+  int64_t destroyedPrefixBytes = 0;
+  // The next request's prompt tokens (countPromptTokens) without and with the operation, and the
+  // difference (negative when the operation adds, as insert does).
+  int64_t promptTokensBefore = 0;
+  int64_t promptTokensAfter = 0;
+  int64_t savedTokens = 0;
+};
+
+// Dry run of `op`: the preview of applying it to `manager`, whose history is left unchanged.
+// `pending`: messages the next request sends after the view (a prompt). Throws what the
+// operation would throw (ValidationError). O(messages) for the counts of a changed view.
+ContextOperationPreview previewContextOperation(const ConversationManager& manager,
+                                                const ContextOperation& op,
+                                                const std::vector<Message>& pending = {});
+// The same for any edit of a conversation (a compression trigger's): `edit` runs on a clone.
+ContextOperationPreview previewContextEdit(const ConversationManager& manager,
+                                           std::string operation,
+                                           const std::function<void(ConversationManager&)>& edit,
+                                           const std::vector<Message>& pending = {});
+// {"operation", "messagesBefore", "messagesAfter", "removedForPairing", "firstChangedMessage"
+//  (or null), "destroyedPrefixTokens", "destroyedPrefixBytes", "promptTokensBefore",
+//  "promptTokensAfter", "savedTokens", "cacheWithout", "cacheWith" (toJson(CacheDiagnostic) or
+//  null)}
+nlohmann::json toJson(const ContextOperationPreview& preview);
+
 // Reads a context-processor node's config, e.g.
 //   {"operation": "truncate", "truncate": {"role": "user", "keepLast": 5}}
-// Unknown operations, missing or malformed configs and unknown keys are a ValidationError
-// naming the field ("truncate.keepLast: must be a non-negative integer").
+// with an optional "dryRun": true (isDryRun(): report previewContextOperation() instead of
+// applying). Unknown operations, missing or malformed configs and unknown keys are a
+// ValidationError naming the field ("truncate.keepLast: must be a non-negative integer").
 ContextOperation parseContextOperation(const nlohmann::json& config);
+// True when a context-processor config asks for a dry run ("dryRun": true); a "dryRun" that is
+// not a boolean is a ValidationError.
+bool isDryRun(const nlohmann::json& config);
 nlohmann::json toJson(const ContextOperation& operation);
 
 // Applies one operation to the store's view as a new batch (the pure form).

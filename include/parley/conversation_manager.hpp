@@ -31,6 +31,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "parley/cache_diagnostic.hpp"
@@ -93,6 +94,10 @@ struct ConversationOptions {
   // or the ceil(code points / 2.5) estimate when its vocabulary is not installed.
   std::shared_ptr<const TokenCounter> tokenCounter;
   TokenLimitHandler onTokenLimitExceeded;  // the compression trigger; see summarizeAndTruncate()
+  // When set, each reply's reported prompt_tokens against the local count of the request sent
+  // teaches it a ratio (tokens.hpp), and the token-limit check scales what it counts locally
+  // by it (what the API's usage does not cover). Null: local counts as they are.
+  std::shared_ptr<CalibratedCounter> calibration;
   // When set, each complete turn is saved through it as soon as it is committed: a reply without
   // tool calls, or the tool results that complete an iteration (never an assistant tool-call
   // message without its results). A failed model call saves nothing. For a StoredThread
@@ -386,9 +391,13 @@ class ConversationManager {
   void persistIfWhole();                  // saves through options.persist at a turn's end
   // ValidationError unless each call is one of the last tool-call message's unanswered calls.
   void requireOpenCalls(const std::vector<ToolCall>& calls) const;
-  TokenCheck contextTokens() const;  // REQUIRES the lock
-  int64_t toolTokens() const;        // the tool definitions' tokens; REQUIRES the lock
-  void enforceBudget(ChatRequest& request, const std::vector<Message>& pending) const;
+  TokenCheck contextTokens() const;               // REQUIRES the lock
+  int64_t toolTokens() const;                     // the tool definitions' tokens; REQUIRES the lock
+  int64_t calibrated(int64_t localTokens) const;  // scaled by options.calibration, if any
+  // Checks the budget (throws BudgetExceeded) and reserves the call's worst case in the shared
+  // spending, if any; returns the USD reserved there (0: none) and the model priced.
+  std::pair<double, std::string> enforceBudget(ChatRequest& request,
+                                               const std::vector<Message>& pending) const;
 
   std::unique_ptr<State> state_;
 };

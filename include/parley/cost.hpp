@@ -32,6 +32,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -115,6 +116,27 @@ class PriceTable {
   std::string asOf_;
 };
 
+// Spending that several conversations share under one limit (CostBudget::shared): a durable-run
+// worker's runs over the worker's lifetime. A call reserves its worst case before it is sent, so
+// calls running at once cannot together go over, and settles at what it cost once it returns.
+// Thread-safety: every method may be called from any thread.
+class SharedSpending {
+ public:
+  // Reserves `worstCase` USD for one call. Throws BudgetExceeded naming `name` (e.g.
+  // "maxCostPerWorker") when what was spent, what other calls reserved and `worstCase` together
+  // exceed `limit`; nothing is reserved then.
+  void reserve(const std::string& name, double limit, double worstCase);
+  // Ends a reservation of `reserved` USD: `cost` (what the call cost) is spent instead.
+  void settle(double reserved, double cost);
+  double spent() const;      // settled calls
+  double committed() const;  // settled calls and the reservations of calls under way
+
+ private:
+  mutable std::mutex mutex_;
+  double spent_ = 0;
+  double reserved_ = 0;
+};
+
 // Spending limits in USD (ConversationOptions::budget). No limit set: nothing is checked.
 struct CostBudget {
   std::shared_ptr<const PriceTable> prices;  // required with a limit
@@ -122,11 +144,19 @@ struct CostBudget {
   std::string model;
   std::optional<double> maxCostPerRun;     // a run: the replies after the view's last user prompt
   std::optional<double> maxCostPerThread;  // every reply in the history, hidden ones included
+  // A limit shared with other conversations: `shared` keeps what they spent together (every
+  // call reserves its worst case there before it is sent, and settles at its usage's cost, or 0
+  // when it fails; a reply without usage stays at its worst case). Refused as `sharedName`.
+  std::optional<double> maxCostShared;
+  std::shared_ptr<SharedSpending> shared;
+  std::string sharedName = "maxCostShared";
   // The output bound of a call whose request sets no max_tokens: sent as its max_tokens, so
   // the worst case checked is the one that can happen.
   int64_t defaultMaxTokens = 4096;
 
-  bool limited() const noexcept { return maxCostPerRun || maxCostPerThread; }
+  bool limited() const noexcept {
+    return maxCostPerRun || maxCostPerThread || (maxCostShared && shared);
+  }
 };
 
 // One call about to be sent.
@@ -136,6 +166,7 @@ struct BudgetCall {
   int64_t maxTokens = 0;   // the max_tokens bound sent
   double spentRun = 0;     // USD the run's replies cost so far
   double spentThread = 0;  // USD the thread's replies cost so far
+  double spentShared = 0;  // USD committed in CostBudget::shared so far
 };
 
 // The most one call can cost: `promptTokens` at the dearer of input and cache writes (no cache

@@ -20,7 +20,9 @@
 //
 // A request of nodeType "context_processor" applies the context operation in
 // requestData.parameters (context_ops.hpp) to the thread's conversation; its result's content is
-// {"operation", "messageCount", "removedForPairing"} as JSON; one whose operation is "read"
+// {"operation", "messageCount", "removedForPairing"} as JSON (with "dryRun": true, the thread is
+// unchanged and the content is the ContextOperationPreview's JSON, finish reason
+// "context_preview"); one whose operation is "read"
 // (ContextRead, context_ops.hpp) reads the history instead: into its result ({"operation":
 // "read", "messageCount", "messages"}), the thread unchanged, or into its prompt, which is then
 // sent to the model as an llm node's. A request of nodeType

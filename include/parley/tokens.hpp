@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -98,6 +99,41 @@ class TokenCounter {
  private:
   std::shared_ptr<const Encoding> encoding_;
   std::string name_;
+};
+
+// Calibration of a local count against what a server reports (docs/cost.md, "Calibrated
+// counts"): where the local tokenizer is not the model's (an estimate without a vocabulary, a
+// Claude or Llama model counted with o200k_base), the prompt_tokens each reply reports teach a
+// ratio, reported / local, kept as an exponentially weighted moving average and bounded, so that
+// local counts times the ratio (the token-limit check's) come within a few percent of the
+// server's after a few replies.
+// Thread-safety: every method may be called from any thread (conversations of one model may
+// share one).
+class CalibratedCounter {
+ public:
+  struct Options {
+    double weight = 0.5;     // of each new observation in the average, in (0, 1]
+    double minRatio = 0.25;  // the ratio is kept within [minRatio, maxRatio]
+    double maxRatio = 4.0;
+    int64_t minTokens = 16;  // observations of fewer local tokens are too noisy: ignored
+  };
+  CalibratedCounter();
+  // ValidationError for options out of range.
+  explicit CalibratedCounter(Options options);
+
+  // One request: `localTokens` counted here before it was sent, `reportedTokens` the reply's
+  // prompt_tokens. Ignored when either is below minTokens or not positive.
+  void observe(int64_t localTokens, int64_t reportedTokens);
+  double ratio() const;          // 1 until the first observation
+  int64_t observations() const;  // taken so far
+  // `localTokens` x ratio(), rounded.
+  int64_t calibrate(int64_t localTokens) const;
+
+ private:
+  Options options_;
+  mutable std::mutex mutex_;
+  double ratio_ = 1.0;
+  int64_t observations_ = 0;
 };
 
 // One message's share of a chat request's prompt: kTokensPerMessage, its role, content and

@@ -35,8 +35,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "parley/cost.hpp"
 #include "parley/profiles.hpp"
 #include "parley/run_store.hpp"
 #include "parley/tools.hpp"
@@ -79,6 +81,16 @@ struct WorkerOptions {
   // without loading and parsing the thread's history again. Least recently used ones go first;
   // 0 keeps none.
   size_t threadCache = 256;
+  // Cost limits in USD (cost.hpp), checked before every model call with the exact prompt count
+  // and the max_tokens bound (CostBudget::defaultMaxTokens when the profile sets none): per run
+  // (the replies since the run's prompt), and per worker (every reply of every run this worker
+  // made since it was constructed; calls under way at once reserve their worst case). A call
+  // that could go over fails its run with kind budget_exceeded (the run's result is
+  // {"error": errorToJson(...)}) and nothing is sent. A limit needs `prices`; an unpriced
+  // model fails the run the same way. Default: no limits.
+  std::shared_ptr<const PriceTable> prices{};
+  std::optional<double> maxCostPerRun{};
+  std::optional<double> maxCostPerWorker{};
 };
 
 class Worker {
@@ -110,6 +122,9 @@ class Worker {
     uint64_t running = 0;     // now
   };
   Stats stats() const;
+  // USD the worker's replies cost so far, over its lifetime, as the per-worker budget counts it
+  // (0 without maxCostPerWorker).
+  double spentCost() const;
 
  private:
   struct Impl;

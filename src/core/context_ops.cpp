@@ -332,6 +332,82 @@ std::optional<ContextOperation> systemPromptOperation(const ConversationManager&
   return ReplaceOp{0, Message::system(prompt)};
 }
 
+bool isDryRun(const json& config) {
+  if (!config.is_object()) return false;
+  auto it = config.find("dryRun");
+  if (it == config.end()) return false;
+  if (!it->is_boolean()) throw ValidationError("dryRun", "must be true or false");
+  return it->get<bool>();
+}
+
+ContextOperationPreview previewContextEdit(const ConversationManager& manager,
+                                           std::string operation,
+                                           const std::function<void(ConversationManager&)>& edit,
+                                           const std::vector<Message>& pending) {
+  ContextOperationPreview p;
+  p.operation = std::move(operation);
+  ConversationManager copy = manager.clone();
+  edit(copy);
+  const MessageStore before = manager.store();
+  const MessageStore after = copy.store();
+  p.messagesBefore = before.viewSize();
+  p.messagesAfter = after.viewSize();
+  size_t same = 0;
+  const size_t common = std::min(p.messagesBefore, p.messagesAfter);
+  while (same < common && before.view()[same] == after.view()[same])
+    ++same;
+  if (same < p.messagesBefore) p.firstChangedMessage = same;
+  p.cacheWithout = manager.diagnoseCache(pending);
+  p.cacheWith = copy.diagnoseCache(pending);
+  if (p.cacheWithout && p.cacheWith) {
+    p.destroyedPrefixTokens =
+        p.cacheWithout->reusablePrefixTokens - p.cacheWith->reusablePrefixTokens;
+    p.destroyedPrefixBytes = p.cacheWithout->reusablePrefixBytes - p.cacheWith->reusablePrefixBytes;
+  } else if (p.firstChangedMessage) {
+    const ConversationOptions& config = manager.options();
+    const TokenCounter counter = config.tokenCounter ? *config.tokenCounter : TokenCounter();
+    const MessageJsonOptions jsonOptions =
+        config.llm ? config.llm->messageJsonOptions() : MessageJsonOptions{};
+    for (size_t i = same; i < p.messagesBefore; ++i) {
+      const Message& m = before.visible(i);
+      p.destroyedPrefixTokens += countMessageTokens(m, counter).tokens;
+      p.destroyedPrefixBytes += static_cast<int64_t>(encodeMessage(m, jsonOptions).size());
+    }
+  }
+  p.promptTokensBefore = manager.countPromptTokens(pending).tokens;
+  p.promptTokensAfter = copy.countPromptTokens(pending).tokens;
+  p.savedTokens = p.promptTokensBefore - p.promptTokensAfter;
+  return p;
+}
+
+ContextOperationPreview previewContextOperation(const ConversationManager& manager,
+                                                const ContextOperation& op,
+                                                const std::vector<Message>& pending) {
+  ContextOperationResult applied;
+  ContextOperationPreview p = previewContextEdit(
+      manager, "", [&](ConversationManager& copy) { applied = applyContextOperation(copy, op); },
+      pending);
+  p.operation = applied.operation;
+  p.removedForPairing = applied.removedForPairing;
+  return p;
+}
+
+json toJson(const ContextOperationPreview& p) {
+  auto cache = [](const std::optional<CacheDiagnostic>& d) { return d ? toJson(*d) : json(); };
+  return {{"operation", p.operation},
+          {"messagesBefore", p.messagesBefore},
+          {"messagesAfter", p.messagesAfter},
+          {"removedForPairing", p.removedForPairing},
+          {"firstChangedMessage", p.firstChangedMessage ? json(*p.firstChangedMessage) : json()},
+          {"destroyedPrefixTokens", p.destroyedPrefixTokens},
+          {"destroyedPrefixBytes", p.destroyedPrefixBytes},
+          {"promptTokensBefore", p.promptTokensBefore},
+          {"promptTokensAfter", p.promptTokensAfter},
+          {"savedTokens", p.savedTokens},
+          {"cacheWithout", cache(p.cacheWithout)},
+          {"cacheWith", cache(p.cacheWith)}};
+}
+
 bool isContextRead(const json& config) {
   return config.is_object() && config.value("operation", json()) == "read";
 }
@@ -441,8 +517,9 @@ ContextOperation parseContextOperation(const json& config) {
         "operation",
         "unknown operation \"" + name + "\" (expected truncate, insert, replace, clear or filter)");
   }
+  isDryRun(config);  // a non-boolean dryRun is refused
   for (const auto& [key, value] : config.items()) {
-    if (key != "operation" && key != name) {
+    if (key != "operation" && key != name && key != "dryRun") {
       throw ValidationError(key, "does not belong to operation \"" + name + "\"");
     }
   }

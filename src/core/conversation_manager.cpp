@@ -523,20 +523,26 @@ TokenCheck ConversationManager::contextTokens() const {
   TokenCheck check;
   check.tokenLimit = st.options->tokenLimit;
   size_t from = 0;
+  int64_t local = 0;  // counted here, not reported: what a calibration scales
   if (auto covered = st.reportCoverage()) {
     // The API's numbers cover the view up to `covered`; count only what came after.
     check.contextTokens = st.lastUsage->promptTokens + st.lastUsage->completionTokens;
     from = *covered;
     check.estimated = from < s.viewSize();
   } else {
-    check.contextTokens = kReplyPrimingTokens + toolTokens();
+    local = kReplyPrimingTokens + toolTokens();
     check.estimated = true;
   }
-  s.view().forEach(from, s.viewSize(), [&](MessageStore::Index i) {
-    check.contextTokens += messageTokens(s.record(i), counter);
-  });
+  s.view().forEach(from, s.viewSize(),
+                   [&](MessageStore::Index i) { local += messageTokens(s.record(i), counter); });
+  check.contextTokens += calibrated(local);
   check.overLimit = check.tokenLimit > 0 && check.contextTokens > check.tokenLimit;
   return check;
+}
+
+int64_t ConversationManager::calibrated(int64_t localTokens) const {
+  const auto& calibration = state_->options->calibration;
+  return calibration ? calibration->calibrate(localTokens) : localTokens;
 }
 
 int64_t ConversationManager::toolTokens() const {
@@ -580,8 +586,8 @@ CostSpent ConversationManager::spentCost(const ModelPrice& price) const {
   return spent;
 }
 
-void ConversationManager::enforceBudget(ChatRequest& request,
-                                        const std::vector<Message>& pending) const {
+std::pair<double, std::string> ConversationManager::enforceBudget(
+    ChatRequest& request, const std::vector<Message>& pending) const {
   const CostBudget& budget = state_->options->budget;
   BudgetCall call;
   call.model = request.model.empty() ? budget.model : request.model;
@@ -596,7 +602,13 @@ void ConversationManager::enforceBudget(ChatRequest& request,
                                     [](const Message& m) { return m.role == Role::User; });
     call.spentRun = newRun ? 0 : spent.run;
   }
-  checkBudget(budget, call);  // throws BudgetExceeded; unpriced models too
+  const bool shared = budget.maxCostShared && budget.shared;
+  if (shared) call.spentShared = budget.shared->committed();
+  const double worst = checkBudget(budget, call);  // throws BudgetExceeded; unpriced models too
+  if (!shared) return {0.0, call.model};
+  // Checked again under the spending's lock: calls of other conversations may have reserved.
+  budget.shared->reserve(budget.sharedName, *budget.maxCostShared, worst);
+  return {worst, call.model};
 }
 
 std::optional<CacheDiagnostic> ConversationManager::diagnoseCache(
@@ -679,8 +691,10 @@ TokenCheck ConversationManager::checkTokenUsage(const std::vector<Message>& pend
   TokenCheck check = estimateContextTokens();
   if (!pending.empty()) {
     const TokenCounter& counter = state_->counter ? *state_->counter : defaultCounter();
+    int64_t local = 0;
     for (const Message& m : pending)
-      check.contextTokens += countMessageTokens(m, counter).tokens;
+      local += countMessageTokens(m, counter).tokens;
+    check.contextTokens += calibrated(local);
     check.estimated = true;
     check.overLimit = check.tokenLimit > 0 && check.contextTokens > check.tokenLimit;
   }
@@ -763,7 +777,10 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
   request.tools = definitions ? definitions->tools : json::array();
   if (shape && shape->request) shape->request(request, jsonOptions);
   // Before anything is sent; a reply taken from a journal costs nothing more.
-  if (config.budget.limited() && !given) enforceBudget(request, pending);
+  // The local count of what is sent, for the calibration to learn from the reported one.
+  const int64_t localPrompt = config.calibration && !given ? countPromptTokens(pending).tokens : 0;
+  std::pair<double, std::string> reserved{0.0, ""};
+  if (config.budget.limited() && !given) reserved = enforceBudget(request, pending);
   request.stream = options.stream.value_or(config.stream);
   if (options.timeout) request.timeout = options.timeout;
   if (options.stopToken.stop_possible()) request.stopToken = options.stopToken;
@@ -777,9 +794,20 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
     result.usage = given->usage;
     result.finishReason = given->toolCalls.empty() ? "stop" : "tool_calls";
   } else {
-    result = request.stream && options.onChunk
-                 ? config.llm->generateStream(request, options.onChunk)
-                 : config.llm->generate(request);
+    try {
+      result = request.stream && options.onChunk
+                   ? config.llm->generateStream(request, options.onChunk)
+                   : config.llm->generate(request);
+    } catch (...) {
+      if (reserved.first > 0) config.budget.shared->settle(reserved.first, 0);
+      throw;
+    }
+    if (reserved.first > 0) {
+      // What the reply cost; without usage, its worst case stays spent.
+      const auto price = config.budget.prices->find(reserved.second);
+      config.budget.shared->settle(
+          reserved.first, result.usage && price ? costOf(*result.usage, *price) : reserved.first);
+    }
   }
   if (shape && shape->reply) shape->reply(result);
   if (result.message.content.empty() && result.message.toolCalls.empty()) {
@@ -788,6 +816,9 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
   }
   result.message.role = Role::Assistant;
   result.message.usage = result.usage;
+  if (localPrompt > 0 && result.usage) {
+    config.calibration->observe(localPrompt, result.usage->promptTokens);
+  }
 
   std::unique_lock lock(state_->mutex);
   State& st = *state_;

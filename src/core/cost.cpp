@@ -198,6 +198,10 @@ double checkBudget(const CostBudget& budget, const BudgetCall& call) {
     limits.push_back(
         {"maxCostPerThread", *budget.maxCostPerThread, call.spentThread, "this thread"});
   }
+  if (budget.maxCostShared && budget.shared) {
+    limits.push_back(
+        {budget.sharedName.c_str(), *budget.maxCostShared, call.spentShared, "the shared budget"});
+  }
   if (limits.empty()) return 0;
   const std::optional<ModelPrice> price =
       budget.prices ? budget.prices->find(call.model) : std::nullopt;
@@ -224,6 +228,35 @@ double checkBudget(const CostBudget& budget, const BudgetCall& call) {
                              ") = " + formatUsd(estimate) + "; nothing was sent");
   }
   return bound;
+}
+
+void SharedSpending::reserve(const std::string& name, double limit, double worstCase) {
+  std::lock_guard lock(mutex_);
+  const double estimate = spent_ + reserved_ + worstCase;
+  if (estimate > limit * (1 + 1e-12)) {
+    throw BudgetExceeded(name, limit, estimate,
+                         name + " of " + formatUsd(limit) +
+                             " would be exceeded: " + formatUsd(spent_ + reserved_) +
+                             " spent or reserved + up to " + formatUsd(worstCase) +
+                             " for this call = " + formatUsd(estimate) + "; nothing was sent");
+  }
+  reserved_ += worstCase;
+}
+
+void SharedSpending::settle(double reserved, double cost) {
+  std::lock_guard lock(mutex_);
+  reserved_ = std::max(0.0, reserved_ - reserved);
+  spent_ += cost;
+}
+
+double SharedSpending::spent() const {
+  std::lock_guard lock(mutex_);
+  return spent_;
+}
+
+double SharedSpending::committed() const {
+  std::lock_guard lock(mutex_);
+  return spent_ + reserved_;
 }
 
 std::string formatUsd(std::optional<double> usd) {

@@ -402,6 +402,12 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       return result;
     }
     const ContextOperation op = parseContextOperation(request.requestData.parameters);
+    if (isDryRun(request.requestData.parameters)) {
+      LlmExecutionResult result;
+      result.content = toJson(previewContextOperation(*state.manager, op)).dump();
+      result.finishReason = "context_preview";
+      return result;
+    }
     const ContextOperationResult applied = applyContextOperation(*state.manager, op);
     LlmExecutionResult result;
     result.content = nlohmann::json{{"operation", applied.operation},

@@ -2,14 +2,12 @@
 
 #include <cstdio>
 
+#include "mock/prompt_cache.hpp"
+
 namespace parley::mock {
 namespace {
 
 using nlohmann::json;
-
-std::size_t estimateTokens(std::size_t bytes) {
-  return (bytes + 3) / 4;
-}
 
 // Expands placeholders in every string value of a JSON value, keeping its structure.
 json expandJson(const json& value, const ChatContext& ctx, const std::vector<std::string>& groups) {
@@ -126,10 +124,10 @@ ConcreteReply makeReply(const ReplySpec& spec, const ChatContext& ctx,
                                               : "tool_calls";
   json usage = spec.usage.is_object() ? spec.usage : json::object();
   if (!usage.contains("prompt_tokens")) {
-    usage["prompt_tokens"] = std::max<std::size_t>(1, estimateTokens(ctx.promptBytes));
+    usage["prompt_tokens"] = std::max<std::int64_t>(1, mockTokens(ctx.promptBytes));
   }
   if (!usage.contains("completion_tokens")) {
-    usage["completion_tokens"] = std::max<std::size_t>(1, estimateTokens(completionBytes));
+    usage["completion_tokens"] = std::max<std::int64_t>(1, mockTokens(completionBytes));
   }
   if (!usage.contains("total_tokens")) {
     usage["total_tokens"] =

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -50,6 +51,7 @@ struct MockServer::Impl {
   std::vector<int> ruleUses;
   int chatRequests = 0;
   std::vector<json> recorded;
+  PromptCache promptCache;  // the requests last answered, per conversation key
   std::size_t cleared = 0;  // requests dropped by clearRequests(); indexes stay absolute
 
   // Stopping: delays wait on this so stop() can cut them short.
@@ -106,6 +108,27 @@ struct MockServer::Impl {
       entry = recorded[index - cleared];
     }
     options.onRequest(entry);
+  }
+
+  // The usage of a reply: the estimated prompt_tokens scaled (promptTokensScale), and the
+  // prompt cache's figure as cached_tokens, where the script's `given` usage says neither.
+  void adjustUsage(json& usage, const json& given, std::int64_t cachedTokens) const {
+    const bool givenPrompt = given.is_object() && given.contains("prompt_tokens");
+    if (!givenPrompt && options.promptTokensScale != 1.0) {
+      const auto scaled = static_cast<std::int64_t>(
+          std::llround(static_cast<double>(usage["prompt_tokens"].get<std::int64_t>()) *
+                       options.promptTokensScale));
+      usage["prompt_tokens"] = std::max<std::int64_t>(1, scaled);
+      usage["total_tokens"] = usage["prompt_tokens"].get<std::int64_t>() +
+                              usage["completion_tokens"].get<std::int64_t>();
+    }
+    const bool givenCached = given.is_object() && given.contains("prompt_tokens_details") &&
+                             given["prompt_tokens_details"].is_object() &&
+                             given["prompt_tokens_details"].contains("cached_tokens");
+    if (givenCached || cachedTokens <= 0) return;
+    json& details = usage["prompt_tokens_details"];
+    if (!details.is_object()) details = json::object();
+    details["cached_tokens"] = std::min(cachedTokens, usage["prompt_tokens"].get<std::int64_t>());
   }
 
   void install();
@@ -299,19 +322,23 @@ void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response
   const Rule* chosen = nullptr;
   ChatContext ctx;
   std::vector<std::string> groups;
+  std::int64_t cachedTokens = 0;
   {
     std::lock_guard lock(mutex);
     int number = ++chatRequests;
+    json chatBody;
     try {
       switch (protocol) {
         case WireProtocol::Chat:
           ctx = describeRequest(body, number);
           break;
         case WireProtocol::Anthropic:
-          ctx = describeRequest(chatRequestFromAnthropic(body), number);
+          chatBody = chatRequestFromAnthropic(body);
+          ctx = describeRequest(chatBody, number);
           break;
         case WireProtocol::Responses:
-          ctx = describeRequest(chatRequestFromResponses(body), number);
+          chatBody = chatRequestFromResponses(body);
+          ctx = describeRequest(chatBody, number);
           break;
       }
     } catch (const ValidationError& e) {
@@ -325,6 +352,11 @@ void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response
       if (!matches(rule.match, ctx, groups)) continue;
       ++ruleUses[i];
       chosen = &rule;
+      // Only a request the "provider" processed is cached.
+      if (rule.reply) {
+        cachedTokens =
+            promptCache.exchange(promptCacheKey(body), chatBody.is_null() ? body : chatBody, ctx);
+      }
       if (index >= cleared) {
         recorded[index - cleared]["rule"] = i;
         recorded[index - cleared]["rule_name"] = rule.name;
@@ -358,6 +390,7 @@ void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response
     return;
   }
   ConcreteReply reply = makeReply(*rule.reply, ctx, groups, options.created);
+  adjustUsage(reply.usage, rule.reply->usage, cachedTokens);
   if (ctx.stream) {
     sendStream(res, rule, std::move(reply), ctx.includeUsage, protocol);
     return;
@@ -476,7 +509,11 @@ MockServer::MockServer(MockOptions options) : impl_(std::make_unique<Impl>()) {
   if (options.embeddingDimensions < 1) {
     throw ValidationError("embeddingDimensions", "must be at least 1");
   }
+  if (!(options.promptTokensScale > 0)) {
+    throw ValidationError("promptTokensScale", "must be a positive number");
+  }
   impl_->options = std::move(options);
+  impl_->promptCache = PromptCache(impl_->options.promptCache);
   setScript(impl_->options.script);
   impl_->install();
 }
@@ -535,6 +572,7 @@ void MockServer::setScript(const json& script) {
   impl_->script = std::make_shared<const Script>(std::move(compiled));
   impl_->ruleUses.assign(impl_->script->size(), 0);
   impl_->chatRequests = 0;
+  impl_->promptCache.clear();
 }
 
 }  // namespace parley::mock

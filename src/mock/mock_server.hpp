@@ -21,6 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mock/prompt_cache.hpp"
+
 namespace parley::mock {
 
 struct MockOptions {
@@ -32,6 +34,11 @@ struct MockOptions {
   int threads = 32;                                   // concurrent connections served
   int embeddingDimensions = 256;                      // default vector size for /v1/embeddings
   std::int64_t created = 1700000000;                  // the "created" timestamp of every response
+  // The prompt-cache rule behind prompt_tokens_details.cached_tokens (prompt_cache.hpp).
+  PromptCacheOptions promptCache;
+  // Multiplies the prompt_tokens the mock estimates (not those a script gives): a server whose
+  // tokenizer counts differently from the client's. Must be positive.
+  double promptTokensScale = 1.0;
   // Called with each request as requests() records it (the rule included) before the response
   // is sent; runs on a server thread, concurrently for concurrent requests. Empty = not called.
   std::function<void(const nlohmann::json& request)> onRequest;

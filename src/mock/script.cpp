@@ -449,7 +449,7 @@ ChatContext describeRequest(const json& body, int requestNumber) {
     }
     std::string role = m["role"].get<std::string>();
     std::string text = m.contains("content") ? messageText(m["content"]) : std::string();
-    ctx.promptBytes += text.size();
+    std::size_t bytes = text.size();
     if (role == "user") {
       ++ctx.turn;
       ctx.lastUser = text;
@@ -467,10 +467,12 @@ ChatContext describeRequest(const json& body, int requestNumber) {
       for (const auto& call : m["tool_calls"]) {
         if (call.is_object() && call.contains("function") && call["function"].is_object()) {
           callNames.emplace_back(call.value("id", ""), call["function"].value("name", ""));
-          ctx.promptBytes += call["function"].value("arguments", "").size();
+          bytes += call["function"].value("arguments", "").size();
         }
       }
     }
+    ctx.promptBytes += bytes;
+    ctx.messageBytes.push_back(bytes);
     ctx.lastRole = role;
   }
   if (ctx.lastRole != "tool") ctx.toolResults.clear();

@@ -124,6 +124,8 @@ struct ChatContext {
   std::string responseFormat;          // response_format.type; "none" when absent
   std::string forcedTool;              // the function tool_choice names; "none" when none
   std::size_t promptBytes = 0;         // message text bytes, for the usage estimate
+  // Each message's share of promptBytes (its text and tool-call arguments), in order.
+  std::vector<std::size_t> messageBytes;
 };
 
 // Reads a chat completion request body. Throws ValidationError naming the field when the

@@ -111,6 +111,8 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
   std::thread dispatcherThread;
   std::thread heartbeatThread;
   Stats counters;
+  // What every run's replies cost (the per-worker budget's ledger).
+  std::shared_ptr<SharedSpending> spending = std::make_shared<SharedSpending>();
 
   // The thread cache (WorkerOptions::threadCache): a thread's state after a run completed here,
   // by thread id, with the version that run committed; most recently used first.
@@ -330,7 +332,8 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
       } else {
         guarded(run, active, [&] {
           active.closing = true;
-          runs->finish(active.lease, RunStatus::Failed, e.what(), nullptr, events.takeLive());
+          runs->finish(active.lease, RunStatus::Failed, e.what(), {{"error", errorToJson(e)}},
+                       events.takeLive());
           count(&Stats::failed);
         });
       }
@@ -654,6 +657,14 @@ void Worker::Impl::execute(const RunInfo& run, ActiveRun& active, detail::RunEve
   config.tools = allowed;
   config.maxToolConcurrency = options.maxToolConcurrency;
   config.log = options.log;
+  if (options.prices) {
+    config.budget.prices = options.prices;
+    config.budget.model = options.profiles->get(profile).model;
+    config.budget.maxCostPerRun = options.maxCostPerRun;
+    config.budget.maxCostShared = options.maxCostPerWorker;
+    config.budget.shared = spending;
+    config.budget.sharedName = "maxCostPerWorker";
+  }
   ConversationManager manager(config);
   RunStore::Version version = 0;
   std::optional<ContextSnapshot> kept;
@@ -810,6 +821,13 @@ Worker::Worker(std::shared_ptr<RunStore> runs, WorkerOptions options)
     throw ValidationError("options.maxToolConcurrency", "must be >= 1");
   }
   if (options.chunkBytes < 1) throw ValidationError("options.chunkBytes", "must be >= 1");
+  for (const auto& [name, limit] :
+       {std::pair{"options.maxCostPerRun", options.maxCostPerRun},
+        std::pair{"options.maxCostPerWorker", options.maxCostPerWorker}}) {
+    if (!limit) continue;
+    if (!(*limit >= 0)) throw ValidationError(name, "must be a non-negative number of USD");
+    if (!options.prices) throw ValidationError(name, "needs options.prices (a price table)");
+  }
   if (options.workerId.empty()) options.workerId = defaultWorkerId();
   if (options.workerId.size() > 200) {
     throw ValidationError("options.workerId", "must be 1 to 200 bytes");
@@ -888,6 +906,10 @@ const std::string& Worker::id() const noexcept {
 Worker::Stats Worker::stats() const {
   std::lock_guard lock(impl_->mutex);
   return impl_->counters;
+}
+
+double Worker::spentCost() const {
+  return impl_->spending->spent();
 }
 
 }  // namespace parley

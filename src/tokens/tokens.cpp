@@ -1,5 +1,7 @@
 #include "parley/tokens.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -207,6 +209,42 @@ TokenCount countChatTokens(const std::vector<Message>& messages, const nlohmann:
 TokenCount countChatTokens(const std::vector<Message>& messages, const nlohmann::json& tools,
                            std::string_view encodingName) {
   return countChatTokens(messages, tools, TokenCounter(encodingName));
+}
+
+CalibratedCounter::CalibratedCounter() : CalibratedCounter(Options{}) {}
+
+CalibratedCounter::CalibratedCounter(Options options) : options_(options) {
+  if (!(options.weight > 0 && options.weight <= 1)) {
+    throw ValidationError("weight", "must be in (0, 1]");
+  }
+  if (!(options.minRatio > 0 && options.minRatio <= 1 && options.maxRatio >= 1)) {
+    throw ValidationError("minRatio", "must satisfy 0 < minRatio <= 1 <= maxRatio");
+  }
+  if (options.minTokens < 1) throw ValidationError("minTokens", "must be at least 1");
+}
+
+void CalibratedCounter::observe(int64_t localTokens, int64_t reportedTokens) {
+  if (localTokens < options_.minTokens || reportedTokens < options_.minTokens) return;
+  const double seen =
+      std::clamp(static_cast<double>(reportedTokens) / static_cast<double>(localTokens),
+                 options_.minRatio, options_.maxRatio);
+  std::lock_guard lock(mutex_);
+  ratio_ = observations_ == 0 ? seen : ratio_ + options_.weight * (seen - ratio_);
+  ++observations_;
+}
+
+double CalibratedCounter::ratio() const {
+  std::lock_guard lock(mutex_);
+  return ratio_;
+}
+
+int64_t CalibratedCounter::observations() const {
+  std::lock_guard lock(mutex_);
+  return observations_;
+}
+
+int64_t CalibratedCounter::calibrate(int64_t localTokens) const {
+  return std::llround(static_cast<double>(localTokens) * ratio());
 }
 
 }  // namespace parley
