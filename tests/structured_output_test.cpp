@@ -177,6 +177,31 @@ TEST(StructuredOutputErrorJson, RoundTrips) {
   FAIL() << "not a StructuredOutputError";
 }
 
+TEST(MockScript, MatchesTheResponseFormatAndTheForcedTool) {
+  try {
+    mock::compileScript(
+        json::parse(R"([{"match": {"response_format": "xml"}, "reply": {"content": "x"}}])"));
+    FAIL() << "an unknown response_format was accepted";
+  } catch (const ValidationError& e) {
+    EXPECT_EQ(e.field(), "rule 1: match.response_format");
+  }
+  const mock::Script script = mock::compileScript(json::parse(
+      R"([{"match": {"response_format": "json_object", "tool_choice": "none"}, "reply": {"content": "{{response_format}} {{tool_choice}}"}}])"));
+  const json plain = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+  json formatted = plain;
+  formatted["response_format"] = {{"type", "json_object"}};
+  json forced = formatted;
+  forced["tool_choice"] = {{"type", "function"}, {"function", {{"name", "answer"}}}};
+  std::vector<std::string> groups;
+  EXPECT_FALSE(mock::matches(script[0].match, mock::describeRequest(plain, 1), groups));
+  const mock::ChatContext ctx = mock::describeRequest(formatted, 1);
+  EXPECT_TRUE(mock::matches(script[0].match, ctx, groups));
+  EXPECT_EQ(mock::expandTemplate("{{response_format}} {{tool_choice}}", ctx, groups),
+            "json_object none");
+  EXPECT_FALSE(mock::matches(script[0].match, mock::describeRequest(forced, 1), groups));
+  EXPECT_EQ(mock::describeRequest(forced, 1).forcedTool, "answer");
+}
+
 // --- against the mock ----------------------------------------------------------------------
 
 const json kPersonSchema = json::parse(R"({"type": "object",
