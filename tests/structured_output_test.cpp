@@ -4,6 +4,9 @@
 // on a refusal, the repair loop succeeding and giving up, partial answers while streaming, caps.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,8 @@
 #include "parley/errors.hpp"
 #include "parley/openai_client.hpp"
 #include "parley/protocol.hpp"
+#include "parley/store.hpp"
+#include "parley/stored_thread.hpp"
 #include "parley/structured_output.hpp"
 
 namespace parley {
@@ -438,6 +443,33 @@ TEST_F(Structured, GivingUpLeavesTheViewAsItWas) {
   EXPECT_EQ(c.getMarkMap().originalIndices, mapBefore.originalIndices);
   EXPECT_EQ(c.getTokenUsage().cumulative.promptTokens, 14);  // both calls were paid for
   EXPECT_TRUE(c.checkConsistency().empty()) << c.checkConsistency();
+}
+
+TEST_F(Structured, AStoredThreadHoldsWhatTheViewShows) {
+  startMock(R"(
+{"match": {"user_contains": "never"}, "reply": {"content": "{\"name\": 1}"}}
+{"match": {"request": 1}, "reply": {"content": "{\"name\": \"Ada\"}"}}
+{"reply": {"content": "{\"name\": \"Ada\", \"age\": 36}"}}
+)");
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("parley-structured-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::shared_ptr<ConversationStore> store = openStore((dir / "chats.db").string());
+  auto thread = std::make_shared<StoredThread>(store, "t1");
+  ConversationOptions o = options();
+  o.persist = thread;
+  ConversationManager c(o);
+  thread->attach(c);
+  EXPECT_EQ(c.runStructured("Who?", kPersonSchema)["age"], 36);  // after one repair
+  StructuredOptions once;
+  once.maxRepairs = 0;
+  EXPECT_THROW(c.runStructured("never", kPersonSchema, once), StructuredOutputError);
+  ConversationManager reloaded(options());
+  StoredThread(store, "t1").load(reloaded);
+  EXPECT_EQ(reloaded.getMessages(), c.getMessages());
+  ASSERT_EQ(c.getMessages().size(), 3u);
+  EXPECT_EQ(json::parse(c.getMessages()[2].content)["age"], 36);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(Structured, AReplyThatIsNotJsonIsRepairedThenReported) {
