@@ -9,8 +9,7 @@
 #include <fstream>
 
 #include "cli_runner.hpp"
-#include "mock/mock_server.hpp"
-#include "mock/script.hpp"
+#include "mock_fixture.hpp"
 #include "parley/structured_output.hpp"
 
 namespace parley {
@@ -21,12 +20,7 @@ using testing::CliRun;
 
 class AskSchemaTest : public ::testing::Test {
  protected:
-  void serve(const std::string& script) {
-    mock::MockOptions options;
-    options.script = mock::readScript(script);
-    server_ = std::make_unique<mock::MockServer>(options);
-    server_->start();
-  }
+  void serve(const std::string& script) { server_ = testing::startMockServer(script); }
 
   void TearDown() override {
     std::error_code ignored;
@@ -114,7 +108,7 @@ TEST_F(AskSchemaTest, TheProfileChoosesTheRung) {
   std::filesystem::create_directories(dir_);
   const auto config = dir_ / "config.toml";
   std::ofstream(config) << "[profiles.mock]\nbase_url = \"" << server_->baseUrl()
-                        << "\"\nstructured_output = \"tool\"\n";
+                        << "\"\nmodel = \"m\"\nstructured_output = \"tool\"\n";
   CliRun run =
       ask({"--config", config.string(), "--profile", "mock", "--schema", "name, age int", "Who?"});
   ASSERT_EQ(run.exitCode, 0) << run.err;

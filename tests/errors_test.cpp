@@ -53,7 +53,8 @@ TEST(ErrorCode, KindNamesRoundTrip) {
   for (ErrorKind kind :
        {ErrorKind::Error, ErrorKind::Validation, ErrorKind::Http, ErrorKind::Connection,
         ErrorKind::Timeout, ErrorKind::Cancelled, ErrorKind::Protocol, ErrorKind::Store,
-        ErrorKind::StoreConflict, ErrorKind::LeaseLost, ErrorKind::BudgetExceeded}) {
+        ErrorKind::StoreConflict, ErrorKind::LeaseLost, ErrorKind::BudgetExceeded,
+        ErrorKind::StructuredOutput}) {
     EXPECT_EQ(errorKindFromString(toString(kind)), kind) << toString(kind);
   }
   EXPECT_EQ(errorKindFromString("teapot"), std::nullopt);

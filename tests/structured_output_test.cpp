@@ -4,6 +4,9 @@
 // on a refusal, the repair loop succeeding and giving up, partial answers while streaming, caps.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,8 @@
 #include "parley/errors.hpp"
 #include "parley/openai_client.hpp"
 #include "parley/protocol.hpp"
+#include "parley/store.hpp"
+#include "parley/stored_thread.hpp"
 #include "parley/structured_output.hpp"
 
 namespace parley {
@@ -175,6 +180,31 @@ TEST(StructuredOutputErrorJson, RoundTrips) {
     return;
   }
   FAIL() << "not a StructuredOutputError";
+}
+
+TEST(MockScript, MatchesTheResponseFormatAndTheForcedTool) {
+  try {
+    mock::compileScript(
+        json::parse(R"([{"match": {"response_format": "xml"}, "reply": {"content": "x"}}])"));
+    FAIL() << "an unknown response_format was accepted";
+  } catch (const ValidationError& e) {
+    EXPECT_EQ(e.field(), "rule 1: match.response_format");
+  }
+  const mock::Script script = mock::compileScript(json::parse(
+      R"([{"match": {"response_format": "json_object", "tool_choice": "none"}, "reply": {"content": "{{response_format}} {{tool_choice}}"}}])"));
+  const json plain = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+  json formatted = plain;
+  formatted["response_format"] = {{"type", "json_object"}};
+  json forced = formatted;
+  forced["tool_choice"] = {{"type", "function"}, {"function", {{"name", "answer"}}}};
+  std::vector<std::string> groups;
+  EXPECT_FALSE(mock::matches(script[0].match, mock::describeRequest(plain, 1), groups));
+  const mock::ChatContext ctx = mock::describeRequest(formatted, 1);
+  EXPECT_TRUE(mock::matches(script[0].match, ctx, groups));
+  EXPECT_EQ(mock::expandTemplate("{{response_format}} {{tool_choice}}", ctx, groups),
+            "json_object none");
+  EXPECT_FALSE(mock::matches(script[0].match, mock::describeRequest(forced, 1), groups));
+  EXPECT_EQ(mock::describeRequest(forced, 1).forcedTool, "answer");
 }
 
 // --- against the mock ----------------------------------------------------------------------
@@ -413,6 +443,33 @@ TEST_F(Structured, GivingUpLeavesTheViewAsItWas) {
   EXPECT_EQ(c.getMarkMap().originalIndices, mapBefore.originalIndices);
   EXPECT_EQ(c.getTokenUsage().cumulative.promptTokens, 14);  // both calls were paid for
   EXPECT_TRUE(c.checkConsistency().empty()) << c.checkConsistency();
+}
+
+TEST_F(Structured, AStoredThreadHoldsWhatTheViewShows) {
+  startMock(R"(
+{"match": {"user_contains": "never"}, "reply": {"content": "{\"name\": 1}"}}
+{"match": {"request": 1}, "reply": {"content": "{\"name\": \"Ada\"}"}}
+{"reply": {"content": "{\"name\": \"Ada\", \"age\": 36}"}}
+)");
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("parley-structured-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::shared_ptr<ConversationStore> store = openStore((dir / "chats.db").string());
+  auto thread = std::make_shared<StoredThread>(store, "t1");
+  ConversationOptions o = options();
+  o.persist = thread;
+  ConversationManager c(o);
+  thread->attach(c);
+  EXPECT_EQ(c.runStructured("Who?", kPersonSchema)["age"], 36);  // after one repair
+  StructuredOptions once;
+  once.maxRepairs = 0;
+  EXPECT_THROW(c.runStructured("never", kPersonSchema, once), StructuredOutputError);
+  ConversationManager reloaded(options());
+  StoredThread(store, "t1").load(reloaded);
+  EXPECT_EQ(reloaded.getMessages(), c.getMessages());
+  ASSERT_EQ(c.getMessages().size(), 3u);
+  EXPECT_EQ(json::parse(c.getMessages()[2].content)["age"], 36);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(Structured, AReplyThatIsNotJsonIsRepairedThenReported) {

@@ -108,8 +108,9 @@ int runAsk(const AskArgs& given) {
     throw ValidationError("--json", "cannot go with --format " + args.format);
   }
   if (!args.schema.empty() && (args.json || !args.format.empty())) {
-    throw ValidationError("--schema", "prints the JSON answer alone; it cannot go with --json or "
-                                      "--format");
+    throw ValidationError("--schema",
+                          "prints the JSON answer alone; it cannot go with --json or "
+                          "--format");
   }
   if (args.json) args.format = "json";
   args.format = replyFormat(args.format, STDOUT_FILENO, "--format");
@@ -158,8 +159,9 @@ int runAsk(const AskArgs& given) {
   std::optional<nlohmann::json> schema;
   if (!args.schema.empty()) {
     if (!args.toolSets.empty() || !args.toolFiles.empty() || !args.mcpServers.empty()) {
-      throw ValidationError("--schema", "a structured answer offers no tools; leave out --tools, "
-                                        "--tools-file and --mcp");
+      throw ValidationError("--schema",
+                            "a structured answer offers no tools; leave out --tools, "
+                            "--tools-file and --mcp");
     }
     schema = schemaOption(args.schema);
   }

@@ -11,7 +11,8 @@ int main(int argc, char** argv) {
   CLI::App app{"parley: multi-turn LLM conversations from the command line"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("parley ") + parley::kVersion);
-  app.footer("Exit codes: 0 success, 1 the operation failed, 2 bad command line, 3 the answer did not "
+  app.footer(
+      "Exit codes: 0 success, 1 the operation failed, 2 bad command line, 3 the answer did not "
       "match --schema, 130 interrupted.");
   // A reader that went away (`parley tokens --ids big.txt | head -1`) makes writes fail with
   // EPIPE, reported below, instead of a SIGPIPE ending the process mid-turn. The tools parley

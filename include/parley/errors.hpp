@@ -27,17 +27,17 @@ namespace parley {
 
 // One kind per class of the hierarchy below; written in JSON as the name toString() gives.
 enum class ErrorKind {
-  Error,           // "error": any other failure (also a std::exception that is not a parley one)
-  Validation,      // "validation"
-  Http,            // "http"
-  Connection,      // "connection"
-  Timeout,         // "timeout"
-  Cancelled,       // "cancelled"
-  Protocol,        // "protocol"
-  Store,           // "store"
-  StoreConflict,   // "store_conflict"
-  LeaseLost,       // "lease_lost"
-  BudgetExceeded,  // "budget_exceeded"
+  Error,             // "error": any other failure (also a std::exception that is not a parley one)
+  Validation,        // "validation"
+  Http,              // "http"
+  Connection,        // "connection"
+  Timeout,           // "timeout"
+  Cancelled,         // "cancelled"
+  Protocol,          // "protocol"
+  Store,             // "store"
+  StoreConflict,     // "store_conflict"
+  LeaseLost,         // "lease_lost"
+  BudgetExceeded,    // "budget_exceeded"
   StructuredOutput,  // "structured_output"
 };
 

@@ -63,8 +63,8 @@ ChatResult AnthropicClient::generateStream(const ChatRequest& request,
 
 std::vector<ModelInfo> AnthropicClient::listModels(std::optional<std::chrono::milliseconds> timeout,
                                                    std::stop_token stopToken) {
-  return detail::listAnthropicModels(*impl_->transport, impl_->options.baseUrl, impl_->headers, timeout,
-                                    std::move(stopToken));
+  return detail::listAnthropicModels(*impl_->transport, impl_->options.baseUrl, impl_->headers,
+                                     timeout, std::move(stopToken));
 }
 
 }  // namespace parley

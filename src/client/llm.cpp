@@ -94,8 +94,9 @@ StructuredOutputMode structuredOutputModeFromString(const std::string& name,
                     StructuredOutputMode::JsonObject, StructuredOutputMode::Tool}) {
     if (name == toString(mode)) return mode;
   }
-  throw ValidationError(field, "must be \"auto\", \"json_schema\", \"json_object\" or \"tool\", got \"" +
-                                   name + "\"");
+  throw ValidationError(
+      field,
+      "must be \"auto\", \"json_schema\", \"json_object\" or \"tool\", got \"" + name + "\"");
 }
 
 std::vector<ModelInfo> LlmClient::listModels(std::optional<std::chrono::milliseconds>,

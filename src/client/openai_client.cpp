@@ -9,7 +9,6 @@
 
 namespace parley {
 
-
 struct OpenAiClient::Impl {
   ClientOptions options;
   std::shared_ptr<HttpTransport> transport;

@@ -58,8 +58,8 @@ ChatResult ResponsesClient::generateStream(const ChatRequest& request,
 
 std::vector<ModelInfo> ResponsesClient::listModels(std::optional<std::chrono::milliseconds> timeout,
                                                    std::stop_token stopToken) {
-  return detail::listOpenAiModels(*impl_->transport, impl_->options.baseUrl, impl_->headers, timeout,
-                                 std::move(stopToken));
+  return detail::listOpenAiModels(*impl_->transport, impl_->options.baseUrl, impl_->headers,
+                                  timeout, std::move(stopToken));
 }
 
 }  // namespace parley

@@ -435,9 +435,9 @@ ChatContext describeRequest(const json& body, int requestNumber) {
   if (auto rf = body.find("response_format"); rf != body.end() && rf->is_object())
     ctx.responseFormat = rf->value("type", "none");
   ctx.forcedTool = "none";
-  if (auto tc = body.find("tool_choice");
-      tc != body.end() && tc->is_object() && tc->contains("function") &&
-      (*tc)["function"].is_object()) {
+  if (auto tc = body.find("tool_choice"); tc != body.end() && tc->is_object() &&
+                                          tc->contains("function") &&
+                                          (*tc)["function"].is_object()) {
     ctx.forcedTool = (*tc)["function"].value("name", "none");
   }
   const json& messages = body["messages"];

@@ -137,7 +137,8 @@ ChatContext describeRequest(const nlohmann::json& body, int requestNumber);
 bool matches(const MatchSpec& match, const ChatContext& ctx, std::vector<std::string>& groups);
 
 // Replaces {{last_user}}, {{last_tool}}, {{last_tool_name}}, {{tool_results}}, {{request}},
-// {{turn}}, {{model}}, {{response_format}}, {{tool_choice}} and {{0}}..{{9}} (regex groups). Unknown placeholders stay as they are.
+// {{turn}}, {{model}}, {{response_format}}, {{tool_choice}} and {{0}}..{{9}} (regex groups).
+// Unknown placeholders stay as they are.
 std::string expandTemplate(std::string_view text, const ChatContext& ctx,
                            const std::vector<std::string>& groups);
 

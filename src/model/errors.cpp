@@ -220,7 +220,8 @@ std::exception_ptr errorFromJson(const json& document) {
         d.path = stringField(document, "path");
         if (auto it = document.find("messages"); it != document.end() && it->is_array()) {
           for (const json& m : *it) {
-            if (m.is_string() && d.messages.size() < 64) d.messages.push_back(capped(m.get<std::string>()));
+            if (m.is_string() && d.messages.size() < 64)
+              d.messages.push_back(capped(m.get<std::string>()));
           }
         }
         d.rung = stringField(document, "rung");

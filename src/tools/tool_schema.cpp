@@ -45,8 +45,8 @@ void checkPatterns(const json& node, const std::string& where, const std::string
       try {
         std::regex compiled(pattern);
       } catch (const std::regex_error& e) {
-        throw ValidationError(field, "invalid pattern \"" + pattern + "\" at " + where +
-                                                 "." + key + ": " + e.what());
+        throw ValidationError(
+            field, "invalid pattern \"" + pattern + "\" at " + where + "." + key + ": " + e.what());
       }
     }
     checkPatterns(value, where + "." + key, field);
