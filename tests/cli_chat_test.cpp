@@ -15,6 +15,7 @@
 #include "cli_runner.hpp"
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
+#include "mock_fixture.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
@@ -577,6 +578,22 @@ TEST_F(ChatTest, EachReplyShowsItsCostAndSlashCostTheSession) {
             std::string::npos)
       << run.out;
   server.stop();
+}
+
+// --dry-run: the preview, and the conversation as it was.
+TEST_F(ChatTest, ADryRunTruncateChangesNothing) {
+  auto server = testing::startMockServer(R"({"reply": {"content": "re: {{last_user}}"}})");
+  CliRun run = chat({"--base-url", server->baseUrl(), "--thread", "t1", "--system", "Be kind."},
+                    "one\ntwo\n/truncate {\"keepLast\": 2} --dry-run\n/history\n/quit\n");
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("truncate (dry run, nothing changed): 2 of 5 messages would stay"),
+            std::string::npos)
+      << run.out;
+  // The previous request (system, one, re: one, two) loses its whole prefix.
+  EXPECT_NE(run.out.find("cached prefix lost: "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("from message 0\n"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("[0] system: Be kind.\n[1] user: one\n"), std::string::npos) << run.out;
+  server->stop();
 }
 
 }  // namespace

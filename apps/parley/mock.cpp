@@ -20,6 +20,8 @@ struct MockArgs {
   std::string script;
   bool printDemo = false;
   bool log = false;
+  bool noPromptCache = false;
+  double promptTokensScale = 1.0;
 };
 
 int runMock(const MockArgs& args) {
@@ -30,6 +32,8 @@ int runMock(const MockArgs& args) {
   mock::MockOptions options;
   options.host = args.host;
   options.port = args.port;
+  options.promptCache.enabled = !args.noPromptCache;
+  options.promptTokensScale = args.promptTokensScale;
   if (!args.script.empty()) options.script = mock::readScriptFile(args.script);
   if (args.log) {
     // One line per request on stderr; the mutex keeps concurrent lines whole.
@@ -70,6 +74,12 @@ void addMockCommand(CLI::App& app, int& exitCode) {
   cmd->add_option("--script", args->script, "JSON Lines script of rules (see docs/mock.md)")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--log", args->log, "Print one line per request received on stderr");
+  cmd->add_flag("--no-prompt-cache", args->noPromptCache,
+                "Report no cached_tokens (default: the mock's prefix rule, docs/mock.md)");
+  cmd->add_option("--prompt-tokens-scale", args->promptTokensScale,
+                  "Multiply the prompt_tokens the mock estimates (a server counting differently)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_flag("--print-demo-script", args->printDemo,
                 "Print the built-in demo agent's script and exit");
   cmd->footer("Prints the base URL on the first line of stdout, then serves until SIGINT/SIGTERM.");
