@@ -133,6 +133,19 @@ std::string fileNameOf(const std::filesystem::path& path) {
   return path == "-" ? std::string("stdin") : path.filename().string();
 }
 
+// The part `make` builds from a file's bytes, named after the file; its errors name the path.
+template <class Make>
+Part fromFile(const std::filesystem::path& path, const PartLimits& limits, Make&& make) {
+  std::string bytes = readPartFile(path, limits.maxPartBytes);
+  try {
+    Part p = make(std::move(bytes));
+    p.filename = fileNameOf(path);
+    return p;
+  } catch (const ValidationError& e) {
+    throw ValidationError(path.string(), e.reason());
+  }
+}
+
 }  // namespace
 
 std::string dataUri(const Part& part) {
@@ -357,8 +370,7 @@ Part Part::imageUrl(std::string url, std::optional<ImageDetail> detail) {
 Part Part::imageBytes(std::string bytes, std::string mimeType, std::optional<ImageDetail> detail,
                       const PartLimits& limits) {
   checkPartSize(bytes.size(), "part.image", limits);
-  const std::string sniffed = sniffMimeType(bytes);
-  if (mimeType.empty()) mimeType = sniffed;
+  if (mimeType.empty()) mimeType = sniffMimeType(bytes);
   if (!isImageType(mimeType)) {
     throw ValidationError("part.image", "is not a png, jpeg, gif or webp image (" +
                                             (mimeType.empty() ? "unknown type" : mimeType) + ")");
@@ -373,14 +385,9 @@ Part Part::imageBytes(std::string bytes, std::string mimeType, std::optional<Ima
 
 Part Part::imageFile(const std::filesystem::path& path, std::optional<ImageDetail> detail,
                      const PartLimits& limits) {
-  std::string bytes = readPartFile(path, limits.maxPartBytes);
-  try {
-    Part p = imageBytes(std::move(bytes), "", detail, limits);
-    p.filename = fileNameOf(path);
-    return p;
-  } catch (const ValidationError& e) {
-    throw ValidationError(path.string(), e.reason());
-  }
+  return fromFile(path, limits, [&](std::string bytes) {
+    return imageBytes(std::move(bytes), "", detail, limits);
+  });
 }
 
 Part Part::audioBytes(std::string bytes, std::string mimeType, const PartLimits& limits) {
@@ -400,14 +407,8 @@ Part Part::audioBytes(std::string bytes, std::string mimeType, const PartLimits&
 }
 
 Part Part::audioFile(const std::filesystem::path& path, const PartLimits& limits) {
-  std::string bytes = readPartFile(path, limits.maxPartBytes);
-  try {
-    Part p = audioBytes(std::move(bytes), "", limits);
-    p.filename = fileNameOf(path);
-    return p;
-  } catch (const ValidationError& e) {
-    throw ValidationError(path.string(), e.reason());
-  }
+  return fromFile(path, limits,
+                  [&](std::string bytes) { return audioBytes(std::move(bytes), "", limits); });
 }
 
 Part Part::fileBytes(std::string bytes, std::string filename, std::string mimeType,
@@ -425,7 +426,9 @@ Part Part::fileBytes(std::string bytes, std::string filename, std::string mimeTy
 }
 
 Part Part::file(const std::filesystem::path& path, const PartLimits& limits) {
-  return fileBytes(readPartFile(path, limits.maxPartBytes), fileNameOf(path), "", limits);
+  return fromFile(path, limits, [&](std::string bytes) {
+    return fileBytes(std::move(bytes), fileNameOf(path), "", limits);
+  });
 }
 
 Part Part::attachment(std::string bytes, std::string filename, const PartLimits& limits) {
@@ -439,7 +442,9 @@ Part Part::attachment(std::string bytes, std::string filename, const PartLimits&
 }
 
 Part Part::attachmentFile(const std::filesystem::path& path, const PartLimits& limits) {
-  return attachment(readPartFile(path, limits.maxPartBytes), fileNameOf(path), limits);
+  return fromFile(path, limits, [&](std::string bytes) {
+    return attachment(std::move(bytes), fileNameOf(path), limits);
+  });
 }
 
 // --- the Chat Completions form -----------------------------------------------------------------
