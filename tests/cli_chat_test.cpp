@@ -19,6 +19,7 @@
 #include "parley/conversation_manager.hpp"
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
+#include "png_fixture.hpp"
 
 namespace parley {
 namespace {
@@ -554,6 +555,38 @@ TEST_F(ChatTest, TypedUtf8CtrlCAtThePromptMultiLineFilesAndExit) {
   EXPECT_EQ(manager.getAllMessages()[2].content, "line one\nline two");
   EXPECT_EQ(manager.getAllMessages()[4].content.rfind("read this\n\n", 0), 0u);
   server.stop();
+}
+
+TEST_F(ChatTest, SlashAttachSendsTheFileWithTheNextPromptOnly) {
+  mock::MockOptions options;
+  options.script = mock::readScript(
+      R"({"match": {"user_part": "image"}, "reply": {"content": "saw {{user_parts}}"}}
+{"reply": {"content": "text only: {{last_user}}"}})");
+  mock::MockServer server(options);
+  server.start();
+  std::filesystem::create_directories(dir_);
+  std::ofstream(dir_ / "dot.png", std::ios::binary) << test::makePng(5, 4);
+  CliRun run = chat({"--base-url", server.baseUrl(), "--format", "markdown"},
+                    "/attach " + (dir_ / "dot.png").string() + "\nwhat is it\nand now\n" +
+                        "/attach " + (dir_ / "none.png").string() + "\n/quit\n");
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("attached " + (dir_ / "dot.png").string() + " (image/png"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("saw image/png 5x4"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("text only: and now"), std::string::npos) << run.out;
+  EXPECT_NE((run.out + run.err).find("none.png"), std::string::npos) << run.out << run.err;
+  server.stop();
+  ASSERT_EQ(server.requests().size(), 2u);
+  SqliteStore store(db_);
+  const auto threads = store.listThreads();
+  ASSERT_EQ(threads.size(), 1u);
+  const std::vector<Message> messages = store.loadThread(threads[0].id).messages;
+  ASSERT_GE(messages.size(), 2u);
+  const std::vector<Part> parts = partsOf(messages[messages.size() - 4]);
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[0].content, "what is it");
+  EXPECT_EQ(parts[1].bytes, test::makePng(5, 4));
 }
 
 TEST_F(ChatTest, EachReplyShowsItsCostAndSlashCostTheSession) {

@@ -11,6 +11,7 @@
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
 #include "parley/store.hpp"
+#include "png_fixture.hpp"
 
 namespace parley {
 namespace {
@@ -79,6 +80,53 @@ TEST_F(CliInputTest, PipedTextFollowsThePromptOrIsThePrompt) {
             std::string::npos)
       << nothing.err;
   EXPECT_EQ(server_->requests().size(), 2u);
+}
+
+TEST_F(CliInputTest, AttachSendsFilesAsPartsAndTheThreadKeepsThem) {
+  const std::string png = test::makePng(4, 3);
+  const std::string image = write("cat.png", png);
+  const std::string pdf = write("spec.pdf", "%PDF-1.4 body");
+  CliRun run = ask({"--attach", image, "--attach", pdf, "describe"});
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  const json content = server_->requests().at(0)["body"]["messages"].back()["content"];
+  ASSERT_TRUE(content.is_array()) << content.dump();
+  ASSERT_EQ(content.size(), 3u);
+  EXPECT_EQ(content[0], json({{"type", "text"}, {"text", "describe"}}));
+  EXPECT_EQ(content[1]["image_url"]["url"], "data:image/png;base64," + base64Encode(png));
+  EXPECT_EQ(content[2]["file"]["filename"], "spec.pdf");
+  // The saved thread holds the parts, bytes and all.
+  const auto threads = storedThreads();
+  ASSERT_EQ(threads.size(), 1u);
+  const auto path = dir_ / "scratch" / "data" / "parley" / "parley.db";
+  const std::vector<Message> messages =
+      openStore(path.string())->loadThread(threads[0].id).messages;
+  ASSERT_GE(messages.size(), 2u);
+  const std::vector<Part> parts = partsOf(messages[messages.size() - 2]);
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[1].bytes, png);
+  EXPECT_EQ(parts[2].mimeType, "application/pdf");
+}
+
+TEST_F(CliInputTest, AttachDashReadsTheAttachmentFromStdin) {
+  const std::string png = test::makePng(2, 2);
+  CliRun run = ask({"--attach", "-", "what is it"}, png);
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  const json content = server_->requests().at(0)["body"]["messages"].back()["content"];
+  ASSERT_EQ(content.size(), 2u) << content.dump();
+  EXPECT_EQ(content[0]["text"], "what is it");  // stdin was the attachment, not more text
+  EXPECT_EQ(content[1]["image_url"]["url"], "data:image/png;base64," + base64Encode(png));
+}
+
+TEST_F(CliInputTest, AttachmentsOverTheCapOrMissingAreRefusedBeforeSending) {
+  const std::string big = write("big.pdf", "%PDF-" + std::string(20u << 20, 'x'));
+  CliRun tooBig = ask({"--attach", big, "read"});
+  EXPECT_EQ(tooBig.exitCode, 2);
+  EXPECT_NE(tooBig.err.find(big), std::string::npos) << tooBig.err;
+  EXPECT_NE(tooBig.err.find("over the cap of 20 MiB"), std::string::npos) << tooBig.err;
+  CliRun missing = ask({"--attach", (dir_ / "none.png").string(), "read"});
+  EXPECT_EQ(missing.exitCode, 2);
+  EXPECT_NE(missing.err.find("none.png"), std::string::npos) << missing.err;
+  EXPECT_TRUE(server_->requests().empty());
 }
 
 TEST_F(CliInputTest, PipedTextOverTheCapIsRefused) {

@@ -14,6 +14,7 @@
 #include "parley/protocol.hpp"
 #include "parley/store.hpp"
 #include "parley/tools.hpp"
+#include "png_fixture.hpp"
 
 namespace parley {
 namespace {
@@ -145,6 +146,47 @@ TEST_P(ProtocolsAgainstMock, ToolLoopOfTwoCallsKeepsWhatTheProviderSent) {
     EXPECT_EQ(loaded, view);
   }
   std::filesystem::remove_all(dir);
+}
+
+// An image and a pdf reach the mock in each protocol's form, which the mock reads back into parts:
+// the rule matches the image part, and the reply names what the mock saw.
+TEST_P(ProtocolsAgainstMock, ImageAndDocumentPartsReachTheServer) {
+  const auto [protocol, stream] = GetParam();
+  serve(R"({"match": {"user_part": "image/png"}, "reply": {"content": "saw {{user_parts}}"}}
+{"reply": {"content": "no image"}})");
+  ConversationManager c(conversation(protocol, stream));
+  const std::string png = test::makePng(3, 2);
+  const Message prompt = Message::user({Part::text("What is this?"), Part::imageBytes(png),
+                                        Part::fileBytes("%PDF-1.4 x", "spec.pdf")});
+  RunResult result = c.run(std::vector<Message>{prompt});
+  EXPECT_EQ(result.content, "saw image/png 3x2, application/pdf spec.pdf");
+  EXPECT_EQ(c.getMessages()[1], prompt);
+  const std::vector<json> requests = server_->requests();
+  ASSERT_EQ(requests.size(), 1u);
+  // The recorded request holds the bytes as the protocol carries them.
+  EXPECT_NE(requests[0]["body"].dump().find(base64Encode(png)), std::string::npos);
+}
+
+// A part the protocol cannot carry is refused before anything is sent.
+TEST_P(ProtocolsAgainstMock, AudioWhereTheProtocolHasNoneIsRefusedBeforeSending) {
+  const auto [protocol, stream] = GetParam();
+  serve(R"({"reply": {"content": "heard {{user_parts}}"}})");
+  ConversationManager c(conversation(protocol, stream));
+  const std::string wav = std::string("RIFF\x24\x00\x00\x00WAVEfmt ", 16) + std::string(28, 'a');
+  const Message prompt = Message::user({Part::text("Listen"), Part::audioBytes(wav)});
+  if (protocol == Protocol::OpenAiChat) {
+    EXPECT_EQ(c.run(std::vector<Message>{prompt}).content, "heard audio/wav");
+    return;
+  }
+  const size_t before = c.getMessages().size();
+  try {
+    c.run(std::vector<Message>{prompt});
+    FAIL() << "no error";
+  } catch (const ValidationError& e) {
+    EXPECT_NE(std::string(e.what()).find("audio"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(server_->requests().empty());
+  EXPECT_EQ(c.getMessages().size(), before);
 }
 
 TEST_P(ProtocolsAgainstMock, FailedCallLeavesTheHistoryAsItWas) {

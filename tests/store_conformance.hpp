@@ -745,8 +745,83 @@ TYPED_TEST_P(StoreConformance, SearchFindsMessagesByTheirWords) {
   EXPECT_EQ(store.searchMessages("cafe").size(), 0u);
 }
 
+// A user message with an image, a picture by URL, audio and a pdf, whose bytes depend on `seed`.
+inline Message partsMessage(char seed) {
+  const std::string gif = "GIF89a\x02\x00\x03\x00" + std::string(40, seed);
+  const std::string wav = std::string("RIFF\x24\x00\x00\x00WAVEfmt ", 16) + std::string(30, seed);
+  return Message::user({Part::text("look "), Part::imageBytes(gif, "", ImageDetail::Low),
+                        Part::imageUrl("https://example.test/a.png"), Part::audioBytes(wav),
+                        Part::fileBytes("%PDF-1.4 " + std::string(50, seed), "a.pdf")});
+}
+
+TYPED_TEST_P(StoreConformance, PartsRoundTripWithTheirBytesInSharedBlobs) {
+  const std::vector<Message> turn = {partsMessage('x'), Message::assistant("a cat")};
+  this->store->createThread({.id = "a"}, turn);
+  EXPECT_EQ(this->store->loadThread("a").messages, turn);
+  const auto blobs = [&] { return this->backend.count("SELECT COUNT(*) FROM parley_blobs"); };
+  EXPECT_EQ(blobs(), 3);  // the image, the audio and the pdf; the URL stays in the body
+  // The body keeps references, not the bytes.
+  EXPECT_EQ(this->backend.count("SELECT COUNT(*) FROM parley_messages WHERE body LIKE "
+                                "'%parley-blob:%'"),
+            1);
+  EXPECT_EQ(this->backend.count("SELECT COUNT(*) FROM parley_messages WHERE body LIKE '%R0lGOD%'"),
+            0);
+  // A fork, another thread with the same bytes, and a resent picture share the blobs.
+  this->store->forkThread("a", 1, {.id = "f"});
+  this->store->appendTurn("f", std::vector<Message>{Message::assistant("fork")}, nullptr, 1);
+  this->store->createThread({.id = "b"}, std::vector<Message>{partsMessage('x')});
+  this->store->appendTurn("a", std::vector<Message>{partsMessage('x')}, nullptr, 1);
+  EXPECT_EQ(blobs(), 3);
+  EXPECT_EQ(this->store->loadThread("f").messages.front(), turn.front());
+  EXPECT_EQ(this->store->loadThread("a").messages.back(), turn.front());
+  // A write that fails leaves no blob behind.
+  EXPECT_THROW(this->store->appendTurn("a", std::vector<Message>{partsMessage('y')}, nullptr, 1),
+               StoreConflict);
+  EXPECT_EQ(blobs(), 3);
+  this->store->appendTurn("a", std::vector<Message>{partsMessage('y')}, nullptr, 2);
+  EXPECT_EQ(blobs(), 6);
+  // A message that claims a blob reference itself is refused, and nothing is written.
+  Message forged = Message::user("x");
+  forged.extra["content"] = json::parse(
+      R"([{"type":"input_audio","input_audio":{"format":"wav","data":"parley-blob:00"}}])");
+  EXPECT_THROW(this->store->appendTurn("a", std::vector<Message>{forged}, nullptr, 3),
+               ValidationError);
+  EXPECT_EQ(this->store->loadThread("a").info.version, 3);
+  // A blob that went missing is a clear error naming it.
+  this->backend.exec("DELETE FROM parley_blobs");
+  try {
+    this->store->loadThread("b");
+    ADD_FAILURE() << "no error";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("blob"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos) << e.what();
+  }
+}
+
+TYPED_TEST_P(StoreConformance, AVersion4DatabaseGainsTheBlobTable) {
+  // Messages stored before parts existed (content arrays inline) load the same after the upgrade.
+  Message old = Message::user("x");
+  old.extra["content"] = json::parse(
+      R"([{"type":"text","text":"x"},{"type":"image_url","image_url":{"url":"data:image/gif;base64,R0lGODlhAQABAAAAACw="}}])");
+  this->store->createThread({.id = "old"}, std::vector<Message>{old});
+  this->store.reset();
+  this->backend.exec("DELETE FROM parley_blobs");
+  this->backend.exec("DROP TABLE parley_blobs");
+  this->backend.exec("UPDATE parley_schema SET version = 4");
+  this->backend.exec(
+      "UPDATE parley_messages SET body = '{\"content\":[{\"text\":\"x\",\"type\":\"text\"},"
+      "{\"image_url\":{\"url\":\"data:image/gif;base64,R0lGODlhAQABAAAAACw=\"},\"type\":"
+      "\"image_url\"}],\"role\":\"user\"}'");
+  this->store = this->backend.open();
+  EXPECT_EQ(this->backend.count("SELECT MAX(version) FROM parley_schema"), kStoreSchemaVersion);
+  EXPECT_EQ(this->store->loadThread("old").messages, std::vector<Message>{old});
+  this->store->createThread({.id = "new"}, std::vector<Message>{partsMessage('z')});
+  EXPECT_EQ(this->store->loadThread("new").messages, std::vector<Message>{partsMessage('z')});
+}
+
 REGISTER_TYPED_TEST_SUITE_P(
-    StoreConformance, CreatesAnEmptyThread, SearchFindsMessagesByTheirWords, GeneratesDistinctIds,
+    StoreConformance, PartsRoundTripWithTheirBytesInSharedBlobs, AVersion4DatabaseGainsTheBlobTable,
+    CreatesAnEmptyThread, SearchFindsMessagesByTheirWords, GeneratesDistinctIds,
     RefusesATakenIdAndBadOptions, AppendsTurnsAndLoadsThemInOrder, KeepsEveryMessageFieldExactly,
     WritesOnlyTheNewRowsOfATurn, StaleVersionIsAConflictAndWritesNothing, NullStateKeepsTheLastOne,
     RefusesBadTurnsAndChangesNothing, UnknownThreadsAreErrors,

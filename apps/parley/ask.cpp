@@ -5,7 +5,8 @@
 // The key defaults to OPENAI_API_KEY. With tools (--tools demo, --tools-file FILE) the turn is
 // ConversationManager::run's tool loop (at most --max-iterations model calls; tool activity on
 // stderr); without tools it is one model call and tool calls the model makes are printed, not
-// run. The prompt is the argument, then text piped on stdin, then the files of -f.
+// run. The prompt is the argument, then text piped on stdin, then the files of -f; --attach adds
+// files as message parts (images, audio, documents: docs/parts.md).
 // Every turn is saved (in --db, default the user's database) when it completes: to a new thread
 // titled after the prompt, to --thread ID, or with -c to the thread used last; --no-save keeps
 // nothing. A failed turn leaves the store as it was. -t NAME takes options from a template of the
@@ -36,6 +37,7 @@
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/openai_client.hpp"
+#include "parley/part.hpp"
 #include "parley/protocol.hpp"
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
@@ -62,6 +64,7 @@ struct AskArgs {
   bool continueLast = false;
   bool noSave = false;
   std::vector<std::string> files;
+  std::vector<std::string> attachments;
   bool threadGiven = false;
   int64_t timeoutMs = -1;
   bool json = false;
@@ -82,7 +85,7 @@ nlohmann::json schemaOption(const std::string& value) {
   const bool isFile = value.find_first_of("{,\n") == std::string::npos &&
                       std::filesystem::is_regular_file(value, error);
   try {
-    if (isFile) return parseSchemaText(readCappedFile(value, kMaxStructuredSchemaBytes));
+    if (isFile) return parseSchemaText(readPartFile(value, kMaxStructuredSchemaBytes));
     return parseSchemaText(value);
   } catch (const ValidationError& e) {
     throw ValidationError("--schema", e.what());
@@ -150,12 +153,17 @@ int runAsk(const AskArgs& given) {
   const std::string files = filesAsText(args.files, skipped);
   for (const std::string& path : skipped)
     std::cerr << "parley: note: skipped the binary file " << path << "\n";
-  const std::string input = composePrompt(args.prompt, readPipedStdin(), files);
-  if (input.empty()) {
+  // Attachments are read first: "--attach -" takes stdin, which then adds no text.
+  std::vector<Part> attachments = attachmentParts(args.attachments);
+  const bool stdinAttached =
+      std::find(args.attachments.begin(), args.attachments.end(), "-") != args.attachments.end();
+  const std::string input =
+      composePrompt(args.prompt, stdinAttached ? std::string() : readPipedStdin(), files);
+  if (input.empty() && attachments.empty()) {
     if (!args.saveTemplateName.empty()) return kExitOk;  // only saving the template
     throw ValidationError("prompt", "give a prompt, pipe text in, or add files with -f");
   }
-  const std::string prompt = fillPrompt(used.prompt, input);
+  const std::string prompt = input.empty() ? std::string() : fillPrompt(used.prompt, input);
   std::optional<nlohmann::json> schema;
   if (!args.schema.empty()) {
     if (!args.toolSets.empty() || !args.toolFiles.empty() || !args.mcpServers.empty()) {
@@ -163,8 +171,12 @@ int runAsk(const AskArgs& given) {
                             "a structured answer offers no tools; leave out --tools, "
                             "--tools-file and --mcp");
     }
+    if (!attachments.empty()) {
+      throw ValidationError("--schema", "cannot go with --attach (a structured prompt is text)");
+    }
     schema = schemaOption(args.schema);
   }
+  const Message promptMessage = cli::promptMessage(prompt, std::move(attachments));
   auto tools = makeToolRegistry(args.toolSets, args.toolFiles);
   addMcpServers(*tools, args.mcpServers, configFile(args.endpoint), std::cerr,
                 args.json ? nullptr : &std::cerr);
@@ -203,7 +215,7 @@ int runAsk(const AskArgs& given) {
     }
     if (id.empty()) {
       ThreadOptions thread;
-      thread.title = titleFromPrompt(input);
+      thread.title = titleFromPrompt(input.empty() ? args.attachments.front() : input);
       id = store->createThread(thread, manager.getAllMessages(), nullptr).id;
       created = true;
     }
@@ -289,14 +301,14 @@ int runAsk(const AskArgs& given) {
       finishReason = "stop";
       usage = result.usage;
     } else if (loop) {
-      RunResult result = manager.run(prompt, run);
+      RunResult result = manager.run(std::vector<Message>{promptMessage}, run);
       cache = result.cache;
       reply = result.message;
       finishReason = result.finishReason;
       usage = result.usage;
     } else {
       // No tools: one model call; tool calls the model makes anyway are printed, not run.
-      manager.addMessage(Message::user(prompt));
+      manager.addMessage(promptMessage);
       cache = manager.diagnoseCache();
       ChatResult result = manager.executeLlmCall(run);
       reply = result.message;
@@ -408,6 +420,11 @@ void addAskCommand(CLI::App& app, int& exitCode) {
   cmd->add_option("-f,--file", args->files,
                   "Add a file's text to the prompt, fenced and labelled (repeatable; a directory "
                   "adds its text files; caps: 1 MiB a file, 8 MiB in all, 200 files)")
+      ->allow_extra_args(false);
+  cmd->add_option("--attach", args->attachments,
+                  "Send a file with the prompt as a message part: an image, wav/mp3 audio or a "
+                  "document, by its type (repeatable; - reads stdin; cap: 20 MiB a file, 50 MiB "
+                  "in all)")
       ->allow_extra_args(false);
   cmd->add_option("--timeout", args->timeoutMs,
                   "Bound the whole turn (model calls, retries, tools), in ms");

@@ -124,6 +124,7 @@ constexpr const char* kHelp =
     "  /save FILE            write the conversation as a snapshot JSON file\n"
     "  /load FILE            load a snapshot file as a new branch\n"
     "  /file PATH [PROMPT]   send a file's (or a directory's) text, after PROMPT if given\n"
+    "  /attach FILE          send an image, audio or document with the next prompt\n"
     "  /copy [FILE]          the last reply to the clipboard (wl-copy, xclip, xsel, pbcopy) or "
     "FILE\n"
     "  /quit                 end the session (so do exit, quit and Ctrl-D)\n"
@@ -427,9 +428,10 @@ class ChatSession {
   }
 
   static constexpr const char* kCommands[] = {
-      "help",     "history",    "usage", "cost",     "system", "model",    "set",    "show",
-      "template", "regenerate", "edit",  "continue", "fork",   "branches", "switch", "truncate",
-      "filter",   "undo",       "clear", "save",     "load",   "file",     "copy",   "quit"};
+      "help",   "history",  "usage",      "cost", "system",   "model", "set",
+      "show",   "template", "regenerate", "edit", "continue", "fork",  "branches",
+      "switch", "truncate", "filter",     "undo", "clear",    "save",  "load",
+      "file",   "attach",   "copy",       "quit"};
   static inline ChatSession* completing_ = nullptr;
   bool historyWarned_ = false;
 
@@ -573,7 +575,12 @@ class ChatSession {
     if (waiting) out_ << "..." << std::flush;
     RunResult result;
     try {
-      result = branch.manager.run(prompt, run);
+      // Attachments (/attach) go with this prompt; they stay pending if the turn fails.
+      result =
+          attachments_.empty()
+              ? branch.manager.run(prompt, run)
+              : branch.manager.run(std::vector<Message>{promptMessage(prompt, attachments_)}, run);
+      attachments_.clear();
     } catch (const CancelledError&) {
       std::signal(SIGINT, previous);
       stopWaiting();
@@ -1078,6 +1085,15 @@ class ChatSession {
         out_ << "skipped the binary file " << file << "\n";
       if (files.empty()) throw ValidationError(path, "holds no text file");
       turn(composePrompt(prompt, "", files));
+    } else if (name == "attach") {
+      if (argument.empty()) throw ValidationError("/attach", "give a path: /attach FILE");
+      std::vector<Part> parts = attachmentParts({argument});
+      std::vector<Part> all = attachments_;
+      all.push_back(parts.front());
+      promptMessage("", all);  // throws past the per-message caps, before keeping it
+      attachments_ = std::move(all);
+      out_ << "attached " << argument << " (" << parts.front().mimeType << ", "
+           << parts.front().bytes.size() << " bytes): sent with the next prompt\n";
     } else if (name == "load") {
       if (argument.empty()) throw ValidationError("/load", "give a file: /load FILE");
       std::ifstream file(argument, std::ios::binary);
@@ -1115,6 +1131,7 @@ class ChatSession {
   std::shared_ptr<ConversationStore> store_;
   std::map<std::string, Branch> branches_;
   std::string current_ = "main";
+  std::vector<Part> attachments_;  // /attach: sent as parts with the next prompt
   // /set overrides of the request (an unset key keeps the endpoint's value); nullopt: none.
   std::optional<nlohmann::json> settings_;
   PriceTable prices_;

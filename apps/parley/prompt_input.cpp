@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "parley/errors.hpp"
@@ -40,22 +39,6 @@ std::string fenced(const std::string& label, const std::string& text) {
 
 }  // namespace
 
-std::string readCappedFile(const std::filesystem::path& path, size_t cap) {
-  std::error_code error;
-  const auto size = fs::file_size(path, error);
-  if (error) throw ValidationError(path.string(), "cannot be read: " + error.message());
-  if (size > cap) {
-    throw ValidationError(path.string(), "is " + std::to_string(size) + " bytes, over the cap of " +
-                                             mib(cap) + " for one file");
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::string text(size, '\0');
-  if (!in || !in.read(text.data(), static_cast<std::streamsize>(size))) {
-    throw ValidationError(path.string(), "cannot be read");
-  }
-  return text;
-}
-
 std::string readPipedStdin(const PromptInputLimits& limits) {
   if (::isatty(STDIN_FILENO)) return "";
   std::string text;
@@ -81,7 +64,7 @@ std::string filesAsText(const std::vector<std::string>& paths, std::vector<std::
       throw ValidationError("-f", "more than " + std::to_string(limits.maxFiles) +
                                       " files (name fewer files or a smaller directory)");
     }
-    std::string text = readCappedFile(path, limits.maxFileBytes);
+    std::string text = readPartFile(path, limits.maxFileBytes);
     if (looksBinary(text)) {
       if (named) throw ValidationError(path.string(), "is a binary file");
       skipped.push_back(path.string());
@@ -125,6 +108,21 @@ std::string filesAsText(const std::vector<std::string>& paths, std::vector<std::
       add(file, false);
   }
   return out;
+}
+
+std::vector<Part> attachmentParts(const std::vector<std::string>& paths, const PartLimits& limits) {
+  std::vector<Part> parts;
+  parts.reserve(paths.size());
+  for (const std::string& path : paths)
+    parts.push_back(Part::attachmentFile(path, limits));
+  return parts;
+}
+
+Message promptMessage(const std::string& prompt, std::vector<Part> attachments,
+                      const PartLimits& limits) {
+  if (attachments.empty()) return Message::user(prompt);
+  if (!prompt.empty()) attachments.insert(attachments.begin(), Part::text(prompt));
+  return Message::user(std::move(attachments), limits);
 }
 
 std::string composePrompt(const std::string& argument, const std::string& piped,

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "parley/part.hpp"
 #include "parley/usage.hpp"
 
 namespace parley {
@@ -57,6 +58,10 @@ struct Message {
 
   static Message system(std::string content);
   static Message user(std::string content);
+  // A user message made of parts (text, images, audio, files): content is their text joined,
+  // extra["content"] their Chat Completions form (part.hpp). Throws ValidationError past `limits`
+  // or for an empty list.
+  static Message user(std::vector<Part> parts, const PartLimits& limits = {});
   static Message assistant(std::string content, std::vector<ToolCall> toolCalls = {});
   static Message tool(std::string toolCallId, std::string content);
 };

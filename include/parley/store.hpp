@@ -201,9 +201,10 @@ class SqliteStore : public ConversationStore, public detail::SqlEngineAccess {
 // The schema version this build writes; a database with a higher one is refused. Version 2 added
 // the run queue, leases, the tool journal and the event log (run_store.hpp); version 3 the index
 // of message text that searchMessages() reads; version 4 the queue heads a claim reads (one index
-// entry per claim, whatever the queue's depth). An older database is upgraded when it is opened
-// for writing.
-inline constexpr int kStoreSchemaVersion = 4;
+// entry per claim, whatever the queue's depth); version 5 the content-addressed blobs that hold the
+// bytes of message parts (docs/parts.md). An older database is upgraded when it is opened for
+// writing.
+inline constexpr int kStoreSchemaVersion = 5;
 
 // For openStore.
 struct OpenStoreOptions {

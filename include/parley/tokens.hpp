@@ -96,9 +96,15 @@ class TokenCounter {
   // Special tokens in `text` count as plain text.
   TokenCount count(std::string_view text) const;
 
+  // How image parts are priced (part.hpp): OpenAI's tiles unless set, Anthropic's pixels for
+  // the anthropic protocol. Set it before the counter is shared between threads.
+  ImageTokenRule imageRule() const noexcept { return imageRule_; }
+  void setImageRule(ImageTokenRule rule) noexcept { imageRule_ = rule; }
+
  private:
   std::shared_ptr<const Encoding> encoding_;
   std::string name_;
+  ImageTokenRule imageRule_ = ImageTokenRule::OpenAiTiles;
 };
 
 // Calibration of a local count against what a server reports (docs/cost.md, "Calibrated
@@ -138,6 +144,9 @@ class CalibratedCounter {
 
 // One message's share of a chat request's prompt: kTokensPerMessage, its role, content and
 // name (+kTokensPerName), and its tool calls (name + arguments + kToolCallOverheadTokens each).
+// Image parts add imageTokens() by the counter's rule, from the size their header declares; an
+// image given by URL (size unknown) counts as 1024x1024 and makes the count an estimate, as do
+// audio and binary file parts (a text file's bytes count as text).
 // Depends only on the message: callers may cache it per message.
 TokenCount countMessageTokens(const Message& message, const TokenCounter& counter);
 

@@ -4,6 +4,7 @@
 #include "client/request_body.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
+#include "parley/part.hpp"
 
 namespace parley::detail {
 
@@ -34,6 +35,63 @@ ojson toolInput(const ToolCall& call, const std::string& field) {
                                      "\" are not a JSON object, which tool_use.input must be");
   }
   return input;
+}
+
+// A user message's parts as content blocks (docs/protocols.md, "Message parts").
+void appendPartBlocks(ojson& content, const Message& m, const std::string& field) {
+  const std::vector<Part> parts = partsOf(m);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Part& part = parts[i];
+    const std::string partField = field + ".content[" + std::to_string(i) + "]";
+    ojson block;
+    ojson source;
+    switch (part.kind) {
+      case PartKind::Text:
+        block = textBlock(part.content);
+        break;
+      case PartKind::Image:
+        if (part.url.empty()) {
+          if (part.mimeType != "image/png" && part.mimeType != "image/jpeg" &&
+              part.mimeType != "image/gif" && part.mimeType != "image/webp") {
+            throw ValidationError(partField, "is a " + part.mimeType +
+                                                 " image; the anthropic protocol takes png, jpeg, "
+                                                 "gif and webp");
+          }
+          source["type"] = "base64";
+          source["media_type"] = part.mimeType;
+          source["data"] = base64Encode(part.bytes);
+        } else {
+          source["type"] = "url";
+          source["url"] = part.url;
+        }
+        block["type"] = "image";
+        block["source"] = std::move(source);
+        break;
+      case PartKind::File:
+        if (part.mimeType == "application/pdf") {
+          source["type"] = "base64";
+          source["media_type"] = part.mimeType;
+          source["data"] = base64Encode(part.bytes);
+        } else if (part.mimeType == "text/plain") {
+          source["type"] = "text";
+          source["media_type"] = part.mimeType;
+          source["data"] = part.bytes;
+        } else {
+          throw ValidationError(partField, "is a " + part.mimeType +
+                                               " file; the anthropic protocol's documents are pdf "
+                                               "or plain text");
+        }
+        block["type"] = "document";
+        block["source"] = std::move(source);
+        if (!part.filename.empty()) block["title"] = part.filename;
+        break;
+      case PartKind::Audio:
+        throw ValidationError(partField,
+                              "is audio, which the anthropic protocol cannot carry (send it with "
+                              "the openai-chat protocol's input_audio)");
+    }
+    content.push_back(std::move(block));
+  }
 }
 
 struct Turn {
@@ -78,7 +136,11 @@ std::string buildAnthropicBody(const ChatRequest& request, const ClientOptions& 
         break;
       case Role::User: {
         Turn& turn = turnFor("user");
-        turn.content.push_back(textBlock(m.content));
+        if (hasParts(m)) {
+          appendPartBlocks(turn.content, m, field);
+        } else {
+          turn.content.push_back(textBlock(m.content));
+        }
         turn.fromUser = true;
         turn.cacheMark = turn.cacheMark || marked;
         break;

@@ -3,6 +3,7 @@
 #include "client/provider_fields.hpp"
 #include "client/request_body.hpp"
 #include "parley/errors.hpp"
+#include "parley/part.hpp"
 
 namespace parley::detail {
 
@@ -21,6 +22,41 @@ std::string itemIdOf(const Message& m, const std::string& key) {
   return it != ids->end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+// A user message's parts as Responses input content (docs/protocols.md, "Message parts").
+ojson inputParts(const Message& m, const std::string& field) {
+  const std::vector<Part> parts = partsOf(m);
+  ojson content = ojson::array();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Part& part = parts[i];
+    ojson item;
+    switch (part.kind) {
+      case PartKind::Text:
+        item["type"] = "input_text";
+        item["text"] = part.content;
+        break;
+      case PartKind::Image:
+        item["type"] = "input_image";
+        item["image_url"] = part.url.empty() ? dataUri(part) : part.url;
+        item["detail"] = !part.detail                        ? "auto"
+                         : *part.detail == ImageDetail::Low  ? "low"
+                         : *part.detail == ImageDetail::High ? "high"
+                                                             : "auto";
+        break;
+      case PartKind::File:
+        item["type"] = "input_file";
+        if (!part.filename.empty()) item["filename"] = part.filename;
+        item["file_data"] = dataUri(part);
+        break;
+      case PartKind::Audio:
+        throw ValidationError(field + ".content[" + std::to_string(i) + "]",
+                              "is audio, which the openai-responses protocol cannot carry (send it "
+                              "with the openai-chat protocol's input_audio)");
+    }
+    content.push_back(std::move(item));
+  }
+  return content;
+}
+
 }  // namespace
 
 std::string buildResponsesBody(const ChatRequest& request, const ClientOptions& options,
@@ -36,7 +72,8 @@ std::string buildResponsesBody(const ChatRequest& request, const ClientOptions& 
 
   std::string instructions;
   ojson input = ojson::array();
-  for (const Message& m : messages) {
+  for (size_t index = 0; index < messages.size(); ++index) {
+    const Message& m = messages[index];
     switch (m.role) {
       case Role::System:
         if (!instructions.empty()) instructions += "\n\n";
@@ -46,7 +83,11 @@ std::string buildResponsesBody(const ChatRequest& request, const ClientOptions& 
         ojson item;
         item["type"] = "message";
         item["role"] = "user";
-        item["content"] = m.content;
+        if (hasParts(m)) {
+          item["content"] = inputParts(m, "request.messages[" + std::to_string(index) + "]");
+        } else {
+          item["content"] = m.content;
+        }
         input.push_back(std::move(item));
         break;
       }

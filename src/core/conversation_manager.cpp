@@ -138,7 +138,9 @@ std::shared_ptr<const std::string> encoded(const MessageRecord& record,
 uint64_t counterTag(const TokenCounter& counter) {
   // Never 0 (0 marks an empty cache); distinguishes exact counts from estimates.
   return 0x80 | (counter.exact() ? 0x40 : 0) |
-         (std::hash<std::string>{}(counter.encodingName()) & 0x3f);
+         ((std::hash<std::string>{}(counter.encodingName()) +
+           static_cast<size_t>(counter.imageRule())) &
+          0x3f);
 }
 
 int64_t messageTokens(const MessageRecord& record, const TokenCounter& counter) {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "parley/errors.hpp"
+#include "parley/part.hpp"
 
 namespace parley::mock {
 namespace {
@@ -26,8 +27,6 @@ bool isWordByte(unsigned char c) {
 }
 
 std::string base64(const std::vector<float>& v) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string bytes(v.size() * 4, '\0');
   for (std::size_t i = 0; i < v.size(); ++i) {
     std::uint32_t bits;
@@ -35,18 +34,7 @@ std::string base64(const std::vector<float>& v) {
     for (int b = 0; b < 4; ++b)
       bytes[i * 4 + b] = static_cast<char>((bits >> (8 * b)) & 0xFF);
   }
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  for (std::size_t i = 0; i < bytes.size(); i += 3) {
-    std::uint32_t n = static_cast<unsigned char>(bytes[i]) << 16;
-    if (i + 1 < bytes.size()) n |= static_cast<unsigned char>(bytes[i + 1]) << 8;
-    if (i + 2 < bytes.size()) n |= static_cast<unsigned char>(bytes[i + 2]);
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += i + 1 < bytes.size() ? kAlphabet[(n >> 6) & 63] : '=';
-    out += i + 2 < bytes.size() ? kAlphabet[n & 63] : '=';
-  }
-  return out;
+  return base64Encode(bytes);
 }
 
 }  // namespace

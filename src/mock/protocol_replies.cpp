@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "parley/errors.hpp"
+#include "parley/part.hpp"
 
 namespace parley::mock {
 
@@ -34,6 +35,57 @@ std::string textOf(const json& content) {
     }
   }
   return text;
+}
+
+// An Anthropic image or document block, or a Responses input_image or input_file item, as the chat
+// part it stands for (what the mock's rules see); null for any other block.
+json chatPart(const json& block) {
+  const std::string type = block.value("type", "");
+  if (type == "input_image") {
+    json image = {{"url", block.value("image_url", "")}};
+    if (block.contains("detail")) image["detail"] = block["detail"];
+    return {{"type", "image_url"}, {"image_url", std::move(image)}};
+  }
+  if (type == "input_file") {
+    return {
+        {"type", "file"},
+        {"file",
+         {{"filename", block.value("filename", "")}, {"file_data", block.value("file_data", "")}}}};
+  }
+  if (type != "image" && type != "document") return nullptr;
+  const json source = block.value("source", json::object());
+  const std::string kind = source.value("type", "");
+  std::string data;
+  if (kind == "url") {
+    data = source.value("url", "");
+  } else if (kind == "base64") {
+    data = "data:" + source.value("media_type", "") + ";base64," + source.value("data", "");
+  } else if (kind == "text") {
+    data = "data:text/plain;base64," + base64Encode(source.value("data", ""));
+  } else {
+    throw ValidationError("source.type", "unknown source type \"" + kind + "\"");
+  }
+  if (type == "image") return {{"type", "image_url"}, {"image_url", {{"url", data}}}};
+  return {{"type", "file"},
+          {"file", {{"filename", block.value("title", "")}, {"file_data", data}}}};
+}
+
+// A content array with images or files, as chat parts; null when it holds only text.
+json chatParts(const json& content) {
+  if (!content.is_array()) return nullptr;
+  json parts = json::array();
+  bool media = false;
+  for (const auto& block : content) {
+    if (!block.is_object()) continue;
+    const std::string type = block.value("type", "");
+    if (type == "text" || type == "input_text") {
+      parts.push_back({{"type", "text"}, {"text", block.value("text", "")}});
+    } else if (json part = chatPart(block); !part.is_null()) {
+      parts.push_back(std::move(part));
+      media = true;
+    }
+  }
+  return media ? parts : json();
 }
 
 int64_t num(const json& object, const char* key) {
@@ -240,9 +292,15 @@ json chatRequestFromAnthropic(const json& body) {
                              : m.value("content", json::array());
     json assistant = {{"role", "assistant"}, {"content", ""}};
     json calls = json::array();
+    // A user turn with images or documents is one user message of parts (its other blocks, tool
+    // results, are read as usual).
+    json parts = role == "user" ? chatParts(content) : json();
+    if (!parts.is_null()) messages.push_back({{"role", "user"}, {"content", parts}});
     for (const auto& block : content) {
       const std::string type = block.value("type", "");
-      if (type == "text") {
+      if (!parts.is_null() && (type == "text" || type == "image" || type == "document")) {
+        continue;  // in the message of parts
+      } else if (type == "text") {
         if (role == "user") {
           messages.push_back({{"role", "user"}, {"content", block.value("text", "")}});
         } else {
@@ -329,7 +387,10 @@ json chatRequestFromResponses(const json& body) {
       if (role != "user" && role != "assistant" && role != "system") {
         throw ValidationError(field + ".role", "unknown role \"" + role + "\"");
       }
-      messages.push_back({{"role", role}, {"content", textOf(item.value("content", json()))}});
+      json parts = role == "user" ? chatParts(item.value("content", json())) : json();
+      messages.push_back(
+          {{"role", role},
+           {"content", parts.is_null() ? json(textOf(item.value("content", json()))) : parts}});
       if (role == "user") reasoningSeen.clear();
     } else if (type == "reasoning") {
       reasoningSeen = item.value("encrypted_content", "");

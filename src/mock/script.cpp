@@ -8,6 +8,7 @@
 
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
+#include "parley/message.hpp"
 
 namespace parley::mock {
 namespace {
@@ -68,7 +69,7 @@ MatchSpec compileMatch(const json& m, const Checker& c) {
   c.object(m, "match");
   c.onlyKeys(m, "match",
              {"request", "turn", "user_contains", "user_regex", "icase", "last_role", "stream",
-              "model", "tool", "response_format", "tool_choice", "default"});
+              "model", "tool", "response_format", "tool_choice", "user_part", "default"});
   MatchSpec spec;
   if (m.contains("request")) {
     const json& r = m["request"];
@@ -118,6 +119,7 @@ MatchSpec compileMatch(const json& m, const Checker& c) {
     }
   }
   if (m.contains("tool_choice")) spec.toolChoice = c.string(m["tool_choice"], "match.tool_choice");
+  if (m.contains("user_part")) spec.userPart = c.string(m["user_part"], "match.user_part");
   if (m.contains("default") && !c.boolean(m["default"], "match.default")) {
     c.fail("match.default", "only true makes sense (a rule without conditions matches anything)");
   }
@@ -335,6 +337,46 @@ std::string messageText(const json& content) {
   return text;
 }
 
+// The non-text parts of a chat message's content array, described for `user_part` and
+// {{user_parts}}. Parts parley cannot read are described by their type.
+std::vector<std::string> describeParts(const json& message) {
+  std::vector<std::string> out;
+  if (!message.contains("content") || !message["content"].is_array()) return out;
+  std::vector<Part> parts;
+  try {
+    parts = partsOf(messageFromJson(message));
+  } catch (const ValidationError&) {
+    for (const auto& part : message["content"]) {
+      if (part.is_object() && part.value("type", "") != "text")
+        out.push_back(part.value("type", ""));
+    }
+    return out;
+  }
+  for (const Part& part : parts) {
+    switch (part.kind) {
+      case PartKind::Text:
+        break;
+      case PartKind::Image:
+        if (!part.url.empty()) {
+          out.push_back("image url " + part.url);
+        } else if (auto size = imageSize(part.bytes)) {
+          out.push_back(part.mimeType + " " + std::to_string(size->width) + "x" +
+                        std::to_string(size->height));
+        } else {
+          out.push_back(part.mimeType);
+        }
+        break;
+      case PartKind::Audio:
+        out.push_back(part.mimeType);
+        break;
+      case PartKind::File:
+        out.push_back(part.mimeType + (part.filename.empty() ? "" : " " + part.filename));
+        break;
+    }
+  }
+  return out;
+}
+
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
                  [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
@@ -453,6 +495,7 @@ ChatContext describeRequest(const json& body, int requestNumber) {
     if (role == "user") {
       ++ctx.turn;
       ctx.lastUser = text;
+      ctx.lastUserParts = describeParts(m);
     }
     if (role == "tool") {
       if (ctx.lastRole != "tool") ctx.toolResults.clear();
@@ -495,6 +538,11 @@ bool matches(const MatchSpec& match, const ChatContext& ctx, std::vector<std::st
       std::find(ctx.toolNames.begin(), ctx.toolNames.end(), *match.tool) == ctx.toolNames.end()) {
     return false;
   }
+  if (match.userPart &&
+      std::none_of(ctx.lastUserParts.begin(), ctx.lastUserParts.end(),
+                   [&](const std::string& d) { return d.rfind(*match.userPart, 0) == 0; })) {
+    return false;
+  }
   if (match.userContains) {
     bool found = match.icase
                      ? lower(ctx.lastUser).find(lower(*match.userContains)) != std::string::npos
@@ -525,7 +573,12 @@ std::string expandTemplate(std::string_view text, const ChatContext& ctx,
     std::optional<std::string> value;
     if (key == "last_user")
       value = ctx.lastUser;
-    else if (key == "last_tool")
+    else if (key == "user_parts") {
+      std::string list;
+      for (const std::string& d : ctx.lastUserParts)
+        list += (list.empty() ? "" : ", ") + d;
+      value = list;
+    } else if (key == "last_tool")
       value = ctx.toolResults.empty() ? "" : ctx.toolResults.back();
     else if (key == "last_tool_name")
       value = ctx.lastToolName.empty() ? "the tool" : ctx.lastToolName;

@@ -48,6 +48,7 @@ struct MatchSpec {
   std::optional<std::string> responseFormat;
   // The tool the request forces (tool_choice naming a function); "none": no tool forced.
   std::optional<std::string> toolChoice;
+  std::optional<std::string> userPart;  // a last user part's description starts with this
 };
 
 struct ToolCallSpec {
@@ -114,6 +115,9 @@ struct ChatContext {
   int requestNumber = 0;  // 1-based, counting chat completion requests
   int turn = 0;           // user messages in the request
   std::string lastUser;   // text of the last user message
+  // The last user message's non-text parts, described: "image/png 2x3" (an image's bytes, with
+  // the size its header declares), "image url https://...", "audio/wav", "application/pdf a.pdf".
+  std::vector<std::string> lastUserParts;
   std::string lastRole;
   std::vector<std::string> toolResults;  // trailing tool messages' text, in order
   std::string lastToolName;              // function name of the last tool result, if known

@@ -119,6 +119,16 @@ Message Message::user(std::string content) {
   return m;
 }
 
+Message Message::user(std::vector<Part> parts, const PartLimits& limits) {
+  Message m;
+  m.role = Role::User;
+  m.extra["content"] = partsContentJson(parts, limits);
+  for (const Part& part : parts) {
+    if (part.kind == PartKind::Text) m.content += part.content;
+  }
+  return m;
+}
+
 Message Message::assistant(std::string content, std::vector<ToolCall> toolCalls) {
   Message m;
   m.role = Role::Assistant;

@@ -6,6 +6,8 @@
 
 #include "parley/json.hpp"
 
+#include <openssl/sha.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -233,6 +235,18 @@ const std::vector<std::string> kSchemaV4Postgres = {
 #undef PARLEY_QUEUE_INDEXES
 #undef PARLEY_QUEUE_HEAD
 
+// Version 5: the bytes of message parts (images, audio, files), keyed by the sha256 of the bytes,
+// so that a fork, a copy or a resent picture stores them once. `data` is their base64, as the
+// message body had it (portable text for both databases); the body keeps a reference
+// (docs/parts.md, "Storage").
+const std::vector<std::string> kSchemaV5Sqlite = {
+    "CREATE TABLE parley_blobs ("
+    " sha256 TEXT PRIMARY KEY,"
+    " size BIGINT NOT NULL,"
+    " data TEXT NOT NULL,"
+    " created_at BIGINT NOT NULL) WITHOUT ROWID",
+};
+
 std::vector<std::string> postgresVariant(std::vector<std::string> steps) {
   for (auto& step : steps) {
     if (auto at = step.find(" WITHOUT ROWID"); at != std::string::npos) step.erase(at);
@@ -420,6 +434,7 @@ void collectAncestors(SqlConnection& c, std::string parentId) {
 const std::vector<std::string>& migrationSteps(SqlDialect dialect, int toVersion) {
   static const std::vector<std::string> postgresV1 = postgresVariant(kSchemaV1Sqlite);
   static const std::vector<std::string> postgresV2 = postgresVariant(kSchemaV2Sqlite);
+  static const std::vector<std::string> postgresV5 = postgresVariant(kSchemaV5Sqlite);
   const bool sqlite = dialect == SqlDialect::Sqlite;
   switch (toVersion) {
     case 1:
@@ -430,6 +445,8 @@ const std::vector<std::string>& migrationSteps(SqlDialect dialect, int toVersion
       return sqlite ? kSchemaV3Sqlite : kSchemaV3Postgres;
     case 4:
       return sqlite ? kSchemaV4Sqlite : kSchemaV4Postgres;
+    case 5:
+      return sqlite ? kSchemaV5Sqlite : postgresV5;
     default:
       throw StoreError("store: no migration to schema version " + std::to_string(toVersion));
   }
@@ -445,6 +462,137 @@ void SqlConnection::insertEvents(const std::string& threadId, int64_t firstSeq,
         {threadId, seq++, row.runId.empty() ? SqlValue() : SqlValue(row.runId),
          row.traceId.empty() ? SqlValue() : SqlValue(row.traceId), row.type, row.payload, now});
   }
+}
+
+// --- part bytes in blobs (schema version 5) ----------------------------------------------------
+
+namespace {
+
+// A stored body names a blob by its key after this marker, where the base64 was: a data URI's
+// "data:image/png;base64,<base64>" is stored as "data:image/png;base64,parley-blob:<sha256>",
+// input_audio's "<base64>" as "parley-blob:<sha256>". Neither is base64, so a reference cannot
+// be mistaken for data.
+constexpr std::string_view kBlobMarker = "parley-blob:";
+constexpr std::string_view kBase64Marker = ";base64,";
+constexpr size_t kSha256HexLength = 64;
+
+// Calls fn(text, isDataUri) for each string of a content array that holds base64 bytes.
+template <class Fn>
+void forEachPayload(json& content, Fn&& fn) {
+  if (!content.is_array()) return;
+  for (json& item : content) {
+    if (!item.is_object()) continue;
+    auto type = item.find("type");
+    if (type == item.end() || !type->is_string()) continue;
+    const char* holderKey = nullptr;
+    const char* key = nullptr;
+    if (*type == "image_url") {
+      holderKey = "image_url", key = "url";
+    } else if (*type == "file") {
+      holderKey = "file", key = "file_data";
+    } else if (*type == "input_audio") {
+      holderKey = "input_audio", key = "data";
+    } else {
+      continue;
+    }
+    auto holder = item.find(holderKey);
+    if (holder == item.end() || !holder->is_object()) continue;
+    auto text = holder->find(key);
+    if (text == holder->end() || !text->is_string()) continue;
+    fn(text->get_ref<std::string&>(), std::string_view(key) != "data");
+  }
+}
+
+std::string sha256Hex(std::string_view bytes) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * SHA256_DIGEST_LENGTH);
+  for (unsigned char byte : digest) {
+    out += kHex[byte >> 4];
+    out += kHex[byte & 0xf];
+  }
+  return out;
+}
+
+struct BlobRow {
+  std::string key;
+  int64_t size = 0;
+  std::string base64;
+};
+
+// The body with each part's base64 moved into `blobs`, or nullopt when it holds none.
+std::optional<std::string> externalizeBlobs(const std::string& body, std::vector<BlobRow>& blobs,
+                                            const std::string& field) {
+  // Most bodies hold no parts: a search of the text saves parsing them.
+  if (body.find("\"content\":[") == std::string::npos) return std::nullopt;
+  json value = parseJson(body);
+  auto content = value.find("content");
+  if (content == value.end()) return std::nullopt;
+  bool changed = false;
+  forEachPayload(*content, [&](std::string& text, bool isDataUri) {
+    if (text.find(kBlobMarker) != std::string::npos) {
+      throw ValidationError(field + ".content",
+                            "holds a blob reference, which only a store writes");
+    }
+    size_t start = 0;
+    if (isDataUri) {
+      if (text.rfind("data:", 0) != 0) return;  // a URL: nothing to move
+      const size_t marker = text.find(kBase64Marker);
+      if (marker == std::string::npos) return;
+      start = marker + kBase64Marker.size();
+    }
+    const std::string_view base64 = std::string_view(text).substr(start);
+    auto bytes = base64Decode(base64);
+    if (!bytes) return;  // kept in the body as it came
+    BlobRow row{sha256Hex(*bytes), static_cast<int64_t>(bytes->size()), std::string(base64)};
+    text.replace(start, std::string::npos, std::string(kBlobMarker) + row.key);
+    blobs.push_back(std::move(row));
+    changed = true;
+  });
+  if (!changed) return std::nullopt;
+  return dumpJson(value, field);
+}
+
+}  // namespace
+
+void insertMessageRows(SqlConnection& c, const std::string& threadId, int64_t firstSeq,
+                       const std::vector<std::string>& bodies) {
+  std::vector<BlobRow> blobs;
+  std::vector<std::string> stored;
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    auto moved = externalizeBlobs(bodies[i], blobs, "messages[" + std::to_string(i) + "]");
+    if (moved && stored.empty()) stored.assign(bodies.begin(), bodies.begin() + i);
+    if (moved) {
+      stored.push_back(std::move(*moved));
+    } else if (!stored.empty()) {
+      stored.push_back(bodies[i]);
+    }
+  }
+  const int64_t now = nowMs();
+  for (const BlobRow& blob : blobs) {
+    c.execute(
+        "INSERT INTO parley_blobs (sha256, size, data, created_at) VALUES ($1, $2, $3, $4) "
+        "ON CONFLICT (sha256) DO NOTHING",
+        {blob.key, blob.size, blob.base64, now});
+  }
+  c.insertMessages(threadId, firstSeq, stored.empty() ? bodies : stored);
+}
+
+json resolveBlobs(SqlConnection& c, json body) {
+  auto content = body.find("content");
+  if (content == body.end()) return body;
+  forEachPayload(*content, [&](std::string& text, bool) {
+    const size_t at = text.find(kBlobMarker);
+    if (at == std::string::npos) return;
+    const std::string key = text.substr(at + kBlobMarker.size());
+    if (key.size() != kSha256HexLength) throw StoreError("a blob reference is malformed");
+    auto rows = c.query("SELECT data FROM parley_blobs WHERE sha256 = $1", {key});
+    if (rows.empty()) throw StoreError("blob " + key + " is missing");
+    text.replace(at, std::string::npos, asText(rows[0].at(0)));
+  });
+  return body;
 }
 
 // --- the pool -------------------------------------------------------------------------------
@@ -615,7 +763,7 @@ ThreadInfo SqlStoreEngine::createThread(const ThreadOptions& options,
         "created_at, updated_at, title, metadata, state) "
         "VALUES ($1, NULL, 0, $2, 1, $3, $3, $4, $5, $6)",
         {id, static_cast<int64_t>(bodies.size()), now, options.title, metadata, stateText});
-    if (!bodies.empty()) c.insertMessages(id, 0, bodies);
+    if (!bodies.empty()) insertMessageRows(c, id, 0, bodies);
     ThreadInfo info;
     info.id = id;
     info.messageCount = static_cast<int64_t>(bodies.size());
@@ -655,7 +803,7 @@ SqlStoreEngine::Version SqlStoreEngine::appendTurnIn(SqlConnection& c, const std
   }
   int64_t newCount = count + static_cast<int64_t>(bodies.size());
   checkStateSize(state, newCount);
-  if (!bodies.empty()) c.insertMessages(threadId, count, bodies);
+  if (!bodies.empty()) insertMessageRows(c, threadId, count, bodies);
   c.execute(
       "UPDATE parley_threads SET version = $1, message_count = $2, updated_at = $3, "
       "state = COALESCE($4, state) WHERE id = $5",
@@ -720,7 +868,11 @@ ThreadData SqlStoreEngine::loadThread(const std::string& threadId) {
         try {
           const auto* body = std::get_if<std::string>(&r.at(1));
           if (!body) throw StoreError("the body is not text");
-          data.messages.push_back(messageFromJson(parseJson(*body)));
+          json value = parseJson(*body);
+          if (body->find(kBlobMarker) != std::string::npos) {
+            value = resolveBlobs(c, std::move(value));
+          }
+          data.messages.push_back(messageFromJson(value));
         } catch (const std::exception& e) {
           throw StoreError("store: thread " + named(threadId) + ": message " + std::to_string(seq) +
                            " (row " + named(segment->id) + "/" + std::to_string(seq) +

@@ -196,6 +196,16 @@ void checkId(const std::string& id, const std::string& field);
 std::string dumpJson(const nlohmann::json& value, const std::string& field);
 // Validates and serialises messages; errors name "messages[i].field".
 std::vector<std::string> messageBodies(std::span<const Message> messages);
+
+// Inserts message rows (bodies from messageBodies) with the base64 bytes of their parts moved into
+// the blob table (schema version 5), in the caller's transaction. Throws ValidationError for a
+// body that already holds a blob reference.
+void insertMessageRows(SqlConnection& c, const std::string& threadId, int64_t firstSeq,
+                       const std::vector<std::string>& bodies);
+
+// A stored body with its blob references replaced by the blobs' base64; StoreError when a blob
+// is missing.
+nlohmann::json resolveBlobs(SqlConnection& c, nlohmann::json body);
 // The state column's text, or NULL for a null state. REQUIRES an object or null.
 SqlValue stateValue(const nlohmann::json& state);
 // A JSON column (NULL -> null); StoreError "<what> is corrupt" if it does not parse.

@@ -81,6 +81,38 @@ std::string typeText(const nlohmann::json& type) {
   return type.is_null() ? "" : type.dump();
 }
 
+// The non-text parts of a message (its text is in Message::content, counted by the caller).
+TokenCount countPartTokens(const Message& message, const TokenCounter& counter) {
+  TokenCount total{0, !counter.exact()};
+  for (const Part& part : partsOf(message)) {
+    const ImageDetail detail = part.detail.value_or(ImageDetail::Auto);
+    switch (part.kind) {
+      case PartKind::Text:
+        break;
+      case PartKind::Image: {
+        std::optional<ImageSize> size = imageSize(part.bytes);
+        if (!size) {
+          size = ImageSize{1024, 1024};
+          total.estimate = true;
+        }
+        total.tokens += imageTokens(*size, detail, counter.imageRule());
+        break;
+      }
+      case PartKind::File:
+        if (part.mimeType == "text/plain") {
+          total += counter.count(part.bytes);
+        } else {
+          total.estimate = true;
+        }
+        break;
+      case PartKind::Audio:
+        total.estimate = true;
+        break;
+    }
+  }
+  return total;
+}
+
 }  // namespace
 
 std::vector<std::filesystem::path> vocabularySearchPath() {
@@ -124,6 +156,7 @@ TokenCount countMessageTokens(const Message& message, const TokenCounter& counte
   TokenCount total{kTokensPerMessage, !counter.exact()};
   total += counter.count(toString(message.role));
   total += counter.count(message.content);
+  if (hasParts(message)) total += countPartTokens(message, counter);
   if (!message.name.empty()) {
     total += counter.count(message.name);
     total.tokens += kTokensPerName;
