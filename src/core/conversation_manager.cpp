@@ -784,6 +784,15 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
   }
   result.message.role = Role::Assistant;
   result.message.usage = result.usage;
+  // Who answered and when, kept with the reply (a journal's reply keeps its own). Milliseconds:
+  // what the stores keep, so a reply reads back equal to what was appended.
+  if (result.message.model.empty()) {
+    result.message.model = !result.model.empty() ? result.model : request.model;
+  }
+  if (!result.message.receivedAt) {
+    result.message.receivedAt =
+        std::chrono::floor<std::chrono::milliseconds>(std::chrono::system_clock::now());
+  }
 
   std::unique_lock lock(state_->mutex);
   State& st = *state_;
