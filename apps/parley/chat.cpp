@@ -321,7 +321,8 @@ class ChatSession {
         disableBracketedPaste(STDOUT_FILENO);
         takePaste();
         chatInterrupted.store(true);
-        out_ << "\n" << std::flush;
+        // The paste reader reads the terminal itself, so the ^C is echoed here, as a shell does.
+        out_ << "^C\n" << std::flush;
         return std::string();
       }
       promptJumpArmed = 1;

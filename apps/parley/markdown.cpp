@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstdlib>
 
@@ -434,25 +435,17 @@ std::string MarkdownRenderer::inlineText(std::string_view text) const {
             mark("\033[39m", "</code>");
           } else {
             const std::string inner = (*this)(s.substr(i + run, close - i - run), depth + 1);
-            if (c == '~') {
-              mark("\033[9m", "<del>");
-            } else if (run == 1) {
-              mark("\033[3m", "<em>");
-            } else if (run == 2) {
-              mark("\033[1m", "<strong>");
-            } else {
-              mark("\033[1;3m", "<strong><em>");
-            }
+            // Its marks: {SGR on, HTML on, SGR off, HTML off}.
+            static constexpr std::array<std::array<const char*, 4>, 4> kEmphasis = {{
+                {"\033[9m", "<del>", "\033[29m", "</del>"},
+                {"\033[3m", "<em>", "\033[23m", "</em>"},
+                {"\033[1m", "<strong>", "\033[22m", "</strong>"},
+                {"\033[1;3m", "<strong><em>", "\033[22;23m", "</em></strong>"},
+            }};
+            const auto& marks = kEmphasis[c == '~' ? 0 : std::min<size_t>(run, 3)];
+            mark(marks[0], marks[1]);
             out += inner;
-            if (c == '~') {
-              mark("\033[29m", "</del>");
-            } else if (run == 1) {
-              mark("\033[23m", "</em>");
-            } else if (run == 2) {
-              mark("\033[22m", "</strong>");
-            } else {
-              mark("\033[22;23m", "</em></strong>");
-            }
+            mark(marks[2], marks[3]);
           }
           i = close + run;
           continue;
