@@ -161,11 +161,10 @@ TYPED_TEST_P(StoreConformance, KeepsEveryMessageFieldExactly) {
   Message assistant = Message::assistant(
       "", {{"call_1", "lookup", R"({"q": "a\"b\\c"})"}, {"call_2", "other", "{}"}});
   assistant.extra = {{"reasoning_content", "hmm, {\"x\": [1, 2]}"}};
-  // A reply's metadata: who answered, when (to the millisecond, as stored), what it used.
+  // A reply's metadata: who answered and when (to the millisecond, as stored).
   assistant.model = "gpt-4o-mini-2024-07-18";
   assistant.receivedAt =
       std::chrono::system_clock::time_point(std::chrono::milliseconds(1764000000123));
-  assistant.usage = TokenUsage{.promptTokens = 12, .completionTokens = 3, .totalTokens = 15};
   Message user = Message::user(
       "quotes \" backslash \\ braces {} commas , newline\n tab\t "
       "unicode é 漢字 😀 nul " +
