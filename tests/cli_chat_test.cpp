@@ -589,6 +589,47 @@ TEST_F(ChatTest, SlashAttachSendsTheFileWithTheNextPromptOnly) {
   EXPECT_EQ(parts[1].bytes, test::makePng(5, 4));
 }
 
+// A terminal in bracketed-paste mode wraps a paste in ESC[200~ ... ESC[201~: a paste of several
+// lines is one prompt (it used to be one per line), a one-line paste is typed into the line, and
+// the terminal is told to bracket pastes only while a prompt is read.
+TEST_F(ChatTest, AMultiLinePasteIsOnePrompt) {
+  mock::MockOptions options;
+  options.script = mock::readScript(R"({"reply": {"content": "got <{{last_user}}>"}})");
+  mock::MockServer server(options);
+  server.start();
+  std::filesystem::create_directories(dir_);
+  ChatPty pty({"chat", "--db", db_, "--thread", "t1", "--base-url", server.baseUrl(), "--format",
+               "markdown"},
+              dir_.string());
+  ASSERT_TRUE(pty.waitFor("/help for commands")) << pty.output();
+  ASSERT_TRUE(pty.waitFor("\033[?2004h")) << pty.output();
+  // Typed text, then a three-line paste (a terminal sends \r for its line breaks), UTF-8 in it.
+  pty.send("look: \033[200~line one\rline tw\xC3\xB6\r\rline three\r\033[201~");
+  ASSERT_TRUE(pty.waitFor("got <look: line one\r\nline tw\xC3\xB6\r\n\r\nline three>"))
+      << pty.output();
+  ASSERT_TRUE(pty.waitFor(" tok/s]")) << pty.output();
+  // One line pasted is typed in: it can still be edited (Ctrl-U... here: more typed after it).
+  pty.send("\033[200~pasted\033[201~ and typed\r");
+  ASSERT_TRUE(pty.waitFor("got <pasted and typed>")) << pty.output();
+  ASSERT_TRUE(pty.waitFor(" tok/s]", pty.output().find("got <pasted and typed>"))) << pty.output();
+  // Escape sequences of keys still reach the editor: Up brings the last prompt back.
+  pty.send("\033[A\r");
+  ASSERT_TRUE(
+      pty.waitFor("got <pasted and typed>", pty.output().find("got <pasted and typed>") + 1))
+      << pty.output();
+  pty.send("/quit\r");
+  EXPECT_EQ(pty.wait(), 0) << pty.output();
+  EXPECT_NE(pty.output().rfind("\033[?2004l"), std::string::npos);
+
+  const auto seen = server.requests();
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0]["body"]["messages"].back()["content"],
+            "look: line one\nline tw\xC3\xB6\n\nline three");
+  EXPECT_EQ(seen[1]["body"]["messages"].back()["content"], "pasted and typed");
+  EXPECT_EQ(seen[2]["body"]["messages"].back()["content"], "pasted and typed");
+  server.stop();
+}
+
 TEST_F(ChatTest, EachReplyShowsItsCostAndSlashCostTheSession) {
   mock::MockOptions options;
   options.script = mock::readScript(

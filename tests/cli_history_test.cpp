@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <sqlite3.h>
+
 #include "cli_runner.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/store.hpp"
@@ -97,6 +99,100 @@ TEST_F(HistoryTest, ListShowsEveryThread) {
   EXPECT_EQ(json::parse(limited.out).size(), 1u);
 }
 
+// A reply as the conversation keeps it: the model that wrote it and what it used.
+Message reply(const std::string& text, const std::string& model, int64_t prompt,
+              int64_t completion) {
+  Message m = Message::assistant(text);
+  m.model = model;
+  m.receivedAt = std::chrono::floor<std::chrono::milliseconds>(std::chrono::system_clock::now());
+  m.usage = TokenUsage{prompt, completion, prompt + completion, {}};
+  return m;
+}
+
+TEST_F(HistoryTest, ListFiltersBySinceAndModelAndShowsTokensAndCost) {
+  {
+    SqliteStore store(db_);
+    store.createThread(
+        {.id = "old", .title = "last week"},
+        std::vector<Message>{Message::user("a"), reply("b", "gpt-4o-mini-2024-07-18", 1000, 500)});
+    store.createThread(
+        {.id = "new", .title = "today"},
+        std::vector<Message>{Message::user("c"), reply("d", "nobody-prices-me", 10, 5)});
+  }
+  // "old" was last used ten days ago.
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db_.c_str(), &raw), SQLITE_OK);
+  const auto tenDaysAgo =
+      std::chrono::duration_cast<std::chrono::milliseconds>(
+          (std::chrono::system_clock::now() - std::chrono::hours(240)).time_since_epoch())
+          .count();
+  const std::string sql =
+      "UPDATE parley_threads SET updated_at = " + std::to_string(tenDaysAgo) + " WHERE id = 'old'";
+  ASSERT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(raw);
+  const std::string prices =
+      writeFile("prices.toml", "[prices.\"gpt-4o-mini\"]\ninput = 1.0\noutput = 2.0\n");
+
+  CliRun all = history({"list", "--json", "--prices", prices});
+  ASSERT_EQ(all.exitCode, 0) << all.err;
+  json list = json::parse(all.out);
+  ASSERT_EQ(list.size(), 3u) << all.out;
+  EXPECT_EQ(list[0]["id"], "new");
+  EXPECT_EQ(list[1]["id"], "t1");
+  EXPECT_EQ(list[2]["id"], "old");
+  // Priced by the model each reply names (a dated name finds its family's price).
+  EXPECT_EQ(list[2]["model"], "gpt-4o-mini-2024-07-18");
+  EXPECT_EQ(list[2]["prompt_tokens"], 1000);
+  EXPECT_EQ(list[2]["completion_tokens"], 500);
+  EXPECT_DOUBLE_EQ(list[2]["cost_usd"].get<double>(), 0.002);
+  EXPECT_EQ(list[2]["unpriced_replies"], 0);
+  // Unpriced is null, never 0; a thread whose replies kept no usage has no cost either.
+  EXPECT_TRUE(list[0]["cost_usd"].is_null());
+  EXPECT_EQ(list[0]["unpriced_replies"], 1);
+  EXPECT_TRUE(list[1]["cost_usd"].is_null());
+  EXPECT_EQ(list[1]["replies_with_usage"], 0);
+  EXPECT_TRUE(list[1]["model"].is_null());
+
+  CliRun text = history({"list", "--prices", prices});
+  ASSERT_EQ(text.exitCode, 0) << text.err;
+  EXPECT_NE(text.out.find("gpt-4o-mini-2024-07-18  1500 tokens  $0.002000  last week"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("nobody-prices-me  15 tokens  unpriced  today"), std::string::npos)
+      << text.out;
+  EXPECT_EQ(text.out.find("$0.000000"), std::string::npos) << text.out;
+
+  auto ids = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"list", "--json"});
+    CliRun run = history(args);
+    EXPECT_EQ(run.exitCode, 0) << run.err;
+    std::vector<std::string> out;
+    for (const json& t : json::parse(run.out.empty() ? "[]" : run.out))
+      out.push_back(t["id"]);
+    return out;
+  };
+  using Ids = std::vector<std::string>;
+  EXPECT_EQ(ids({"--since", "7d"}), (Ids{"new", "t1"}));
+  EXPECT_EQ(ids({"--since", "12h"}), (Ids{"new", "t1"}));
+  EXPECT_EQ(ids({"--since", "2w"}), (Ids{"new", "t1", "old"}));
+  EXPECT_EQ(ids({"--since", "2000-01-01"}), (Ids{"new", "t1", "old"}));
+  EXPECT_EQ(ids({"--since", "2199-01-01T00:00:00Z"}), Ids{});
+  EXPECT_EQ(ids({"--model", "gpt-4o-mini"}), (Ids{"old"}));
+  EXPECT_EQ(ids({"--model", "gpt-4o"}), Ids{});  // not a dated version of gpt-4o
+  EXPECT_EQ(ids({"--model", "nobody-prices-me", "--since", "1d"}), (Ids{"new"}));
+  EXPECT_EQ(ids({"--limit", "2"}), (Ids{"new", "t1"}));
+  EXPECT_EQ(ids({"--since", "2w", "--limit", "1", "--model", "gpt-4o-mini"}), (Ids{"old"}));
+
+  EXPECT_EQ(ids({"--model", "gpt-4o-mini-20"}), Ids{});  // a name, not any prefix
+  CliRun bad = history({"list", "--since", "yesterday"});
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_NE(bad.err.find("--since: must be a date (2026-11-01)"), std::string::npos) << bad.err;
+  CliRun badPrices =
+      history({"list", "--prices", writeFile("bad.toml", "[prices.x]\ninput = 1\n")});
+  EXPECT_NE(badPrices.exitCode, 0);
+  EXPECT_NE(badPrices.err.find("bad.toml"), std::string::npos) << badPrices.err;
+}
+
 TEST_F(HistoryTest, ShowPrintsTheVisibleTurns) {
   CliRun run = history({"show", "t1"});
   ASSERT_EQ(run.exitCode, 0) << run.err;
@@ -183,7 +279,7 @@ TEST_F(HistoryTest, ImportRefusesBrokenToolCallPairingOrRepairsIt) {
 TEST_F(HistoryTest, ExportMarkdownAndHtml) {
   CliRun md = history({"export", "t1", "--format", "markdown"});
   ASSERT_EQ(md.exitCode, 0) << md.err;
-  EXPECT_EQ(md.out.rfind("# t1\n", 0), 0u) << md.out;
+  EXPECT_EQ(md.out.rfind("# sums\n", 0), 0u) << md.out;  // the thread's title
   EXPECT_NE(md.out.find("## Assistant\n\nYes, it is 4."), std::string::npos) << md.out;
 
   CliRun html = history({"export", "t1", "--format", "html"});

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -24,7 +25,12 @@ class CliInputTest : public ::testing::Test {
   void SetUp() override {
     std::filesystem::create_directories(dir_);
     mock::MockOptions options;
-    options.script = mock::readScript(R"({"reply": {"content": "ok"}})");
+    // A title request (thread_title.cpp sends the conversation as "user: ..." lines) gets a
+    // title as a model might dress it; every other prompt gets "ok".
+    options.script = mock::readScript(
+        R"({"match": {"user_regex": "^user: "}, "reply": {"content": "## \"Cats and their habits.\"\nmore", "model": "title-model"}})"
+        "\n"
+        R"({"reply": {"content": "ok"}})");
     server_ = std::make_unique<mock::MockServer>(options);
     server_->start();
   }
@@ -219,6 +225,49 @@ TEST_F(CliInputTest, LongPromptsGiveShortTitles) {
   const auto threads = storedThreads();
   ASSERT_EQ(threads.size(), 1u);
   EXPECT_EQ(threads[0].title, "Please write a detailed comparison of the three approaches...");
+}
+
+TEST_F(CliInputTest, RepliesKeepTheirModelAndTimeAndTitlesCanBeProposed) {
+  const auto before =
+      std::chrono::floor<std::chrono::milliseconds>(std::chrono::system_clock::now());
+  ASSERT_EQ(ask({"--model", "gpt-4o-mini", "first question about cats"}).exitCode, 0);
+  const auto after = std::chrono::system_clock::now();
+  auto threads = storedThreads();
+  ASSERT_EQ(threads.size(), 1u);
+  const std::string id = threads[0].id;
+  EXPECT_EQ(threads[0].title, "first question about cats");  // the default: the prompt's start
+  const auto db = (dir_ / "scratch" / "data" / "parley" / "parley.db").string();
+  const Message reply = openStore(db)->loadThread(id).messages.back();
+  EXPECT_EQ(reply.model, "gpt-4o-mini");  // as the server named it
+  ASSERT_TRUE(reply.receivedAt.has_value());
+  EXPECT_GE(*reply.receivedAt, before);
+  EXPECT_LE(*reply.receivedAt, after);
+
+  const size_t sent = server_->requests().size();
+  CliRun titled = testing::runCli(
+      {"history", "title", id, "--generate", "--base-url", server_->baseUrl()}, dir_ / "scratch");
+  ASSERT_EQ(titled.exitCode, 0) << titled.err;
+  EXPECT_EQ(titled.out, "Cats and their habits\n");
+  EXPECT_EQ(storedThreads()[0].title, "Cats and their habits");
+  ASSERT_EQ(server_->requests().size(), sent + 1);
+  const json request = server_->requests().back()["body"];
+  EXPECT_NE(request["messages"][0]["content"].get<std::string>().find("title"), std::string::npos);
+  EXPECT_EQ(request["messages"][1]["content"],
+            "user: first question about cats\n\nassistant: ok\n\n");
+  // Asking for a title is not a turn: the thread's messages are as they were.
+  EXPECT_EQ(storedThreads()[0].messageCount, 2);
+
+  CliRun own = testing::runCli({"history", "title", id, "Feline notes"}, dir_ / "scratch");
+  ASSERT_EQ(own.exitCode, 0) << own.err;
+  EXPECT_EQ(storedThreads()[0].title, "Feline notes");
+  CliRun neither = testing::runCli({"history", "title", id}, dir_ / "scratch");
+  EXPECT_EQ(neither.exitCode, 2);
+  EXPECT_NE(neither.err.find("give either a TITLE or --generate"), std::string::npos)
+      << neither.err;
+  CliRun missing = testing::runCli({"history", "title", "nope", "x"}, dir_ / "scratch");
+  EXPECT_EQ(missing.exitCode, 1);
+  EXPECT_NE(missing.err.find("no thread \"nope\""), std::string::npos) << missing.err;
+  EXPECT_EQ(storedThreads()[0].title, "Feline notes");
 }
 
 TEST_F(CliInputTest, CompletionScriptsListTheCommandsAndOptions) {

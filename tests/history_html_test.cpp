@@ -95,10 +95,110 @@ TEST_F(HistoryHtmlTest, ReasoningIsFoldedUnderTheReply) {
   testing::CliRun html =
       testing::runCli({"history", "export", "t1", "--format", "html", "--db", db_}, dir_);
   ASSERT_EQ(html.exitCode, 0) << html.err;
-  EXPECT_NE(html.out.find("<pre>6.</pre>\n<details class=\"reasoning\"><summary>reasoning</summary>"
-                          "<pre>Add &lt;3&gt; and 3.</pre></details>"),
+  EXPECT_NE(html.out.find("<p>6.\n</p>\n</div>\n<details class=\"reasoning\"><summary>reasoning"
+                          "</summary><pre>Add &lt;3&gt; and 3.</pre></details>"),
             std::string::npos)
       << html.out;
+}
+
+// A reply written to break out of the page: every piece of text escaped, then a small Markdown
+// subset made into elements; links only to http(s); each reply's model, time and cost.
+TEST_F(HistoryHtmlTest, RendersMarkdownSafelyWithModelTimeAndCostPerReply) {
+  Message injected = Message::assistant(
+      "# Plan <script>alert(1)</script>\n"
+      "Some **bold**, *em* and `code <b>` text.\n"
+      "\n"
+      "- item one\n"
+      "- item [two](https://example.com/a?b=1&c=\"2\")\n"
+      "1. first\n"
+      "\n"
+      "[bad](javascript:alert(1)) and <img src=x onerror=alert(1)>\n"
+      "```python\n"
+      "if a < b: print(\"<tag>\")\n"
+      "```\n");
+  injected.model = "priced-model-2026-01-01";
+  injected.receivedAt =
+      std::chrono::system_clock::time_point(std::chrono::milliseconds(1795167005250));
+  injected.usage = TokenUsage{1000, 500, 1500, {}};
+  Message unpriced = Message::assistant("second");
+  unpriced.model = "nobody-prices-me";
+  unpriced.usage = TokenUsage{10, 5, 15, {}};
+  {
+    auto store = std::shared_ptr<ConversationStore>(openStore(db_));
+    store->createThread({.id = "inj", .title = "Injection <test>"},
+                        std::vector<Message>{Message::user("Show me **markdown** & <i>tags</i>"),
+                                             injected, Message::user("again"), unpriced});
+  }
+  const auto prices = dir_ / "prices.toml";
+  std::ofstream(prices) << "[prices.\"priced-model\"]\ninput = 1.0\noutput = 2.0\n";
+  testing::CliRun html = testing::runCli(
+      {"history", "export", "inj", "--format", "html", "--db", db_, "--prices", prices.string()},
+      dir_);
+  ASSERT_EQ(html.exitCode, 0) << html.err;
+  const std::string& page = html.out;
+  // Nothing the messages held became markup.
+  EXPECT_EQ(page.find("<script"), std::string::npos) << page;
+  EXPECT_EQ(page.find("<img"), std::string::npos);
+  EXPECT_EQ(page.find("<i>"), std::string::npos);
+  EXPECT_EQ(page.find("javascript:alert(1)\""), std::string::npos);
+  EXPECT_EQ(page.find("href=\"javascript"), std::string::npos);
+  // The title, escaped, with the id under it; a viewport for phones.
+  EXPECT_NE(page.find("<title>Injection &lt;test&gt;</title>"), std::string::npos);
+  EXPECT_NE(page.find("<h1>Injection &lt;test&gt;</h1>\n<p class=\"thread-id\">thread "
+                      "<code>inj</code></p>"),
+            std::string::npos);
+  EXPECT_NE(page.find("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"),
+            std::string::npos);
+  // The Markdown subset, as elements around escaped text.
+  EXPECT_NE(page.find("<p>Show me <strong>markdown</strong> &amp; &lt;i&gt;tags&lt;/i&gt;\n</p>"),
+            std::string::npos)
+      << page;
+  EXPECT_NE(page.find("<h3>Plan &lt;script&gt;alert(1)&lt;/script&gt;</h3>\n"
+                      "<p>Some <strong>bold</strong>, <em>em</em> and <code>code &lt;b&gt;</code> "
+                      "text.\n</p>\n"),
+            std::string::npos)
+      << page;
+  EXPECT_NE(page.find("<ul>\n<li>item one</li>\n<li>item <a href=\"https://example.com/"
+                      "a?b=1&amp;c=&quot;2&quot;\" rel=\"nofollow noopener noreferrer\">two</a>"
+                      "</li>\n</ul>\n<ol>\n<li>first</li>\n</ol>\n"),
+            std::string::npos)
+      << page;
+  EXPECT_NE(page.find("<p>bad (javascript:alert(1)) and &lt;img src=x onerror=alert(1)&gt;\n</p>\n"
+                      "<pre><code class=\"language-python\">if a &lt; b: "
+                      "print(&quot;&lt;tag&gt;&quot;)\n</code></pre>\n</div>"),
+            std::string::npos)
+      << page;
+  // Model, time and cost per reply: 1000 input at $1/M + 500 output at $2/M; the other reply's
+  // model has no price and says so.
+  EXPECT_NE(page.find("<div class=\"meta\"><span class=\"model\">priced-model-2026-01-01</span>"
+                      " \u00b7 <time datetime=\"2026-11-20T09:30:05.250Z\">2026-11-20 09:30 UTC"
+                      "</time> \u00b7 <span class=\"cost\">$0.002000</span></div>"),
+            std::string::npos)
+      << page;
+  EXPECT_NE(page.find("<div class=\"meta\"><span class=\"model\">nobody-prices-me</span> \u00b7 "
+                      "<span class=\"cost unpriced\">unpriced</span></div>"),
+            std::string::npos)
+      << page;
+  EXPECT_NE(page.find("<p class=\"total-cost\">Cost: $0.002000 + 1 unpriced reply</p>"),
+            std::string::npos)
+      << page;
+
+  // The Markdown export carries the same per reply.
+  testing::CliRun md = testing::runCli({"history", "export", "inj", "--format", "markdown", "--db",
+                                        db_, "--prices", prices.string()},
+                                       dir_);
+  ASSERT_EQ(md.exitCode, 0) << md.err;
+  EXPECT_NE(md.out.find("# Injection <test>\n"), std::string::npos) << md.out;
+  EXPECT_NE(
+      md.out.find("*1000 prompt + 500 completion tokens \u00b7 priced-model-2026-01-01 \u00b7 "
+                  "2026-11-20 09:30 UTC \u00b7 $0.002000*"),
+      std::string::npos)
+      << md.out;
+  EXPECT_NE(
+      md.out.find("*10 prompt + 5 completion tokens \u00b7 nobody-prices-me \u00b7 unpriced*"),
+      std::string::npos)
+      << md.out;
+  EXPECT_NE(md.out.find("Cost: $0.002000 + 1 unpriced reply"), std::string::npos) << md.out;
 }
 
 TEST_F(HistoryHtmlTest, ChromiumShowsTheTurnsToolResultsHiddenMessagesAndUsageBars) {

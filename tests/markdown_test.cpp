@@ -13,7 +13,7 @@ namespace parley::cli {
 namespace {
 
 std::string render(std::string_view text, bool color, size_t width = 0) {
-  MarkdownRenderer renderer({color, width});
+  MarkdownRenderer renderer({.color = color, .width = width});
   std::string out = renderer.feed(text);
   return out + renderer.finish();
 }
@@ -23,12 +23,13 @@ TEST(Markdown, PlainTextTakesTheMarkersOut) {
             "Title\nSome bold, italic, code and gone.\n");
   EXPECT_EQ(render("- one\n- two\n  - nested\n1. first\n", false),
             "- one\n- two\n  - nested\n1. first\n");
-  EXPECT_EQ(render("> quoted *text*\n---\n", false), "\u2502 quoted text\n" +
-                                                        [] {
-                                                          std::string r;
-                                                          for (int i = 0; i < 40; ++i) r += "\u2500";
-                                                          return r;
-                                                        }() + "\n");
+  EXPECT_EQ(
+      render("> quoted *text*\n---\n", false), "\u2502 quoted text\n" + [] {
+        std::string r;
+        for (int i = 0; i < 40; ++i)
+          r += "\u2500";
+        return r;
+      }() + "\n");
   EXPECT_EQ(render("see [the docs](https://x.y/z) and [https://a.b](https://a.b)\n", false),
             "see the docs (https://x.y/z) and https://a.b\n");
   // What is not emphasis stays as typed.
@@ -58,7 +59,8 @@ TEST(Markdown, StylesAreTerminalSequencesThatCloseWhatTheyOpen) {
 TEST(Markdown, WrapsAtWordBoundariesWithHangingIndents) {
   EXPECT_EQ(render("the quick brown fox jumps over the lazy dog\n", false, 16),
             "the quick brown\nfox jumps over\nthe lazy dog\n");
-  EXPECT_EQ(render("- the quick brown fox jumps\n", false, 12), "- the quick\n  brown fox\n  jumps\n");
+  EXPECT_EQ(render("- the quick brown fox jumps\n", false, 12),
+            "- the quick\n  brown fox\n  jumps\n");
   EXPECT_EQ(render("a https://example.com/a/very/long/path b\n", false, 10),
             "a\nhttps://example.com/a/very/long/path\nb\n");
   // Styles take no room; wide characters take two columns.
@@ -72,7 +74,7 @@ TEST(Markdown, AStreamSplitAnywhereRendersAsTheWhole) {
       "# Plan\n\nFirst **do this**, then `that`.\n\n```sh\nmake -j2\n```\n- a *b*\n> end";
   const std::string whole = render(text, true, 30);
   for (size_t cut = 0; cut <= text.size(); ++cut) {
-    MarkdownRenderer renderer({true, 30});
+    MarkdownRenderer renderer({.color = true, .width = 30});
     std::string out = renderer.feed(text.substr(0, cut));
     out += renderer.feed(text.substr(cut));
     out += renderer.finish();
@@ -85,7 +87,8 @@ TEST(Markdown, HostileRepliesRenderQuicklyAndShallowly) {
   // link: left as typed past the limits (a quadratic search would take the test past its
   // timeout; deep recursion would overflow the stack).
   std::string openers;
-  for (int i = 0; i < 200'000; ++i) openers += "*a ";
+  for (int i = 0; i < 200'000; ++i)
+    openers += "*a ";
   std::string nested(100'000, '*');
   nested += "x";
   nested += std::string(100'000, '*');
@@ -95,6 +98,51 @@ TEST(Markdown, HostileRepliesRenderQuicklyAndShallowly) {
   EXPECT_EQ(c, std::string(99'999, '[') + "x (u)");
   EXPECT_FALSE(a.empty());
   EXPECT_NE(b.find('x'), std::string::npos);
+}
+
+std::string html(std::string_view text) {
+  MarkdownRenderer renderer({.html = true});
+  std::string out = renderer.feed(text);
+  return out + renderer.finish();
+}
+
+TEST(MarkdownHtml, EscapesFirstThenMakesTheSubsetsElements) {
+  EXPECT_EQ(html("a <b> & \"c\" 'd'"), "<p>a &lt;b&gt; &amp; &quot;c&quot; &#39;d&#39;\n</p>\n");
+  EXPECT_EQ(html("> quoted *x*\n> more\n\n---\n| a | b |\n| <i> | 2 |\n"),
+            "<blockquote>quoted <em>x</em>\nmore\n</blockquote>\n<hr>\n"
+            "<pre class=\"table\">| a | b |\n| &lt;i&gt; | 2 |\n</pre>\n");
+  EXPECT_EQ(
+      html("**b** ~~s~~ ***both*** `a<b`\n"),
+      "<p><strong>b</strong> <del>s</del> <strong><em>both</em></strong> <code>a&lt;b</code>\n"
+      "</p>\n");
+  // A fence left open is closed; its info string is a class, escaped.
+  EXPECT_EQ(html("```c\" onclick=\"x\n<int>"),
+            "<pre><code class=\"language-c&quot;\">&lt;int&gt;\n</code></pre>\n");
+  // Links: http(s) only, the address escaped in its attribute; anything else stays text.
+  EXPECT_EQ(html("[x](https://a.example/?q=\"><script>)"),
+            "<p><a href=\"https://a.example/?q=&quot;&gt;&lt;script&gt;\" "
+            "rel=\"nofollow noopener noreferrer\">x</a>\n</p>\n");
+  for (const char* bad : {"[x](javascript:alert(1))", "[x](data:text/html,hi)", "[x](JAVASCRIPT:y)",
+                          "[x](//evil.example)", "[x](http://a b)"}) {
+    EXPECT_EQ(html(bad).find("href"), std::string::npos) << bad;
+  }
+  EXPECT_NE(html("[x](HTTPS://A.example)").find("<a href=\"HTTPS://A.example\""),
+            std::string::npos);
+  // Headings two levels down (the page's h1 and h2 are the title and the turns).
+  EXPECT_EQ(html("# a\n###### f\n"), "<h3>a</h3>\n<h6>f</h6>\n");
+}
+
+TEST(MarkdownHtml, AStreamSplitAnywhereRendersAsTheWhole) {
+  const std::string text =
+      "# Plan\n\nFirst **do this**, then `that`.\n\n```sh\nmake <x>\n```\n- a *b*\n1. one\n> end";
+  const std::string whole = html(text);
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    MarkdownRenderer renderer({.html = true});
+    std::string out = renderer.feed(text.substr(0, cut));
+    out += renderer.feed(text.substr(cut));
+    out += renderer.finish();
+    ASSERT_EQ(out, whole) << "cut at " << cut;
+  }
 }
 
 class AskFormatTest : public ::testing::Test {
@@ -115,8 +163,8 @@ class AskFormatTest : public ::testing::Test {
   }
 
   std::unique_ptr<mock::MockServer> server_;
-  std::filesystem::path scratch_ = std::filesystem::temp_directory_path() /
-                                   ("parley_format_" + std::to_string(::getpid()));
+  std::filesystem::path scratch_ =
+      std::filesystem::temp_directory_path() / ("parley_format_" + std::to_string(::getpid()));
 };
 
 TEST_F(AskFormatTest, APipeGetsTheMarkdownAsWrittenAndTextIsRenderedAndWrapped) {
@@ -154,10 +202,9 @@ TEST_F(AskFormatTest, ColorIsAskedForOrRefusedAndNoColorWins) {
 
 TEST_F(AskFormatTest, ChatRendersRepliesWhenAskedAndPipesTheMarkdownOtherwise) {
   const std::string db = (scratch_ / "chat.db").string();
-  testing::CliRun rendered =
-      testing::runCli({"chat", "--base-url", server_->baseUrl(), "--db", db, "--format", "text",
-                       "--color", "always"},
-                      scratch_, "COLUMNS=200", "hi\n/quit\n");
+  testing::CliRun rendered = testing::runCli({"chat", "--base-url", server_->baseUrl(), "--db", db,
+                                              "--format", "text", "--color", "always"},
+                                             scratch_, "COLUMNS=200", "hi\n/quit\n");
   ASSERT_EQ(rendered.exitCode, 0) << rendered.err;
   EXPECT_NE(rendered.out.find("\033[1;4mResult\033[22;24m\nThe \033[1manswer\033[22m is "
                               "\033[36m42\033[39m"),

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "parley/errors.hpp"
+#include "parley/iso_time.hpp"
+#include "parley/llm.hpp"
 #include "printers.hpp"
 
 namespace parley {
@@ -94,6 +96,54 @@ TEST(MessageJson, UsageIsKeptOnTheMessage) {
     FAIL() << "a non-object usage was accepted";
   } catch (const ValidationError& e) {
     EXPECT_EQ(e.field(), "message.usage");
+  }
+}
+
+TEST(MessageJson, ReplyModelAndTimeAreKeptOnTheMessage) {
+  const json value = json::parse(
+      R"({"role":"assistant","content":"4","model":"gpt-4o-mini","received_at":"2026-11-20T09:30:05.250Z"})");
+  Message m = messageFromJson(value);
+  EXPECT_EQ(m.model, "gpt-4o-mini");
+  ASSERT_TRUE(m.receivedAt.has_value());
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(m.receivedAt->time_since_epoch())
+                .count(),
+            1795167005250);
+  EXPECT_TRUE(m.extra.empty());
+  EXPECT_EQ(toJson(m), value);
+  // Never part of what a model is sent.
+  EXPECT_EQ(json::parse(encodeMessage(m)), json::parse(R"({"role":"assistant","content":"4"})"));
+  for (const char* bad :
+       {R"({"role":"assistant","content":"4","received_at":"yesterday"})",
+        R"({"role":"assistant","content":"4","received_at":"2026-13-01T00:00:00Z"})",
+        R"({"role":"assistant","content":"4","received_at":5})"}) {
+    try {
+      messageFromJson(json::parse(bad));
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const ValidationError& e) {
+      EXPECT_EQ(e.field(), "message.received_at") << bad;
+    }
+  }
+  try {
+    messageFromJson(json::parse(R"({"role":"assistant","content":"4","model":["x"]})"));
+    ADD_FAILURE() << "a non-string model was accepted";
+  } catch (const ValidationError& e) {
+    EXPECT_EQ(e.field(), "message.model");
+  }
+}
+
+TEST(IsoTime, WritesAndReadsMillisecondsInUtc) {
+  using namespace std::chrono;
+  const system_clock::time_point at{milliseconds(1795167005250)};
+  EXPECT_EQ(isoTime(at), "2026-11-20T09:30:05.250Z");
+  EXPECT_EQ(parseIsoTime("2026-11-20T09:30:05.250Z"), at);
+  EXPECT_EQ(parseIsoTime("2026-11-20T09:30:05.250999Z"), at);
+  EXPECT_EQ(parseIsoTime("2026-11-20T09:30:05Z"), system_clock::time_point{seconds(1795167005)});
+  EXPECT_EQ(parseIsoTime("2026-11-20"), system_clock::time_point{seconds(1795132800)});
+  EXPECT_EQ(isoTime(system_clock::time_point{milliseconds(-1)}), "1969-12-31T23:59:59.999Z");
+  for (const char* bad :
+       {"", "2026-11-20T09:30:05", "2026-02-30", "2026-11-20T24:00:00Z", "2026-11-20T09:30:05.Z",
+        "2026-11-20T09:30:05+01:00", "20261120", "2999-01-01"}) {
+    EXPECT_FALSE(parseIsoTime(bad).has_value()) << bad;
   }
 }
 

@@ -161,6 +161,10 @@ TYPED_TEST_P(StoreConformance, KeepsEveryMessageFieldExactly) {
   Message assistant = Message::assistant(
       "", {{"call_1", "lookup", R"({"q": "a\"b\\c"})"}, {"call_2", "other", "{}"}});
   assistant.extra = {{"reasoning_content", "hmm, {\"x\": [1, 2]}"}};
+  // A reply's metadata: who answered and when (to the millisecond, as stored).
+  assistant.model = "gpt-4o-mini-2024-07-18";
+  assistant.receivedAt =
+      std::chrono::system_clock::time_point(std::chrono::milliseconds(1764000000123));
   Message user = Message::user(
       "quotes \" backslash \\ braces {} commas , newline\n tab\t "
       "unicode é 漢字 😀 nul " +
@@ -172,6 +176,23 @@ TYPED_TEST_P(StoreConformance, KeepsEveryMessageFieldExactly) {
   messages.back().content = "null";
   this->store->createThread({.id = "a"}, messages);
   EXPECT_EQ(this->store->loadThread("a").messages, messages);
+}
+
+TYPED_TEST_P(StoreConformance, RenamesAThreadWithoutATurn) {
+  const std::vector<Message> messages = {Message::user("hi")};
+  this->store->createThread({.id = "a", .title = "hi"}, messages);
+  const ThreadInfo before = *this->store->threadInfo("a");
+  EXPECT_TRUE(this->store->setThreadTitle("a", "Greetings, \u00e9t\u00e9 \"quoted\""));
+  const ThreadInfo after = *this->store->threadInfo("a");
+  EXPECT_EQ(after.title, "Greetings, \u00e9t\u00e9 \"quoted\"");
+  EXPECT_EQ(after.version, before.version);
+  EXPECT_EQ(after.updatedAt, before.updatedAt);
+  EXPECT_EQ(this->store->loadThread("a").messages, messages);
+  EXPECT_FALSE(this->store->setThreadTitle("nope", "x"));
+  EXPECT_THROW(this->store->setThreadTitle("a", "two\nlines"), ValidationError);
+  EXPECT_THROW(this->store->setThreadTitle("a", std::string(kMaxThreadTitleBytes + 1, 'x')),
+               ValidationError);
+  EXPECT_EQ(this->store->threadInfo("a")->title, "Greetings, \u00e9t\u00e9 \"quoted\"");
 }
 
 TYPED_TEST_P(StoreConformance, WritesOnlyTheNewRowsOfATurn) {
@@ -823,7 +844,8 @@ REGISTER_TYPED_TEST_SUITE_P(
     StoreConformance, PartsRoundTripWithTheirBytesInSharedBlobs, AVersion4DatabaseGainsTheBlobTable,
     CreatesAnEmptyThread, SearchFindsMessagesByTheirWords, GeneratesDistinctIds,
     RefusesATakenIdAndBadOptions, AppendsTurnsAndLoadsThemInOrder, KeepsEveryMessageFieldExactly,
-    WritesOnlyTheNewRowsOfATurn, StaleVersionIsAConflictAndWritesNothing, NullStateKeepsTheLastOne,
+    RenamesAThreadWithoutATurn, WritesOnlyTheNewRowsOfATurn,
+    StaleVersionIsAConflictAndWritesNothing, NullStateKeepsTheLastOne,
     RefusesBadTurnsAndChangesNothing, UnknownThreadsAreErrors,
     ListsThreadsOldestFirstWithPagesAndForks, ForkSharesThePrefixWithoutCopying,
     ForksOfForksReadTheRightAncestors, ForkPositionAndState, DeletingAParentKeepsWhatItsForksNeed,

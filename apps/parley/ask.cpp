@@ -120,8 +120,8 @@ int runAsk(const AskArgs& given) {
   args.json = args.format == "json";
   std::optional<MarkdownRenderer> rendered;  // --format text
   if (args.format == "text") {
-    rendered.emplace(
-        MarkdownStyle{colorWanted(args.color, STDOUT_FILENO), terminalWidth(STDOUT_FILENO)});
+    rendered.emplace(MarkdownStyle{.color = colorWanted(args.color, STDOUT_FILENO),
+                                   .width = terminalWidth(STDOUT_FILENO)});
   } else {
     colorWanted(args.color, STDOUT_FILENO);  // a bad --color is an error whatever the format
   }

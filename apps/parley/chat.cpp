@@ -7,7 +7,8 @@
 // ConversationManager::run; the conversation is saved to the store after every change, so the
 // thread only ever holds whole turns. Ctrl-C during a reply cancels it and puts the conversation
 // back as it was before the prompt; Ctrl-D, /quit or a bare `exit` or `quit` ends the session.
-// A line that is only `"""` starts a multi-line prompt that runs to the next such line.
+// A line that is only `"""` starts a multi-line prompt that runs to the next such line; a paste
+// of several lines is one prompt too (bracketed_paste.hpp).
 //
 // With no endpoint configured at all (no --base-url/--profile/--api-key, no OPENAI_BASE_URL or
 // OPENAI_API_KEY) it starts the mock's demo agent in-process and offers the demo tools, so a
@@ -41,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "bracketed_paste.hpp"
 #include "cli_store.hpp"
 #include "commands.hpp"
 #include "endpoint.hpp"
@@ -186,6 +188,7 @@ class ChatSession {
       std::setlocale(LC_CTYPE, "C.UTF-8");
     }
     if (interactive_) {
+      installPasteReader();  // before anything makes libedit set itself up (loadHistory does)
       loadHistory();
       completing_ = this;
       rl_attempted_completion_function = complete;
@@ -318,12 +321,17 @@ class ChatSession {
       chatInterrupted.store(false);
       if (sigsetjmp(promptJump, 1) != 0) {
         promptJumpArmed = 0;
+        disableBracketedPaste(STDOUT_FILENO);
+        takePaste();
         chatInterrupted.store(true);
-        out_ << "\n" << std::flush;
+        // The paste reader reads the terminal itself, so the ^C is echoed here, as a shell does.
+        out_ << "^C\n" << std::flush;
         return std::string();
       }
       promptJumpArmed = 1;
+      enableBracketedPaste(STDOUT_FILENO);
       char* raw = ::readline(prompt.c_str());
+      disableBracketedPaste(STDOUT_FILENO);
       promptJumpArmed = 0;
       if (!raw) {
         out_ << "\n";
@@ -331,6 +339,18 @@ class ChatSession {
       }
       std::string line(raw);
       std::free(raw);
+      // A paste of several lines ended the line: it joins what was typed before it, as one
+      // prompt, shown as it will be sent.
+      if (std::optional<Paste> paste = takePaste()) {
+        line += paste->text;
+        std::istringstream lines(paste->text);
+        for (std::string shown; std::getline(lines, shown);)
+          out_ << "... " << forTerminal(shown, STDOUT_FILENO) << "\n";
+        if (paste->truncated) {
+          out_ << "note: the paste was cut at " << kMaxPasteBytes << " bytes\n";
+        }
+        out_ << std::flush;
+      }
       if (!line.empty()) {
         ::add_history(line.c_str());
         saveHistory();
@@ -513,7 +533,8 @@ class ChatSession {
     TerminalFilter toTerminal(STDOUT_FILENO);
     std::optional<MarkdownRenderer> rendered;
     if (renderReplies_)
-      rendered.emplace(MarkdownStyle{colorReplies_, terminalWidth(STDOUT_FILENO)});
+      rendered.emplace(
+          MarkdownStyle{.color = colorReplies_, .width = terminalWidth(STDOUT_FILENO)});
     auto show = [&](const std::string& text) {
       out_ << (rendered ? rendered->feed(toTerminal(text)) : toTerminal(text));
     };

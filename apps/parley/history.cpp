@@ -6,26 +6,34 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <ctime>
 #include <fstream>
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <regex>
 #include <sstream>
 #include <string>
 
 #include "cli_store.hpp"
 #include "commands.hpp"
+#include "endpoint.hpp"
 #include "history_export.hpp"
 #include "markdown.hpp"
 #include "parley/context_ops.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
+#include "parley/iso_time.hpp"
 #include "parley/json.hpp"
+#include "parley/protocol.hpp"
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
+#include "prices_option.hpp"
 #include "terminal.hpp"
+#include "thread_title.hpp"
 
 namespace parley::cli {
 namespace {
@@ -38,18 +46,21 @@ struct HistoryArgs {
   std::string newId;
   bool json = false;
   size_t limit = 0;
+  std::string since;
+  std::string model;
+  std::string pricesFile;
+  std::string title;
+  bool generate = false;
+  EndpointArgs endpoint;  // history title --generate
   bool repair = false;
   std::string query;
   size_t searchLimit = 20;
 };
 
+// To the second: what a person reads in a list.
 std::string isoTime(std::chrono::system_clock::time_point at) {
-  const std::time_t t = std::chrono::system_clock::to_time_t(at);
-  std::tm utc{};
-  gmtime_r(&t, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
+  const std::string text = parley::isoTime(at);
+  return text.substr(0, 19) + "Z";
 }
 
 nlohmann::json infoJson(const ThreadInfo& info) {
@@ -140,7 +151,49 @@ void search(const HistoryArgs& args) {
   if (hits.empty()) std::cerr << "parley: no message matches\n";
 }
 
+// --since: a date, a UTC time, or a duration back from now (30m, 12h, 7d, 2w).
+std::chrono::system_clock::time_point sinceTime(const std::string& text) {
+  if (auto at = parseIsoTime(text)) return *at;
+  static const std::regex duration(R"(([0-9]{1,6})([mhdw]))");
+  std::smatch match;
+  if (std::regex_match(text, match, duration)) {
+    const int64_t n = std::stoll(match[1].str());
+    const char unit = match[2].str()[0];
+    const int64_t minutes = n * (unit == 'm' ? 1 : unit == 'h' ? 60 : unit == 'd' ? 1440 : 10080);
+    return std::chrono::system_clock::now() - std::chrono::minutes(minutes);
+  }
+  throw ValidationError("--since",
+                        "must be a date (2026-11-01), a UTC time (2026-11-01T12:00:00Z) or a "
+                        "duration back from now (30m, 12h, 7d, 2w), got \"" +
+                            text + "\"");
+}
+
+// Whether a reply's model is `wanted`: the same name, or a version of it: the name followed by a
+// separator and a digit ("gpt-4o-mini" matches "gpt-4o-mini-2024-07-18", not "gpt-4o-mini-tts";
+// "gpt-4o" does not match "gpt-4o-mini"), or by a tag after ':' or '@' ("llama3" matches
+// "llama3:8b").
+bool sameModel(const std::string& model, const std::string& wanted) {
+  if (model == wanted) return true;
+  if (model.size() <= wanted.size() + 1 || model.rfind(wanted, 0) != 0) return false;
+  const char separator = model[wanted.size()];
+  const char next = model[wanted.size() + 1];
+  if (separator == ':' || separator == '@') return true;
+  return std::string_view("-_./").find(separator) != std::string_view::npos &&
+         std::isdigit(static_cast<unsigned char>(next));
+}
+
+// A listed thread with what its replies used and cost.
+struct ListedThread {
+  ThreadInfo info;
+  std::string model;  // the last reply's ("" when no reply names one)
+  ThreadCost cost;
+};
+
 void list(const HistoryArgs& args) {
+  std::optional<std::chrono::system_clock::time_point> since;
+  if (!args.since.empty()) since = sinceTime(args.since);
+  // Read before the store: a bad price file is reported whatever is stored.
+  const PriceTable prices = cliPriceTable(args.pricesFile, defaultConfigFile());
   auto store = openCliStoreForReading(args.db);
   auto threads = store ? store->listThreads() : std::vector<ThreadInfo>{};
   // Newest first: the thread a user looks for is usually the one they used last. Ties keep the
@@ -149,30 +202,66 @@ void list(const HistoryArgs& args) {
   std::stable_sort(threads.begin(), threads.end(), [](const ThreadInfo& a, const ThreadInfo& b) {
     return a.updatedAt > b.updatedAt;
   });
-  if (args.limit > 0 && threads.size() > args.limit) threads.resize(args.limit);
+  std::vector<ListedThread> listed;
+  for (ThreadInfo& info : threads) {
+    if (args.limit > 0 && listed.size() >= args.limit) break;
+    if (since && info.updatedAt < *since) continue;
+    const std::vector<Message> messages = store->loadThread(info.id).messages;
+    ListedThread entry{std::move(info), "", threadCost(messages, prices)};
+    bool wanted = args.model.empty();
+    for (const Message& m : messages) {
+      if (m.role != Role::Assistant || m.model.empty()) continue;
+      entry.model = m.model;
+      wanted = wanted || sameModel(m.model, args.model);
+    }
+    if (wanted) listed.push_back(std::move(entry));
+  }
   if (args.json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& info : threads)
-      out.push_back(infoJson(info));
+    for (const ListedThread& t : listed) {
+      nlohmann::json item = infoJson(t.info);
+      item["model"] = t.model.empty() ? nlohmann::json() : nlohmann::json(t.model);
+      item["prompt_tokens"] = t.cost.promptTokens;
+      item["completion_tokens"] = t.cost.completionTokens;
+      item["replies_with_usage"] = t.cost.replies;
+      item["unpriced_replies"] = t.cost.unpriced;
+      // null when no reply is priced: unpriced is not free.
+      item["cost_usd"] = t.cost.usd ? nlohmann::json(*t.cost.usd) : nlohmann::json();
+      out.push_back(std::move(item));
+    }
     std::cout << out.dump(2) << "\n";
     return;
   }
-  for (const auto& info : threads) {
+  for (const ListedThread& t : listed) {
+    const ThreadInfo& info = t.info;
     std::cout << info.id << "  " << info.messageCount << " messages  updated "
               << isoTime(info.updatedAt);
+    if (!t.model.empty()) std::cout << "  " << forTerminal(t.model, STDOUT_FILENO);
+    if (t.cost.replies > 0) {
+      std::cout << "  " << t.cost.promptTokens + t.cost.completionTokens << " tokens  "
+                << formatThreadCost(t.cost);
+    }
     if (!info.parentId.empty()) {
       std::cout << "  fork of " << info.parentId << " at " << info.forkPosition;
     }
-    if (!info.title.empty()) std::cout << "  " << info.title;
+    if (!info.title.empty()) std::cout << "  " << forTerminal(info.title, STDOUT_FILENO);
     std::cout << "\n";
   }
+}
+
+// The title a thread was given, else its id.
+std::string threadTitle(ConversationStore& store, const std::string& id) {
+  auto info = store.threadInfo(id);
+  return info && !info->title.empty() ? info->title : id;
 }
 
 void show(const HistoryArgs& args) {
   auto store = readableStoreWith(args);
   ConversationManager manager = plainManager();
   loadConversation(*store, args.id, manager);
-  std::cout << renderMarkdown(args.id, manager, /*includeHidden=*/false);
+  const PriceTable prices = cliPriceTable(args.pricesFile, defaultConfigFile());
+  std::cout << renderMarkdown(threadTitle(*store, args.id), manager, prices,
+                              /*includeHidden=*/false);
 }
 
 void exportThreadCommand(const HistoryArgs& args) {
@@ -183,10 +272,12 @@ void exportThreadCommand(const HistoryArgs& args) {
   }
   ConversationManager manager = plainManager();
   loadConversation(*store, args.id, manager);
+  const PriceTable prices = cliPriceTable(args.pricesFile, defaultConfigFile());
   if (args.format == "markdown") {
-    std::cout << renderMarkdown(args.id, manager, /*includeHidden=*/true);
+    std::cout << renderMarkdown(threadTitle(*store, args.id), manager, prices,
+                                /*includeHidden=*/true);
   } else if (args.format == "html") {
-    std::cout << renderHtml(args.id, manager);
+    std::cout << renderHtml(threadTitle(*store, args.id), args.id, manager, prices);
   } else {
     throw ValidationError("--format", "must be json, markdown or html");
   }
@@ -261,6 +352,22 @@ void apply(const HistoryArgs& args) {
   thread.save(manager);
 }
 
+// A title given, or one the model proposes from the thread's text (thread_title.hpp).
+void retitle(const HistoryArgs& args) {
+  if (args.generate == !args.title.empty()) {
+    throw ValidationError("title", "give either a TITLE or --generate");
+  }
+  auto store = openCliStore(args.db);
+  requireThread(*store, args.id);
+  std::string title = args.title;
+  if (args.generate) {
+    auto client = makeClient(resolveEndpoint(args.endpoint));
+    title = proposeTitle(*client, "", store->loadThread(args.id).messages);
+  }
+  if (!store->setThreadTitle(args.id, title)) throw StoreError("no thread \"" + args.id + "\"");
+  std::cout << title << "\n";
+}
+
 void remove(const HistoryArgs& args) {
   auto store = openCliStore(args.db);
   if (!store->deleteThread(args.id)) throw StoreError("no thread \"" + args.id + "\"");
@@ -302,6 +409,13 @@ void addHistoryCommand(CLI::App& app, int& exitCode) {
       cmd->add_subcommand("list", "List the stored threads, the one used last first");
   addDb(listCmd);
   listCmd->add_option("--limit", args->limit, "Show at most this many threads (0: all)");
+  listCmd->add_option("--since", args->since,
+                      "Only threads used since a date (2026-11-01), a UTC time "
+                      "(2026-11-01T12:00:00Z) or a duration back from now (30m, 12h, 7d, 2w)");
+  listCmd->add_option(
+      "--model", args->model,
+      "Only threads with a reply from this model or a version of it (NAME-2024..., NAME:tag)");
+  addPricesOption(*listCmd, args->pricesFile);
   listCmd->add_flag("--json", args->json, "Print a JSON array of thread descriptions");
   listCmd->callback(run(&list));
 
@@ -318,6 +432,7 @@ void addHistoryCommand(CLI::App& app, int& exitCode) {
   CLI::App* showCmd = cmd->add_subcommand("show", "Print a thread's visible messages");
   addDb(showCmd);
   showCmd->add_option("id", args->id, "Thread id")->required();
+  addPricesOption(*showCmd, args->pricesFile);
   showCmd->callback(run(&show));
 
   CLI::App* exportCmd = cmd->add_subcommand("export", "Print a thread as JSON, Markdown or HTML");
@@ -329,6 +444,7 @@ void addHistoryCommand(CLI::App& app, int& exitCode) {
                    "markdown: readable turns; html: one self-contained page")
       ->check(CLI::IsMember({"json", "markdown", "html"}))
       ->capture_default_str();
+  addPricesOption(*exportCmd, args->pricesFile);
   exportCmd->callback(run(&exportThreadCommand));
 
   CLI::App* importCmd = cmd->add_subcommand("import", "Store a snapshot document as a new thread");
@@ -353,6 +469,17 @@ void addHistoryCommand(CLI::App& app, int& exitCode) {
                    "\"truncate\": {\"keepLast\": 4}}")
       ->required();
   applyCmd->callback(run(&apply));
+
+  CLI::App* titleCmd = cmd->add_subcommand(
+      "title", "Give a thread a title, or with --generate let the model propose one");
+  addDb(titleCmd);
+  titleCmd->add_option("id", args->id, "Thread id")->required();
+  titleCmd->add_option("title", args->title, "The new title (one line)");
+  titleCmd->add_flag("--generate", args->generate,
+                     "Ask the model for a short title from the thread's text (the endpoint "
+                     "options below choose the model)");
+  addEndpointOptions(*titleCmd, args->endpoint);
+  titleCmd->callback(run(&retitle));
 
   CLI::App* rmCmd = cmd->add_subcommand("rm", "Delete a thread (its forks keep working)");
   addDb(rmCmd);

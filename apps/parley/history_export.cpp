@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <sstream>
+#include <vector>
 
+#include "parley/iso_time.hpp"
+
+#include "markdown.hpp"
 #include "parley/json.hpp"
 
 namespace parley::cli {
@@ -22,35 +26,37 @@ std::string prettyArguments(const std::string& arguments) {
 
 }  // namespace
 
-std::string escapeHtml(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
+ThreadCost threadCost(std::span<const Message> messages, const PriceTable& prices) {
+  ThreadCost total;
+  for (const Message& m : messages) {
+    if (m.role != Role::Assistant || !m.usage) continue;
+    ++total.replies;
+    total.promptTokens += m.usage->promptTokens;
+    total.completionTokens += m.usage->completionTokens;
+    const std::optional<double> cost =
+        m.model.empty() ? std::nullopt : prices.cost(m.model, *m.usage);
+    if (cost) {
+      total.usd = total.usd.value_or(0) + *cost;
+    } else {
+      ++total.unpriced;
     }
   }
-  return out;
+  return total;
+}
+
+std::string formatThreadCost(const ThreadCost& cost) {
+  if (cost.replies == 0) return "";
+  if (!cost.usd) return formatUsd(std::nullopt);
+  std::string text = formatUsd(cost.usd);
+  if (cost.unpriced > 0) {
+    text += " + " + std::to_string(cost.unpriced) + " unpriced repl" +
+            (cost.unpriced == 1 ? "y" : "ies");
+  }
+  return text;
 }
 
 std::string renderMarkdown(const std::string& title, const ConversationManager& manager,
-                           bool includeHidden) {
+                           const PriceTable& prices, bool includeHidden) {
   std::ostringstream out;
   out << "# " << title << "\n";
   const std::vector<Message> all = manager.getAllMessages();
@@ -67,9 +73,22 @@ std::string renderMarkdown(const std::string& title, const ConversationManager& 
       out << "\nTool call `" << call.name << "` [" << call.id << "]:\n\n```json\n"
           << prettyArguments(call.arguments) << "\n```\n";
     }
-    if (m.usage) {
-      out << "\n*" << m.usage->promptTokens << " prompt + " << m.usage->completionTokens
-          << " completion tokens*\n";
+    if (m.usage || !m.model.empty() || m.receivedAt) {
+      std::vector<std::string> parts;
+      if (m.usage) {
+        parts.push_back(std::to_string(m.usage->promptTokens) + " prompt + " +
+                        std::to_string(m.usage->completionTokens) + " completion tokens");
+      }
+      if (!m.model.empty()) parts.push_back(m.model);
+      if (m.receivedAt) {
+        const std::string iso = isoTime(*m.receivedAt);
+        parts.push_back(iso.substr(0, 10) + " " + iso.substr(11, 5) + " UTC");
+      }
+      if (m.usage && !m.model.empty()) parts.push_back(formatUsd(prices.cost(m.model, *m.usage)));
+      out << "\n*";
+      for (size_t p = 0; p < parts.size(); ++p)
+        out << (p ? " \u00b7 " : "") << parts[p];
+      out << "*\n";
     }
   }
   const TokenUsageStats usage = manager.getTokenUsage();
@@ -77,6 +96,9 @@ std::string renderMarkdown(const std::string& title, const ConversationManager& 
     out << "\n---\n\nTokens: " << usage.cumulative.promptTokens << " prompt, "
         << usage.cumulative.completionTokens << " completion, " << usage.cumulative.totalTokens
         << " total over " << usage.requests << " calls\n";
+  }
+  if (const ThreadCost cost = threadCost(all, prices); cost.replies > 0) {
+    out << "\nCost: " << formatThreadCost(cost) << "\n";
   }
   return out.str();
 }
@@ -101,9 +123,44 @@ std::vector<size_t> turnStarts(const std::vector<Message>& all) {
   return starts;
 }
 
+// Text a person or a model wrote, as HTML: Markdown rendered (escaped first) for prompts and
+// replies, as typed in a <pre> for system prompts and tool results.
+std::string contentHtml(const Message& m) {
+  if (m.role == Role::System || m.role == Role::Tool)
+    return "<pre>" + escapeHtml(m.content) + "</pre>\n";
+  MarkdownRenderer renderer(MarkdownStyle{.html = true});
+  std::string html = renderer.feed(m.content);
+  html += renderer.finish();
+  return "<div class=\"content\">\n" + html + "</div>\n";
+}
+
+// "2026-11-20 09:30 UTC" in a <time> element carrying the exact time.
+std::string timeHtml(std::chrono::system_clock::time_point at) {
+  const std::string iso = isoTime(at);
+  return "<time datetime=\"" + iso + "\">" + iso.substr(0, 10) + " " + iso.substr(11, 5) +
+         " UTC</time>";
+}
+
+// A reply's model, time and cost (when its model is priced), as far as they were kept.
+std::string replyMetaHtml(const Message& m, const PriceTable& prices) {
+  std::vector<std::string> parts;
+  if (!m.model.empty()) parts.push_back("<span class=\"model\">" + escapeHtml(m.model) + "</span>");
+  if (m.receivedAt) parts.push_back(timeHtml(*m.receivedAt));
+  if (m.usage && !m.model.empty()) {
+    const std::optional<double> cost = prices.cost(m.model, *m.usage);
+    parts.push_back(std::string("<span class=\"cost") + (cost ? "" : " unpriced") + "\">" +
+                    escapeHtml(formatUsd(cost)) + "</span>");
+  }
+  if (parts.empty()) return "";
+  std::string out = "<div class=\"meta\">";
+  for (size_t i = 0; i < parts.size(); ++i)
+    out += (i ? " \u00b7 " : "") + parts[i];
+  return out + "</div>\n";
+}
+
 void renderMessage(std::ostringstream& out, const ConversationManager& manager,
-                   const std::vector<Message>& all, size_t i, size_t turnEnd,
-                   std::vector<bool>& rendered) {
+                   const PriceTable& prices, const std::vector<Message>& all, size_t i,
+                   size_t turnEnd, std::vector<bool>& rendered) {
   const Message& m = all[i];
   const bool hidden = manager.isModified(i);
   out << "<div class=\"msg " << toString(m.role) << (hidden ? " hidden" : "") << "\">\n"
@@ -111,7 +168,8 @@ void renderMessage(std::ostringstream& out, const ConversationManager& manager,
   if (m.role == Role::Tool) out << " <code>" << escapeHtml(m.toolCallId) << "</code>";
   if (hidden) out << " <span class=\"tag\">hidden by a context operation</span>";
   out << "</div>\n";
-  if (!m.content.empty()) out << "<pre>" << escapeHtml(m.content) << "</pre>\n";
+  if (m.role == Role::Assistant) out << replyMetaHtml(m, prices);
+  if (!m.content.empty()) out << contentHtml(m);
   // The model's reasoning, folded under the reply.
   if (auto r = m.extra.find("reasoning_content"); r != m.extra.end() && r->is_string()) {
     out << "<details class=\"reasoning\"><summary>reasoning</summary><pre>"
@@ -142,7 +200,8 @@ void renderMessage(std::ostringstream& out, const ConversationManager& manager,
 
 }  // namespace
 
-std::string renderHtml(const std::string& title, const ConversationManager& manager) {
+std::string renderHtml(const std::string& title, const std::string& threadId,
+                       const ConversationManager& manager, const PriceTable& prices) {
   const std::vector<Message> all = manager.getAllMessages();
   const std::vector<size_t> starts = turnStarts(all);
   std::vector<TurnUsage> usage(starts.size() - 1);
@@ -161,22 +220,36 @@ std::string renderHtml(const std::string& title, const ConversationManager& mana
   }
 
   std::ostringstream out;
-  out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>"
+  // Phone width: the viewport meta, a fluid column, and nothing wider than the screen (long
+  // words and code wrap instead of scrolling sideways).
+  out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>"
       << escapeHtml(title) << "</title>\n<style>\n"
-      << "body{font-family:system-ui,sans-serif;max-width:50rem;margin:2rem auto;padding:0 1rem;"
-         "color:#222}\n"
+      << "body{font-family:system-ui,sans-serif;max-width:50rem;margin:1rem auto;padding:0 .75rem;"
+         "color:#222;line-height:1.45;overflow-wrap:anywhere}\n"
+      << "h1{font-size:1.4rem}.thread-id{font-size:.8em;color:#777}\n"
       << ".turn{border-top:1px solid #ddd;margin-top:1.5rem}.turn h2{font-size:1rem;color:#555}\n"
-      << ".msg{border-left:4px solid #999;margin:1rem 0;padding:.5rem 1rem;background:#f7f7f7}\n"
+      << ".msg{border-left:4px solid #999;margin:1rem 0;padding:.5rem .75rem;background:#f7f7f7;"
+         "min-width:0}\n"
       << ".user{border-color:#2a6fdb}.assistant{border-color:#2a9d5b}"
          ".system{border-color:#888}.tool{border-color:#c07a00}\n"
       << ".hidden{opacity:.5}.role{font-weight:bold}.tag{font-size:.8em;color:#a33}\n"
-      << "pre{white-space:pre-wrap;margin:.3rem 0}.result{border-left:3px solid #c07a00;"
-         "padding-left:.5rem}\n"
-      << ".usage{display:flex;align-items:center;gap:.5rem;font-size:.85em;color:#555}\n"
-      << ".bars{display:flex;flex:0 0 20rem;height:.8rem;background:#eee}\n"
+      << ".meta{font-size:.8em;color:#666}.unpriced{font-style:italic}\n"
+      << ".content p,.content ul,.content ol,.content blockquote{margin:.4rem 0}\n"
+      << ".content blockquote{border-left:3px solid #ccc;padding-left:.6rem;color:#555}\n"
+      << "code{background:#eee;padding:0 .2em}\n"
+      << "pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:.3rem 0;max-width:100%}\n"
+      << ".content pre{background:#eee;padding:.4rem}.content pre code{padding:0}\n"
+      << ".result{border-left:3px solid #c07a00;padding-left:.5rem}\n"
+      << ".usage{display:flex;flex-wrap:wrap;align-items:center;gap:.5rem;font-size:.85em;"
+         "color:#555}\n"
+      << ".bars{display:flex;flex:1 1 10rem;max-width:20rem;height:.8rem;background:#eee}\n"
       << ".bar{height:100%}.prompt{background:#2a6fdb}.completion{background:#2a9d5b}\n"
       << ".call-usage{font-size:.8em;color:#777}\n"
       << "</style>\n</head>\n<body>\n<h1>" << escapeHtml(title) << "</h1>\n";
+  if (title != threadId) {
+    out << "<p class=\"thread-id\">thread <code>" << escapeHtml(threadId) << "</code></p>\n";
+  }
   const MessageStore store = manager.store();
   out << "<p class=\"summary\">" << all.size() << " messages, " << store.viewSize()
       << " in the current view (batch " << store.currentBatch() << "); " << hiddenCount
@@ -208,7 +281,7 @@ std::string renderHtml(const std::string& title, const ConversationManager& mana
     for (size_t i = starts[t]; i < starts[t + 1]; ++i) {
       if (rendered[i]) continue;
       rendered[i] = true;
-      renderMessage(out, manager, all, i, starts[t + 1], rendered);
+      renderMessage(out, manager, prices, all, i, starts[t + 1], rendered);
     }
     out << "</section>\n";
   }
@@ -218,6 +291,9 @@ std::string renderHtml(const std::string& title, const ConversationManager& mana
     out << "<h2>Token usage</h2>\n<p class=\"total\">" << stats.cumulative.promptTokens
         << " prompt, " << stats.cumulative.completionTokens << " completion, "
         << stats.cumulative.totalTokens << " total over " << stats.requests << " calls</p>\n";
+  }
+  if (const ThreadCost cost = threadCost(all, prices); cost.replies > 0) {
+    out << "<p class=\"total-cost\">Cost: " << escapeHtml(formatThreadCost(cost)) << "</p>\n";
   }
   out << "</body>\n</html>\n";
   return out.str();

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstdlib>
 
@@ -18,15 +19,18 @@ constexpr int kMaxInlineDepth = 8;
 constexpr size_t kMaxSpanBytes = 4096;
 
 std::string_view trimmed(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
+    s.remove_suffix(1);
   return s;
 }
 
 // The line without up to three spaces of indentation (more is indented code or a nested item).
 std::string_view outdented(std::string_view line) {
   size_t n = 0;
-  while (n < 3 && n < line.size() && line[n] == ' ') ++n;
+  while (n < 3 && n < line.size() && line[n] == ' ')
+    ++n;
   return line.substr(n);
 }
 
@@ -43,7 +47,8 @@ std::string fenceOf(std::string_view line) {
   line = outdented(line);
   if (line.empty() || (line[0] != '`' && line[0] != '~')) return "";
   size_t n = 0;
-  while (n < line.size() && line[n] == line[0]) ++n;
+  while (n < line.size() && line[n] == line[0])
+    ++n;
   return n >= 3 ? std::string(line.substr(0, n)) : "";
 }
 
@@ -59,6 +64,68 @@ bool isRule(std::string_view line) {
     }
   }
   return marks >= 3;
+}
+
+// An ATX heading ("## text ##"): its level and text, or level 0.
+struct Heading {
+  size_t level = 0;
+  std::string_view text;
+};
+
+Heading headingOf(std::string_view body) {
+  size_t level = 0;
+  while (level < body.size() && body[level] == '#')
+    ++level;
+  if (level == 0 || level > 6 || (level < body.size() && !isSpace(body[level]))) return {};
+  std::string_view text = trimmed(body.substr(level));
+  while (!text.empty() && text.back() == '#')
+    text.remove_suffix(1);  // closing #s
+  return {level, trimmed(text)};
+}
+
+// A list item: indentation, a marker (- * + or 1. 1)), a space, the text. Empty marker: none.
+struct ListItem {
+  size_t indent = 0;
+  std::string_view marker;
+  std::string_view text;
+  bool bullet() const {
+    return marker.size() == 1 && !std::isdigit(static_cast<unsigned char>(marker[0]));
+  }
+};
+
+ListItem listItemOf(std::string_view line) {
+  size_t indent = 0;
+  while (indent < line.size() && line[indent] == ' ')
+    ++indent;
+  size_t end = indent;
+  if (end < line.size() && (line[end] == '-' || line[end] == '*' || line[end] == '+')) {
+    ++end;
+  } else {
+    while (end < line.size() && end - indent < 9 &&
+           std::isdigit(static_cast<unsigned char>(line[end])))
+      ++end;
+    if (end > indent && end < line.size() && (line[end] == '.' || line[end] == ')')) {
+      ++end;
+    } else {
+      end = indent;
+    }
+  }
+  if (end == indent || end >= line.size() || !isSpace(line[end])) return {};
+  return {indent, line.substr(indent, end - indent), trimmed(line.substr(end))};
+}
+
+// Whether a link may point there from an HTML page: http(s) only.
+bool isWebAddress(std::string_view url) {
+  auto startsWith = [&](std::string_view scheme) {
+    if (url.size() <= scheme.size()) return false;
+    for (size_t i = 0; i < scheme.size(); ++i) {
+      if (std::tolower(static_cast<unsigned char>(url[i])) != scheme[i]) return false;
+    }
+    return true;
+  };
+  if (!startsWith("http://") && !startsWith("https://")) return false;
+  return std::none_of(url.begin(), url.end(),
+                      [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; });
 }
 
 uint32_t decodeAt(std::string_view s, size_t& i) {
@@ -88,12 +155,40 @@ int widthOf(uint32_t cp) {
 
 }  // namespace
 
+std::string escapeHtml(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
 size_t displayWidth(std::string_view text) {
   size_t width = 0;
   for (size_t i = 0; i < text.size();) {
     if (text[i] == '\033' && i + 1 < text.size() && text[i + 1] == '[') {
       i += 2;
-      while (i < text.size() && !(text[i] >= 0x40 && text[i] <= 0x7e)) ++i;
+      while (i < text.size() && !(text[i] >= 0x40 && text[i] <= 0x7e))
+        ++i;
       ++i;
       continue;
     }
@@ -109,7 +204,7 @@ std::string MarkdownRenderer::feed(std::string_view chunk) {
   for (size_t newline; (newline = pending_.find('\n', start)) != std::string::npos;
        start = newline + 1) {
     out += renderLine(std::string_view(pending_).substr(start, newline - start));
-    out += '\n';
+    if (!style_.html) out += '\n';  // an HTML line brings its own
   }
   pending_.erase(0, start);
   return out;
@@ -118,13 +213,98 @@ std::string MarkdownRenderer::feed(std::string_view chunk) {
 std::string MarkdownRenderer::finish() {
   std::string out = pending_.empty() ? "" : renderLine(pending_);
   pending_.clear();
+  if (style_.html) out += inCode_ ? "</code></pre>\n" : closeBlock();
   inCode_ = false;
   fence_.clear();
   return out;
 }
 
+namespace {
+
+struct BlockTags {
+  const char* open;
+  const char* close;
+};
+
+BlockTags tagsOf(MarkdownRenderer::Block block) {
+  using Block = MarkdownRenderer::Block;
+  switch (block) {
+    case Block::Paragraph:
+      return {"<p>", "</p>\n"};
+    case Block::Bullets:
+      return {"<ul>\n", "</ul>\n"};
+    case Block::Numbers:
+      return {"<ol>\n", "</ol>\n"};
+    case Block::Quote:
+      return {"<blockquote>", "</blockquote>\n"};
+    case Block::Table:
+      return {"<pre class=\"table\">", "</pre>\n"};
+    case Block::None:
+      break;
+  }
+  return {"", ""};
+}
+
+}  // namespace
+
+std::string MarkdownRenderer::closeBlock() {
+  std::string out = tagsOf(block_).close;
+  block_ = Block::None;
+  return out;
+}
+
+std::string MarkdownRenderer::openBlock(Block block) {
+  if (block_ == block) return "";
+  std::string out = closeBlock();
+  out += tagsOf(block).open;
+  block_ = block;
+  return out;
+}
+
+std::string MarkdownRenderer::htmlLine(std::string_view line) {
+  if (inCode_) {
+    const std::string fence = fenceOf(line);
+    if (!fence.empty() && fence[0] == fence_[0] && fence.size() >= fence_.size() &&
+        trimmed(outdented(line).substr(fence.size())).empty()) {
+      inCode_ = false;
+      return "</code></pre>\n";
+    }
+    return escapeHtml(line) + "\n";
+  }
+  if (const std::string fence = fenceOf(line); !fence.empty()) {
+    inCode_ = true;
+    fence_ = fence;
+    // The info string names the language: kept as a class, escaped.
+    const std::string_view info = trimmed(outdented(line).substr(fence.size()));
+    const std::string_view language = info.substr(0, info.find_first_of(" \t{"));
+    std::string out = closeBlock() + "<pre><code";
+    if (!language.empty()) out += " class=\"language-" + escapeHtml(language) + "\"";
+    return out + ">";
+  }
+  if (trimmed(line).empty()) return closeBlock();
+  if (isRule(line)) return closeBlock() + "<hr>\n";
+  const std::string_view body = outdented(line);
+  if (body.front() == '|') return openBlock(Block::Table) + escapeHtml(line) + "\n";
+  if (const Heading heading = headingOf(body); heading.level > 0) {
+    // Two levels down: the page's own h1 and h2 are the thread's title and its turns.
+    const std::string tag = "h" + std::to_string(std::min<size_t>(heading.level + 2, 6));
+    return closeBlock() + "<" + tag + ">" + inlineText(heading.text) + "</" + tag + ">\n";
+  }
+  if (body.front() == '>') {
+    std::string_view text = body.substr(1);
+    if (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+    return openBlock(Block::Quote) + inlineText(trimmed(text)) + "\n";
+  }
+  if (const ListItem item = listItemOf(line); !item.marker.empty()) {
+    return openBlock(item.bullet() ? Block::Bullets : Block::Numbers) + "<li>" +
+           inlineText(item.text) + "</li>\n";
+  }
+  return openBlock(Block::Paragraph) + inlineText(trimmed(line)) + "\n";
+}
+
 std::string MarkdownRenderer::renderLine(std::string_view line) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (style_.html) return htmlLine(line);
   const bool color = style_.color;
   auto styled = [color](std::string_view text, const char* on, const char* off) {
     return color ? std::string(on) + std::string(text) + off : std::string(text);
@@ -153,16 +333,10 @@ std::string MarkdownRenderer::renderLine(std::string_view line) {
   }
   const std::string_view body = outdented(line);
   if (body.front() == '|') return std::string(line);  // a table row, as written
-  if (body.front() == '#') {
-    size_t level = 0;
-    while (level < body.size() && body[level] == '#') ++level;
-    if (level <= 6 && (level == body.size() || isSpace(body[level]))) {
-      std::string_view text = trimmed(body.substr(level));
-      while (!text.empty() && text.back() == '#') text.remove_suffix(1);  // closing #s
-      const std::string rendered = wrapped(inlineText(trimmed(text)), "", "");
-      return level == 1 ? styled(rendered, "\033[1;4m", "\033[22;24m")
-                        : styled(rendered, "\033[1m", "\033[22m");
-    }
+  if (const Heading heading = headingOf(body); heading.level > 0) {
+    const std::string rendered = wrapped(inlineText(heading.text), "", "");
+    return heading.level == 1 ? styled(rendered, "\033[1;4m", "\033[22;24m")
+                              : styled(rendered, "\033[1m", "\033[22m");
   }
   if (body.front() == '>') {
     std::string_view text = body.substr(1);
@@ -170,29 +344,15 @@ std::string MarkdownRenderer::renderLine(std::string_view line) {
     const std::string bar = styled("\u2502", "\033[2m", "\033[22m") + " ";
     return wrapped(inlineText(trimmed(text)), bar, bar);
   }
-  // A list item: indentation, a marker (- * + or 1. 1)), a space.
-  size_t indent = 0;
-  while (indent < line.size() && line[indent] == ' ') ++indent;
-  size_t end = indent;
-  if (end < line.size() && (line[end] == '-' || line[end] == '*' || line[end] == '+')) {
-    ++end;
-  } else {
-    while (end < line.size() && end - indent < 9 && std::isdigit(static_cast<unsigned char>(line[end])))
-      ++end;
-    if (end > indent && end < line.size() && (line[end] == '.' || line[end] == ')')) {
-      ++end;
-    } else {
-      end = indent;
-    }
-  }
-  if (end > indent && end < line.size() && isSpace(line[end])) {
-    std::string marker(line.substr(indent, end - indent));
-    const bool bullet = marker.size() == 1 && !std::isdigit(static_cast<unsigned char>(marker[0]));
+  if (const ListItem item = listItemOf(line); !item.marker.empty()) {
+    std::string marker(item.marker);
+    const bool bullet = item.bullet();
     if (bullet) marker = color ? "\u2022" : "-";
-    const std::string first =
-        std::string(indent, ' ') + (color && bullet ? styled(marker, "\033[2m", "\033[22m") : marker) + " ";
-    const std::string rest(indent + displayWidth(marker) + 1, ' ');
-    return wrapped(inlineText(trimmed(line.substr(end))), first, rest);
+    const std::string first = std::string(item.indent, ' ') +
+                              (color && bullet ? styled(marker, "\033[2m", "\033[22m") : marker) +
+                              " ";
+    const std::string rest(item.indent + displayWidth(marker) + 1, ' ');
+    return wrapped(inlineText(item.text), first, rest);
   }
   return wrapped(inlineText(trimmed(line)), "", "");
 }
@@ -203,10 +363,20 @@ std::string MarkdownRenderer::inlineText(std::string_view text) const {
   // the reply; emphasis recurses at most kMaxInlineDepth levels.
   struct Inline {
     bool color;
+    bool html;
     std::string operator()(std::string_view s, int depth) const {
       std::string out;
-      auto on = [&](const char* code) {
-        if (color) out += code;
+      // A style's opening or closing mark: an SGR code on a colour terminal, an element in HTML.
+      auto mark = [&](const char* sgr, const char* element) {
+        if (html) {
+          out += element;
+        } else if (color) {
+          out += sgr;
+        }
+      };
+      // Text as typed: escaped in HTML, before any element is made.
+      auto put = [&](std::string_view typed) {
+        out += html ? escapeHtml(typed) : std::string(typed);
       };
       auto runAt = [&](size_t j, char c, size_t run) {
         if (j + run > s.size()) return false;
@@ -222,14 +392,15 @@ std::string MarkdownRenderer::inlineText(std::string_view text) const {
       for (size_t i = 0; i < s.size();) {
         const char c = s[i];
         if (c == '\\' && i + 1 < s.size() && std::ispunct(static_cast<unsigned char>(s[i + 1]))) {
-          out += s[i + 1];
+          put(s.substr(i + 1, 1));
           i += 2;
           continue;
         }
         const bool emphasis = (c == '*' || c == '_' || c == '~') && depth < kMaxInlineDepth;
         if (c == '`' || emphasis) {
           size_t run = 0;
-          while (i + run < s.size() && s[i + run] == c && run < 3) ++run;
+          while (i + run < s.size() && s[i + run] == c && run < 3)
+            ++run;
           bool opens = i + run < s.size();
           if (c != '`') {
             opens = opens && !isSpace(s[i + run]) &&
@@ -250,7 +421,7 @@ std::string MarkdownRenderer::inlineText(std::string_view text) const {
             if (close == std::string_view::npos) from = std::max(from, limit);
           }
           if (close == std::string_view::npos) {
-            out.append(s.substr(i, run));
+            put(s.substr(i, run));
             i += run;
             continue;
           }
@@ -259,19 +430,22 @@ std::string MarkdownRenderer::inlineText(std::string_view text) const {
             if (code.size() >= 2 && code.front() == ' ' && code.back() == ' ') {
               code = code.substr(1, code.size() - 2);
             }
-            on("\033[36m");
-            out.append(code);
-            on("\033[39m");
+            mark("\033[36m", "<code>");
+            put(code);
+            mark("\033[39m", "</code>");
           } else {
             const std::string inner = (*this)(s.substr(i + run, close - i - run), depth + 1);
-            const char* open = c == '~' ? "\033[9m" : run == 1 ? "\033[3m" : run == 2 ? "\033[1m" : "\033[1;3m";
-            const char* shut = c == '~'    ? "\033[29m"
-                               : run == 1 ? "\033[23m"
-                               : run == 2 ? "\033[22m"
-                                          : "\033[22;23m";
-            on(open);
+            // Its marks: {SGR on, HTML on, SGR off, HTML off}.
+            static constexpr std::array<std::array<const char*, 4>, 4> kEmphasis = {{
+                {"\033[9m", "<del>", "\033[29m", "</del>"},
+                {"\033[3m", "<em>", "\033[23m", "</em>"},
+                {"\033[1m", "<strong>", "\033[22m", "</strong>"},
+                {"\033[1;3m", "<strong><em>", "\033[22;23m", "</em></strong>"},
+            }};
+            const auto& marks = kEmphasis[c == '~' ? 0 : std::min<size_t>(run, 3)];
+            mark(marks[0], marks[1]);
             out += inner;
-            on(shut);
+            mark(marks[2], marks[3]);
           }
           i = close + run;
           continue;
@@ -287,29 +461,37 @@ std::string MarkdownRenderer::inlineText(std::string_view text) const {
             const size_t close = s.find(')', label + 2);
             if (close != std::string_view::npos && close - label < kMaxSpanBytes) {
               const std::string_view url = s.substr(label + 2, close - label - 2);
-              const std::string shown = (*this)(s.substr(i + 1, label - i - 1), depth + 1);
-              on("\033[4m");
-              out += shown;
-              on("\033[24m");
-              if (shown != url) {
-                out += " (";
-                on("\033[2m");
-                out.append(url);
-                on("\033[22m");
-                out += ")";
+              const std::string_view labelText = s.substr(i + 1, label - i - 1);
+              const std::string shown = (*this)(labelText, depth + 1);
+              // HTML links only to the web: a javascript: or data: address stays text.
+              if (html && isWebAddress(url)) {
+                out += "<a href=\"" + escapeHtml(url) + "\" rel=\"nofollow noopener noreferrer\">";
+                out += shown;
+                out += "</a>";
+              } else {
+                mark("\033[4m", "");
+                out += shown;
+                mark("\033[24m", "");
+                if (labelText != url) {
+                  out += " (";
+                  mark("\033[2m", "");
+                  put(url);
+                  mark("\033[22m", "");
+                  out += ")";
+                }
               }
               i = close + 1;
               continue;
             }
           }
         }
-        out += c;
+        put(s.substr(i, 1));
         ++i;
       }
       return out;
     }
   };
-  return Inline{style_.color}(text, 0);
+  return Inline{style_.color && !style_.html, style_.html}(text, 0);
 }
 
 std::string MarkdownRenderer::wrapped(const std::string& text, const std::string& first,

@@ -20,10 +20,19 @@ namespace parley::cli {
 struct MarkdownStyle {
   bool color = false;  // terminal styles (SGR); false: plain text
   size_t width = 80;   // wrap paragraphs, list items and quotes here; 0: never wrap
+  // HTML elements instead of terminal text (color and width are then ignored): every piece of
+  // text is escaped before any element is made; headings go two levels down (h3..h6, under a
+  // page's h1 and h2); links are made only to http(s) addresses (anything else stays text);
+  // tables stay as typed in a <pre class="table">. feed() returns whole lines of HTML and
+  // finish() closes whatever element is still open.
+  bool html = false;
 };
 
 class MarkdownRenderer {
  public:
+  // The HTML block a line is in (html only).
+  enum class Block { None, Paragraph, Bullets, Numbers, Quote, Table };
+
   explicit MarkdownRenderer(MarkdownStyle style) : style_(style) {}
 
   // The rendering of the lines `chunk` completes; the rest is held until its newline.
@@ -33,6 +42,9 @@ class MarkdownRenderer {
 
  private:
   std::string renderLine(std::string_view line);
+  std::string htmlLine(std::string_view line);
+  std::string openBlock(Block block);  // closes the open one first; "" if `block` is open
+  std::string closeBlock();
   std::string inlineText(std::string_view text) const;
   std::string wrapped(const std::string& text, const std::string& first,
                       const std::string& rest) const;
@@ -41,6 +53,7 @@ class MarkdownRenderer {
   std::string pending_;
   bool inCode_ = false;
   std::string fence_;  // the fence that opened the code block: ``` or ~~~ (and its length)
+  Block block_ = Block::None;
 };
 
 // The output format of a reply: "text" (rendered), "markdown" (as the model wrote it) or "json";
@@ -54,6 +67,9 @@ bool colorWanted(const std::string& mode, int fd);
 
 // The width to wrap at on `fd`: the terminal's, else $COLUMNS, else 80.
 size_t terminalWidth(int fd);
+
+// Escapes & < > " ' for HTML text and attributes.
+std::string escapeHtml(std::string_view text);
 
 // Characters a terminal shows for `text` (styles count nothing; wide characters two).
 size_t displayWidth(std::string_view text);

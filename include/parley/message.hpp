@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -53,6 +54,13 @@ struct Message {
   // snapshots and stores (JSON key "usage") so a history can show per-turn usage; never sent
   // to a model.
   std::optional<TokenUsage> usage;
+  // On a model's reply: the model that wrote it (as the server named it, else as it was asked
+  // for) and when the reply was received. Kept by snapshots and stores (JSON keys "model" and
+  // "received_at", ISO 8601 UTC with milliseconds) so a history can say who answered when and
+  // price each reply; never sent to a model. Empty / nullopt on messages of other kinds and on
+  // replies stored before parley kept them.
+  std::string model;
+  std::optional<std::chrono::system_clock::time_point> receivedAt;
 
   bool operator==(const Message&) const = default;
 

@@ -48,6 +48,7 @@ class PostgresStore : public ConversationStore, public detail::SqlEngineAccess {
   std::optional<ThreadInfo> threadInfo(const std::string& threadId) override;
   std::vector<ThreadInfo> listThreads(const ThreadListOptions& options = {}) override;
   bool deleteThread(const std::string& threadId) override;
+  bool setThreadTitle(const std::string& threadId, const std::string& title) override;
   ThreadInfo forkThread(const std::string& parentId, int64_t position,
                         const ThreadOptions& options = {},
                         const nlohmann::json& state = nullptr) override;

@@ -100,6 +100,9 @@ struct ThreadListOptions {
   size_t offset = 0;
 };
 
+// The longest title setThreadTitle takes.
+inline constexpr size_t kMaxThreadTitleBytes = 1000;
+
 class ConversationStore {
  public:
   // Bumped by every turn; a new thread (or fork, or import) starts at version 1.
@@ -132,6 +135,12 @@ class ConversationStore {
 
   // Deletes a thread; returns false if there was none. Forks of it keep working.
   virtual bool deleteThread(const std::string& threadId) = 0;
+
+  // Gives a thread a new title (a name people find it by; not a turn: the version and the time
+  // of the last turn stay). Returns false if there is no such thread. ValidationError for a
+  // title over kMaxThreadTitleBytes or with control characters; a store that cannot rename says
+  // so (ValidationError).
+  virtual bool setThreadTitle(const std::string& threadId, const std::string& title);
 
   // Creates a thread that shares the first `position` storage messages of `parentId` (no copy)
   // and returns its info (version 1). 0 <= position <= the parent's message count, else
@@ -186,6 +195,7 @@ class SqliteStore : public ConversationStore, public detail::SqlEngineAccess {
   std::optional<ThreadInfo> threadInfo(const std::string& threadId) override;
   std::vector<ThreadInfo> listThreads(const ThreadListOptions& options = {}) override;
   bool deleteThread(const std::string& threadId) override;
+  bool setThreadTitle(const std::string& threadId, const std::string& title) override;
   ThreadInfo forkThread(const std::string& parentId, int64_t position,
                         const ThreadOptions& options = {},
                         const nlohmann::json& state = nullptr) override;

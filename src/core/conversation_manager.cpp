@@ -821,6 +821,15 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
   if (localPrompt > 0 && result.usage) {
     config.calibration->observe(localPrompt, result.usage->promptTokens);
   }
+  // Who answered and when, kept with the reply (a journal's reply keeps its own). Milliseconds:
+  // what the stores keep, so a reply reads back equal to what was appended.
+  if (result.message.model.empty()) {
+    result.message.model = !result.model.empty() ? result.model : request.model;
+  }
+  if (!result.message.receivedAt) {
+    result.message.receivedAt =
+        std::chrono::floor<std::chrono::milliseconds>(std::chrono::system_clock::now());
+  }
 
   std::unique_lock lock(state_->mutex);
   State& st = *state_;

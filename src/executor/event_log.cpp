@@ -5,21 +5,10 @@
 #include <cstdio>
 #include <ctime>
 
+#include "parley/iso_time.hpp"
+
 namespace parley {
 namespace {
-
-std::string isoTime(std::chrono::system_clock::time_point t) {
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-  const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  char out[40];
-  std::snprintf(out, sizeof out, "%s.%03dZ", buf, static_cast<int>(ms % 1000));
-  return out;
-}
 
 nlohmann::json header(const EventHeader& e) {
   nlohmann::json j = {{"type", e.type},

@@ -4,14 +4,15 @@
 #include <utility>
 
 #include "parley/errors.hpp"
+#include "parley/iso_time.hpp"
 
 namespace parley {
 
 namespace {
 
 // Fields the Message struct models; extra may not hold them (except a content parts array).
-constexpr std::array<std::string_view, 6> kModelledFields = {
-    "role", "content", "tool_calls", "tool_call_id", "name", "usage"};
+constexpr std::array<std::string_view, 8> kModelledFields = {
+    "role", "content", "tool_calls", "tool_call_id", "name", "usage", "model", "received_at"};
 
 bool isModelled(std::string_view key) {
   for (auto field : kModelledFields) {
@@ -235,6 +236,16 @@ Message messageFromJson(const json& value) {
     }
     message.usage = usageFromJson(*usage);
   }
+  if (auto model = value.find("model"); model != value.end() && !model->is_null()) {
+    message.model = requireString(*model, "message.model");
+  }
+  if (auto at = value.find("received_at"); at != value.end() && !at->is_null()) {
+    message.receivedAt = parseIsoTime(requireString(*at, "message.received_at"));
+    if (!message.receivedAt) {
+      throw ValidationError("message.received_at",
+                            "must be an ISO 8601 UTC time such as 2025-01-31T12:00:00.000Z");
+    }
+  }
   for (const auto& [key, field] : value.items()) {
     if (!isModelled(key)) message.extra[key] = field;
   }
@@ -278,6 +289,8 @@ json toJson(const Message& message, const MessageJsonOptions& options) {
     if (!isModelled(key)) out[key] = value;
   }
   if (message.usage) out["usage"] = toJson(*message.usage);
+  if (!message.model.empty()) out["model"] = message.model;
+  if (message.receivedAt) out["received_at"] = isoTime(*message.receivedAt);
   return out;
 }
 

@@ -366,6 +366,10 @@ std::vector<ThreadInfo> PostgresStore::listThreads(const ThreadListOptions& opti
 bool PostgresStore::deleteThread(const std::string& threadId) {
   return impl_->engine.deleteThread(threadId);
 }
+
+bool PostgresStore::setThreadTitle(const std::string& threadId, const std::string& title) {
+  return impl_->engine.setThreadTitle(threadId, title);
+}
 ThreadInfo PostgresStore::forkThread(const std::string& parentId, int64_t position,
                                      const ThreadOptions& options, const nlohmann::json& state) {
   return impl_->engine.forkThread(parentId, position, options, state);

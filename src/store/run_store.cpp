@@ -25,7 +25,7 @@ using detail::asInt;
 using detail::asText;
 using detail::EventRow;
 using detail::isNull;
-using detail::isoTime;
+
 using detail::named;
 using detail::SqlConnection;
 using detail::SqlRow;

@@ -266,18 +266,6 @@ std::chrono::system_clock::time_point fromMs(int64_t ms) {
   return std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
 }
 
-std::string isoTime(std::chrono::system_clock::time_point at) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(at.time_since_epoch());
-  const std::time_t t = static_cast<std::time_t>(ms.count() / 1000);
-  std::tm utc{};
-  gmtime_r(&t, &utc);
-  char text[40];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
-  char out[48];
-  std::snprintf(out, sizeof out, "%s.%03dZ", text, static_cast<int>(ms.count() % 1000));
-  return out;
-}
-
 std::string generateId(const char* prefix) {
   thread_local std::mt19937_64 random{std::random_device{}() ^ static_cast<uint64_t>(nowMs()) ^
                                       std::hash<std::thread::id>{}(std::this_thread::get_id())};
@@ -1000,6 +988,21 @@ std::vector<ThreadInfo> SqlStoreEngine::listThreads(const ThreadListOptions& opt
     for (const auto& row : rows)
       result.push_back(infoFromRow(row));
     return result;
+  });
+}
+
+bool SqlStoreEngine::setThreadTitle(const std::string& threadId, const std::string& title) {
+  if (title.size() > kMaxThreadTitleBytes) {
+    throw ValidationError("title",
+                          "is longer than " + std::to_string(kMaxThreadTitleBytes) + " bytes");
+  }
+  if (std::any_of(title.begin(), title.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+    throw ValidationError("title", "must be one line without control characters");
+  }
+  return transact(true, [&](SqlConnection& c) {
+    return c.execute("UPDATE parley_threads SET title = $1 WHERE id = $2 AND deleted = 0",
+                     {title, threadId}) > 0;
   });
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "parley/errors.hpp"
+#include "parley/iso_time.hpp"
 #include "parley/store.hpp"
 
 namespace parley::detail {
@@ -150,6 +151,7 @@ class SqlStoreEngine {
   std::vector<MessageSearchHit> searchMessages(const std::string& query,
                                                const MessageSearchOptions& options);
   bool deleteThread(const std::string& threadId);
+  bool setThreadTitle(const std::string& threadId, const std::string& title);
   ThreadInfo forkThread(const std::string& parentId, int64_t position, const ThreadOptions& options,
                         const nlohmann::json& state);
 
@@ -189,8 +191,7 @@ const std::vector<std::string>& migrationSteps(SqlDialect dialect, int toVersion
 // Helpers the run queue shares with the thread operations.
 int64_t nowMs();  // the system clock, milliseconds since the Unix epoch
 std::chrono::system_clock::time_point fromMs(int64_t ms);
-std::string isoTime(std::chrono::system_clock::time_point at);  // 2025-01-31T12:00:00.000Z
-std::string generateId(const char* prefix);                     // prefix + 32 random hex digits
+std::string generateId(const char* prefix);  // prefix + 32 random hex digits
 // Refuses an empty, over-long (200 bytes) id or one with control characters (ValidationError).
 void checkId(const std::string& id, const std::string& field);
 std::string dumpJson(const nlohmann::json& value, const std::string& field);

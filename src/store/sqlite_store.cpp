@@ -346,6 +346,10 @@ std::vector<ThreadInfo> SqliteStore::listThreads(const ThreadListOptions& option
 bool SqliteStore::deleteThread(const std::string& threadId) {
   return impl_->engine.deleteThread(threadId);
 }
+
+bool SqliteStore::setThreadTitle(const std::string& threadId, const std::string& title) {
+  return impl_->engine.setThreadTitle(threadId, title);
+}
 ThreadInfo SqliteStore::forkThread(const std::string& parentId, int64_t position,
                                    const ThreadOptions& options, const nlohmann::json& state) {
   return impl_->engine.forkThread(parentId, position, options, state);

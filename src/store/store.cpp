@@ -26,8 +26,12 @@ nlohmann::json toJson(const ThreadInfo& info) {
           {"version", info.version},
           {"title", info.title},
           {"metadata", info.metadata},
-          {"created_at", detail::isoTime(info.createdAt)},
-          {"updated_at", detail::isoTime(info.updatedAt)}};
+          {"created_at", isoTime(info.createdAt)},
+          {"updated_at", isoTime(info.updatedAt)}};
+}
+
+bool ConversationStore::setThreadTitle(const std::string&, const std::string&) {
+  throw ValidationError("setThreadTitle", "this store cannot rename threads");
 }
 
 std::vector<MessageSearchHit> ConversationStore::searchMessages(const std::string&,

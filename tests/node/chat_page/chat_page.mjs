@@ -5,12 +5,12 @@
 // folder (chat_page.png).
 //   node chat_page.mjs <parley binary> [chromium]
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import puppeteer from 'puppeteer-core';
+
+import { start, stop } from './parley_process.mjs';
 
 const parley = process.argv[2];
 const chromium = process.argv[3] || '/usr/bin/chromium';
@@ -29,27 +29,8 @@ const script = [
 const dir = mkdtempSync(join(tmpdir(), 'parley-page-'));
 writeFileSync(join(dir, 'script.jsonl'), script);
 
-// Starts a parley subcommand and resolves with the first line it prints.
-function start(args) {
-  const child = spawn(parley, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`parley ${args[0]} exited early (${code})`)));
-    createInterface({ input: child.stdout }).once('line', (line) => {
-      child.removeAllListeners('exit');
-      resolve({ child, line: line.trim() });
-    });
-  });
-}
-function stop(child) {
-  return new Promise((resolve) => {
-    child.once('exit', (code, signal) => resolve({ code, signal }));
-    child.kill('SIGTERM');
-  });
-}
-
-const mock = await start(['mock', '--port', '0', '--script', join(dir, 'script.jsonl')]);
-const serve = await start(['serve', '--db', join(dir, 'page.db'), '--port', '0', '--workers', '1',
+const mock = await start(parley, ['mock', '--port', '0', '--script', join(dir, 'script.jsonl')]);
+const serve = await start(parley, ['serve', '--db', join(dir, 'page.db'), '--port', '0', '--workers', '1',
                            '--base-url', mock.line, '--model', 'parley-mock', '--api-key', 'sk-page-test',
                            '--tools', 'demo']);
 const base = serve.line;
