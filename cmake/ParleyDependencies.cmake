@@ -3,7 +3,6 @@ find_package(Threads REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CURL REQUIRED)
 find_package(SQLite3 REQUIRED)
-find_package(OpenSSL REQUIRED COMPONENTS Crypto)  # sha256 of the stores' blobs
 find_package(PostgreSQL REQUIRED)  # the parley::postgres component only
 find_package(simdjson REQUIRED)
 find_package(tomlplusplus REQUIRED)  # profiles.cpp (the library links it privately)

@@ -14,7 +14,7 @@ packages=(
   build-essential cmake pkg-config git ca-certificates
   nlohmann-json3-dev libsimdjson-dev libcurl4-openssl-dev
   libsqlite3-dev libpq-dev postgresql
-  libssl-dev zlib1g-dev
+  zlib1g-dev
   libcpp-httplib-dev libcli11-dev libedit-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   tmux chromium

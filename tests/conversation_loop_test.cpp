@@ -97,6 +97,10 @@ TEST_F(ConversationLoop, ExecuteLlmCallAppendsOneAssistantMessage) {
   Message expected = Message::assistant("Hello there");
   expected.usage = result.usage;
   ASSERT_TRUE(expected.usage.has_value());
+  // Who answered (the model the server named) and when it was received are kept with the reply.
+  expected.model = "gpt-4o-mini";
+  ASSERT_TRUE(c.getMessages()[2].receivedAt.has_value());
+  expected.receivedAt = c.getMessages()[2].receivedAt;
   EXPECT_EQ(expected.usage->promptTokens, 12);
   EXPECT_EQ(c.getMessages()[2], expected);
   // The request carried the view, and the tool definitions when there are tools.
@@ -450,7 +454,17 @@ TEST_F(ConversationLoop, StreamingAndNonStreamingRunsStoreTheSameHistory) {
   };
   ConversationManager stream(options(true));
   RunResult result = stream.run("weather?", runOptions);
-  EXPECT_EQ(stream.getMessages(), plain.getMessages());
+  // The same messages, but for the time each reply was received.
+  auto withoutTimes = [](std::vector<Message> messages) {
+    for (Message& m : messages) {
+      if (m.role == Role::Assistant) {
+        EXPECT_TRUE(m.receivedAt.has_value());
+      }
+      m.receivedAt.reset();
+    }
+    return messages;
+  };
+  EXPECT_EQ(withoutTimes(stream.getMessages()), withoutTimes(plain.getMessages()));
   EXPECT_EQ(streamed, "Let me look." + result.content);
   EXPECT_TRUE(server_->requests().at(0)["body"]["stream"].get<bool>());
 }

@@ -350,7 +350,11 @@ int runAsk(const AskArgs& given) {
   };
 
   if (args.json) {
-    reply.usage.reset();  // printed beside it, as the API's response has it
+    // The message as the Chat Completions API has it: usage is printed beside it; the stored
+    // model and time of the reply are not part of that format.
+    reply.usage.reset();
+    reply.model.clear();
+    reply.receivedAt.reset();
     nlohmann::json out = {{"message", toJson(reply)},
                           {"finish_reason", finishReason},
                           {"usage", usage ? toJson(*usage) : nlohmann::json()},

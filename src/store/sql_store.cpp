@@ -4,10 +4,6 @@
 // can compare them; split by backend they would drift apart.
 #include "store/sql_store.hpp"
 
-#include "parley/json.hpp"
-
-#include <openssl/sha.h>
-
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -17,6 +13,9 @@
 #include <random>
 #include <thread>
 #include <utility>
+
+#include "parley/json.hpp"
+#include "store/sha256.hpp"
 
 namespace parley::detail {
 
@@ -489,19 +488,6 @@ void forEachPayload(json& content, Fn&& fn) {
     if (text == holder->end() || !text->is_string()) continue;
     fn(text->get_ref<std::string&>(), std::string_view(key) != "data");
   }
-}
-
-std::string sha256Hex(std::string_view bytes) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * SHA256_DIGEST_LENGTH);
-  for (unsigned char byte : digest) {
-    out += kHex[byte >> 4];
-    out += kHex[byte & 0xf];
-  }
-  return out;
 }
 
 struct BlobRow {

@@ -1,0 +1,13 @@
+// SHA-256 (FIPS 180-4), the key of the stores' content-addressed blob table. Written here rather
+// than taken from OpenSSL so that a program linking parley does not link libcrypto for it.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace parley::detail {
+
+// The digest of `bytes` as 64 lowercase hex digits.
+std::string sha256Hex(std::string_view bytes);
+
+}  // namespace parley::detail
