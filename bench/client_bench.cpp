@@ -6,6 +6,7 @@
 //   BM_SendRequest1000/...       generate() with that history against the mock: build + send +
 //                                the mock reading the 0.8 MB body + a short reply
 //   BM_StreamInMemory            SSE decoding + assembly of the benchmark stream, no network
+//   BM_ProtocolStreamInMemory/P  the same for the Responses (1) and Anthropic (2) streams
 //   BM_StreamLoopback            generateStream() of the benchmark stream from the mock
 //   BM_ProtocolStreamLoopback/P  the same reply streamed in protocol P (chat, responses, anthropic)
 //   BM_CancelLatency             request_stop() on another thread -> CancelledError
@@ -22,7 +23,9 @@
 #include <iostream>
 #include <thread>
 
+#include "client/anthropic_reply.hpp"
 #include "client/request_body.hpp"
+#include "client/responses_reply.hpp"
 #include "client/stream_assembler.hpp"
 #include "mock/mock_server.hpp"
 #include "mock/protocol_replies.hpp"
@@ -259,6 +262,39 @@ void BM_StreamInMemory(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * stream.size()));
 }
 BENCHMARK(BM_StreamInMemory)->Unit(benchmark::kMillisecond);
+
+template <class Assembler>
+size_t assembleInMemory(const std::string& stream) {
+  SseDecoder decoder;
+  Assembler assembler;
+  size_t deltas = 0;
+  auto onEvent = [&](const SseEvent& e) {
+    if (!assembler.addEvent(e.data).empty()) ++deltas;
+    return true;
+  };
+  for (size_t at = 0; at < stream.size(); at += kPieceBytes) {
+    decoder.feed(std::string_view(stream).substr(at, kPieceBytes), onEvent);
+  }
+  ChatResult r = assembler.finish();
+  benchmark::DoNotOptimize(r);
+  return deltas;
+}
+
+void BM_ProtocolStreamInMemory(benchmark::State& state) {
+  const bool anthropic = state.range(0) == 2;
+  const std::string& stream =
+      protocolStream(anthropic ? mock::WireProtocol::Anthropic : mock::WireProtocol::Responses);
+  size_t deltas = 0;
+  for (auto _ : state) {
+    deltas = anthropic ? assembleInMemory<detail::AnthropicAssembler>(stream)
+                       : assembleInMemory<detail::ResponsesAssembler>(stream);
+  }
+  state.SetLabel(anthropic ? "anthropic" : "openai-responses");
+  state.counters["chunks/s"] = benchmark::Counter(static_cast<double>(deltas),
+                                                  benchmark::Counter::kIsIterationInvariantRate);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * stream.size()));
+}
+BENCHMARK(BM_ProtocolStreamInMemory)->DenseRange(1, 2)->Unit(benchmark::kMillisecond);
 
 void BM_StreamLoopback(benchmark::State& state) {
   ClientOptions options;

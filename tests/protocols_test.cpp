@@ -173,6 +173,67 @@ TEST(AnthropicReader, WholeMessageReadsLikeTheStream) {
   EXPECT_EQ(r.finishReason, "tool_calls");
 }
 
+// Deltas of the usual shape are read by hand, others by a JSON parser: both must read the same.
+// Spaces after the colons (valid JSON) send an event down the parser's path.
+TEST(AnthropicReader, HandReadDeltasReadAsTheParserReadsThem) {
+  const std::vector<std::pair<std::string, std::string>> deltas = {
+      {"text_delta", R"(plain words)"},
+      {"text_delta", R"(an escape: \"quoted\" \\ \n and \u00e9)"},
+      {"text_delta", "multi-byte: \xC3\xA9\xE2\x82\xAC"},
+      {"text_delta", ""},
+      {"thinking_delta", "thought"},
+      {"signature_delta", "c2ln"},
+  };
+  auto read = [](bool spaced, const std::string& type, const std::string& piece) {
+    AnthropicAssembler a;
+    const char* colon = spaced ? ": " : ":";
+    const std::string kind = type == "text_delta" ? "text" : "thinking";
+    a.addEvent(R"({"type":"message_start","message":{"id":"m","model":"c","usage":{}}})");
+    a.addEvent(R"({"type":"content_block_start","index":0,"content_block":{"type":")" + kind +
+               R"("}})");
+    const std::string field = type == "text_delta"       ? "text"
+                              : type == "thinking_delta" ? "thinking"
+                                                         : "signature";
+    const StreamDelta& d =
+        a.addEvent(std::string(R"({"type")") + colon + R"("content_block_delta","index")" + colon +
+                   R"(0,"delta")" + colon + R"({"type")" + colon + "\"" + type + "\",\"" + field +
+                   "\"" + colon + "\"" + piece + "\"}}");
+    const std::string seen = d.content + "|" + d.reasoning;
+    a.addEvent(R"({"type":"content_block_stop","index":0})");
+    a.addEvent(R"({"type":"message_stop"})");
+    ChatResult r = a.finish();
+    return seen + "|" + r.message.content + "|" + r.message.extra.dump();
+  };
+  for (const auto& [type, piece] : deltas) {
+    EXPECT_EQ(read(false, type, piece), read(true, type, piece)) << type << " " << piece;
+  }
+  EXPECT_NE(read(false, "text_delta", R"(\u00e9)").find("\xC3\xA9"), std::string::npos);
+  // Invalid UTF-8, a raw control character, a leading zero or a cut event: an error, not text.
+  for (
+      const std::string bad :
+      {std::string(
+           R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\xC3("}})"),
+       std::string(
+           R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a\x01"}})"),
+       std::string(
+           R"({"type":"content_block_delta","index":00,"delta":{"type":"text_delta","text":"a"}})"),
+       std::string(
+           R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"})")}) {
+    AnthropicAssembler a;
+    a.addEvent(R"({"type":"message_start","message":{"id":"m","model":"c","usage":{}}})");
+    a.addEvent(R"({"type":"content_block_start","index":0,"content_block":{"type":"text"}})");
+    EXPECT_THROW(a.addEvent(bad), ProtocolError) << bad;
+  }
+  {  // a delta for a block never started, by hand or not
+    AnthropicAssembler a;
+    a.addEvent(R"({"type":"message_start","message":{"id":"m","model":"c","usage":{}}})");
+    EXPECT_THROW(
+        a.addEvent(
+            R"({"type":"content_block_delta","index":3,"delta":{"type":"text_delta","text":"a"}})"),
+        ProtocolError);
+  }
+}
+
 TEST(AnthropicReader, BadStreamsAreClearErrors) {
   {  // cut mid-block: no message_stop
     AnthropicAssembler a;

@@ -65,6 +65,7 @@ class SseDecoder {
   SseEvent event_;
   std::string line_;       // an incomplete line carried over from the previous feed()
   bool hasData_ = false;   // a data field was seen since the last dispatch
+  bool hasType_ = false;   // an event field was seen since the last dispatch
   bool skipLf_ = false;    // the previous piece ended with CR: a leading LF belongs to it
   size_t bomChecked_ = 0;  // how many leading bytes were compared with the BOM so far
   bool bomDone_ = false;

@@ -48,6 +48,103 @@ std::string stringOf(const json& object, const char* key) {
   throw HttpError(std::move(details));
 }
 
+// What a content_block_delta carries, by its delta's type.
+enum class DeltaKind { Text, InputJson, Thinking, Signature, Citations, Unknown };
+
+DeltaKind deltaKindOf(std::string_view type) {
+  if (type == "text_delta") return DeltaKind::Text;
+  if (type == "input_json_delta") return DeltaKind::InputJson;
+  if (type == "thinking_delta") return DeltaKind::Thinking;
+  if (type == "signature_delta") return DeltaKind::Signature;
+  if (type == "citations_delta") return DeltaKind::Citations;
+  return DeltaKind::Unknown;
+}
+
+// The field holding the piece a delta of that kind carries; empty for kinds without one.
+std::string_view pieceFieldOf(DeltaKind kind) {
+  switch (kind) {
+    case DeltaKind::Text:
+      return "text";
+    case DeltaKind::InputJson:
+      return "partial_json";
+    case DeltaKind::Thinking:
+      return "thinking";
+    case DeltaKind::Signature:
+      return "signature";
+    default:
+      return {};
+  }
+}
+
+// The one shape Anthropic sends for nearly every event of a stream, read without a JSON parser:
+//   {"type":"content_block_delta","index":N,"delta":{"type":"T","F":"S"}}
+// with F the piece field of T and S a string without escapes. Anything else (another key order,
+// spaces, an escape, a control character, invalid UTF-8) returns false and takes the paths that
+// read every form and name every mistake.
+struct PlainDelta {
+  size_t index = 0;
+  DeltaKind kind = DeltaKind::Unknown;
+  std::string_view type;
+  std::string_view piece;
+};
+
+// Literal prefixes are compared with a constant size: a few loads, not a call.
+template <size_t N>
+bool consume(std::string_view& s, const char (&prefix)[N]) {
+  if (s.size() < N - 1 || std::memcmp(s.data(), prefix, N - 1) != 0) return false;
+  s.remove_prefix(N - 1);
+  return true;
+}
+bool consume(std::string_view& s, std::string_view prefix) {
+  if (!s.starts_with(prefix)) return false;
+  s.remove_prefix(prefix.size());
+  return true;
+}
+
+bool readPlainDelta(std::string_view s, PlainDelta& out) {
+  if (!consume(s, R"({"type":"content_block_delta","index":)")) return false;
+  size_t digits = 0;
+  size_t index = 0;
+  while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9') {
+    index = index * 10 + static_cast<size_t>(s[digits] - '0');
+    ++digits;
+  }
+  if (digits == 0 || digits > 9 || (digits > 1 && s[0] == '0')) return false;
+  s.remove_prefix(digits);
+  if (!consume(s, R"(,"delta":{"type":")")) return false;
+  std::string_view type = "text_delta";
+  DeltaKind kind = DeltaKind::Text;
+  if (!consume(s, R"(text_delta","text":")")) {  // the usual one, in one comparison
+    size_t typeEnd = 0;
+    while (typeEnd < s.size() && s[typeEnd] != '"')
+      ++typeEnd;
+    if (typeEnd == s.size()) return false;
+    type = s.substr(0, typeEnd);
+    kind = deltaKindOf(type);
+    const std::string_view field = pieceFieldOf(kind);
+    if (field.empty()) return false;
+    s.remove_prefix(typeEnd);
+    if (!consume(s, R"(",")") || !consume(s, field) || !consume(s, R"(":")")) return false;
+  }
+  bool ascii = true;
+  size_t end = 0;
+  for (; end < s.size(); ++end) {
+    const auto c = static_cast<unsigned char>(s[end]);
+    if (c == '"') break;
+    if (c == '\\' || c < 0x20) return false;
+    ascii = ascii && c < 0x80;
+  }
+  if (end == s.size()) return false;
+  const std::string_view piece = s.substr(0, end);
+  if (!ascii && !simdjson::validate_utf8(piece.data(), piece.size())) return false;
+  if (s.substr(end) != R"("}})") return false;
+  out.index = index;
+  out.kind = kind;
+  out.type = type;
+  out.piece = piece;
+  return true;
+}
+
 struct Block {
   std::string type;  // text, tool_use, thinking, redacted_thinking, or another kept as is
   std::string text;  // text, thinking text, or tool_use arguments
@@ -119,51 +216,54 @@ struct AnthropicAssembler::State {
     blocks.push_back(std::move(b));
   }
 
-  // The piece a delta of `type` carries is in the field of that name.
-  static std::string_view pieceField(std::string_view type) {
-    if (type == "text_delta") return "text";
-    if (type == "input_json_delta") return "partial_json";
-    if (type == "thinking_delta") return "thinking";
-    if (type == "signature_delta") return "signature";
-    return {};
-  }
-
   void addDelta(const json& value) {
     const auto index = value.find("index");
     const json& d = value.contains("delta") ? value["delta"] : json();
     const std::string type = d.is_object() ? stringOf(d, "type") : std::string();
-    const std::string_view field = pieceField(type);
+    const DeltaKind kind = deltaKindOf(type);
+    const std::string_view field = pieceFieldOf(kind);
     addDelta(index != value.end() && index->is_number_unsigned() ? index->get<size_t>() : SIZE_MAX,
-             type, field.empty() ? std::string() : stringOf(d, std::string(field).c_str()));
+             kind, type, field.empty() ? std::string() : stringOf(d, std::string(field).c_str()));
   }
 
-  void addDelta(size_t index, std::string_view type, std::string_view piece) {
+  // `type` names the kind in an error only.
+  void addDelta(size_t index, DeltaKind kind, std::string_view type, std::string_view piece) {
     if (index >= blocks.size()) {
       throw ProtocolError("a content block event names a block that was never started");
     }
     Block& b = blocks[index];
     if (!b.open) throw ProtocolError("a delta for a content block that was already stopped");
-    if (type == "text_delta") {
-      b.text += piece;
-      delta.content = piece;
-    } else if (type == "input_json_delta") {
-      b.text += piece;
-      delta.toolCalls.push_back(ToolCallDelta{b.toolIndex, "", "", std::string(piece)});
-    } else if (type == "thinking_delta") {
-      b.text += piece;
-      delta.reasoning = piece;
-    } else if (type == "signature_delta") {
-      b.signature += piece;
-    } else if (type == "citations_delta") {
-      // Citations are not modelled; the text they cite arrives in text_delta.
-    } else {
-      throw ProtocolError("unknown content block delta type \"" + std::string(type) + "\"");
+    switch (kind) {
+      case DeltaKind::Text:
+        b.text += piece;
+        delta.content = piece;
+        break;
+      case DeltaKind::InputJson:
+        b.text += piece;
+        delta.toolCalls.push_back(ToolCallDelta{b.toolIndex, "", "", std::string(piece)});
+        break;
+      case DeltaKind::Thinking:
+        b.text += piece;
+        delta.reasoning = piece;
+        break;
+      case DeltaKind::Signature:
+        b.signature += piece;
+        break;
+      case DeltaKind::Citations:
+        break;  // not modelled; the text they cite arrives in text_delta
+      case DeltaKind::Unknown:
+        throw ProtocolError("unknown content block delta type \"" + std::string(type) + "\"");
     }
   }
 
-  // Most events of a stream are content_block_delta: read those with simdjson, without building
-  // a json value. Returns false (nothing done) for any other event, which takes the full path.
+  // Most events of a stream are content_block_delta: read those by hand when they have the usual
+  // shape, else with simdjson, without building a json value. Returns false (nothing done) for
+  // any other event, which takes the full path.
   bool fastDelta(std::string_view data) {
+    if (PlainDelta plain; started && !stopped && readPlainDelta(data, plain)) {
+      addDelta(plain.index, plain.kind, plain.type, plain.piece);
+      return true;
+    }
     if (data.find("\"content_block_delta\"") == std::string_view::npos) return false;
     padded.resize(data.size() + simdjson::SIMDJSON_PADDING);
     std::memcpy(padded.data(), data.data(), data.size());
@@ -183,18 +283,18 @@ struct AnthropicAssembler::State {
             const std::string_view k = d.unescaped_key();
             if (k == "type") {
               deltaType = d.value().get_string();
-              wanted = pieceField(deltaType);
+              wanted = pieceFieldOf(deltaKindOf(deltaType));
             } else if (k == "text" || k == "partial_json" || k == "thinking" || k == "signature") {
               if (!wanted.empty() && k != wanted) continue;
               piece = d.value().get_string();
             }
           }
-          if (pieceField(deltaType).empty()) return false;  // rare kinds: the full path
+          if (wanted.empty()) return false;  // rare kinds: the full path
         }
       }
       if (type != "content_block_delta") return false;
       if (!started || stopped) return false;  // the full path names the mistake
-      addDelta(index, deltaType, piece);
+      addDelta(index, deltaKindOf(deltaType), deltaType, piece);
       return true;
     } catch (const simdjson::simdjson_error&) {
       return false;  // the full path reports it

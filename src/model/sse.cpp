@@ -10,6 +10,18 @@ namespace {
 
 constexpr std::string_view kBom = "\xEF\xBB\xBF";
 
+// A field name against a literal, compared with a constant size so that it compiles to a load or
+// two instead of a call (the decoder reads three lines per event).
+template <size_t N>
+bool fieldIs(std::string_view field, const char (&name)[N]) {
+  return field.size() == N - 1 && std::memcmp(field.data(), name, N - 1) == 0;
+}
+
+// Sets `to` to `value` unless it holds it already: most streams repeat one event type.
+void assignIfChanged(std::string& to, std::string_view value) {
+  if (to != value) to.assign(value);
+}
+
 bool allDigits(std::string_view s) {
   if (s.empty() || s.size() > 18) return false;
   for (char c : s) {
@@ -53,12 +65,16 @@ bool SseDecoder::feed(std::string_view bytes, const EventHandler& onEvent) {
     skipLf_ = false;
     if (*p == '\n') ++p;
   }
+  // The first CR at or after p, searched once per piece and again only after it is passed: most
+  // streams have none, so each line costs one search (for its LF) instead of two.
+  const char* nextCr = static_cast<const char*>(std::memchr(p, '\r', static_cast<size_t>(end - p)));
   while (p < end) {
     const size_t n = static_cast<size_t>(end - p);
-    const char* lf = static_cast<const char*>(std::memchr(p, '\n', n));
+    if (nextCr && nextCr < p) nextCr = static_cast<const char*>(std::memchr(p, '\r', n));
+    // A blank line (an event's end) needs no search.
+    const char* lf = *p == '\n' ? p : static_cast<const char*>(std::memchr(p, '\n', n));
     const char* lineEnd = lf ? lf : end;
-    const char* cr =
-        static_cast<const char*>(std::memchr(p, '\r', static_cast<size_t>(lineEnd - p)));
+    const char* cr = nextCr && nextCr < lineEnd ? nextCr : nullptr;
     if (cr) lineEnd = cr;
     if (!lf && !cr) {
       // No line ending in the rest of this piece: keep the partial line for the next feed().
@@ -98,6 +114,7 @@ bool SseDecoder::finish(const EventHandler& onEvent) {
   event_.type = "message";
   event_.retry.reset();
   hasData_ = false;
+  hasType_ = false;
   return keepGoing;
 }
 
@@ -105,7 +122,7 @@ bool SseDecoder::processLine(std::string_view line, const EventHandler& onEvent)
   if (line.empty()) {
     if (hasData_) return dispatch(onEvent);
     // A block without data dispatches nothing and resets the event type.
-    event_.type = "message";
+    hasType_ = false;
     event_.retry.reset();
     return true;
   }
@@ -113,20 +130,24 @@ bool SseDecoder::processLine(std::string_view line, const EventHandler& onEvent)
 
   std::string_view field = line;
   std::string_view value;
-  if (size_t colon = line.find(':'); colon != std::string_view::npos) {
+  if (line.starts_with("data: ")) {  // most lines: no search for the colon
+    field = line.substr(0, 4);
+    value = line.substr(6);
+  } else if (size_t colon = line.find(':'); colon != std::string_view::npos) {
     field = line.substr(0, colon);
     value = line.substr(colon + 1);
     if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
   }
-  if (field == "data") {
+  if (fieldIs(field, "data")) {
     if (hasData_) event_.data.push_back('\n');
     event_.data.append(value);
     hasData_ = true;
-  } else if (field == "event") {
-    event_.type.assign(value);
-  } else if (field == "id") {
+  } else if (fieldIs(field, "event")) {
+    assignIfChanged(event_.type, value);
+    hasType_ = true;
+  } else if (fieldIs(field, "id")) {
     if (value.find('\0') == std::string_view::npos) event_.lastEventId.assign(value);
-  } else if (field == "retry") {
+  } else if (fieldIs(field, "retry")) {
     if (allDigits(value)) event_.retry = std::stoll(std::string(value));
   }
   // Other fields are ignored, as the standard says.
@@ -134,12 +155,14 @@ bool SseDecoder::processLine(std::string_view line, const EventHandler& onEvent)
 }
 
 bool SseDecoder::dispatch(const EventHandler& onEvent) {
-  if (event_.type.empty()) event_.type = "message";
+  // The type is set here rather than reset after each event, so that a stream naming every
+  // event the same (Anthropic's) writes it once.
+  if (!hasType_ || event_.type.empty()) assignIfChanged(event_.type, "message");
   const bool keepGoing = onEvent(event_);
   event_.data.clear();
-  event_.type = "message";
   event_.retry.reset();
   hasData_ = false;
+  hasType_ = false;
   return keepGoing;
 }
 
