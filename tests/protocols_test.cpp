@@ -209,16 +209,13 @@ TEST(AnthropicReader, HandReadDeltasReadAsTheParserReadsThem) {
   }
   EXPECT_NE(read(false, "text_delta", R"(\u00e9)").find("\xC3\xA9"), std::string::npos);
   // Invalid UTF-8, a raw control character, a leading zero or a cut event: an error, not text.
+  const std::string head =
+      R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":")";
   for (
-      const std::string bad :
-      {std::string(
-           R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\xC3("}})"),
+      const std::string& bad :
+      {head + "\xC3(\"}}", head + "a\x01\"}}", head + "a\"}",
        std::string(
-           R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a\x01"}})"),
-       std::string(
-           R"({"type":"content_block_delta","index":00,"delta":{"type":"text_delta","text":"a"}})"),
-       std::string(
-           R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"})")}) {
+           R"({"type":"content_block_delta","index":00,"delta":{"type":"text_delta","text":"a"}})")}) {
     AnthropicAssembler a;
     a.addEvent(R"({"type":"message_start","message":{"id":"m","model":"c","usage":{}}})");
     a.addEvent(R"({"type":"content_block_start","index":0,"content_block":{"type":"text"}})");
