@@ -297,6 +297,19 @@ TEST_F(PromptCounterAgainstTheMock, AFailedCountLeavesTheHistoryAsItWas) {
   EXPECT_TRUE(requestsTo("/v1/chat/completions").empty());
 }
 
+TEST(MockCountingRules, AreCheckedWhenTheScriptIsRead) {
+  EXPECT_THROW(mock::compileScript(mock::readScript(
+                   R"({"match": {"endpoint": "tokenize"}, "reply": {"content": "x"}})")),
+               ValidationError);
+  EXPECT_THROW(mock::compileScript(mock::readScript(
+                   R"({"match": {"endpoint": "detokenize"}, "error": {"status": 500}})")),
+               ValidationError);
+  EXPECT_EQ(mock::compileScript(
+                mock::readScript(R"({"match": {"endpoint": "tokenize"}, "raw": "{}"})"))[0]
+                .match.endpoint,
+            "tokenize");
+}
+
 TEST(PromptCounterProfiles, TokenCountingChoosesTheCounter) {
   ProfileRegistry profiles;
   profiles.loadTomlString(R"(
