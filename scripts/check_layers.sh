@@ -29,7 +29,7 @@ declare -A public_layer=(
   [tokens]=tokens [bpe]=tokens
   [store]=store [run_store]=store [postgres_store]=store
   [conversation_manager]=core [context_ops]=core [message_store]=core [compression]=core
-  [stored_thread]=core [turn_sink]=core [turn_loop]=core [context_snapshot]=core [cost]=core [structured_output]=core
+  [stored_thread]=core [turn_sink]=core [turn_loop]=core [context_snapshot]=core [cost]=core [structured_output]=core [prompt_counter]=core
   [executor]=executor [events]=executor [event_log]=executor
   [runs]=runs [worker]=runs
   [ai]=facade [parley]=facade

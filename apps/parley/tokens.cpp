@@ -17,9 +17,11 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "endpoint.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
 #include "parley/message.hpp"
+#include "parley/prompt_counter.hpp"
 #include "parley/tokens.hpp"
 
 namespace parley::cli {
@@ -32,6 +34,8 @@ struct TokensOptions {
   bool allowSpecial = false;
   std::string chat;
   std::vector<std::string> files;
+  bool remote = false;    // --chat counted by the endpoint too
+  EndpointArgs endpoint;  // the endpoint --remote asks
 };
 
 // The bytes of a file or of stdin: a regular file is mapped read-only; anything else (a
@@ -111,8 +115,25 @@ int runTokens(const TokensOptions& o) {
     std::vector<Message> messages = messagesFromJson(request["messages"]);
     nlohmann::json tools = request.value("tools", nlohmann::json());
     warnIfEstimate(counter);
-    std::cout << countChatTokens(messages, tools, counter).tokens << "\n";
+    const int64_t local = countChatTokens(messages, tools, counter).tokens;
+    if (!o.remote) {
+      std::cout << local << "\n";
+      return kExitOk;
+    }
+    // The endpoint's own count of the same request (docs/cost.md, "Remote counting").
+    RemotePromptCounterOptions remote;
+    remote.client = resolveEndpoint(o.endpoint);
+    remote.api = remoteCountApiFor(remote.client.protocol, "--protocol");
+    ChatRequest chat;
+    chat.model = request.value("model", "");
+    chat.messages = std::move(messages);
+    if (!tools.is_null()) chat.tools = std::move(tools);
+    const PromptCount count = RemotePromptCounter(std::move(remote)).count(chat);
+    std::cout << "local\t" << local << "\nremote\t" << count.tokens << "\n";
     return kExitOk;
+  }
+  if (o.remote) {
+    throw ValidationError("--remote", "counts a chat request: give it with --chat FILE");
   }
   if (o.ids && !counter.exact()) {
     throw Error("--ids needs the " + o.encoding + " vocabulary (run scripts/fetch-vocab.sh)");
@@ -168,6 +189,11 @@ void addTokensCommand(CLI::App& app, int& exitCode) {
          "--chat", options->chat,
          "Count the prompt tokens of a chat request {\"messages\": [...], \"tools\": [...]}")
       ->check(CLI::ExistingFile);
+  cmd->add_flag("--remote", options->remote,
+                "With --chat: also ask the endpoint to count it (anthropic: count_tokens; "
+                "openai-chat: llama.cpp's /apply-template and /tokenize) and print "
+                "\"local<TAB>N\" and \"remote<TAB>N\"");
+  addEndpointOptions(*cmd, options->endpoint);
   cmd->add_option("files", options->files,
                   "Files to count (with several: \"count<TAB>file\" lines)")
       ->check(CLI::ExistingFile);

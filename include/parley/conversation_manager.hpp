@@ -41,6 +41,7 @@
 #include "parley/llm.hpp"
 #include "parley/message.hpp"
 #include "parley/message_store.hpp"
+#include "parley/prompt_counter.hpp"
 #include "parley/structured_output.hpp"
 #include "parley/tokens.hpp"
 #include "parley/tools.hpp"
@@ -98,6 +99,12 @@ struct ConversationOptions {
   // teaches it a ratio (tokens.hpp), and the token-limit check scales what it counts locally
   // by it (what the API's usage does not cover). Null: local counts as they are.
   std::shared_ptr<CalibratedCounter> calibration;
+  // When set, the token-limit check (with a tokenLimit) and the cost budget count the whole
+  // request about to be sent with it (countRequestPrompt), e.g. a RemotePromptCounter asking the
+  // server (docs/cost.md, "Remote counting"): one count per distinct request, before the call. A
+  // count that fails fails the call (nothing sent, nothing added) unless the counter falls back.
+  // A remote count is exact, so the calibration does not scale it. Null: local counts.
+  std::shared_ptr<const PromptCounter> promptCounter;
   // When set, each complete turn is saved through it as soon as it is committed: a reply without
   // tool calls, or the tool results that complete an iteration (never an assistant tool-call
   // message without its results). A failed model call saves nothing. For a StoredThread
@@ -324,6 +331,10 @@ class ConversationManager {
   // The prompt tokens of a call sending the view, then `pending`, with the tools offered: as
   // countChatTokens() counts them, each message counted once and cached.
   TokenCount countPromptTokens(const std::vector<Message>& pending = {}) const;
+  // The prompt tokens of the request a call sending the view, then `pending`, would send (the
+  // options' request, the tools offered), counted by options.promptCounter; without one, as
+  // countPromptTokens(). Throws what the counter throws.
+  PromptCount countRequestPrompt(const std::vector<Message>& pending = {}) const;
   // What the replies cost at `price` (each reply's usage, cost.hpp's costOf).
   CostSpent spentCost(const ModelPrice& price) const;
 
@@ -391,7 +402,16 @@ class ConversationManager {
   void persistIfWhole();                  // saves through options.persist at a turn's end
   // ValidationError unless each call is one of the last tool-call message's unanswered calls.
   void requireOpenCalls(const std::vector<ToolCall>& calls) const;
-  TokenCheck contextTokens() const;               // REQUIRES the lock
+  TokenCheck contextTokens() const;  // REQUIRES the lock
+  // The request a call sending the view, then `pending`, sends: `base` (model, parameters) with
+  // the view's encoded messages, `pending` and the tools.
+  // `definitions`, when given, is set to the tool definitions sent.
+  ChatRequest requestFor(const std::vector<Message>& pending, const ChatRequest& base,
+                         std::shared_ptr<const ToolDefinitions>* definitions = nullptr) const;
+  // checkTokenUsage() for a call whose request starts from `base`.
+  TokenCheck checkTokenUsage(const std::vector<Message>& pending, const ChatRequest& base);
+  // options.promptCounter's count of `request`, calibrated when it is not the server's.
+  PromptCount countWithCounter(const ChatRequest& request) const;
   int64_t toolTokens() const;                     // the tool definitions' tokens; REQUIRES the lock
   int64_t calibrated(int64_t localTokens) const;  // scaled by options.calibration, if any
   // Checks the budget (throws BudgetExceeded) and reserves the call's worst case in the shared

@@ -44,6 +44,15 @@ enum class MaxTokensField { MaxCompletionTokens, MaxTokens };
 // /v1 for all three; requests go to {base}/chat/completions, {base}/responses, {base}/messages.
 enum class Protocol { OpenAiChat, OpenAiResponses, Anthropic };
 
+// How an endpoint's prompts are counted (prompt_counter.hpp, makePromptCounter(); the profile
+// key `token_counting`): locally, by the server (a failure is an error), or by the server with
+// the local count as the fallback (flagged as an estimate).
+enum class TokenCounting { Local, Remote, RemoteOrLocal };
+// "local", "remote", "remote-or-local".
+const char* toString(TokenCounting counting) noexcept;
+// The setting a name gives; ValidationError naming `field` for any other name.
+TokenCounting tokenCountingFromString(const std::string& name, const std::string& field);
+
 // Where Anthropic prompt-cache breakpoints (`cache_control`) go; the API takes at most 4.
 struct PromptCachePolicy {
   enum class Mode {
@@ -97,6 +106,8 @@ struct ClientOptions {
   // How runStructured() asks this endpoint for JSON (llm.hpp, docs/structured-output.md); the
   // profile key `structured_output`: "auto" (the default), "json_schema", "json_object", "tool".
   StructuredOutputMode structuredOutput = StructuredOutputMode::Auto;
+  // How prompts for this endpoint are counted (the token-limit check, budgets, `parley tokens`).
+  TokenCounting tokenCounting = TokenCounting::Local;
 
   // Seams for tests. `now` is the wall clock used to read Retry-After dates. `sleep` waits
   // between retries and must return early (without throwing) once the stop token is stopped.

@@ -16,6 +16,7 @@
 #include "parley/message_store.hpp"
 #include "parley/openai_client.hpp"
 #include "parley/profiles.hpp"
+#include "parley/prompt_counter.hpp"
 #include "parley/sse.hpp"
 #include "parley/store.hpp"
 #include "parley/thread_pool.hpp"

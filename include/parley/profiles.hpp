@@ -23,6 +23,7 @@
 //   prompt_cache_key = "tenant-7"        # openai-chat / openai-responses: prompt_cache_key
 //   responses_store = false              # openai-responses: store (false: stateless)
 //   structured_output = "auto"           # auto | json_schema | json_object | tool
+//   token_counting = "local"             # local | remote | remote-or-local (prompt_counter.hpp)
 //   [profiles.local.parameters]          # sent with every request unless the request says
 //   temperature = 0.2                    # otherwise
 //

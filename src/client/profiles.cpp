@@ -60,6 +60,31 @@ class ProfileReader {
   std::string field_;
 };
 
+}  // namespace
+
+const char* toString(TokenCounting counting) noexcept {
+  switch (counting) {
+    case TokenCounting::Remote:
+      return "remote";
+    case TokenCounting::RemoteOrLocal:
+      return "remote-or-local";
+    case TokenCounting::Local:
+      break;
+  }
+  return "local";
+}
+
+TokenCounting tokenCountingFromString(const std::string& name, const std::string& field) {
+  for (TokenCounting c :
+       {TokenCounting::Local, TokenCounting::Remote, TokenCounting::RemoteOrLocal}) {
+    if (name == toString(c)) return c;
+  }
+  throw ValidationError(
+      field, "must be \"local\", \"remote\" or \"remote-or-local\" (got \"" + name + "\")");
+}
+
+namespace {
+
 ClientOptions readProfile(const toml::table& table, const std::string& field) {
   static constexpr std::string_view kKeys[] = {"base_url",
                                                "model",
@@ -85,7 +110,8 @@ ClientOptions readProfile(const toml::table& table, const std::string& field) {
                                                "prompt_cache_ttl",
                                                "prompt_cache_key",
                                                "responses_store",
-                                               "structured_output"};
+                                               "structured_output",
+                                               "token_counting"};
   for (const auto& [key, value] : table) {
     if (std::find(std::begin(kKeys), std::end(kKeys), key.str()) == std::end(kKeys)) {
       throw ValidationError(field + "." + std::string(key.str()), "unknown key");
@@ -157,6 +183,13 @@ ClientOptions readProfile(const toml::table& table, const std::string& field) {
   o.promptCache.ttl = r.string("prompt_cache_ttl", o.promptCache.ttl);
   o.promptCacheKey = r.string("prompt_cache_key", o.promptCacheKey);
   o.responsesStore = r.boolean("responses_store", o.responsesStore);
+  o.tokenCounting =
+      tokenCountingFromString(r.string("token_counting", "local"), field + ".token_counting");
+  if (o.tokenCounting != TokenCounting::Local && o.protocol == Protocol::OpenAiResponses) {
+    throw ValidationError(field + ".token_counting",
+                          "openai-responses has no counting route parley speaks; remote counting "
+                          "is for anthropic (count_tokens) and openai-chat (llama.cpp /tokenize)");
+  }
   if (const toml::table* parameters = r.table("parameters")) {
     o.defaultParameters = tomlToJson(*parameters, field + ".parameters");
   }

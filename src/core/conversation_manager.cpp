@@ -573,6 +573,47 @@ TokenCount ConversationManager::countPromptTokens(const std::vector<Message>& pe
   return total;
 }
 
+ChatRequest ConversationManager::requestFor(
+    const std::vector<Message>& pending, const ChatRequest& base,
+    std::shared_ptr<const ToolDefinitions>* definitionsOut) const {
+  const ConversationOptions& config = *state_->options;
+  ChatRequest request = base;
+  request.messages = pending;
+  const MessageJsonOptions jsonOptions =
+      config.llm ? config.llm->messageJsonOptions() : MessageJsonOptions{};
+  {
+    std::shared_lock lock(state_->mutex);
+    const MessageStore& s = state_->store;
+    request.encodedMessages.clear();
+    request.encodedMessages.reserve(s.viewSize());
+    s.view().forEach(0, s.viewSize(), [&](MessageStore::Index i) {
+      request.encodedMessages.push_back(encoded(s.record(i), jsonOptions));
+    });
+  }
+  std::shared_ptr<const ToolDefinitions> definitions =
+      config.tools ? config.tools->definitions() : nullptr;
+  request.tools = definitions ? definitions->tools : json::array();
+  if (definitionsOut) *definitionsOut = std::move(definitions);
+  return request;
+}
+
+PromptCount ConversationManager::countWithCounter(const ChatRequest& request) const {
+  PromptCount count = state_->options->promptCounter->count(request);
+  if (!count.remote) count.tokens = calibrated(count.tokens);  // a local count or a fallback
+  return count;
+}
+
+PromptCount ConversationManager::countRequestPrompt(const std::vector<Message>& pending) const {
+  if (state_->options->promptCounter) {
+    return countWithCounter(requestFor(pending, state_->options->request));
+  }
+  const TokenCount local = countPromptTokens(pending);
+  PromptCount count;
+  count.tokens = local.tokens;
+  count.estimate = local.estimate;
+  return count;
+}
+
 CostSpent ConversationManager::spentCost(const ModelPrice& price) const {
   std::shared_lock lock(state_->mutex);
   const MessageStore& s = state_->store;
@@ -593,7 +634,12 @@ std::pair<double, std::string> ConversationManager::enforceBudget(
   const CostBudget& budget = state_->options->budget;
   BudgetCall call;
   call.model = request.model.empty() ? budget.model : request.model;
-  call.prompt = countPromptTokens(pending);
+  if (state_->options->promptCounter) {
+    const PromptCount count = countWithCounter(request);
+    call.prompt = TokenCount{count.tokens, count.estimate};
+  } else {
+    call.prompt = countPromptTokens(pending);
+  }
   if (!request.maxTokens) request.maxTokens = budget.defaultMaxTokens;
   call.maxTokens = *request.maxTokens;
   if (auto price = budget.prices ? budget.prices->find(call.model) : std::nullopt) {
@@ -690,8 +736,25 @@ TokenCheck ConversationManager::estimateContextTokens() const {
 }
 
 TokenCheck ConversationManager::checkTokenUsage(const std::vector<Message>& pending) {
-  TokenCheck check = estimateContextTokens();
-  if (!pending.empty()) {
+  return checkTokenUsage(pending, options().request);
+}
+
+TokenCheck ConversationManager::checkTokenUsage(const std::vector<Message>& pending,
+                                                const ChatRequest& base) {
+  const ConversationOptions& config = options();
+  TokenCheck check;
+  const bool byCounter = config.promptCounter && config.tokenLimit > 0;
+  if (byCounter) {
+    // The request itself, counted as the counter counts it (a remote one asks the server).
+    const PromptCount count = countWithCounter(requestFor(pending, base));
+    check.tokenLimit = config.tokenLimit;
+    check.contextTokens = count.tokens;
+    check.estimated = count.estimate;
+    check.overLimit = check.contextTokens > check.tokenLimit;
+  } else {
+    check = estimateContextTokens();
+  }
+  if (!pending.empty() && !byCounter) {
     const TokenCounter& counter = state_->counter ? *state_->counter : defaultCounter();
     int64_t local = 0;
     for (const Message& m : pending)
@@ -759,24 +822,14 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
   }
   for (const Message& m : pending)
     validate(m);
-  checkTokenUsage(pending);  // the request about to be sent: the view, `pending`, the tools
+  // The request about to be sent: the view, `pending`, the tools.
+  checkTokenUsage(pending, options.request ? *options.request : config.request);
   if (cache) *cache = diagnoseCache(pending);  // after the trigger, which may edit the view
 
-  ChatRequest request = options.request ? *options.request : config.request;
-  request.messages = pending;
+  std::shared_ptr<const ToolDefinitions> definitions;
+  ChatRequest request =
+      requestFor(pending, options.request ? *options.request : config.request, &definitions);
   const MessageJsonOptions jsonOptions = config.llm->messageJsonOptions();
-  {
-    std::shared_lock lock(state_->mutex);
-    const MessageStore& s = state_->store;
-    request.encodedMessages.clear();
-    request.encodedMessages.reserve(s.viewSize());
-    s.view().forEach(0, s.viewSize(), [&](MessageStore::Index i) {
-      request.encodedMessages.push_back(encoded(s.record(i), jsonOptions));
-    });
-  }
-  std::shared_ptr<const ToolDefinitions> definitions =
-      config.tools ? config.tools->definitions() : nullptr;
-  request.tools = definitions ? definitions->tools : json::array();
   if (shape && shape->request) shape->request(request, jsonOptions);
   // Before anything is sent; a reply taken from a journal costs nothing more.
   // The local count of what is sent, for the calibration to learn from the reported one.

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -115,10 +116,7 @@ struct MockServer::Impl {
   void adjustUsage(json& usage, const json& given, std::int64_t cachedTokens) const {
     const bool givenPrompt = given.is_object() && given.contains("prompt_tokens");
     if (!givenPrompt && options.promptTokensScale != 1.0) {
-      const auto scaled = static_cast<std::int64_t>(
-          std::llround(static_cast<double>(usage["prompt_tokens"].get<std::int64_t>()) *
-                       options.promptTokensScale));
-      usage["prompt_tokens"] = std::max<std::int64_t>(1, scaled);
+      usage["prompt_tokens"] = scaledPromptTokens(usage["prompt_tokens"].get<std::int64_t>());
       usage["total_tokens"] = usage["prompt_tokens"].get<std::int64_t>() +
                               usage["completion_tokens"].get<std::int64_t>();
     }
@@ -131,7 +129,24 @@ struct MockServer::Impl {
     details["cached_tokens"] = std::min(cachedTokens, usage["prompt_tokens"].get<std::int64_t>());
   }
 
+  // The mock's prompt_tokens for an estimate of `estimate` tokens: scaled by promptTokensScale,
+  // at least 1. The one rule behind both the usage of a reply and the counting routes.
+  std::int64_t scaledPromptTokens(std::int64_t estimate) const {
+    if (options.promptTokensScale == 1.0) return std::max<std::int64_t>(1, estimate);
+    return std::max<std::int64_t>(
+        1, static_cast<std::int64_t>(
+               std::llround(static_cast<double>(estimate) * options.promptTokensScale)));
+  }
+  std::int64_t promptTokensOf(const ChatContext& ctx) const {
+    return scaledPromptTokens(std::max<std::int64_t>(1, mockTokens(ctx.promptBytes)));
+  }
+
   void install();
+  // A counting route (count_tokens, apply_template, tokenize): the first script rule for
+  // `endpoint` that still answers (its delay, then its error or raw body), else `answer(body)`
+  // as JSON; a body that is not JSON or that `answer` refuses (ValidationError) is a 400.
+  void handleCount(const httplib::Request& req, httplib::Response& res, const std::string& endpoint,
+                   const std::function<json(const json&)>& answer);
   void handleChat(const httplib::Request& req, httplib::Response& res, WireProtocol protocol);
   void sendStream(httplib::Response& res, const Rule& rule, ConcreteReply reply, bool includeUsage,
                   WireProtocol protocol);
@@ -180,7 +195,105 @@ class SinkWriter {
   std::string buffer_;
 };
 
+// The mock's chat template (POST /apply-template): each message as "<|mock:ROLE|>", its text and
+// each tool call as "<|mock:call NAME|>" + arguments, then "<|mock:end|>"; "<|mock:assistant|>"
+// last (the generation prompt). The markers are the template's special tokens: the mock's
+// tokenizer counts only the text between them, so a rendered request has the token count its
+// chat request reports (the same bytes describeRequest() counts).
+constexpr std::string_view kMarkerOpen = "<|mock:";
+constexpr std::string_view kMarkerClose = "|>";
+
+std::string renderTemplate(const json& body) {
+  std::string prompt;
+  for (const json& m : body["messages"]) {
+    prompt.append(kMarkerOpen).append(m["role"].get<std::string>()).append(kMarkerClose);
+    if (m.contains("content")) prompt += messageText(m["content"]);
+    if (m.value("role", "") == "assistant" && m.contains("tool_calls") &&
+        m["tool_calls"].is_array()) {
+      for (const json& call : m["tool_calls"]) {
+        if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) {
+          continue;
+        }
+        prompt.append(kMarkerOpen)
+            .append("call ")
+            .append(call["function"].value("name", ""))
+            .append(kMarkerClose);
+        prompt += call["function"].value("arguments", "");
+      }
+    }
+    prompt.append(kMarkerOpen).append("end").append(kMarkerClose);
+  }
+  prompt.append(kMarkerOpen).append("assistant").append(kMarkerClose);
+  return prompt;
+}
+
+// The bytes of `prompt` outside the template's markers.
+std::size_t textBytes(std::string_view prompt) {
+  std::size_t bytes = 0;
+  while (!prompt.empty()) {
+    const std::size_t open = prompt.find(kMarkerOpen);
+    if (open == std::string_view::npos) return bytes + prompt.size();
+    bytes += open;
+    const std::size_t close = prompt.find(kMarkerClose, open + kMarkerOpen.size());
+    if (close == std::string_view::npos) return bytes + prompt.size() - open;
+    prompt.remove_prefix(close + kMarkerClose.size());
+  }
+  return bytes;
+}
+
 }  // namespace
+
+void MockServer::Impl::handleCount(const httplib::Request& req, httplib::Response& res,
+                                   const std::string& endpoint,
+                                   const std::function<json(const json&)>& answer) {
+  const std::size_t index = record(req);
+  struct NotifyOnReturn {
+    Impl& impl;
+    std::size_t index;
+    ~NotifyOnReturn() { impl.notify(index); }
+  } notifyOnReturn{*this, index};
+  std::shared_ptr<const Script> held;
+  const Rule* chosen = nullptr;
+  {
+    std::lock_guard lock(mutex);
+    held = script;
+    for (std::size_t i = 0; i < held->size(); ++i) {
+      const Rule& rule = (*held)[i];
+      if (rule.match.endpoint != endpoint) continue;
+      if (rule.times && ruleUses[i] >= *rule.times) continue;
+      ++ruleUses[i];
+      chosen = &rule;
+      if (index >= cleared) {
+        recorded[index - cleared]["rule"] = i;
+        recorded[index - cleared]["rule_name"] = rule.name;
+      }
+      break;
+    }
+  }
+  if (chosen) {
+    if (chosen->delayMs > 0 && !pause(chosen->delayMs)) {
+      sendBody(res, 503, errorBody("parley mock is stopping", "server_error"), "application/json",
+               -1);
+      return;
+    }
+    if (chosen->error) {
+      for (const auto& [name, value] : chosen->error->headers)
+        res.set_header(name, value);
+      sendBody(res, chosen->error->status, chosen->error->body, "application/json",
+               chosen->disconnectAfterBytes);
+      return;
+    }
+    sendRaw(res, held, *chosen);
+    return;
+  }
+  const json body = parseJson(req.body, {}, /*allowExceptions=*/false);
+  try {
+    if (body.is_discarded()) throw ValidationError("body", "not valid JSON");
+    res.set_content(answer(body).dump(), "application/json");
+  } catch (const ValidationError& e) {
+    sendBody(res, 400, errorBody(e.what(), "invalid_request_error"), "application/json", -1);
+  }
+}
 
 void MockServer::Impl::sendBody(httplib::Response& res, int status, std::string body,
                                 const std::string& type, long cutAfter) {
@@ -488,6 +601,40 @@ void MockServer::Impl::install() {
       res.status = 400;
       res.set_content(errorBody(e.what(), "invalid_request_error"), "application/json");
     }
+  });
+  // Counting without generating, by the rule behind a reply's prompt_tokens (docs/mock.md,
+  // "Counting routes"): Anthropic's count_tokens, llama.cpp's /apply-template and /tokenize.
+  server.Post("/v1/messages/count_tokens",
+              [this](const httplib::Request& req, httplib::Response& res) {
+                handleCount(req, res, "count_tokens", [this](const json& body) {
+                  if (body.is_object() && body.contains("max_tokens")) {
+                    throw ValidationError("max_tokens", "Extra inputs are not permitted");
+                  }
+                  json asMessage = body;
+                  if (asMessage.is_object()) asMessage["max_tokens"] = 1;
+                  const ChatContext ctx = describeRequest(chatRequestFromAnthropic(asMessage), 0);
+                  return json{{"input_tokens", promptTokensOf(ctx)}};
+                });
+              });
+  server.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
+    handleCount(req, res, "apply_template", [](const json& body) {
+      describeRequest(body, 0);  // refuses what a chat request would refuse
+      return json{{"prompt", renderTemplate(body)}};
+    });
+  });
+  server.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    handleCount(req, res, "tokenize", [this](const json& body) {
+      if (!body.is_object() || !body.contains("content") || !body["content"].is_string()) {
+        throw ValidationError("content", "expected a string");
+      }
+      const std::string& content = body["content"].get_ref<const std::string&>();
+      const std::int64_t count =
+          content.empty() ? 0 : scaledPromptTokens(mockTokens(textBytes(content)));
+      json tokens = json::array();
+      for (std::int64_t i = 0; i < count; ++i)
+        tokens.push_back(1000 + i % 30000);
+      return json{{"tokens", std::move(tokens)}};
+    });
   });
   // Anything else is recorded too, then answered 404 as OpenAI does.
   auto notFound = [this](const httplib::Request& req, httplib::Response& res) {

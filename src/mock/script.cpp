@@ -67,10 +67,19 @@ constexpr long kMaxCount = 1'000'000'000;
 
 MatchSpec compileMatch(const json& m, const Checker& c) {
   c.object(m, "match");
-  c.onlyKeys(m, "match",
-             {"request", "turn", "user_contains", "user_regex", "icase", "last_role", "stream",
-              "model", "tool", "response_format", "tool_choice", "user_part", "default"});
+  c.onlyKeys(
+      m, "match",
+      {"request", "turn", "user_contains", "user_regex", "icase", "last_role", "stream", "model",
+       "tool", "response_format", "tool_choice", "user_part", "default", "endpoint"});
   MatchSpec spec;
+  if (m.contains("endpoint")) {
+    spec.endpoint = c.string(m["endpoint"], "match.endpoint");
+    if (spec.endpoint == "chat") spec.endpoint.clear();
+    if (!spec.endpoint.empty() && spec.endpoint != "count_tokens" &&
+        spec.endpoint != "apply_template" && spec.endpoint != "tokenize") {
+      c.fail("match.endpoint", "expected chat, count_tokens, apply_template or tokenize");
+    }
+  }
   if (m.contains("request")) {
     const json& r = m["request"];
     if (r.is_array()) {
@@ -296,6 +305,10 @@ Rule compileRule(const json& r, std::size_t index, const Checker& c) {
   int answers = int(r.contains("reply")) + int(r.contains("error")) + int(r.contains("raw"));
   if (answers != 1) c.fail("", "a rule needs exactly one of reply, error or raw");
   if (r.contains("reply")) rule.reply = compileReply(r["reply"], c);
+  if (r.contains("reply") && !rule.match.endpoint.empty()) {
+    c.fail("reply", "a rule for the " + rule.match.endpoint +
+                        " route answers with error or raw (its answer is the mock's count)");
+  }
   if (r.contains("error")) rule.error = compileError(r["error"], c);
   if (r.contains("raw")) {
     const json& raw = r["raw"];
@@ -323,6 +336,8 @@ Rule compileRule(const json& r, std::size_t index, const Checker& c) {
   return rule;
 }
 
+}  // namespace
+
 std::string messageText(const json& content) {
   if (content.is_string()) return content.get<std::string>();
   std::string text;
@@ -336,6 +351,8 @@ std::string messageText(const json& content) {
   }
   return text;
 }
+
+namespace {
 
 // The non-text parts of a chat message's content array, described for `user_part` and
 // {{user_parts}}. Parts parley cannot read are described by their type.
@@ -524,6 +541,7 @@ ChatContext describeRequest(const json& body, int requestNumber) {
 
 bool matches(const MatchSpec& match, const ChatContext& ctx, std::vector<std::string>& groups) {
   groups.clear();
+  if (!match.endpoint.empty()) return false;  // a counting route's rule
   if (!match.requests.empty() && std::find(match.requests.begin(), match.requests.end(),
                                            ctx.requestNumber) == match.requests.end()) {
     return false;

@@ -49,6 +49,10 @@ struct MatchSpec {
   // The tool the request forces (tool_choice naming a function); "none": no tool forced.
   std::optional<std::string> toolChoice;
   std::optional<std::string> userPart;  // a last user part's description starts with this
+  // Which route the rule answers: "" (the chat routes, the default), or one of the counting
+  // routes "count_tokens", "apply_template", "tokenize" (docs/mock.md, "Counting routes"); a
+  // counting rule answers with error or raw only, and of `match` only this applies.
+  std::string endpoint;
 };
 
 struct ToolCallSpec {
@@ -131,6 +135,9 @@ struct ChatContext {
   // Each message's share of promptBytes (its text and tool-call arguments), in order.
   std::vector<std::size_t> messageBytes;
 };
+
+// The text of a chat message's content: a string, or its text parts joined by newlines.
+std::string messageText(const nlohmann::json& content);
 
 // Reads a chat completion request body. Throws ValidationError naming the field when the
 // body is not a chat request (no messages array, a message without role...).
