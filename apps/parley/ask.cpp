@@ -38,6 +38,7 @@
 #include "parley/errors.hpp"
 #include "parley/openai_client.hpp"
 #include "parley/part.hpp"
+#include "parley/prompt_counter.hpp"
 #include "parley/protocol.hpp"
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
@@ -188,6 +189,9 @@ int runAsk(const AskArgs& given) {
   // Read before the call, so a bad price file costs nothing.
   const PriceTable prices = cliPriceTable(args.pricesFile, configFile(args.endpoint));
   options.llm = makeClient(client);
+  // The profile's token_counting: a remote count for the token limit and the budget.
+  if (client.tokenCounting != TokenCounting::Local)
+    options.promptCounter = makePromptCounter(client);
   if (loop) options.tools = tools;
   options.systemPrompt = args.system;
   options.stream = args.stream;

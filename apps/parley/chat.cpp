@@ -54,6 +54,7 @@
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
+#include "parley/prompt_counter.hpp"
 #include "parley/protocol.hpp"
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
@@ -232,6 +233,10 @@ class ChatSession {
     clientModel_ = client.model;
     ConversationOptions options;
     options.llm = makeClient(client);
+    // The profile's token_counting: a remote count for the token limit.
+    if (client.tokenCounting != TokenCounting::Local) {
+      options.promptCounter = makePromptCounter(client);
+    }
     auto tools = makeToolRegistry(toolSets, args_.toolFiles);
     addMcpServers(*tools, args_.mcpServers, configFile(args_.endpoint), out_, &out_);
     if (tools->size() > 0) options.tools = tools;

@@ -18,6 +18,7 @@
 #include "parley/context_ops.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
+#include "parley/prompt_counter.hpp"
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
 #include "parley/thread_pool.hpp"
@@ -283,10 +284,14 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     ConversationOptions o;
     if (!profileId.empty()) {
       o.llm = options.profiles->client(profileId);
+      const ClientOptions profile = options.profiles->get(profileId);
       if (cache) {
-        o.llm = std::make_shared<detail::CachedLlmClient>(std::move(o.llm), cache, profileId,
-                                                          options.profiles->get(profileId));
+        o.llm =
+            std::make_shared<detail::CachedLlmClient>(std::move(o.llm), cache, profileId, profile);
       }
+      // The profile's token_counting: a remote count for the token limit.
+      if (profile.tokenCounting != TokenCounting::Local)
+        o.promptCounter = makePromptCounter(profile);
     }
     o.tools = options.tools;
     o.systemPrompt = options.systemPrompt;
