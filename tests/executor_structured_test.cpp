@@ -4,6 +4,8 @@
 // the cap on the errors an attempt event carries, the request deadline, the response cache.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -15,6 +17,7 @@
 #include "parley/errors.hpp"
 #include "parley/event_log.hpp"
 #include "parley/executor.hpp"
+#include "parley/store.hpp"
 #include "parley/structured_output.hpp"
 
 namespace parley {
@@ -447,6 +450,50 @@ TEST_F(ExecutorStructured, TheRequestTimeoutBoundsEveryAttempt) {
   std::lock_guard lock(rec.mutex);
   EXPECT_EQ(rec.attempts.size(), 1u);  // the repair never ended
   EXPECT_TRUE(rec.added.empty());
+}
+
+// With a store: the completed node is saved (the hidden repair too, as runStructured keeps it),
+// a new executor sees the prompt and the answer alone, and a node cancelled between its
+// attempts fails as cancelled and writes nothing.
+TEST_F(ExecutorStructured, AStoredThreadKeepsTheAnswerAndACancelledNodeWritesNothing) {
+  startMock(R"(
+{"match": {"request": [1, 3]}, "reply": {"content": "{\"name\": \"Ada\"}"}}
+{"reply": {"content": "{\"name\": \"Ada\", \"age\": 36}"}}
+)");
+  std::string dir = (std::filesystem::temp_directory_path() / "parley-exec-st-XXXXXX").string();
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  {
+    auto store = std::make_shared<SqliteStore>(dir + "/threads.db");
+    ExecutorOptions o = options();
+    o.store = store;
+    {
+      LlmExecutor first(bus_, o);
+      EXPECT_EQ(first.execute(request("kept", "Who?", {{"schema", kPersonSchema}})).iterations, 2);
+    }
+    ASSERT_EQ(store->loadThread("kept").messages.size(), 4u);  // storage: the repair, hidden
+
+    LlmExecutor second(bus_, o);
+    LlmExecutionRequest read;
+    read.workflowId = "wf-1";
+    read.threadId = "kept";
+    read.nodeId = "read";
+    read.nodeType = "context_processor";
+    read.requestData.parameters = {{"operation", "read"}};
+    const json seen = json::parse(second.execute(read).content);
+    ASSERT_EQ(seen["messageCount"], 2);
+    EXPECT_EQ(json::parse(seen["messages"][1]["content"].get<std::string>())["age"], 36);
+
+    // Cancelled once its first answer proved invalid: the repair is not waited for.
+    Subscription cancel =
+        bus_.subscribe<StructuredOutputAttempt>([&](const StructuredOutputAttempt& e) {
+          if (e.traceId == "trace-cancel" && !e.valid) second.cleanupThread("kept");
+        });
+    auto r = request("kept", "Who again?", {{"schema", kPersonSchema}});
+    r.traceId = "trace-cancel";
+    EXPECT_EQ(failureOf(second, r).value("kind", ""), "cancelled");
+    EXPECT_EQ(store->loadThread("kept").messages.size(), 4u);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(ExecutorStructured, ThroughTheResponseCacheTheProfilesRungIsKept) {
