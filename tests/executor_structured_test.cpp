@@ -352,6 +352,17 @@ TEST_F(ExecutorStructured, BadParametersFailNamingTheFieldAndSendNothing) {
     EXPECT_EQ(details.value("kind", ""), "validation") << structured.dump().substr(0, 200);
     EXPECT_EQ(details.value("field", ""), expected) << structured.dump().substr(0, 200);
   }
+  // A long key, name or mode is not echoed whole.
+  const std::string huge(100000, 'k');
+  for (const json& structured :
+       {json{{"schema", kPersonSchema}, {huge, 1}}, json{{"schema", kPersonSchema}, {"name", huge}},
+        json{{"schema", kPersonSchema}, {"mode", huge}}}) {
+    auto longOne = request("long", "Who?", structured);
+    longOne.traceId = "trace-long-" + std::to_string(n++);
+    const json details = failureOf(executor, longOne);
+    EXPECT_EQ(details.value("kind", ""), "validation");
+    EXPECT_LT(details.value("message", "").size(), 400u) << details.value("field", "");
+  }
   // Past the caps, the reason says which cap.
   auto r = request("deep", "Who?", {{"schema", deep}});
   r.traceId = "trace-deep";

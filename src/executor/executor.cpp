@@ -47,6 +47,15 @@ bool isStructured(const LlmExecutionRequest& request) {
          request.requestData.parameters.contains(kStructuredKey);
 }
 
+// `text` cut to at most `maxBytes`, not inside a UTF-8 character.
+std::string cutText(const std::string& text, size_t maxBytes) {
+  if (text.size() <= maxBytes) return text;
+  size_t end = maxBytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
+    --end;
+  return text.substr(0, end);
+}
+
 // A structured node's schema and options (requestData.parameters.structured).
 struct StructuredSpec {
   nlohmann::json schema;
@@ -64,7 +73,8 @@ StructuredSpec parseStructured(const nlohmann::json& value) {
   }
   for (const auto& [key, v] : value.items()) {
     if (key != "schema" && key != "name" && key != "mode" && key != "maxRepairs") {
-      throw ValidationError(field + "." + key,
+      // Keys, names and modes come from outside: an error quotes at most 64 bytes of them.
+      throw ValidationError(field + "." + cutText(key, 64),
                             "is not a key of a structured request (schema, name, mode, "
                             "maxRepairs)");
     }
@@ -73,11 +83,18 @@ StructuredSpec parseStructured(const nlohmann::json& value) {
   if (!value.contains("schema")) throw ValidationError(field + ".schema", "is required");
   spec.schema = value["schema"];
   if (value.contains("name")) {
-    if (!value["name"].is_string()) throw ValidationError(field + ".name", "must be a string");
+    if (!value["name"].is_string() || value["name"].get_ref<const std::string&>().size() > 64) {
+      throw ValidationError(field + ".name",
+                            "must be a string of 1 to 64 letters, digits, '_' "
+                            "or '-'");
+    }
     spec.options.name = value["name"].get<std::string>();
   }
   if (value.contains("mode")) {
-    if (!value["mode"].is_string()) throw ValidationError(field + ".mode", "must be a string");
+    if (!value["mode"].is_string() || value["mode"].get_ref<const std::string&>().size() > 64) {
+      throw ValidationError(field + ".mode",
+                            "must be \"auto\", \"json_schema\", \"json_object\" or \"tool\"");
+    }
     spec.options.mode =
         structuredOutputModeFromString(value["mode"].get<std::string>(), field + ".mode");
   }
@@ -96,15 +113,6 @@ StructuredSpec parseStructured(const nlohmann::json& value) {
     throw ValidationError(field + "." + e.field(), e.reason());
   }
   return spec;
-}
-
-// `text` cut to at most `maxBytes`, not inside a UTF-8 character.
-std::string cutText(const std::string& text, size_t maxBytes) {
-  if (text.size() <= maxBytes) return text;
-  size_t end = maxBytes;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
-    --end;
-  return text.substr(0, end);
 }
 
 // One thread's conversation and its queue of requests.
