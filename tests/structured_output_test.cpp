@@ -631,8 +631,61 @@ TEST_F(Structured, BadSchemasAndOptionsAreRefusedBeforeAnythingIsSent) {
   StructuredOptions tooMany;
   tooMany.maxRepairs = kMaxStructuredRepairs + 1;
   expectRefused(kPersonSchema, tooMany, "maxRepairs");
+  StructuredOptions noTime;
+  noTime.turnTimeout = std::chrono::milliseconds(0);
+  expectRefused(kPersonSchema, noTime, "turnTimeout");
   EXPECT_TRUE(server_->requests().empty());
   EXPECT_EQ(c.getMessages().size(), 1u);
+  // The same checks, without a conversation.
+  EXPECT_NO_THROW(checkStructuredRequest(kPersonSchema, {}));
+  EXPECT_THROW(checkStructuredRequest(deep, {}), ValidationError);
+}
+
+TEST_F(Structured, OnChunkSeesEachDeltaAfterThePartialAndCanStopTheCall) {
+  startMock(R"({"reply": {"content": "{\"name\": \"Ada\", \"age\": 36}", "chunk_size": 3}})");
+  ConversationManager c(options());
+  std::string text;
+  json partialSeen;
+  int partialsAtChunk = 0;  // partial answers shown when a chunk that grew it arrived
+  StructuredOptions so;
+  so.stream = true;
+  so.onPartial = [&](const json& partial) { partialSeen = partial; };
+  so.onChunk = [&](const StreamDelta& delta) {
+    text += delta.content;
+    if (!partialSeen.is_null()) ++partialsAtChunk;
+    return true;
+  };
+  EXPECT_EQ(c.runStructured("Who?", kPersonSchema, so), json({{"name", "Ada"}, {"age", 36}}));
+  EXPECT_EQ(json::parse(text), json({{"name", "Ada"}, {"age", 36}}));
+  EXPECT_GT(partialsAtChunk, 0);
+  EXPECT_EQ(partialSeen, json({{"name", "Ada"}, {"age", 36}}));
+
+  // false stops the call: CancelledError, the view as before.
+  const auto before = c.getMessages();
+  StructuredOptions stop;
+  stop.stream = true;
+  stop.onChunk = [](const StreamDelta&) { return false; };
+  EXPECT_THROW(c.runStructured("Again?", kPersonSchema, stop), CancelledError);
+  EXPECT_EQ(c.getMessages(), before);
+}
+
+TEST_F(Structured, TheTurnTimeoutBoundsTheRepairsToo) {
+  startMock(R"(
+{"match": {"request": 1}, "reply": {"content": "{\"name\": \"Ada\"}"}}
+{"delay_ms": 60000, "reply": {"content": "{\"name\": \"Ada\", \"age\": 36}"}}
+)");
+  ConversationManager c(options());
+  const auto before = c.getMessages();
+  StructuredOptions so;
+  so.turnTimeout = std::chrono::milliseconds(300);
+  try {
+    c.runStructured("Who?", kPersonSchema, so);
+    FAIL() << "the repair outlived the deadline";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("turn"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(server_->requests().size(), 2u);
+  EXPECT_EQ(c.getMessages(), before);
 }
 
 }  // namespace

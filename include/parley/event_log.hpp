@@ -1,8 +1,9 @@
 // EventLog: writes every executor event of a bus as one JSON object per line (JSON Lines):
 // type, time, workflowId, threadId, traceId, spanId (when the event has one), nodeId and each
 // event's key parameters (profile, tool names, finish reason, usage, errors, sizes of prompts and
-// replies). Message texts and tool arguments are not written, only their sizes; request parameters
-// whose names look like credentials (api_key, authorization, secret, password, token but not
+// replies; a structured attempt's rung, validity and capped validation errors). Message texts and
+// tool arguments are not written, only their sizes; request parameters whose names look like
+// credentials (api_key, authorization, secret, password, token but not
 // *_tokens) are replaced by "[redacted]". API keys never reach events in the first place: they live
 // in ClientOptions, which no event carries.
 //
@@ -31,6 +32,7 @@ nlohmann::json describeEvent(const LlmExecutionRequest& event);
 nlohmann::json describeEvent(const LlmExecutionCompleted& event);
 nlohmann::json describeEvent(const LlmExecutionFailed& event);
 nlohmann::json describeEvent(const LlmStreamChunk& event);
+nlohmann::json describeEvent(const StructuredOutputAttempt& event);
 nlohmann::json describeEvent(const TokenLimitExceeded& event);
 nlohmann::json describeEvent(const MessageAdded& event);
 nlohmann::json describeEvent(const ToolExecutionRequest& event);

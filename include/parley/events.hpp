@@ -117,6 +117,28 @@ struct LlmStreamChunk : EventHeader {
   int iteration = 0;  // which model call of the request (1-based)
   std::string content;
   std::string reasoning;
+  // A structured node's answer so far, closed JSON (docs/structured-output.md), when this delta
+  // added to it; null otherwise.
+  nlohmann::json partial;
+};
+
+// One model call of a structured llm node (requestData.parameters.structured, executor.hpp),
+// published as the call ends; spanId is that call's.
+struct StructuredOutputAttempt : EventHeader {
+  static constexpr const char* kType = "structured_output_attempt";
+  StructuredOutputAttempt() { type = kType; }
+  // `errors` keeps the first kMaxErrors failures, each cut at kMaxErrorBytes.
+  static constexpr size_t kMaxErrors = 16;
+  static constexpr size_t kMaxErrorBytes = 1024;
+  std::string nodeId;
+  int attempt = 1;                  // the node's model calls so far, refusals included (1-based)
+  int rungAttempt = 1;              // on this rung: 1 the first answer, 2 and up the repairs
+  std::string rung;                 // "json_schema", "json_object" or "tool"
+  bool refused = false;             // the server refused the rung (HTTP 400); the next rung follows
+  bool valid = false;               // the reply parsed and matched the schema
+  std::vector<std::string> errors;  // why not: "<path>: <why>", or the refusal
+  size_t errorCount = 0;            // all of them, also those past kMaxErrors
+  std::optional<TokenUsage> usage;  // the call's, as the server reported it
 };
 
 // The thread's context went over its token limit before a model call.

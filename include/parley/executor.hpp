@@ -40,6 +40,15 @@
 // of yes/y/approve/ok runs it, anything else, or no answer within toolCallTimeout, becomes the
 // tool's error result.
 //
+// An llm request whose requestData.parameters has "structured": {"schema": {...}, "name",
+// "mode", "maxRepairs"} asks for a structured answer (ConversationManager::runStructuredResult,
+// docs/structured-output.md): the key is checked before anything is sent (a failure names
+// requestData.parameters.structured.<field>) and not sent to the model; no tool is offered
+// (requestData.tools is refused). Each model call publishes a StructuredOutputAttempt, a streamed
+// one LlmStreamChunks carrying the partial answer; the result's content is the valid answer as
+// JSON, finishReason "structured", usage summed over every call, iterations the calls made. No
+// valid answer within the repairs fails with errorDetails.kind "structured_output".
+//
 // A request that fails leaves its thread's conversation as it was before the request: the
 // prompt, a half-done tool round and a contextSnapshot are dropped (the MessageAdded events
 // already published for them stand), so a retry does not repeat the prompt. Nothing of it was

@@ -60,8 +60,15 @@ struct StructuredOptions {
   std::function<void(const nlohmann::json& partial)> onPartial;
   // After each model call (the rung, the attempt, whether it validated, its usage).
   std::function<void(const StructuredAttempt&)> onAttempt;
+  // While streaming, each delta as it comes (after onPartial has seen it); false stops the call
+  // (CancelledError). On the calling thread.
+  ChunkHandler onChunk;
   std::optional<std::chrono::milliseconds> timeout;  // each model call, retries included
-  std::stop_token stopToken;                         // cancels (CancelledError)
+  // One deadline for every call of the request (refusals and repairs included): when it
+  // passes, the call under way is cancelled and a TimeoutError thrown. nullopt: none beyond
+  // `timeout`.
+  std::optional<std::chrono::milliseconds> turnTimeout;
+  std::stop_token stopToken;           // cancels (CancelledError)
   std::optional<ChatRequest> request;  // replaces ConversationOptions::request (model, ...)
   // Caps of the streaming reader (bytes of the answer, nesting).
   std::size_t maxPartialBytes = std::size_t{4} << 20;
@@ -75,6 +82,12 @@ struct StructuredResult {
   TokenUsage usage;  // summed over every call
   Message message;   // the assistant message stored: the answer as JSON text
 };
+
+// What runStructured checks before it sends anything: the schema (an object schema within
+// kMaxStructuredSchemaBytes and kMaxStructuredSchemaDepth that compiles: a bad `pattern` is
+// refused), options.maxRepairs, options.name and options.turnTimeout. Throws ValidationError on
+// field "schema", "maxRepairs", "name" or "turnTimeout".
+void checkStructuredRequest(const nlohmann::json& schema, const StructuredOptions& options);
 
 // The schema the concise form describes: comma-separated fields `name [type][: description]`,
 // type str (the default), int, float or bool; every field required. E.g.

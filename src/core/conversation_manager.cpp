@@ -18,6 +18,7 @@
 
 #include "core/call_shape.hpp"
 #include "core/context_snapshot_state.hpp"
+#include "core/turn_deadline.hpp"
 #include "parley/context_ops.hpp"
 #include "parley/errors.hpp"
 
@@ -1034,7 +1035,6 @@ RunResult ConversationManager::run(const std::string& prompt, const RunOptions& 
 }
 
 RunResult ConversationManager::run(std::vector<Message> input, const RunOptions& options) {
-  using Clock = std::chrono::steady_clock;
   const int maxIterations = options.maxIterations.value_or(state_->options->maxIterations);
   if (maxIterations < 1) throw ValidationError("maxIterations", "must be at least 1");
   if (options.turnTimeout && options.turnTimeout->count() <= 0) {
@@ -1044,34 +1044,13 @@ RunResult ConversationManager::run(std::vector<Message> input, const RunOptions&
   for (const Message& m : pending)
     validate(m);
 
-  // The turn's deadline: a watchdog stops everything under way (the model call, the tools)
-  // through one stop source that also follows the caller's token.
-  std::optional<Clock::time_point> deadline;
-  std::stop_source turnStop;
-  std::optional<std::stop_callback<std::function<void()>>> followCaller;
-  std::atomic<bool> expired{false};
-  std::jthread watchdog;
+  // The turn's deadline: a watchdog stops everything under way (the model call, the tools).
+  detail::TurnDeadline deadline(options.turnTimeout, options.stopToken);
   LlmCallOptions bounded;
-  if (options.turnTimeout) {
-    deadline = Clock::now() + *options.turnTimeout;
-    followCaller.emplace(options.stopToken,
-                         std::function<void()>([&turnStop] { turnStop.request_stop(); }));
-    watchdog = std::jthread([&, until = *deadline](std::stop_token own) {
-      std::mutex mutex;
-      std::condition_variable_any wake;
-      std::unique_lock lock(mutex);
-      wake.wait_until(lock, own, until, [] { return false; });
-      if (own.stop_requested()) return;
-      expired = true;
-      turnStop.request_stop();
-    });
+  if (deadline.active()) {
     bounded = options;
-    bounded.stopToken = turnStop.get_token();
+    bounded.stopToken = deadline.token();
   }
-  const auto turnTimedOut = [&] {
-    return TimeoutError("the turn did not finish within its timeout of " +
-                        std::to_string(options.turnTimeout->count()) + " ms");
-  };
 
   RunResult run;
   try {
@@ -1081,10 +1060,8 @@ RunResult ConversationManager::run(std::vector<Message> input, const RunOptions&
         break;
       }
       const LlmCallOptions* callOptions = &options;
-      if (deadline) {
-        const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
-        if (left.count() <= 0 || expired) throw turnTimedOut();
-        bounded.timeout = options.timeout ? std::min(*options.timeout, left) : left;
+      if (deadline.active()) {
+        bounded.timeout = deadline.callTimeout(options.timeout);
         callOptions = &bounded;
       }
       const Message* given =
@@ -1100,18 +1077,15 @@ RunResult ConversationManager::run(std::vector<Message> input, const RunOptions&
       if (result.message.toolCalls.empty()) break;
       run.toolCalls.insert(run.toolCalls.end(), result.message.toolCalls.begin(),
                            result.message.toolCalls.end());
-      auto results = runTools(result.message.toolCalls,
-                              deadline ? turnStop.get_token() : options.stopToken, &options);
+      auto results = runTools(result.message.toolCalls, deadline.token(), &options);
       run.toolResults.insert(run.toolResults.end(), std::make_move_iterator(results.begin()),
                              std::make_move_iterator(results.end()));
-      if (expired) throw turnTimedOut();
+      if (deadline.expired()) throw deadline.error();
     }
   } catch (const CancelledError&) {
-    if (expired) throw turnTimedOut();
-    throw;
+    deadline.rethrow();
   } catch (const TimeoutError&) {
-    if (deadline && Clock::now() >= *deadline) throw turnTimedOut();
-    throw;
+    deadline.rethrow();
   }
   return run;
 }

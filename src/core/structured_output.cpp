@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "core/call_shape.hpp"
+#include "core/turn_deadline.hpp"
 #include "model/partial_json.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
@@ -220,6 +221,32 @@ StructuredOutputError typedAnswerError(const nlohmann::json& value, const std::s
   return StructuredOutputError(std::move(d));
 }
 
+namespace {
+
+// checkStructuredRequest, giving the compiled schema.
+CompiledSchema compileStructured(const json& schema, const StructuredOptions& options) {
+  if (options.maxRepairs < 0 || options.maxRepairs > kMaxStructuredRepairs) {
+    throw ValidationError("maxRepairs",
+                          "must be between 0 and " + std::to_string(kMaxStructuredRepairs));
+  }
+  if (!isValidToolName(options.name)) {
+    throw ValidationError("name", "\"" + options.name +
+                                      "\" is not a valid name: use 1 to 64 letters, digits, "
+                                      "'_' or '-'");
+  }
+  if (options.turnTimeout && options.turnTimeout->count() <= 0) {
+    throw ValidationError("turnTimeout", "must be positive");
+  }
+  checkSchema(schema);
+  return CompiledSchema(schema, "schema", "answer");  // a bad pattern throws here
+}
+
+}  // namespace
+
+void checkStructuredRequest(const nlohmann::json& schema, const StructuredOptions& options) {
+  compileStructured(schema, options);
+}
+
 nlohmann::json ConversationManager::runStructured(const std::string& prompt,
                                                   const nlohmann::json& schema,
                                                   const StructuredOptions& options) {
@@ -237,17 +264,8 @@ StructuredResult ConversationManager::structured(
     const std::function<void(const nlohmann::json&)>& accept) {
   const std::shared_ptr<LlmClient>& llm = ConversationManager::options().llm;
   if (!llm) throw ValidationError("options.llm", "this conversation has no model attached");
-  if (options.maxRepairs < 0 || options.maxRepairs > kMaxStructuredRepairs) {
-    throw ValidationError("maxRepairs",
-                          "must be between 0 and " + std::to_string(kMaxStructuredRepairs));
-  }
-  if (!isValidToolName(options.name)) {
-    throw ValidationError("name", "\"" + options.name +
-                                      "\" is not a valid name: use 1 to 64 letters, digits, "
-                                      "'_' or '-'");
-  }
-  checkSchema(schema);
-  const CompiledSchema compiled(schema, "schema", "answer");
+  const CompiledSchema compiled = compileStructured(schema, options);
+  detail::TurnDeadline deadline(options.turnTimeout, options.stopToken);
 
   const StructuredOutputMode chosen = options.mode.value_or(llm->structuredOutputMode());
   const bool ladder = chosen == StructuredOutputMode::Auto;
@@ -258,8 +276,7 @@ StructuredResult ConversationManager::structured(
   callOptions.stream = options.stream      ? options.stream
                        : options.onPartial ? std::optional(true)
                                            : std::nullopt;
-  callOptions.timeout = options.timeout;
-  callOptions.stopToken = options.stopToken;
+  callOptions.stopToken = deadline.token();
   callOptions.request = options.request;
 
   // Each attempt's view: the view before the call, then the prompt and each reply kept.
@@ -288,6 +305,26 @@ StructuredResult ConversationManager::structured(
   std::vector<SchemaFailure> failures;
   std::unique_ptr<PartialJson> partial;
   json shown;  // the partial answer last shown
+  const auto showPartial = [&](const StreamDelta& delta, bool tool) {
+    if (!partial) return;
+    std::string piece = delta.content;
+    if (tool) {
+      for (const ToolCallDelta& d : delta.toolCalls)
+        if (d.index == 0) piece += d.arguments;
+    }
+    if (piece.empty()) return;
+    try {
+      if (partial->append(piece)) {
+        json now = partial->current();
+        if (now != shown) {
+          shown = now;
+          options.onPartial(shown);
+        }
+      }
+    } catch (const ProtocolError&) {
+      partial.reset();  // not JSON as it comes: the whole reply is checked at the end
+    }
+  };
 
   for (;;) {
     const bool tool = rung == StructuredOutputMode::Tool ||
@@ -334,26 +371,11 @@ StructuredResult ConversationManager::structured(
       shown = nullptr;
       partial = std::make_unique<PartialJson>(
           PartialJsonLimits{options.maxPartialBytes, options.maxPartialDepth});
+    }
+    if (options.onPartial || options.onChunk) {
       callOptions.onChunk = [&](const StreamDelta& delta) {
-        if (!partial) return true;
-        std::string piece = delta.content;
-        if (tool) {
-          for (const ToolCallDelta& d : delta.toolCalls)
-            if (d.index == 0) piece += d.arguments;
-        }
-        if (piece.empty()) return true;
-        try {
-          if (partial->append(piece)) {
-            json now = partial->current();
-            if (now != shown) {
-              shown = now;
-              options.onPartial(shown);
-            }
-          }
-        } catch (const ProtocolError&) {
-          partial.reset();  // not JSON as it comes: the whole reply is checked at the end
-        }
-        return true;
+        showPartial(delta, tool);
+        return !options.onChunk || options.onChunk(delta);
       };
     }
 
@@ -364,8 +386,15 @@ StructuredResult ConversationManager::structured(
     report.attempt = attempt;
     ChatResult reply;
     try {
+      callOptions.timeout = deadline.callTimeout(options.timeout);
       newBatch();
-      reply = ConversationManager::call(pending, callOptions, nullptr, nullptr, nullptr, &shape);
+      try {
+        reply = ConversationManager::call(pending, callOptions, nullptr, nullptr, nullptr, &shape);
+      } catch (const CancelledError&) {
+        deadline.rethrow();
+      } catch (const TimeoutError&) {
+        deadline.rethrow();
+      }
     } catch (const HttpError& e) {
       if (!ladder || !isRefusal(e) || !nextRung(rung)) {
         restore();

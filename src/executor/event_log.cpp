@@ -88,6 +88,25 @@ nlohmann::json describeEvent(const LlmStreamChunk& e) {
   j["iteration"] = e.iteration;
   j["contentBytes"] = e.content.size();
   j["reasoningBytes"] = e.reasoning.size();
+  if (!e.partial.is_null()) j["hasPartial"] = true;
+  return j;
+}
+
+nlohmann::json describeEvent(const StructuredOutputAttempt& e) {
+  auto j = header(e);
+  j["nodeId"] = e.nodeId;
+  j["attempt"] = e.attempt;
+  j["rungAttempt"] = e.rungAttempt;
+  j["rung"] = e.rung;
+  j["refused"] = e.refused;
+  j["valid"] = e.valid;
+  j["errors"] = e.errors;
+  j["errorCount"] = e.errorCount;
+  if (e.usage) {
+    j["usage"] = {{"promptTokens", e.usage->promptTokens},
+                  {"completionTokens", e.usage->completionTokens},
+                  {"totalTokens", e.usage->totalTokens}};
+  }
   return j;
 }
 
@@ -162,6 +181,7 @@ EventLog::EventLog(EventBus& bus, std::ostream& out, EventLogOptions options) : 
   add(static_cast<LlmExecutionCompleted*>(nullptr));
   add(static_cast<LlmExecutionFailed*>(nullptr));
   if (options.streamChunks) add(static_cast<LlmStreamChunk*>(nullptr));
+  add(static_cast<StructuredOutputAttempt*>(nullptr));
   add(static_cast<TokenLimitExceeded*>(nullptr));
   add(static_cast<MessageAdded*>(nullptr));
   add(static_cast<ToolExecutionRequest*>(nullptr));

@@ -10,6 +10,7 @@
 #include <random>
 #include <stop_token>
 #include <unordered_map>
+#include <utility>
 
 #include "executor/interactions.hpp"
 #include "executor/request_context.hpp"
@@ -21,6 +22,7 @@
 #include "parley/prompt_counter.hpp"
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
+#include "parley/structured_output.hpp"
 #include "parley/thread_pool.hpp"
 
 namespace parley {
@@ -36,6 +38,82 @@ bool isUserInteraction(const LlmExecutionRequest& request) {
 
 bool isToolNode(const LlmExecutionRequest& request) {
   return request.nodeType == "tool";
+}
+
+// The key of requestData.parameters that makes an llm node ask for a structured answer.
+constexpr const char* kStructuredKey = "structured";
+
+bool isStructured(const LlmExecutionRequest& request) {
+  return (request.nodeType.empty() || request.nodeType == "llm") &&
+         request.requestData.parameters.contains(kStructuredKey);
+}
+
+// `text` cut to at most `maxBytes`, not inside a UTF-8 character.
+std::string cutText(const std::string& text, size_t maxBytes) {
+  if (text.size() <= maxBytes) return text;
+  size_t end = maxBytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
+    --end;
+  return text.substr(0, end);
+}
+
+// A structured node's schema and options (requestData.parameters.structured).
+struct StructuredSpec {
+  nlohmann::json schema;
+  StructuredOptions options;
+};
+
+// Reads and checks requestData.parameters.structured as runStructured would, before anything
+// is sent; a ValidationError names the field under requestData.parameters.structured.
+StructuredSpec parseStructured(const nlohmann::json& value) {
+  const std::string field = std::string("requestData.parameters.") + kStructuredKey;
+  if (!value.is_object()) {
+    throw ValidationError(field,
+                          "must be a JSON object {\"schema\": {...}, \"name\", \"mode\", "
+                          "\"maxRepairs\"}");
+  }
+  for (const auto& [key, v] : value.items()) {
+    if (key != "schema" && key != "name" && key != "mode" && key != "maxRepairs") {
+      // Keys, names and modes come from outside: an error quotes at most 64 bytes of them.
+      throw ValidationError(field + "." + cutText(key, 64),
+                            "is not a key of a structured request (schema, name, mode, "
+                            "maxRepairs)");
+    }
+  }
+  StructuredSpec spec;
+  if (!value.contains("schema")) throw ValidationError(field + ".schema", "is required");
+  spec.schema = value["schema"];
+  if (value.contains("name")) {
+    if (!value["name"].is_string() || value["name"].get_ref<const std::string&>().size() > 64) {
+      throw ValidationError(field + ".name",
+                            "must be a string of 1 to 64 letters, digits, '_' "
+                            "or '-'");
+    }
+    spec.options.name = value["name"].get<std::string>();
+  }
+  if (value.contains("mode")) {
+    if (!value["mode"].is_string() || value["mode"].get_ref<const std::string&>().size() > 64) {
+      throw ValidationError(field + ".mode",
+                            "must be \"auto\", \"json_schema\", \"json_object\" or \"tool\"");
+    }
+    spec.options.mode =
+        structuredOutputModeFromString(value["mode"].get<std::string>(), field + ".mode");
+  }
+  if (value.contains("maxRepairs")) {
+    const nlohmann::json& repairs = value["maxRepairs"];
+    if (!repairs.is_number_integer() || repairs.get<int64_t>() < 0 ||
+        repairs.get<int64_t>() > kMaxStructuredRepairs) {
+      throw ValidationError(field + ".maxRepairs", "must be an integer from 0 to " +
+                                                       std::to_string(kMaxStructuredRepairs));
+    }
+    spec.options.maxRepairs = repairs.get<int>();
+  }
+  try {
+    checkStructuredRequest(spec.schema, spec.options);
+  } catch (const ValidationError& e) {
+    throw ValidationError(field + "." + e.field(), e.reason());
+  }
+  return spec;
 }
 
 // One thread's conversation and its queue of requests.
@@ -122,6 +200,10 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     if (!r.requestData.parameters.is_object()) {
       throw ValidationError("requestData.parameters", "must be a JSON object");
     }
+    if (r.requestData.parameters.contains(kStructuredKey) && !isStructured(r)) {
+      throw ValidationError(std::string("requestData.parameters.") + kStructuredKey,
+                            "only an llm node asks for a structured answer");
+    }
     if (isContextProcessor(r)) {
       const bool read = isContextRead(r.requestData.parameters);
       ContextRead::Into into = ContextRead::Into::Result;
@@ -177,6 +259,14 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
         throw ValidationError("requestData.tools[" + std::to_string(i) + "]",
                               "no tool \"" + r.requestData.tools[i] + "\" is registered");
       }
+    }
+    if (isStructured(r)) {
+      // A structured answer is one model call per attempt, not a tool loop: a tool offered
+      // would never be called, so asking for one is a mistake better said at once.
+      if (!r.requestData.tools.empty()) {
+        throw ValidationError("requestData.tools", "a structured node offers no tools");
+      }
+      parseStructured(r.requestData.parameters.at(kStructuredKey));
     }
   }
 
@@ -372,6 +462,8 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
         result = interact(state, request);
       } else if (isToolNode(request)) {
         result = runTool(state, request);
+      } else if (isStructured(request)) {
+        result = runStructured(state, request);
       } else {
         result = runLoop(state, request, request.requestData.prompt);
       }
@@ -472,6 +564,99 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     return result;
   }
 
+  // The request the model gets when the node changes the thread's: the request's parameters
+  // merged last into the body, so they win (the executor's own parameters, a
+  // user_interaction's timeoutMs or a structured node's schema, are not the model's), and the
+  // tools offered. nullopt: the thread's own.
+  std::optional<ChatRequest> modelRequest(const ConversationManager& manager,
+                                          const LlmExecutionRequest& request) const {
+    const LlmRequestData& data = request.requestData;
+    if (data.parameters.empty() && data.tools.empty()) return std::nullopt;
+    ChatRequest base = manager.options().request;
+    for (const auto& [key, value] : data.parameters.items()) {
+      if (isUserInteraction(request) && key == "timeoutMs") continue;
+      if (isStructured(request) && key == kStructuredKey) continue;
+      if (isContextProcessor(request)) break;  // its parameters say what to read
+      base.extra[key] = value;
+    }
+    if (!data.tools.empty()) {
+      nlohmann::json subset = nlohmann::json::array();
+      for (const auto& tool : options.tools->definitions()->tools) {
+        if (!refusal(data, tool["function"]["name"].get<std::string>())) subset.push_back(tool);
+      }
+      base.extra["tools"] = std::move(subset);
+    }
+    return base;
+  }
+
+  // A structured answer (ConversationManager::runStructuredResult): the ladder and the repairs
+  // run in the manager; each model call is published as a StructuredOutputAttempt (its own
+  // span), a streamed call's deltas as LlmStreamChunk carrying the partial answer. The thread
+  // keeps the prompt and the valid answer (MessageAdded for both once the answer is valid); the
+  // failed attempts stay in storage, hidden, as runStructured leaves them.
+  LlmExecutionResult runStructured(ThreadState& state, const LlmExecutionRequest& request) {
+    const LlmRequestData& data = request.requestData;
+    std::stop_token stop = state.stop.get_token();
+    StructuredSpec spec = parseStructured(data.parameters.at(kStructuredKey));
+    StructuredOptions& structured = spec.options;
+    structured.stream = data.stream;
+    structured.stopToken = stop;
+    if (options.llmTimeout.count() > 0) structured.timeout = options.llmTimeout;
+    if (options.requestTimeout.count() > 0) structured.turnTimeout = options.requestTimeout;
+    structured.request = modelRequest(*state.manager, request);
+
+    int calls = 0;           // model calls ended, refusals included
+    std::string promptSpan;  // the call that sent the prompt on the rung that answered
+    std::string answerSpan;  // the call whose reply was valid
+    nlohmann::json partial;  // the answer so far, not yet published
+    state.callDone = true;   // the first call's first event starts its span
+    if (data.stream) {
+      structured.onPartial = [&](const nlohmann::json& now) { partial = now; };
+      structured.onChunk = [&](const StreamDelta& delta) {
+        if (!delta.content.empty() || !delta.reasoning.empty() || !partial.is_null()) {
+          auto chunk = detail::causedBy<LlmStreamChunk>(request, callSpan(state));
+          chunk.nodeId = request.nodeId;
+          chunk.iteration = calls + 1;
+          chunk.content = delta.content;
+          chunk.reasoning = delta.reasoning;
+          chunk.partial = std::exchange(partial, nullptr);
+          bus.publish(chunk);
+        }
+        return !stop.stop_requested();
+      };
+    }
+    structured.onAttempt = [&](const StructuredAttempt& a) {
+      ++calls;
+      auto event = detail::causedBy<StructuredOutputAttempt>(request, callSpan(state));
+      state.callDone = true;
+      partial = nullptr;
+      event.nodeId = request.nodeId;
+      event.attempt = calls;
+      event.rungAttempt = a.attempt;
+      event.rung = toString(a.rung);
+      event.refused = a.refused;
+      event.valid = a.valid;
+      event.errorCount = a.errors.size();
+      for (size_t i = 0; i < a.errors.size() && i < StructuredOutputAttempt::kMaxErrors; ++i)
+        event.errors.push_back(cutText(a.errors[i], StructuredOutputAttempt::kMaxErrorBytes));
+      event.usage = a.usage;
+      if (!a.refused && a.attempt == 1) promptSpan = event.spanId;
+      if (a.valid) answerSpan = event.spanId;
+      bus.publish(event);
+    };
+
+    StructuredResult answer =
+        state.manager->runStructuredResult(data.prompt, spec.schema, structured);
+    publishAdded(request, Message::user(data.prompt), promptSpan);
+    publishAdded(request, answer.message, answerSpan);
+    LlmExecutionResult out;
+    out.content = answer.value.dump();
+    out.usage = answer.usage;
+    out.finishReason = "structured";
+    out.iterations = answer.attempts;
+    return out;
+  }
+
   // The manager's tool loop (ConversationManager::run), configured for the executor: tool calls
   // go out as events (runTools), every message added is published, chunks carry the iteration.
   LlmExecutionResult runLoop(ThreadState& state, const LlmExecutionRequest& request,
@@ -486,24 +671,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     run.stopToken = stop;
     if (options.llmTimeout.count() > 0) run.timeout = options.llmTimeout;
     if (options.requestTimeout.count() > 0) run.turnTimeout = options.requestTimeout;
-    if (!data.parameters.empty() || !data.tools.empty()) {
-      ChatRequest base = manager.options().request;
-      // Merged last into the body, so the request's parameters win; the executor's own
-      // parameters (a user_interaction's timeoutMs) are not the model's.
-      for (const auto& [key, value] : data.parameters.items()) {
-        if (isUserInteraction(request) && key == "timeoutMs") continue;
-        if (isContextProcessor(request)) break;  // its parameters say what to read
-        base.extra[key] = value;
-      }
-      if (!data.tools.empty()) {
-        nlohmann::json subset = nlohmann::json::array();
-        for (const auto& tool : options.tools->definitions()->tools) {
-          if (!refusal(data, tool["function"]["name"].get<std::string>())) subset.push_back(tool);
-        }
-        base.extra["tools"] = std::move(subset);
-      }
-      run.request = std::move(base);
-    }
+    run.request = modelRequest(manager, request);
     int iteration = 1;      // of the model call under way: one more than the replies seen
     state.callDone = true;  // the first call's first event starts its span
     run.onChunk = [&](const StreamDelta& delta) {

@@ -178,4 +178,12 @@ MessageJsonOptions CachedLlmClient::messageJsonOptions() const noexcept {
   return inner_->messageJsonOptions();
 }
 
+StructuredOutputMode CachedLlmClient::structuredOutputMode() const noexcept {
+  return inner_->structuredOutputMode();
+}
+
+bool CachedLlmClient::acceptsResponseFormat() const noexcept {
+  return inner_->acceptsResponseFormat();
+}
+
 }  // namespace parley::detail

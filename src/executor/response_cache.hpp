@@ -87,6 +87,9 @@ class CachedLlmClient : public LlmClient {
   ChatResult generate(const ChatRequest& request) override;
   ChatResult generateStream(const ChatRequest& request, const ChunkHandler& onChunk) override;
   MessageJsonOptions messageJsonOptions() const noexcept override;
+  // The inner client's: a structured node asks on the endpoint's own rungs.
+  StructuredOutputMode structuredOutputMode() const noexcept override;
+  bool acceptsResponseFormat() const noexcept override;
 
  private:
   // nullopt when the request cannot be written (the inner client then reports why).
