@@ -353,6 +353,73 @@ TYPED_TEST_P(RunStoreConformance, FinishWithTurnCommitsTheAnswerAndTheEndTogethe
   EXPECT_THROW(this->runs().renew(claim.lease, 10s), LeaseLost);  // it went with the finish
 }
 
+// A worker's slot that frees takes its next run in the same transaction as the finish: the run
+// claim() would take, this thread's next one when nothing older waits, another thread's older
+// head first, nothing when nothing is claimable.
+TYPED_TEST_P(RunStoreConformance, FinishWithTurnAndClaimTakesTheNextRunInTheSameTransaction) {
+  RunInfo a1 = this->submit("a", "a1");
+  RunInfo a2 = this->submit("a", "a2");
+  Claim first = this->claimOrFail("w", 10s);
+  RunInfo b1 = this->submit("b", "b1");  // younger than a2
+  Claim b = this->claimOrFail("v", 10s);
+  ASSERT_EQ(b.run.id, b1.id);
+  std::vector<Message> turn = a1.input;
+  turn.push_back(Message::assistant("one"));
+  EXPECT_THROW(this->runs().finishWithTurnAndClaim(first.lease, turn, nullptr, 1,
+                                                   {{"content", "one"}}, {}, 0ms),
+               ValidationError);
+  const auto events = this->rows("parley_events");
+  // A stale version claims nothing and changes nothing.
+  EXPECT_THROW(this->runs().finishWithTurnAndClaim(first.lease, turn, nullptr, 7,
+                                                   {{"content", "one"}}, {}, 10s),
+               StoreConflict);
+  EXPECT_EQ(this->rows("parley_events"), events);
+  EXPECT_EQ(this->runs().run(a2.id)->status, RunStatus::Queued);
+
+  auto done = this->runs().finishWithTurnAndClaim(first.lease, turn, nullptr, 1,
+                                                  {{"content", "one"}}, {}, 10s);
+  EXPECT_EQ(done.version, 2);
+  EXPECT_EQ(this->runs().run(a1.id)->status, RunStatus::Completed);
+  ASSERT_TRUE(done.next);
+  EXPECT_EQ(done.next->run.id, a2.id);
+  EXPECT_EQ(done.next->run.status, RunStatus::Running);
+  EXPECT_EQ(done.next->run.baseVersion, 2);  // after the answer it committed
+  EXPECT_EQ(done.next->run.baseMessageCount, 2);
+  EXPECT_EQ(done.next->lease.owner, "w");
+  EXPECT_EQ(done.next->lease.token, first.lease.token + 1);
+  const RunInfo stored = *this->runs().run(a2.id);
+  EXPECT_EQ(stored.status, RunStatus::Running);
+  EXPECT_EQ(stored.worker, "w");
+  EXPECT_EQ(stored.attempts, 1);
+  EXPECT_THROW(this->runs().renew(first.lease, 10s), LeaseLost);  // the old lease went
+  EXPECT_NO_THROW(this->runs().renew(done.next->lease, 10s));
+  EXPECT_EQ(this->eventTypes("a"),
+            (std::vector<std::string>{"run_queued", "run_queued", "run_started", "run_completed",
+                                      "llm_execution_completed", "run_started"}));
+
+  // An older head of another thread goes first: c1 waits longer than a3.
+  RunInfo c1 = this->submit("c", "c1");
+  RunInfo a3 = this->submit("a", "a3");
+  turn = a2.input;
+  turn.push_back(Message::assistant("two"));
+  done = this->runs().finishWithTurnAndClaim(done.next->lease, turn, nullptr, 2,
+                                             {{"content", "two"}}, {}, 10s);
+  ASSERT_TRUE(done.next);
+  EXPECT_EQ(done.next->run.id, c1.id);
+  EXPECT_EQ(this->runs().run(a3.id)->status, RunStatus::Queued);
+  Claim a = this->claimOrFail("v", 10s);
+  EXPECT_EQ(a.run.id, a3.id);
+
+  // Nothing claimable: the finish alone.
+  turn = c1.input;
+  turn.push_back(Message::assistant("three"));
+  done = this->runs().finishWithTurnAndClaim(done.next->lease, turn, nullptr, 1,
+                                             {{"content", "three"}}, {}, 10s);
+  EXPECT_FALSE(done.next);
+  EXPECT_EQ(this->runs().run(c1.id)->status, RunStatus::Completed);
+  EXPECT_EQ(this->contents("c"), (std::vector<std::string>{"c1", "three"}));
+}
+
 TYPED_TEST_P(RunStoreConformance, MigratesAVersion3QueueToQueueHeads) {
   RunInfo a1 = this->submit("a", "a1");
   RunInfo b1 = this->submit("b", "b1");
@@ -876,15 +943,15 @@ REGISTER_TYPED_TEST_SUITE_P(
     RunStoreConformance, MigratesAVersion1Database, SubmitQueuesRunsInSubmitOrder,
     BadSubmitsAreClearErrorsAndChangeNothing, ClaimsTheOldestHeadRunOfAFreeThread,
     ABatchClaimTakesOneHeadRunPerThreadOldestFirst, FinishWithTurnCommitsTheAnswerAndTheEndTogether,
-    MigratesAVersion3QueueToQueueHeads, AStaleLeaseWritesNothing, AnExpiredLeaseNoOneTookStaysValid,
-    AReleasedRunIsTakenOverAtOnce, CancelsQueuedAtOnceAndRunningAtItsNextSafePoint,
-    CancellingAnOrphanedRunFencesItsWorker, AWaitingRunResumesOnAnyWorkerWithTheAnswer,
-    RejectPolicyStoresARejectedRun, InterruptPolicyStopsTheRunningRunAndCancelsTheQueued,
-    InterruptingAnOrphanedRunEndsItAtOnce, RollbackPolicyAsksTheWorkerToUndoTheRun,
-    RollbackOfARunThatCommittedNothingIsImmediate, TheJournalSurvivesATakeover,
-    EventsAreNumberedPerThreadAndReadAfterASequence, FinishExpiresOldStreamChunks,
-    AWaiterWakesForEventsOfAnotherStoreObject, WaitForRunsSeesARunSubmittedSinceTheLastClaim,
-    DeletingAThreadTakesItsRunsAndFencesItsWorker, ProcessesDrainingOneQueueRunEachRunOnceInOrder,
-    AStoppedWorkerProcessIsFencedOut);
+    FinishWithTurnAndClaimTakesTheNextRunInTheSameTransaction, MigratesAVersion3QueueToQueueHeads,
+    AStaleLeaseWritesNothing, AnExpiredLeaseNoOneTookStaysValid, AReleasedRunIsTakenOverAtOnce,
+    CancelsQueuedAtOnceAndRunningAtItsNextSafePoint, CancellingAnOrphanedRunFencesItsWorker,
+    AWaitingRunResumesOnAnyWorkerWithTheAnswer, RejectPolicyStoresARejectedRun,
+    InterruptPolicyStopsTheRunningRunAndCancelsTheQueued, InterruptingAnOrphanedRunEndsItAtOnce,
+    RollbackPolicyAsksTheWorkerToUndoTheRun, RollbackOfARunThatCommittedNothingIsImmediate,
+    TheJournalSurvivesATakeover, EventsAreNumberedPerThreadAndReadAfterASequence,
+    FinishExpiresOldStreamChunks, AWaiterWakesForEventsOfAnotherStoreObject,
+    WaitForRunsSeesARunSubmittedSinceTheLastClaim, DeletingAThreadTakesItsRunsAndFencesItsWorker,
+    ProcessesDrainingOneQueueRunEachRunOnceInOrder, AStoppedWorkerProcessIsFencedOut);
 
 }  // namespace parley::testing

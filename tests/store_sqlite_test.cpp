@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "run_store_conformance.hpp"
+#include "store/writer_queue.hpp"
 #include "store_conformance.hpp"
 
 namespace parley::testing {
@@ -264,6 +265,88 @@ TEST(SqliteStore, MissingFileWithoutCreateIsRefused) {
   std::string error = errorOf([&] { SqliteStore store(path, {.create = false}); });
   EXPECT_NE(error.find("cannot open"), std::string::npos) << error;
   EXPECT_FALSE(fs::exists(path));
+}
+
+// The writers of one file in this process take turns first come, first served: SQLite's busy
+// handler alone lets a writer lose its turn to newer ones again and again.
+TEST(WriterQueue, GrantsTurnsInArrivalOrder) {
+  detail::WriterQueue queue;
+  ASSERT_TRUE(queue.lock(1s));
+  std::mutex mutex;
+  std::vector<int> order;
+  std::vector<std::thread> writers;
+  for (int i = 0; i < 4; ++i) {
+    writers.emplace_back([&, i] {
+      ASSERT_TRUE(queue.lock(10s));
+      {
+        std::lock_guard lock(mutex);
+        order.push_back(i);
+      }
+      queue.unlock();
+    });
+    // The next writer arrives once this one waits.
+    while (queue.waiting() < static_cast<size_t>(i + 1))
+      std::this_thread::yield();
+  }
+  queue.unlock();
+  for (auto& w : writers)
+    w.join();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(queue.waiting(), 0u);
+}
+
+TEST(WriterQueue, AWriterWhoseTurnDoesNotComeGivesUpAndLeavesTheQueue) {
+  detail::WriterQueue queue;
+  ASSERT_TRUE(queue.lock(1s));
+  EXPECT_FALSE(queue.lock(20ms));
+  EXPECT_EQ(queue.waiting(), 0u);
+  queue.unlock();
+  EXPECT_TRUE(queue.lock(0ms));  // free again: the one who gave up holds nothing
+  queue.unlock();
+}
+
+TEST(WriterQueue, OneQueuePerFileHoweverItIsSpelled) {
+  TempDir dir;
+  const auto path = dir.path() / "a.db";
+  auto first = detail::WriterQueue::forFile(path.string());
+  auto second = detail::WriterQueue::forFile((dir.path() / "." / "a.db").string());
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first, second);
+  EXPECT_NE(first, detail::WriterQueue::forFile((dir.path() / "b.db").string()));
+  EXPECT_FALSE(detail::WriterQueue::forFile(":memory:"));
+}
+
+// Writers of one file through two store objects of one process (each with its pool) all commit:
+// they queue for their turn instead of failing on SQLite's lock.
+TEST(SqliteStore, WritersOfOneFileInOneProcessAllCommit) {
+  TempDir dir;
+  const std::string path = (dir.path() / "w.db").string();
+  SqliteStoreOptions options;
+  options.synchronous = SqliteStoreOptions::Synchronous::Normal;
+  SqliteStore a(path, options), b(path, options);
+  std::vector<std::thread> writers;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 8; ++t) {
+    writers.emplace_back([&, t] {
+      SqliteStore& store = t % 2 ? a : b;
+      try {
+        auto info = store.createThread();
+        int64_t version = info.version;
+        for (int i = 0; i < 20; ++i) {
+          const Message m = Message::user("m" + std::to_string(i));
+          version = store.appendTurn(info.id, std::span<const Message>(&m, 1), nullptr, version);
+        }
+      } catch (const std::exception&) {
+        ++failures;
+      }
+    });
+  }
+  for (auto& w : writers)
+    w.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(a.listThreads().size(), 8u);
+  for (const auto& info : a.listThreads())
+    EXPECT_EQ(info.messageCount, 20);
 }
 
 TEST(OpenStore, PathsAndSqliteUrlsOpenSqliteStores) {

@@ -557,6 +557,32 @@ TYPED_TEST_P(WorkerTest, TheNextRunOfAThreadStartsFromTheCacheUnlessTheThreadCha
   EXPECT_EQ(lastRequest().size(), 13u);
 }
 
+// A slot that frees takes the thread's next run with its finish: no claim transaction, no
+// wake-up, and the run starts from the state the slot kept.
+TYPED_TEST_P(WorkerTest, AFinishingRunHandsItsSlotTheThreadsNextRun) {
+  std::vector<std::string> ids;
+  for (const char* prompt : {"one", "two", "three"})
+    ids.push_back(this->runs->submit("t", prompt).id);
+  auto o = this->workerOptions();
+  o.concurrency = 1;
+  auto worker = this->startWorker(o);
+  for (const auto& id : ids) {
+    RunInfo done = this->awaitRun(id, {RunStatus::Completed, RunStatus::Failed});
+    ASSERT_EQ(done.status, RunStatus::Completed) << done.error;
+  }
+  const auto stats = worker->stats();
+  EXPECT_EQ(stats.claimed, 3u);
+  EXPECT_EQ(stats.chained, 2u);
+  EXPECT_EQ(stats.fromCache, 2u);
+  EXPECT_EQ(this->contents("t"), (std::vector<std::string>{"one", "echo: one", "two", "echo: two",
+                                                           "three", "echo: three"}));
+  // Stopping: the last run finished with nothing to take; nothing is left claimed.
+  worker->stop();
+  EXPECT_EQ(worker->stats().running, 0u);
+  for (const auto& run : this->runs->listRuns())
+    EXPECT_EQ(run.status, RunStatus::Completed);
+}
+
 // Budgets: a run whose model call could go over fails with kind budget_exceeded before anything
 // is sent (the mock saw no request); the per-worker limit counts every run's replies.
 TYPED_TEST_P(WorkerTest, BudgetsFailARunBeforeAnyModelRequest) {
@@ -616,7 +642,8 @@ REGISTER_TYPED_TEST_SUITE_P(
     CancelsAQueuedAndARunningRun, InterruptStopsAfterTheToolCallKeepingTheWholeTurn,
     RollbackCancelsTheRunAndHidesItsTurns, RejectAndEnqueueLeaveTheRunningRunAlone,
     StopHandsBackARunStillGoing, BadInputIsRefusedWithAClearError,
-    TheNextRunOfAThreadStartsFromTheCacheUnlessTheThreadChanged);
+    TheNextRunOfAThreadStartsFromTheCacheUnlessTheThreadChanged,
+    AFinishingRunHandsItsSlotTheThreadsNextRun);
 
 }  // namespace
 

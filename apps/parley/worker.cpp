@@ -37,10 +37,11 @@ int runWorker(const std::string& db, const WorkerArgs& args) {
   std::cerr << "parley worker: stopping (signal " << received << ")\n";
   worker.stop();
   const auto stats = worker.stats();
-  std::cout << nlohmann::json{{"worker", worker.id()},           {"claimed", stats.claimed},
-                              {"completed", stats.completed},    {"failed", stats.failed},
-                              {"cancelled", stats.cancelled},    {"waiting", stats.waiting},
-                              {"handed_back", stats.handedBack}, {"lost", stats.lost}}
+  std::cout << nlohmann::json{{"worker", worker.id()},    {"claimed", stats.claimed},
+                              {"chained", stats.chained}, {"completed", stats.completed},
+                              {"failed", stats.failed},   {"cancelled", stats.cancelled},
+                              {"waiting", stats.waiting}, {"handed_back", stats.handedBack},
+                              {"lost", stats.lost}}
                    .dump()
             << std::endl;
   return kExitOk;

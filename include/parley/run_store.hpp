@@ -345,6 +345,19 @@ class RunStore {
   Version finishWithTurn(const Lease& lease, std::span<const Message> messages,
                          const nlohmann::json& state, Version expectedVersion,
                          const nlohmann::json& result, std::span<const EventInput> events = {});
+  // finishWithTurn, then claim(lease.owner, leaseDuration) for one run, in the same transaction:
+  // a worker whose slot frees takes the run claim() would take (the oldest claimable head: under
+  // load often this thread's next run, whose state the worker still holds) without a claim
+  // transaction of its own or waiting for a wake-up.
+  struct FinishedTurn {
+    Version version = 0;
+    std::optional<Claim> next;  // nullopt when no run was claimable
+  };
+  FinishedTurn finishWithTurnAndClaim(const Lease& lease, std::span<const Message> messages,
+                                      const nlohmann::json& state, Version expectedVersion,
+                                      const nlohmann::json& result,
+                                      std::span<const EventInput> events,
+                                      std::chrono::milliseconds leaseDuration);
 
   // --- events ----------------------------------------------------------------------------------
 
@@ -376,6 +389,14 @@ class RunStore {
               bool durable = true);
   void afterWrite(const std::string& threadId, bool runsChanged);
   void maybeExpireChunks();
+  FinishedTurn finishTurn(const Lease& lease, std::span<const Message> messages,
+                          const nlohmann::json& state, Version expectedVersion,
+                          const nlohmann::json& result, std::span<const EventInput> events,
+                          std::optional<std::chrono::milliseconds> claimFor);
+  // claim()'s work inside the caller's write transaction: appends up to `maxRuns` claims.
+  void claimIn(detail::SqlConnection& c, const std::string& workerId,
+               std::chrono::milliseconds leaseDuration, size_t maxRuns, int64_t now,
+               std::vector<Claim>& claimed);
 
   std::shared_ptr<ConversationStore> store_;
   RunStoreOptions options_;

@@ -119,7 +119,10 @@ class Worker {
     uint64_t handedBack = 0;  // released by stop()
     uint64_t lost = 0;        // leases lost to another worker (or a cancel without us)
     uint64_t fromCache = 0;   // runs that started from the thread cache instead of a load
-    uint64_t running = 0;     // now
+    // Of `claimed`: taken in the finish of the slot's run before (finishWithTurnAndClaim), with
+    // no claim transaction or wake-up of their own.
+    uint64_t chained = 0;
+    uint64_t running = 0;  // now
   };
   Stats stats() const;
   // USD the worker's replies cost so far, over its lifetime, as the per-worker budget counts it

@@ -91,6 +91,8 @@ struct ActiveRun {
   // Set before the run's closing write (finish, wait, release): a renewal that then finds the
   // lease gone is not a loss.
   std::atomic<bool> closing{false};
+  // The next run, claimed in this run's finish (finishWithTurnAndClaim): the slot goes on with it.
+  std::optional<Claim> next;
 };
 
 struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
@@ -165,6 +167,11 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     }
   }
 
+  bool stillClaiming() const {
+    std::lock_guard lock(mutex);
+    return !stopping;
+  }
+
   void count(uint64_t Stats::*field) {
     std::lock_guard lock(mutex);
     ++(counters.*field);
@@ -215,16 +222,24 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
   }
 
   void slot() {
+    std::optional<Claim> next;  // claimed by the slot's last run as it finished
     for (;;) {
       std::optional<Claim> claim;
       auto run = std::make_shared<ActiveRun>();
       bool late = false;
       {
         std::unique_lock lock(mutex);
-        changed.wait(lock, [&] { return !ready.empty() || dispatcherDone; });
-        if (ready.empty()) return;
-        claim = std::move(ready.front());
-        ready.pop_front();
+        if (next) {
+          claim = std::move(next);
+          next.reset();
+          ++counters.claimed;
+          ++counters.chained;
+        } else {
+          changed.wait(lock, [&] { return !ready.empty() || dispatcherDone; });
+          if (ready.empty()) return;
+          claim = std::move(ready.front());
+          ready.pop_front();
+        }
         run->lease = claim->lease;
         run->request = claim->run.cancelRequest;
         active.push_back(run);
@@ -245,7 +260,11 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
         std::lock_guard lock(mutex);
         active.remove(run);
         --counters.running;
-        --busy;
+        if (run->next) {
+          next = std::move(run->next);  // the slot stays busy
+        } else {
+          --busy;
+        }
       }
       changed.notify_all();
     }
@@ -788,9 +807,17 @@ void Worker::Impl::execute(const RunInfo& run, ActiveRun& active, detail::RunEve
     auto live = events.takeLive();
     answer->events.insert(answer->events.end(), std::make_move_iterator(live.begin()),
                           std::make_move_iterator(live.end()));
-    const auto committed =
-        runs->finishWithTurn(active.lease, answer->turn.messages, answer->turn.state,
-                             sink->version(), outcome, answer->events);
+    RunStore::Version committed = 0;
+    if (stillClaiming()) {
+      auto finished = runs->finishWithTurnAndClaim(active.lease, answer->turn.messages,
+                                                   answer->turn.state, sink->version(), outcome,
+                                                   answer->events, options.leaseDuration);
+      committed = finished.version;
+      active.next = std::move(finished.next);
+    } else {
+      committed = runs->finishWithTurn(active.lease, answer->turn.messages, answer->turn.state,
+                                       sink->version(), outcome, answer->events);
+    }
     remember(run.threadId, committed, worked.snapshot());
   } else {
     runs->finish(active.lease, RunStatus::Completed, "", outcome, events.takeLive());

@@ -847,6 +847,26 @@ std::vector<Claim> RunStore::claim(const std::string& workerId,
                                          std::to_string(options_.limits.maxClaimBatch) +
                                          " (RunStoreLimits::maxClaimBatch)");
   }
+  // What waitForRuns() of this thread waits to change: a run announced from now on may be one
+  // this claim does not see.
+  wakeups_->noteClaim();
+  std::vector<Claim> claimed;
+  // Not durable: a claim lost in a crash leaves the run claimable, nothing is lost.
+  engine_->transaction(
+      true,
+      [&](SqlConnection& c) {
+        claimed.clear();
+        claimIn(c, workerId, leaseDuration, maxRuns, this->now(c), claimed);
+      },
+      /*durable=*/false);
+  for (const auto& claim : claimed)
+    afterWrite(claim.lease.threadId, false);
+  return claimed;
+}
+
+void RunStore::claimIn(SqlConnection& c, const std::string& workerId,
+                       std::chrono::milliseconds leaseDuration, size_t maxRuns, int64_t now,
+                       std::vector<Claim>& claimed) {
   // A thread whose head run (its oldest unfinished one) can be claimed: a thread whose lease
   // expired (a worker that died or stalled), or else the oldest such head among the threads no
   // lease holds. Both read one entry of an index over the thread rows (parley_threads_leases,
@@ -865,78 +885,62 @@ std::vector<Claim> RunStore::claim(const std::string& workerId,
            " ORDER BY queue_head_at, id LIMIT 1" +
            c.forUpdateSkipLocked("parley_threads");
   };
-  // What waitForRuns() of this thread waits to change: a run announced from now on may be one
-  // this claim does not see.
-  wakeups_->noteClaim();
-  std::vector<Claim> claimed;
-  // Not durable: a claim lost in a crash leaves the run claimable, nothing is lost.
-  engine_->transaction(
-      true,
-      [&](SqlConnection& c) {
-        claimed.clear();
-        const int64_t now = this->now(c);
-        // The thread row is read again once locked (every change to its runs and lease happens
-        // under that lock); a candidate that is no longer claimable (another claimer's commit came
-        // between the statement's snapshot and the lock) is passed over, a few times at most.
-        int misses = 0;
-        while (claimed.size() < maxRuns && misses < 3) {
-          auto rows = c.query(expiredThreads(c), {now});
-          if (rows.empty()) rows = c.query(freeThreads(c), {});
-          if (rows.empty()) break;
-          const std::string threadId = asText(rows[0].at(0));
-          auto thread = c.query(
-              "SELECT lease_owner, lease_expires_at, lease_token, version, message_count "
-              "FROM parley_threads WHERE id = $1",
-              {threadId});
-          auto head = c.query(std::string("SELECT ") + kRunColumns +
-                                  " FROM parley_runs WHERE thread_id = $1 AND status IN " +
-                                  kActive + " ORDER BY position LIMIT 1",
-                              {threadId});
-          if (thread.empty() || head.empty()) {
-            ++misses;
-            continue;
-          }
-          RunInfo run = runFromRow(head[0]);
-          const bool leaseFree = isNull(thread[0].at(0)) || asInt(thread[0].at(1)) <= now;
-          const bool claimable = run.status != RunStatus::Waiting || !run.response.is_null() ||
-                                 run.cancelRequest != CancelRequest::None;
-          if (!leaseFree || !claimable) {
-            ++misses;
-            continue;
-          }
-          const std::string runId = run.id;
-          const int64_t token = asInt(thread[0].at(2)) + 1;
-          const int64_t expires = now + leaseDuration.count();
-          c.execute(
-              "UPDATE parley_threads SET lease_owner = $1, lease_run_id = $2, lease_token = $3, "
-              "lease_expires_at = $4 WHERE id = $5",
-              {workerId, runId, token, expires, threadId});
-          c.execute(
-              "UPDATE parley_runs SET status = 'running', attempts = attempts + 1, worker = $1, "
-              "started_at = COALESCE(started_at, $2), base_version = COALESCE(base_version, $3), "
-              "base_message_count = COALESCE(base_message_count, $4), updated_at = $2 WHERE id = "
-              "$5",
-              {workerId, now, asInt(thread[0].at(3)), asInt(thread[0].at(4)), runId});
-          // As the update left it (no read back: one round trip less per claimed run).
-          run.status = RunStatus::Running;
-          ++run.attempts;
-          run.worker = workerId;
-          if (!run.startedAt) run.startedAt = detail::fromMs(now);
-          if (!run.baseVersion) run.baseVersion = asInt(thread[0].at(3));
-          if (!run.baseMessageCount) run.baseMessageCount = asInt(thread[0].at(4));
-          run.updatedAt = detail::fromMs(now);
-          appendEventRows(
-              c, threadId,
-              {lifecycle(run, "run_started", {{"attempt", run.attempts}, {"worker", workerId}})},
-              now);
-          claimed.push_back(Claim{run, Lease{threadId, runId, run.options.traceId, workerId, token,
-                                             detail::fromMs(expires)}});
-        }
-      },
-      /*durable=*/false);
-  for (const auto& claim : claimed)
-    afterWrite(claim.lease.threadId, false);
-  return claimed;
+  // The thread row is read again once locked (every change to its runs and lease happens
+  // under that lock); a candidate that is no longer claimable (another claimer's commit came
+  // between the statement's snapshot and the lock) is passed over, a few times at most.
+  int misses = 0;
+  while (claimed.size() < maxRuns && misses < 3) {
+    auto rows = c.query(expiredThreads(c), {now});
+    if (rows.empty()) rows = c.query(freeThreads(c), {});
+    if (rows.empty()) break;
+    const std::string threadId = asText(rows[0].at(0));
+    auto thread = c.query(
+        "SELECT lease_owner, lease_expires_at, lease_token, version, message_count "
+        "FROM parley_threads WHERE id = $1",
+        {threadId});
+    auto head = c.query(std::string("SELECT ") + kRunColumns +
+                            " FROM parley_runs WHERE thread_id = $1 AND status IN " + kActive +
+                            " ORDER BY position LIMIT 1",
+                        {threadId});
+    if (thread.empty() || head.empty()) {
+      ++misses;
+      continue;
+    }
+    RunInfo run = runFromRow(head[0]);
+    const bool leaseFree = isNull(thread[0].at(0)) || asInt(thread[0].at(1)) <= now;
+    const bool claimable = run.status != RunStatus::Waiting || !run.response.is_null() ||
+                           run.cancelRequest != CancelRequest::None;
+    if (!leaseFree || !claimable) {
+      ++misses;
+      continue;
+    }
+    const std::string runId = run.id;
+    const int64_t token = asInt(thread[0].at(2)) + 1;
+    const int64_t expires = now + leaseDuration.count();
+    c.execute(
+        "UPDATE parley_threads SET lease_owner = $1, lease_run_id = $2, lease_token = $3, "
+        "lease_expires_at = $4 WHERE id = $5",
+        {workerId, runId, token, expires, threadId});
+    c.execute(
+        "UPDATE parley_runs SET status = 'running', attempts = attempts + 1, worker = $1, "
+        "started_at = COALESCE(started_at, $2), base_version = COALESCE(base_version, $3), "
+        "base_message_count = COALESCE(base_message_count, $4), updated_at = $2 WHERE id = "
+        "$5",
+        {workerId, now, asInt(thread[0].at(3)), asInt(thread[0].at(4)), runId});
+    // As the update left it (no read back: one round trip less per claimed run).
+    run.status = RunStatus::Running;
+    ++run.attempts;
+    run.worker = workerId;
+    if (!run.startedAt) run.startedAt = detail::fromMs(now);
+    if (!run.baseVersion) run.baseVersion = asInt(thread[0].at(3));
+    if (!run.baseMessageCount) run.baseMessageCount = asInt(thread[0].at(4));
+    run.updatedAt = detail::fromMs(now);
+    appendEventRows(
+        c, threadId,
+        {lifecycle(run, "run_started", {{"attempt", run.attempts}, {"worker", workerId}})}, now);
+    claimed.push_back(Claim{run, Lease{threadId, runId, run.options.traceId, workerId, token,
+                                       detail::fromMs(expires)}});
+  }
 }
 
 LeaseRenewal RunStore::renew(const Lease& lease, std::chrono::milliseconds leaseDuration) {
@@ -1200,20 +1204,45 @@ void RunStore::finish(const Lease& lease, RunStatus status, const std::string& e
 RunStore::Version RunStore::finishWithTurn(const Lease& lease, std::span<const Message> messages,
                                            const json& state, Version expectedVersion,
                                            const json& result, std::span<const EventInput> events) {
+  return finishTurn(lease, messages, state, expectedVersion, result, events, std::nullopt).version;
+}
+
+RunStore::FinishedTurn RunStore::finishWithTurnAndClaim(const Lease& lease,
+                                                        std::span<const Message> messages,
+                                                        const json& state, Version expectedVersion,
+                                                        const json& result,
+                                                        std::span<const EventInput> events,
+                                                        std::chrono::milliseconds leaseDuration) {
+  if (leaseDuration.count() <= 0) throw ValidationError("leaseDuration", "must be positive");
+  return finishTurn(lease, messages, state, expectedVersion, result, events, leaseDuration);
+}
+
+RunStore::FinishedTurn RunStore::finishTurn(const Lease& lease, std::span<const Message> messages,
+                                            const json& state, Version expectedVersion,
+                                            const json& result, std::span<const EventInput> events,
+                                            std::optional<std::chrono::milliseconds> claimFor) {
   checkLeaseFields(lease);
   auto bodies = detail::messageBodies(messages);
   SqlValue stateText = detail::stateValue(state);
   const std::string resultText = detail::dumpJson(result, "result");
   checkFinish(RunStatus::Completed, "", resultText, options_.limits);
   auto rows = eventRows(lease, events, options_.limits);
-  Version version = 0;
+  FinishedTurn finished;
+  std::vector<Claim> claimed;
   fenced(lease, [&](SqlConnection& c, int64_t now, int64_t) {
-    version = engine_->appendTurnIn(c, lease.threadId, bodies, stateText, state, expectedVersion);
+    claimed.clear();
+    finished.version =
+        engine_->appendTurnIn(c, lease.threadId, bodies, stateText, state, expectedVersion);
     writeFinish(c, lease, RunStatus::Completed, "", result, resultText, rows, now);
+    if (claimFor) claimIn(c, lease.owner, *claimFor, 1, now, claimed);
   });
   afterWrite(lease.threadId, true);
+  if (!claimed.empty()) {
+    afterWrite(claimed.front().lease.threadId, false);
+    finished.next = std::move(claimed.front());
+  }
   maybeExpireChunks();
-  return version;
+  return finished;
 }
 
 void RunStore::maybeExpireChunks() {

@@ -8,6 +8,7 @@
 #include "parley/errors.hpp"
 #include "parley/store.hpp"
 #include "store/sql_store.hpp"
+#include "store/writer_queue.hpp"
 
 namespace parley {
 
@@ -28,6 +29,8 @@ class SqliteConnection : public detail::SqlConnection {
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
     if (options.create) flags |= SQLITE_OPEN_CREATE;
     open(path, flags, options);
+    writers_ = detail::WriterQueue::forFile(path);
+    busyTimeout_ = options.busyTimeout;
     try {
       // The first statement that reads the file: a file that is not a database fails here.
       auto mode = query("PRAGMA journal_mode=WAL", {});
@@ -91,16 +94,32 @@ class SqliteConnection : public detail::SqlConnection {
       exec("PRAGMA synchronous=NORMAL");
       relaxed_ = true;
     }
+    if (write && writers_) {
+      if (!writers_->lock(busyTimeout_)) {
+        restoreDurability();
+        throw detail::RetryableStoreError("sqlite: '" + path_ + "': database is locked (waited " +
+                                          std::to_string(busyTimeout_.count()) +
+                                          " ms for this process's other writers)");
+      }
+      queued_ = true;
+    }
     // IMMEDIATE takes the write lock before reading, so a writer never has to upgrade a read
     // lock (which SQLite cannot wait for: it would fail with SQLITE_BUSY at once).
-    exec(write ? "BEGIN IMMEDIATE" : "BEGIN");
+    try {
+      exec(write ? "BEGIN IMMEDIATE" : "BEGIN");
+    } catch (...) {
+      endTurn();
+      throw;
+    }
   }
   void commit() override {
     exec("COMMIT");
+    endTurn();
     restoreDurability();
   }
   void rollback() noexcept override {
     if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    endTurn();
     restoreDurability();
   }
 
@@ -173,6 +192,12 @@ class SqliteConnection : public detail::SqlConnection {
   int64_t nowMs() override { return detail::nowMs(); }
 
  private:
+  void endTurn() noexcept {
+    if (!queued_) return;
+    queued_ = false;
+    writers_->unlock();
+  }
+
   void restoreDurability() noexcept {
     if (!relaxed_) return;
     relaxed_ = false;
@@ -300,6 +325,9 @@ class SqliteConnection : public detail::SqlConnection {
   sqlite3* db_ = nullptr;
   bool full_ = false;     // the store's setting: synchronous=FULL
   bool relaxed_ = false;  // this transaction: synchronous=NORMAL until it ends
+  std::shared_ptr<detail::WriterQueue> writers_;  // null when read-only or in memory
+  std::chrono::milliseconds busyTimeout_{0};
+  bool queued_ = false;  // this transaction holds the writers' turn
   std::unordered_map<std::string, sqlite3_stmt*> statements_;
 };
 
