@@ -2,10 +2,12 @@
 #include <libpq-fe.h>
 
 #include <functional>
+#include <future>
 
 #include "parley/postgres_store.hpp"
 #include "pg_test_cluster.hpp"
 #include "run_store_conformance.hpp"
+#include "store/sql_store.hpp"
 #include "store_conformance.hpp"
 
 namespace parley::testing {
@@ -89,6 +91,48 @@ TEST(PostgresStore, ManyStoresCreateTheSchemaOnceAtTheSameTime) {
   EXPECT_EQ(PostgresStore(conninfo).listThreads().size(), 6u);
 }
 
+// Writes whose results no one needs go to the server with the next statement or the commit
+// (one round trip); the first that fails fails its whole transaction, which writes nothing, and
+// the connection serves the next transaction.
+TEST(PostgresStore, ADeferredWriteThatFailsFailsItsTransaction) {
+  PostgresStoreOptions options;
+  options.maxConnections = 1;  // every transaction on the same connection
+  PostgresStore store(PgTestCluster::shared().freshSchemaConninfo(), options);
+  const std::string id = store.createThread().id;
+  detail::SqlStoreEngine& engine = static_cast<detail::SqlEngineAccess&>(store).engine();
+  auto setTitle = [&](detail::SqlConnection& c, const std::string& title) {
+    c.executeLater("UPDATE parley_threads SET title = $1 WHERE id = $2", {title, id});
+  };
+  auto duplicate = [&](detail::SqlConnection& c) {
+    c.executeLater(
+        "INSERT INTO parley_threads (id, fork_position, message_count, version, "
+        "created_at, updated_at, title) VALUES ($1, 0, 0, 1, 0, 0, '')",
+        {id});
+  };
+  std::string error = errorOf([&] {
+    engine.transaction(true, [&](detail::SqlConnection& c) {
+      setTitle(c, "first");
+      duplicate(c);
+      setTitle(c, "second");
+      c.query("SELECT 1", {});  // sends them
+      ADD_FAILURE() << "the failed write was not reported by the next statement";
+    });
+  });
+  EXPECT_NE(error.find("duplicate key"), std::string::npos) << error;
+  EXPECT_EQ(store.threadInfo(id)->title, "");
+  // Nothing after the failing write: the commit reports it.
+  error = errorOf([&] {
+    engine.transaction(true, [&](detail::SqlConnection& c) {
+      setTitle(c, "third");
+      duplicate(c);
+    });
+  });
+  EXPECT_NE(error.find("duplicate key"), std::string::npos) << error;
+  EXPECT_EQ(store.threadInfo(id)->title, "");
+  engine.transaction(true, [&](detail::SqlConnection& c) { setTitle(c, "kept"); });
+  EXPECT_EQ(store.threadInfo(id)->title, "kept");
+}
+
 // With every poll an hour long, only a wake-up can end these waits: NOTIFY from another store
 // object (another connection), or the listener (re)connecting, which makes every waiter re-read.
 RunStoreOptions wakeOnlyByNotify() {
@@ -130,14 +174,24 @@ struct ReaderAndWriter {
 
 TEST(PostgresRunStore, NotifyWakesWaitersOfAnotherConnection) {
   ReaderAndWriter stores(wakeOnlyByNotify());
-  bool woken = false;
-  std::thread runWaiter([&] { woken = stores.reader.waitForRuns(std::chrono::seconds(60)); });
-  stores.writer.submit("t", "more");
-  runWaiter.join();
-  EXPECT_TRUE(woken);
-  auto got = stores.appendWhileWaiting({"message_added", 1});
+  // The first wait may end by the listener's connecting, which wakes every waiter; once it
+  // listens, only a notification (sent with the writer's commit) ends a wait before its hour.
+  ASSERT_EQ(stores.appendWhileWaiting({"message_added", 1}).size(), 1u);
+  auto got = stores.appendWhileWaiting({"message_added", 2});
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].type, "message_added");
+  EXPECT_EQ(got[0].payload, 2);
+  std::promise<void> claimed;
+  bool woken = false;
+  std::thread runWaiter([&] {
+    EXPECT_FALSE(stores.reader.claim("r", std::chrono::seconds(10)));  // what it has seen
+    claimed.set_value();
+    woken = stores.reader.waitForRuns(std::chrono::seconds(60));
+  });
+  claimed.get_future().wait();
+  stores.writer.submit("u", "more");
+  runWaiter.join();
+  EXPECT_TRUE(woken);
 }
 
 TEST(PostgresRunStore, TheListenerReconnectsAfterItsConnectionIsKilled) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -86,30 +87,72 @@ class PostgresConnection : public detail::SqlConnection {
 
   detail::SqlDialect dialect() const override { return detail::SqlDialect::Postgres; }
 
+  // BEGIN goes with the transaction's first statement, deferred writes with the next statement
+  // that has a result, and COMMIT with the notifications' transaction: one round trip each
+  // (libpq's pipeline mode), where every statement alone would cost one.
   void begin(bool write, bool durable) override {
     // Writers lock the thread row (FOR UPDATE) under READ COMMITTED: the second writer waits,
     // then reads the winner's version and reports the conflict. Readers take one snapshot so
     // that a thread and its fork chain are read at a single point in time.
+    pending_.clear();
+    open_ = true;
     if (!write) {
-      exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+      pending_.push_back({"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", {}});
     } else {
-      exec(durable ? "BEGIN" : "BEGIN; SET LOCAL synchronous_commit = off");  // one round trip
+      pending_.push_back({"BEGIN", {}});
+      if (!durable) pending_.push_back({"SET LOCAL synchronous_commit = off", {}});
     }
   }
+  // A transaction that NOTIFYs holds a database-wide lock from its commit until the commit is
+  // on disk, so that notifications keep commit order: NOTIFY inside the writes would serialise
+  // every writer behind one disk flush each (about 250 commits/s on a 4 ms disk, whatever the
+  // number of connections). The notifications go in a transaction of their own, after the
+  // writes committed, that does not wait for the disk (it changes no data); it is sent with the
+  // COMMIT, and runs only if the COMMIT succeeded. Its failure is not the caller's: the writes
+  // have committed, and a lost notification only delays a waiter until it polls.
   void commit() override {
-    exec("COMMIT");
-    sendNotifications();
+    const size_t commitAt = pending_.size();
+    pending_.push_back({"COMMIT", {}});
+    if (!notifications_.empty()) {
+      pending_.push_back({"BEGIN", {}});
+      pending_.push_back({"SET LOCAL synchronous_commit = off", {}});
+      for (const auto& [channel, payload] : notifications_)
+        pending_.push_back({"SELECT pg_notify($1, $2)", {channel, payload}});
+      pending_.push_back({"COMMIT", {}});
+    }
+    notifications_.clear();
+    open_ = false;
+    Result last(sendPending(commitAt, /*failuresAfterWanted=*/false));
+    if (PQstatus(conn_) == CONNECTION_OK && PQtransactionStatus(conn_) != PQTRANS_IDLE) {
+      PQclear(PQexec(conn_, "ROLLBACK"));  // the notifications' transaction failed
+    }
   }
   void rollback() noexcept override {
     notifications_.clear();
+    pending_.clear();
+    open_ = false;
     if (!conn_ || PQstatus(conn_) != CONNECTION_OK) return;
     if (PQtransactionStatus(conn_) == PQTRANS_IDLE) return;
     PQclear(PQexec(conn_, "ROLLBACK"));
   }
 
   void exec(const std::string& sql) override {
+    flushPending();  // `sql` may hold several statements: not for the extended protocol
     Result result(PQexec(conn_, sql.c_str()));
     check(result.get(), sql);
+  }
+
+  void executeLater(const std::string& sql, const SqlParams& params) override {
+    if (!open_) {  // outside a transaction: at once
+      execute(sql, params);
+      return;
+    }
+    prepare(sql);
+    Statement statement{sql, {}};
+    statement.values.reserve(params.size());
+    for (const auto& param : params)
+      statement.values.push_back(textOf(param));
+    pending_.push_back(std::move(statement));
   }
 
   std::vector<SqlRow> query(const std::string& sql, const SqlParams& params) override {
@@ -145,7 +188,7 @@ class PostgresConnection : public detail::SqlConnection {
   void insertMessages(const std::string& threadId, int64_t firstSeq,
                       const std::vector<std::string>& bodies) override {
     // One statement for the whole turn: a round trip per row would dominate a long import.
-    execute(
+    executeLater(
         "INSERT INTO parley_messages (thread_id, seq, body) "
         "SELECT $1, $2::bigint + t.ord - 1, t.body "
         "FROM unnest($3::text[]) WITH ORDINALITY AS t(body, ord)",
@@ -166,7 +209,7 @@ class PostgresConnection : public detail::SqlConnection {
       payloads.push_back(row.payload);
     }
     // One statement for a whole turn's events: a round trip each would cost more than the rows.
-    execute(
+    executeLater(
         "INSERT INTO parley_events (thread_id, seq, run_id, trace_id, type, payload, created_at) "
         "SELECT $1, $2::bigint + t.ord - 1, NULLIF(t.run_id, ''), NULLIF(t.trace_id, ''), t.type, "
         "t.payload, $7 FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) "
@@ -250,8 +293,21 @@ class PostgresConnection : public detail::SqlConnection {
   }
 
  private:
-  // Prepared once per connection and SQL text.
-  PGresult* run(const std::string& sql, const SqlParams& params) {
+  // A statement waiting to be sent: a transaction's BEGIN, a deferred write, a COMMIT.
+  // Values are text, as libpq sends them; nullopt is NULL.
+  struct Statement {
+    std::string sql;
+    std::vector<std::optional<std::string>> values;
+  };
+
+  static std::optional<std::string> textOf(const detail::SqlValue& param) {
+    if (const auto* number = std::get_if<int64_t>(&param)) return std::to_string(*number);
+    if (const auto* string = std::get_if<std::string>(&param)) return *string;
+    return std::nullopt;
+  }
+
+  // Prepared once per connection and SQL text; returns the statement's name.
+  const std::string& prepare(const std::string& sql) {
     auto found = prepared_.find(sql);
     if (found == prepared_.end()) {
       std::string name = "parley_" + std::to_string(prepared_.size());
@@ -259,6 +315,20 @@ class PostgresConnection : public detail::SqlConnection {
       check(prepared.get(), sql);
       found = prepared_.emplace(sql, std::move(name)).first;
     }
+    return found->second;
+  }
+
+  PGresult* run(const std::string& sql, const SqlParams& params) {
+    if (!pending_.empty()) {
+      Statement statement{sql, {}};
+      statement.values.reserve(params.size());
+      for (const auto& param : params)
+        statement.values.push_back(textOf(param));
+      prepare(sql);
+      pending_.push_back(std::move(statement));
+      return sendPending(pending_.size() - 1);
+    }
+    const std::string& name = prepare(sql);
     std::vector<std::string> text(params.size());
     std::vector<const char*> values(params.size(), nullptr);
     for (size_t i = 0; i < params.size(); ++i) {
@@ -269,36 +339,96 @@ class PostgresConnection : public detail::SqlConnection {
         values[i] = string->c_str();
       }
     }
-    return PQexecPrepared(conn_, found->second.c_str(), static_cast<int>(params.size()),
-                          values.data(), nullptr, nullptr, 0);
+    return PQexecPrepared(conn_, name.c_str(), static_cast<int>(params.size()), values.data(),
+                          nullptr, nullptr, 0);
   }
 
-  // A transaction that NOTIFYs holds a database-wide lock from its commit until the commit is
-  // on disk, so that notifications keep commit order: NOTIFY inside the writes would serialise
-  // every writer behind one disk flush each (about 250 commits/s on a 4 ms disk, whatever the
-  // number of connections). The notifications go in a transaction of their own, after the
-  // writes committed, that does not wait for the disk (it changes no data). Never throws: the
-  // writes have committed, and a lost notification only delays a waiter until it polls.
-  void sendNotifications() noexcept {
-    if (notifications_.empty()) return;
-    std::string sql = "BEGIN; SET LOCAL synchronous_commit = off; SELECT ";
-    bool ok = true;
-    for (size_t i = 0; i < notifications_.size() && ok; ++i) {
-      const auto& [channel, payload] = notifications_[i];
-      char* c = PQescapeLiteral(conn_, channel.c_str(), channel.size());
-      char* p = PQescapeLiteral(conn_, payload.c_str(), payload.size());
-      ok = c && p;
-      if (ok) sql += std::string(i ? ", " : "") + "pg_notify(" + c + ", " + p + ")";
-      PQfreemem(c);
-      PQfreemem(p);
+  void flushPending() {
+    if (pending_.empty()) return;
+    Result last(sendPending(pending_.size() - 1));
+    check(last.get(), "(deferred statements)");
+  }
+
+  // Sends the pending statements in one pipeline and one round trip. The first that fails is
+  // thrown (the server skips the rest); else returns the result of statement `wanted` (the
+  // caller frees it). Without `failuresAfterWanted`, a failure after `wanted` is not thrown (a
+  // COMMIT's caller is not told of the notifications' failure). Statements with parameters were
+  // prepared when queued.
+  PGresult* sendPending(size_t wanted, bool failuresAfterWanted = true) {
+    std::vector<Statement> statements = std::move(pending_);
+    pending_.clear();
+    if (PQenterPipelineMode(conn_) != 1) {
+      throw StoreError("postgres: cannot send statements: " + trimmed(PQerrorMessage(conn_)));
     }
-    notifications_.clear();
-    if (!ok) return;
-    sql += "; COMMIT";
-    PQclear(PQexec(conn_, sql.c_str()));
-    if (PQstatus(conn_) == CONNECTION_OK && PQtransactionStatus(conn_) != PQTRANS_IDLE) {
-      PQclear(PQexec(conn_, "ROLLBACK"));
+    bool sent = true;
+    for (const auto& statement : statements) {
+      std::vector<const char*> values;
+      for (const auto& value : statement.values)
+        values.push_back(value ? value->c_str() : nullptr);
+      auto found = prepared_.find(statement.sql);
+      sent =
+          found != prepared_.end()
+              ? PQsendQueryPrepared(conn_, found->second.c_str(), static_cast<int>(values.size()),
+                                    values.data(), nullptr, nullptr, 0) == 1
+              : PQsendQueryParams(conn_, statement.sql.c_str(), static_cast<int>(values.size()),
+                                  nullptr, values.data(), nullptr, nullptr, 0) == 1;
+      if (!sent) break;
     }
+    if (!sent || PQpipelineSync(conn_) != 1) {
+      const std::string reason = trimmed(PQerrorMessage(conn_));
+      PQfinish(conn_);  // a half-sent pipeline cannot be used again: the pool drops it
+      conn_ = nullptr;
+      throw StoreError("postgres: the connection was lost: " + reason);
+    }
+    PGresult* kept = nullptr;
+    PGresult* failed = nullptr;  // the first error
+    std::string failedSql;
+    bool lost = false;
+    for (size_t i = 0; i < statements.size() && !lost; ++i) {
+      PGresult* result = PQgetResult(conn_);
+      if (!result) {
+        lost = true;
+        break;
+      }
+      const ExecStatusType status = PQresultStatus(result);
+      if (!failed && status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK &&
+          status != PGRES_PIPELINE_ABORTED && (i <= wanted || failuresAfterWanted)) {
+        failed = result;
+        failedSql = statements[i].sql;
+      } else if (i == wanted && !failed) {
+        kept = result;
+      } else {
+        PQclear(result);
+      }
+      while (PGresult* extra = PQgetResult(conn_))  // the end of this statement's results
+        PQclear(extra);
+    }
+    // The sync point ends the pipeline.
+    for (;;) {
+      PGresult* result = lost ? nullptr : PQgetResult(conn_);
+      if (!result) {
+        lost = lost || PQstatus(conn_) != CONNECTION_OK;
+        if (lost) break;
+        continue;
+      }
+      const bool sync = PQresultStatus(result) == PGRES_PIPELINE_SYNC;
+      PQclear(result);
+      if (sync) break;
+    }
+    if (lost || PQexitPipelineMode(conn_) != 1) {
+      PQclear(kept);
+      Result error(failed);
+      const std::string reason = trimmed(PQerrorMessage(conn_));
+      PQfinish(conn_);
+      conn_ = nullptr;
+      throw StoreError("postgres: the connection was lost: " + reason);
+    }
+    if (failed) {
+      PQclear(kept);
+      Result error(failed);
+      check(failed, failedSql);
+    }
+    return kept;
   }
 
   void check(PGresult* result, const std::string& sql) {
@@ -322,6 +452,8 @@ class PostgresConnection : public detail::SqlConnection {
   PGconn* conn_ = nullptr;
   std::unordered_map<std::string, std::string> prepared_;
   std::vector<std::pair<std::string, std::string>> notifications_;  // sent after the commit
+  std::vector<Statement> pending_;                                  // not sent yet (see begin())
+  bool open_ = false;  // between begin() and commit() or rollback()
 };
 
 }  // namespace

@@ -280,7 +280,7 @@ void revokeLease(SqlConnection& c, const std::string& threadId, const std::strin
 }
 
 void freeLease(SqlConnection& c, const std::string& threadId) {
-  c.execute(
+  c.executeLater(
       "UPDATE parley_threads SET lease_owner = NULL, lease_run_id = NULL, lease_expires_at = 0 "
       "WHERE id = $1",
       {threadId});
@@ -864,6 +864,10 @@ std::vector<Claim> RunStore::claim(const std::string& workerId,
   return claimed;
 }
 
+// What a claim reads of a candidate thread row, in this order.
+constexpr const char* kThreadColumns =
+    "id, lease_owner, lease_expires_at, lease_token, version, message_count";
+
 void RunStore::claimIn(SqlConnection& c, const std::string& workerId,
                        std::chrono::milliseconds leaseDuration, size_t maxRuns, int64_t now,
                        std::vector<Claim>& claimed) {
@@ -874,30 +878,29 @@ void RunStore::claimIn(SqlConnection& c, const std::string& workerId,
   // thread row and skips threads other claimers hold; a thread claimed earlier in the same
   // transaction no longer matches (its lease is taken).
   auto expiredThreads = [](SqlConnection& c) {
-    return std::string("SELECT id FROM parley_threads") + c.indexedBy("parley_threads_leases") +
+    return std::string("SELECT ") + kThreadColumns + " FROM parley_threads" +
+           c.indexedBy("parley_threads_leases") +
            " WHERE lease_owner IS NOT NULL AND lease_expires_at <= $1"
            " AND queue_head_at IS NOT NULL AND deleted = 0 ORDER BY lease_expires_at LIMIT 1" +
            c.forUpdateSkipLocked("parley_threads");
   };
   auto freeThreads = [](SqlConnection& c) {
-    return std::string("SELECT id FROM parley_threads") + c.indexedBy("parley_threads_queue") +
+    return std::string("SELECT ") + kThreadColumns + " FROM parley_threads" +
+           c.indexedBy("parley_threads_queue") +
            " WHERE queue_head_at IS NOT NULL AND lease_owner IS NULL AND deleted = 0"
            " ORDER BY queue_head_at, id LIMIT 1" +
            c.forUpdateSkipLocked("parley_threads");
   };
-  // The thread row is read again once locked (every change to its runs and lease happens
-  // under that lock); a candidate that is no longer claimable (another claimer's commit came
-  // between the statement's snapshot and the lock) is passed over, a few times at most.
+  // The thread row as locked: PostgreSQL returns a row locked FOR UPDATE as it is once locked
+  // (a commit that came after the statement's snapshot included), and every change to a thread's
+  // runs and lease happens under that lock, so the head run is read after it. A candidate that
+  // is no longer claimable is passed over, a few times at most.
   int misses = 0;
   while (claimed.size() < maxRuns && misses < 3) {
-    auto rows = c.query(expiredThreads(c), {now});
-    if (rows.empty()) rows = c.query(freeThreads(c), {});
-    if (rows.empty()) break;
-    const std::string threadId = asText(rows[0].at(0));
-    auto thread = c.query(
-        "SELECT lease_owner, lease_expires_at, lease_token, version, message_count "
-        "FROM parley_threads WHERE id = $1",
-        {threadId});
+    auto thread = c.query(expiredThreads(c), {now});
+    if (thread.empty()) thread = c.query(freeThreads(c), {});
+    if (thread.empty()) break;
+    const std::string threadId = asText(thread[0].at(0));
     auto head = c.query(std::string("SELECT ") + kRunColumns +
                             " FROM parley_runs WHERE thread_id = $1 AND status IN " + kActive +
                             " ORDER BY position LIMIT 1",
@@ -907,7 +910,7 @@ void RunStore::claimIn(SqlConnection& c, const std::string& workerId,
       continue;
     }
     RunInfo run = runFromRow(head[0]);
-    const bool leaseFree = isNull(thread[0].at(0)) || asInt(thread[0].at(1)) <= now;
+    const bool leaseFree = isNull(thread[0].at(1)) || asInt(thread[0].at(2)) <= now;
     const bool claimable = run.status != RunStatus::Waiting || !run.response.is_null() ||
                            run.cancelRequest != CancelRequest::None;
     if (!leaseFree || !claimable) {
@@ -915,25 +918,25 @@ void RunStore::claimIn(SqlConnection& c, const std::string& workerId,
       continue;
     }
     const std::string runId = run.id;
-    const int64_t token = asInt(thread[0].at(2)) + 1;
+    const int64_t token = asInt(thread[0].at(3)) + 1;
     const int64_t expires = now + leaseDuration.count();
-    c.execute(
+    c.executeLater(
         "UPDATE parley_threads SET lease_owner = $1, lease_run_id = $2, lease_token = $3, "
         "lease_expires_at = $4 WHERE id = $5",
         {workerId, runId, token, expires, threadId});
-    c.execute(
+    c.executeLater(
         "UPDATE parley_runs SET status = 'running', attempts = attempts + 1, worker = $1, "
         "started_at = COALESCE(started_at, $2), base_version = COALESCE(base_version, $3), "
         "base_message_count = COALESCE(base_message_count, $4), updated_at = $2 WHERE id = "
         "$5",
-        {workerId, now, asInt(thread[0].at(3)), asInt(thread[0].at(4)), runId});
+        {workerId, now, asInt(thread[0].at(4)), asInt(thread[0].at(5)), runId});
     // As the update left it (no read back: one round trip less per claimed run).
     run.status = RunStatus::Running;
     ++run.attempts;
     run.worker = workerId;
     if (!run.startedAt) run.startedAt = detail::fromMs(now);
-    if (!run.baseVersion) run.baseVersion = asInt(thread[0].at(3));
-    if (!run.baseMessageCount) run.baseMessageCount = asInt(thread[0].at(4));
+    if (!run.baseVersion) run.baseVersion = asInt(thread[0].at(4));
+    if (!run.baseMessageCount) run.baseMessageCount = asInt(thread[0].at(5));
     run.updatedAt = detail::fromMs(now);
     appendEventRows(
         c, threadId,
@@ -1174,7 +1177,7 @@ void writeFinish(SqlConnection& c, const Lease& lease, RunStatus status, const s
     if (reason.empty()) reason = "cancelled";
   }
   if (status == RunStatus::Completed) reason.clear();
-  c.execute(
+  c.executeLater(
       "UPDATE parley_runs SET status = $1, error = $2, result = $3, cancel_request = NULL, "
       "pending_reply = NULL, pending_at = NULL, wait = NULL, finished_at = $4, updated_at = $4 "
       "WHERE id = $5",

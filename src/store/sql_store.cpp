@@ -443,7 +443,7 @@ void SqlConnection::insertEvents(const std::string& threadId, int64_t firstSeq,
                                  const std::vector<EventRow>& rows, int64_t now) {
   int64_t seq = firstSeq;
   for (const auto& row : rows) {
-    execute(
+    executeLater(
         "INSERT INTO parley_events (thread_id, seq, run_id, trace_id, type, payload, created_at) "
         "VALUES ($1, $2, $3, $4, $5, $6, $7)",
         {threadId, seq++, row.runId.empty() ? SqlValue() : SqlValue(row.runId),
@@ -778,7 +778,7 @@ SqlStoreEngine::Version SqlStoreEngine::appendTurnIn(SqlConnection& c, const std
   int64_t newCount = count + static_cast<int64_t>(bodies.size());
   checkStateSize(state, newCount);
   if (!bodies.empty()) insertMessageRows(c, threadId, count, bodies);
-  c.execute(
+  c.executeLater(
       "UPDATE parley_threads SET version = $1, message_count = $2, updated_at = $3, "
       "state = COALESCE($4, state) WHERE id = $5",
       {version + 1, newCount, nowMs(), stateText, threadId});

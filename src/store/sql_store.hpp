@@ -68,6 +68,12 @@ class SqlConnection {
   virtual std::vector<SqlRow> query(const std::string& sql, const SqlParams& params) = 0;
   // Returns the number of rows changed.
   virtual int64_t execute(const std::string& sql, const SqlParams& params) = 0;
+  // A write whose result the caller does not need. It may go to the database with the next
+  // statement that has a result, or with the commit (PostgreSQL sends them together: one round
+  // trip); an error it meets is thrown there, and the transaction fails as a whole.
+  virtual void executeLater(const std::string& sql, const SqlParams& params) {
+    execute(sql, params);
+  }
   // Inserts rows (threadId, firstSeq + i, bodies[i]) as cheaply as the database allows.
   virtual void insertMessages(const std::string& threadId, int64_t firstSeq,
                               const std::vector<std::string>& bodies) = 0;
