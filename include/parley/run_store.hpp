@@ -58,7 +58,8 @@ namespace parley {
 
 namespace detail {
 class SqlConnection;
-}
+struct LockedThread;
+}  // namespace detail
 
 enum class RunStatus { Queued, Running, Waiting, Completed, Failed, Cancelled, Rejected };
 // "queued", "running", ... (the stored and printed names).
@@ -381,11 +382,12 @@ class RunStore {
  private:
   class Wakeups;
   int64_t now(detail::SqlConnection& c) const;
-  // Runs write(connection, now, the thread's message count) in a write transaction, after
+  // Runs write(connection, now, the thread row as locked) in a write transaction, after
   // checking (and locking) the lease; LeaseLost if it is stale. Not `durable`: the commit need
   // not wait for the disk.
   void fenced(const Lease& lease,
-              const std::function<void(detail::SqlConnection&, int64_t, int64_t)>& write,
+              const std::function<void(detail::SqlConnection&, int64_t,
+                                       const detail::LockedThread&)>& write,
               bool durable = true);
   void afterWrite(const std::string& threadId, bool runsChanged);
   void maybeExpireChunks();

@@ -25,6 +25,7 @@ using detail::asInt;
 using detail::asText;
 using detail::EventRow;
 using detail::isNull;
+using detail::LockedThread;
 
 using detail::named;
 using detail::SqlConnection;
@@ -239,17 +240,17 @@ void checkLeaseFields(const Lease& lease) {
 }
 
 // Locks the lease's thread and checks that the lease is still its lease: same token, owner and
-// run. Returns the thread's message count.
+// run. Returns the thread's version and message count.
 // Also reads the database's clock into `now` when it is given, in the same statement where the
 // clock is the database's (one round trip less per fenced write).
-int64_t checkLease(SqlConnection& c, const Lease& lease, int64_t* now = nullptr) {
+LockedThread checkLease(SqlConnection& c, const Lease& lease, int64_t* now = nullptr) {
   const std::string clock = now ? c.nowMsExpression() : std::string();
   auto rows = c.query(std::string("SELECT lease_token, lease_owner, lease_run_id, deleted, "
-                                  "message_count") +
+                                  "message_count, version") +
                           (clock.empty() ? "" : ", " + clock) +
                           " FROM parley_threads WHERE id = $1" + c.forUpdate(),
                       {lease.threadId});
-  if (now) *now = clock.empty() || rows.empty() ? c.nowMs() : asInt(rows[0].at(5));
+  if (now) *now = clock.empty() || rows.empty() ? c.nowMs() : asInt(rows[0].at(6));
   const std::string holder = "the lease of worker " + named(lease.owner) + " on thread " +
                              named(lease.threadId) + " (run " + named(lease.runId) + ", token " +
                              std::to_string(lease.token) + ") is lost: ";
@@ -260,7 +261,7 @@ int64_t checkLease(SqlConnection& c, const Lease& lease, int64_t* now = nullptr)
   const std::string owner = asText(rows[0].at(1));
   const std::string runId = asText(rows[0].at(2));
   if (token == lease.token && owner == lease.owner && runId == lease.runId) {
-    return asInt(rows[0].at(4));
+    return {asInt(rows[0].at(5)), asInt(rows[0].at(4))};
   }
   if (owner.empty()) {
     throw LeaseLost("store: " + holder +
@@ -605,16 +606,16 @@ void RunStore::afterWrite(const std::string& threadId, bool runsChanged) {
   if (runsChanged) wakeups_->bump(Wakeups::kRuns);
 }
 
-void RunStore::fenced(const Lease& lease,
-                      const std::function<void(SqlConnection&, int64_t, int64_t)>& write,
-                      bool durable) {
+void RunStore::fenced(
+    const Lease& lease,
+    const std::function<void(SqlConnection&, int64_t, const LockedThread&)>& write, bool durable) {
   engine_->transaction(
       true,
       [&](SqlConnection& c) {
         int64_t now = 0;
-        const int64_t messageCount = checkLease(c, lease, options_.clock ? nullptr : &now);
+        const LockedThread thread = checkLease(c, lease, options_.clock ? nullptr : &now);
         if (options_.clock) now = options_.clock();
-        write(c, now, messageCount);
+        write(c, now, thread);
       },
       durable);
 }
@@ -953,7 +954,7 @@ LeaseRenewal RunStore::renew(const Lease& lease, std::chrono::milliseconds lease
   // A renewal lost in a crash only shortens the lease.
   fenced(
       lease,
-      [&](SqlConnection& c, int64_t now, int64_t) {
+      [&](SqlConnection& c, int64_t now, const LockedThread&) {
         const int64_t expires = now + leaseDuration.count();
         c.execute("UPDATE parley_threads SET lease_expires_at = $1 WHERE id = $2",
                   {expires, lease.threadId});
@@ -999,8 +1000,9 @@ RunStore::Version RunStore::appendTurn(const Lease& lease, std::span<const Messa
   SqlValue stateText = detail::stateValue(state);
   auto rows = eventRows(lease, events, options_.limits);
   Version version = 0;
-  fenced(lease, [&](SqlConnection& c, int64_t now, int64_t) {
-    version = engine_->appendTurnIn(c, lease.threadId, bodies, stateText, state, expectedVersion);
+  fenced(lease, [&](SqlConnection& c, int64_t now, const LockedThread& thread) {
+    version = engine_->appendTurnIn(c, lease.threadId, bodies, stateText, state, expectedVersion,
+                                    &thread);
     c.execute(
         "UPDATE parley_runs SET pending_reply = NULL, pending_at = NULL, wait = NULL, "
         "response = NULL, updated_at = $1 WHERE id = $2",
@@ -1015,7 +1017,7 @@ int64_t RunStore::appendEvents(const Lease& lease, std::span<const EventInput> e
   checkLeaseFields(lease);
   auto rows = eventRows(lease, events, options_.limits);
   int64_t last = 0;
-  fenced(lease, [&](SqlConnection& c, int64_t now, int64_t) {
+  fenced(lease, [&](SqlConnection& c, int64_t now, const LockedThread&) {
     last = appendEventRows(c, lease.threadId, rows, now);
   });
   afterWrite(lease.threadId, false);
@@ -1046,11 +1048,11 @@ void RunStore::recordReply(const Lease& lease, const Message& reply, int64_t at)
     }
     ids.push_back(call.id);
   }
-  fenced(lease, [&](SqlConnection& c, int64_t now, int64_t count) {
-    if (at < count) {
+  fenced(lease, [&](SqlConnection& c, int64_t now, const LockedThread& thread) {
+    if (at < thread.messageCount) {
       throw ValidationError("at", "is " + std::to_string(at) + ", before the end of thread " +
-                                      named(lease.threadId) + " (" + std::to_string(count) +
-                                      " messages)");
+                                      named(lease.threadId) + " (" +
+                                      std::to_string(thread.messageCount) + " messages)");
     }
     c.execute(
         "UPDATE parley_runs SET pending_reply = $1, pending_at = $2, updated_at = $3 WHERE id = $4",
@@ -1073,7 +1075,7 @@ void RunStore::recordToolCall(const Lease& lease, int64_t turn, const std::strin
     throw ValidationError("phase", "intent is recorded by recordReply");
   }
   checkSize(text, options_.limits.maxJournalBytes, "text", "maxJournalBytes");
-  fenced(lease, [&](SqlConnection& c, int64_t now, int64_t) {
+  fenced(lease, [&](SqlConnection& c, int64_t now, const LockedThread&) {
     auto rows = c.query(
         "SELECT phase FROM parley_tool_calls WHERE run_id = $1 AND turn = $2 AND call_id = $3",
         {lease.runId, turn, callId});
@@ -1140,7 +1142,7 @@ void RunStore::wait(const Lease& lease, const json& what, std::span<const EventI
   const std::string text = detail::dumpJson(what, "what");
   checkSize(text, options_.limits.maxResponseBytes, "what", "maxResponseBytes");
   auto rows = eventRows(lease, events, options_.limits);
-  fenced(lease, [&](SqlConnection& c, int64_t now, int64_t) {
+  fenced(lease, [&](SqlConnection& c, int64_t now, const LockedThread&) {
     c.execute(
         "UPDATE parley_runs SET status = 'waiting', wait = $1, response = NULL, updated_at = $2 "
         "WHERE id = $3",
@@ -1197,7 +1199,7 @@ void RunStore::finish(const Lease& lease, RunStatus status, const std::string& e
   const std::string resultText = detail::dumpJson(result, "result");
   checkFinish(status, error, resultText, options_.limits);
   auto rows = eventRows(lease, events, options_.limits);
-  fenced(lease, [&](SqlConnection& c, int64_t now, int64_t) {
+  fenced(lease, [&](SqlConnection& c, int64_t now, const LockedThread&) {
     writeFinish(c, lease, status, error, result, resultText, rows, now);
   });
   afterWrite(lease.threadId, true);
@@ -1232,10 +1234,10 @@ RunStore::FinishedTurn RunStore::finishTurn(const Lease& lease, std::span<const 
   auto rows = eventRows(lease, events, options_.limits);
   FinishedTurn finished;
   std::vector<Claim> claimed;
-  fenced(lease, [&](SqlConnection& c, int64_t now, int64_t) {
+  fenced(lease, [&](SqlConnection& c, int64_t now, const LockedThread& thread) {
     claimed.clear();
-    finished.version =
-        engine_->appendTurnIn(c, lease.threadId, bodies, stateText, state, expectedVersion);
+    finished.version = engine_->appendTurnIn(c, lease.threadId, bodies, stateText, state,
+                                             expectedVersion, &thread);
     writeFinish(c, lease, RunStatus::Completed, "", result, resultText, rows, now);
     if (claimFor) claimIn(c, lease.owner, *claimFor, 1, now, claimed);
   });

@@ -762,14 +762,21 @@ SqlStoreEngine::Version SqlStoreEngine::appendTurn(const std::string& threadId,
 SqlStoreEngine::Version SqlStoreEngine::appendTurnIn(SqlConnection& c, const std::string& threadId,
                                                      const std::vector<std::string>& bodies,
                                                      const SqlValue& stateText, const json& state,
-                                                     Version expectedVersion) {
-  auto rows = c.query(std::string("SELECT version, message_count, deleted FROM parley_threads "
-                                  "WHERE id = $1") +
-                          c.forUpdate(),
-                      {threadId});
-  if (rows.empty() || asInt(rows[0].at(2)) != 0) throw notFound(threadId);
-  Version version = asInt(rows[0].at(0));
-  int64_t count = asInt(rows[0].at(1));
+                                                     Version expectedVersion,
+                                                     const LockedThread* locked) {
+  LockedThread row;
+  if (locked) {
+    row = *locked;
+  } else {
+    auto rows = c.query(std::string("SELECT version, message_count, deleted FROM parley_threads "
+                                    "WHERE id = $1") +
+                            c.forUpdate(),
+                        {threadId});
+    if (rows.empty() || asInt(rows[0].at(2)) != 0) throw notFound(threadId);
+    row = {asInt(rows[0].at(0)), asInt(rows[0].at(1))};
+  }
+  const Version version = row.version;
+  const int64_t count = row.messageCount;
   if (version != expectedVersion) {
     throw StoreConflict("store: thread " + named(threadId) + " is at version " +
                         std::to_string(version) + ", not the expected " +

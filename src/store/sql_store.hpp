@@ -52,6 +52,12 @@ struct EventRow {
 
 // One database connection, used by one thread at a time. SQL uses $1, $2... placeholders.
 // Every method throws StoreError (or RetryableStoreError) on failure.
+// A thread row as a write transaction locked and read it (not deleted).
+struct LockedThread {
+  int64_t version = 0;
+  int64_t messageCount = 0;
+};
+
 class SqlConnection {
  public:
   virtual ~SqlConnection() = default;
@@ -168,9 +174,11 @@ class SqlStoreEngine {
   void transaction(bool write, const std::function<void(SqlConnection&)>& fn, bool durable = true);
   // appendTurn's body inside the caller's write transaction: locks the thread row, checks the
   // version, appends `bodies` (from messageBodies) and sets the state (from stateValue).
+  // `locked`: the row as the caller locked and read it in this transaction (not read again).
   Version appendTurnIn(SqlConnection& c, const std::string& threadId,
                        const std::vector<std::string>& bodies, const SqlValue& stateText,
-                       const nlohmann::json& state, Version expectedVersion);
+                       const nlohmann::json& state, Version expectedVersion,
+                       const LockedThread* locked = nullptr);
   SqlDialect dialect() const { return dialect_; }
   // A new connection outside the pool (the notification listener's).
   std::unique_ptr<SqlConnection> connectDedicated() { return connect_(); }
