@@ -378,6 +378,39 @@ TEST_F(AskTest, MaxCostRefusesBeforeSending) {
   EXPECT_EQ(run.exitCode, 2) << run.err;
 }
 
+// A profile's token_counting reaches ask: with "remote" the budget counts the prompt at the
+// endpoint (a count request goes first), with the default "local" nothing but the call is sent.
+TEST_F(AskTest, AProfilesRemoteTokenCountingCountsAtTheEndpoint) {
+  serve(R"({"reply": {"content": "ok"}})");
+  std::filesystem::create_directories(dir_);
+  const auto config = dir_ / "config.toml";
+  for (const char* name : {"counted", "plain"}) {
+    std::ofstream(config, std::ios::app)
+        << "[profiles." << name << "]\nbase_url = \"" << server_->baseUrl()
+        << "\"\nprotocol = \"anthropic\"\nmodel = \"m1\"\napi_key_env = \"KEY\"\n"
+        << (std::string(name) == "counted" ? "token_counting = \"remote\"\n" : "");
+  }
+  const std::string prices = (dir_ / "prices.toml").string();
+  std::ofstream(prices) << "[prices.\"m1\"]\ninput = 1\noutput = 1\n";
+  auto paths = [&] {
+    std::vector<std::string> out;
+    for (const auto& request : server_->requests())
+      out.push_back(request["path"].get<std::string>());
+    return out;
+  };
+  CliRun run = ask({"--config", config.string(), "--profile", "counted", "--prices", prices,
+                    "--max-cost", "1", "--no-save", "hi"},
+                   "KEY=sk");
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_EQ(paths(), (std::vector<std::string>{"/v1/messages/count_tokens", "/v1/messages"}));
+  server_->clearRequests();
+  run = ask({"--config", config.string(), "--profile", "plain", "--prices", prices, "--max-cost",
+             "1", "--no-save", "hi"},
+            "KEY=sk");
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_EQ(paths(), (std::vector<std::string>{"/v1/messages"}));
+}
+
 // Without --prices: the shipped table, with the config file's [prices] over it.
 TEST_F(AskTest, ConfigPricesOverrideTheShippedTable) {
   serve(
