@@ -426,11 +426,20 @@ TEST_F(ServiceTest, StreamEndsWhenTheThreadIsDeleted) {
   start();
   const Lease lease = claimRun("t");
   appendEvents(lease, 1);
+  // The thread is deleted once the stream has sent what the log held (else the stream may find
+  // the thread gone before its first read, and end with nothing).
+  std::promise<void> caughtUp;
+  int seen = 0;
   auto reader = std::async(std::launch::async, [&] {
     return readSse(
-        base + "/v1/threads/t/events", [](const SseEvent&) { return true; }, {}, 20'000);
+        base + "/v1/threads/t/events",
+        [&](const SseEvent&) {
+          if (++seen == 3) caughtUp.set_value();
+          return true;
+        },
+        {}, 20'000);
   });
-  ASSERT_TRUE(waitForStreams(1));
+  ASSERT_EQ(caughtUp.get_future().wait_for(20s), std::future_status::ready);
   ASSERT_EQ(del("/v1/threads/t").status, 200);
   auto read = reader.get();
   EXPECT_FALSE(read.timedOut);
