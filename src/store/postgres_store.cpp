@@ -403,14 +403,16 @@ class PostgresConnection : public detail::SqlConnection {
       while (PGresult* extra = PQgetResult(conn_))  // the end of this statement's results
         PQclear(extra);
     }
-    // The sync point ends the pipeline.
-    for (;;) {
+    // The sync point ends the pipeline (a NULL between results ends a statement's; more than one
+    // in a row would mean the count went wrong: the connection is dropped rather than trusted).
+    for (int ends = 0;;) {
       PGresult* result = lost ? nullptr : PQgetResult(conn_);
       if (!result) {
-        lost = lost || PQstatus(conn_) != CONNECTION_OK;
+        lost = lost || PQstatus(conn_) != CONNECTION_OK || ++ends > 1;
         if (lost) break;
         continue;
       }
+      ends = 0;
       const bool sync = PQresultStatus(result) == PGRES_PIPELINE_SYNC;
       PQclear(result);
       if (sync) break;
