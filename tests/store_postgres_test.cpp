@@ -91,6 +91,32 @@ TEST(PostgresStore, ManyStoresCreateTheSchemaOnceAtTheSameTime) {
   EXPECT_EQ(PostgresStore(conninfo).listThreads().size(), 6u);
 }
 
+// A pooled connection the server ends (a restart, an administrator) fails the call that meets
+// it, naming the lost connection; the pool drops it and the next call connects again.
+TEST(PostgresStore, ALostConnectionFailsOneCallAndThePoolConnectsAgain) {
+  PostgresStoreOptions options;
+  options.maxConnections = 1;
+  PostgresStore store(
+      PgTestCluster::shared().freshSchemaConninfo() + " application_name=parley-lost-connection",
+      options);
+  const std::string id = store.createThread().id;
+  auto terminate = [] {
+    PgTestCluster::shared().execSql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE application_name = 'parley-lost-connection'");
+  };
+  terminate();
+  std::string error = errorOf([&] { store.threadInfo(id); });
+  EXPECT_NE(error.find("connection was lost"), std::string::npos) << error;
+  ASSERT_TRUE(store.threadInfo(id));
+  // The same in a write transaction with deferred writes waiting for the commit.
+  terminate();
+  error = errorOf([&] { store.setThreadTitle(id, "lost"); });
+  EXPECT_NE(error.find("connection was lost"), std::string::npos) << error;
+  EXPECT_TRUE(store.setThreadTitle(id, "kept"));
+  EXPECT_EQ(store.threadInfo(id)->title, "kept");
+}
+
 // Writes whose results no one needs go to the server with the next statement or the commit
 // (one round trip); the first that fails fails its whole transaction, which writes nothing, and
 // the connection serves the next transaction.
