@@ -99,13 +99,6 @@ void onSigint(int) {
   interrupted.store(true);
 }
 
-std::string oneLine(std::string text) {
-  for (char& c : text) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return text;
-}
-
 int runAsk(const AskArgs& given) {
   AskArgs args = given;
   if (args.json && !args.format.empty() && args.format != "json") {
@@ -335,7 +328,8 @@ int runAsk(const AskArgs& given) {
     std::signal(SIGINT, previous);
     forgetNewThread();
     if (printedText) std::cout << (rendered ? rendered->finish() : std::string()) << "\n";
-    std::cerr << "parley: error: " << forTerminal(oneLine(e.what()), STDERR_FILENO) << "\n";
+    std::cerr << "parley: error: "
+              << forTerminal(preview(e.what(), std::string::npos), STDERR_FILENO) << "\n";
     return exitCodeOf(e);
   }
   std::signal(SIGINT, previous);

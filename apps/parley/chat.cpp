@@ -135,14 +135,6 @@ constexpr const char* kHelp =
     "Tab completes commands and branch names; prompts are remembered across sessions.\n"
     "Ctrl-C during a reply cancels it.\n";
 
-std::string oneLine(std::string text, size_t max = 200) {
-  for (char& c : text) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  if (text.size() > max) text = text.substr(0, max) + "...";
-  return text;
-}
-
 // The details a usage carries, in the one meaning every protocol reports (docs/protocols.md):
 // " (N cached, N cache writes, N reasoning)", the zeros left out; "" when all are.
 std::string usageDetails(const TokenUsage& usage) {
@@ -164,7 +156,7 @@ std::string usageDetails(const TokenUsage& usage) {
 // terminal: it is there to glance at, not to read through while the answer streams.
 std::string foldedReasoning(const std::string& text, bool dim) {
   std::string line =
-      "[reasoning] " + oneLine(text, 100) + " (" + std::to_string(text.size()) + " chars)";
+      "[reasoning] " + preview(text, 100) + " (" + std::to_string(text.size()) + " chars)";
   return dim ? "\033[2m" + line + "\033[0m" : line;
 }
 
@@ -290,7 +282,7 @@ class ChatSession {
       } catch (const ValidationError& e) {
         out_ << "error: " << forTerminal(e.what(), STDOUT_FILENO) << "\n";
       } catch (const Error& e) {
-        out_ << "error: " << forTerminal(oneLine(e.what(), 400), STDOUT_FILENO) << "\n";
+        out_ << "error: " << forTerminal(preview(e.what(), 400), STDOUT_FILENO) << "\n";
       }
       out_ << std::flush;
     }
@@ -385,7 +377,7 @@ class ChatSession {
     try {
       turn(prompt);
     } catch (const Error& e) {
-      out_ << "error: " << oneLine(e.what(), 400) << "\n";
+      out_ << "error: " << preview(e.what(), 400) << "\n";
     }
     out_ << std::flush;
   }
@@ -999,9 +991,9 @@ class ChatSession {
       for (size_t i = 0; i < messages.size(); ++i) {
         const Message& m = messages[i];
         std::string line = "[" + std::to_string(i) + "] " + std::string(toString(m.role)) + ": " +
-                           oneLine(m.content);
+                           preview(m.content);
         for (const ToolCall& call : m.toolCalls)
-          line += " <call " + call.name + " " + oneLine(call.arguments) + ">";
+          line += " <call " + call.name + " " + preview(call.arguments) + ">";
         out_ << forTerminal(line, STDOUT_FILENO) << "\n";
       }
     } else if (name == "usage") {

@@ -10,6 +10,7 @@
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
 #include "parley/mcp.hpp"
+#include "terminal.hpp"
 
 namespace parley::cli {
 namespace {
@@ -24,13 +25,6 @@ struct McpArgs {
 
 bool listed(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
-}
-
-std::string oneLine(std::string text) {
-  for (char& c : text) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return text;
 }
 
 int listTools(const McpArgs& args) {
@@ -64,7 +58,8 @@ int listTools(const McpArgs& args) {
     else if (options.approval == McpApproval::Always ||
              (options.approval == McpApproval::Listed && listed(options.approveTools, tool.name)))
       note = " (needs approval)";
-    std::string description = oneLine(tool.description.empty() ? tool.title : tool.description);
+    std::string description =
+        preview(tool.description.empty() ? tool.title : tool.description, std::string::npos);
     if (description.size() > 100) description = description.substr(0, 97) + "...";
     std::cout << "  " << std::left << std::setw(static_cast<int>(width)) << tool.name << "  "
               << description << note << "\n";

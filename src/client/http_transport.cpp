@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "client/retry_policy.hpp"
+#include "model/blanks.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
 #include "parley/openai_client.hpp"
@@ -67,15 +68,6 @@ bool equalsIgnoreCase(std::string_view a, std::string_view b) {
            return std::tolower(static_cast<unsigned char>(x)) ==
                   std::tolower(static_cast<unsigned char>(y));
          });
-}
-
-std::string_view trimmed(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() &&
-         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
-    s.remove_suffix(1);
-  return s;
 }
 
 void defaultSleep(milliseconds delay, std::stop_token stop) {
@@ -152,7 +144,7 @@ struct Transfer {
     const size_t colon = line.find(':');
     if (colon == std::string_view::npos) return n;
     const std::string_view name = line.substr(0, colon);
-    const std::string_view value = trimmed(line.substr(colon + 1));
+    const std::string_view value = detail::trimBlanks(line.substr(colon + 1));
     if (equalsIgnoreCase(name, "content-type")) {
       t->contentType.assign(value);
     } else if (equalsIgnoreCase(name, "x-request-id") || equalsIgnoreCase(name, "request-id")) {

@@ -6,6 +6,7 @@
 #include <ctime>
 #include <string>
 
+#include "model/blanks.hpp"
 #include "parley/errors.hpp"
 
 namespace parley::detail {
@@ -14,17 +15,9 @@ namespace {
 
 constexpr double kMaxServerDelayMs = 60'000;
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
-}
-
 // A plain non-negative decimal number ("1.5", "20"); nullopt for anything else.
 std::optional<double> parseNumber(std::string_view s) {
-  s = trim(s);
+  s = trimBlanks(s);
   if (s.empty()) return std::nullopt;
   double value = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
@@ -42,14 +35,14 @@ std::optional<std::chrono::milliseconds> accept(double ms) {
 }  // namespace
 
 bool shouldRetryStatus(int status, std::string_view xShouldRetry) {
-  xShouldRetry = trim(xShouldRetry);
+  xShouldRetry = trimBlanks(xShouldRetry);
   if (xShouldRetry == "true") return true;
   if (xShouldRetry == "false") return false;
   return HttpError::retryableStatus(status);
 }
 
 std::optional<std::chrono::system_clock::time_point> parseHttpDate(std::string_view text) {
-  const std::string s(trim(text));
+  const std::string s(trimBlanks(text));
   static constexpr const char* kFormats[] = {
       "%a, %d %b %Y %H:%M:%S GMT",  // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
       "%A, %d-%b-%y %H:%M:%S GMT",  // RFC 850:     Sunday, 06-Nov-94 08:49:37 GMT
@@ -71,7 +64,7 @@ std::optional<std::chrono::milliseconds> serverRetryDelay(
     std::chrono::system_clock::time_point now) {
   // As the SDKs do: a readable retry-after-ms decides alone; an unreadable one is ignored.
   if (auto ms = parseNumber(retryAfterMs)) return accept(*ms);
-  if (trim(retryAfter).empty()) return std::nullopt;
+  if (trimBlanks(retryAfter).empty()) return std::nullopt;
   if (auto seconds = parseNumber(retryAfter)) return accept(*seconds * 1000.0);
   if (auto date = parseHttpDate(retryAfter)) {
     const auto ms = std::chrono::duration<double, std::milli>(*date - now).count();

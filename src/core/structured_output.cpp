@@ -10,6 +10,7 @@
 
 #include "core/call_shape.hpp"
 #include "core/turn_deadline.hpp"
+#include "model/blanks.hpp"
 #include "model/partial_json.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
@@ -22,13 +23,7 @@ namespace {
 using nlohmann::json;
 
 std::string trim(std::string_view text) {
-  size_t b = 0;
-  size_t e = text.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(text[b])))
-    ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(text[e - 1])))
-    --e;
-  return std::string(text.substr(b, e - b));
+  return std::string(detail::trimBlanks(text));
 }
 
 // Nesting of arrays and objects; stops counting past `cap`.

@@ -21,9 +21,10 @@
 #include <thread>
 #include <vector>
 
+#include "model/blanks.hpp"
 #include "parley/errors.hpp"
-#include "parley/sse.hpp"
 #include "parley/json.hpp"
+#include "parley/sse.hpp"
 #include "tools/mcp_transport.hpp"
 
 namespace parley::detail {
@@ -41,15 +42,6 @@ std::string lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return text;
-}
-
-std::string trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t'))
-    text.remove_prefix(1);
-  while (!text.empty() &&
-         (text.back() == ' ' || text.back() == '\t' || text.back() == '\r' || text.back() == '\n'))
-    text.remove_suffix(1);
-  return std::string(text);
 }
 
 struct HeaderList {
@@ -244,7 +236,7 @@ class HttpTransport final : public McpTransport {
     if (colon != std::string_view::npos &&
         lower(std::string(line.substr(0, colon))) == "mcp-session-id") {
       std::lock_guard lock(context->transport->mutex_);
-      context->transport->sessionId_ = trim(line.substr(colon + 1));
+      context->transport->sessionId_ = std::string(trimBlanks(line.substr(colon + 1)));
     }
     return size * count;
   }
