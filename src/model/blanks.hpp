@@ -1,6 +1,5 @@
 // trimBlanks(): a header value, a line or a field without the blanks around it. Internal to
-// parley; the one trim that the HTTP readers, the schema shorthand and the Markdown renderer
-// share.
+// parley; the one trim of the library's HTTP readers and its schema shorthand.
 //
 // Blanks are space, tab, CR and LF: HTTP's optional whitespace plus the line end a header line
 // keeps, and JSON's whitespace. Other control characters are content.
