@@ -155,8 +155,9 @@ std::string usageDetails(const TokenUsage& usage) {
 // Reasoning is shown folded to one line ("[reasoning] first words... (N chars)"), dimmed on a
 // terminal: it is there to glance at, not to read through while the answer streams.
 std::string foldedReasoning(const std::string& text, bool dim) {
-  std::string line =
-      "[reasoning] " + preview(text, 100) + " (" + std::to_string(text.size()) + " chars)";
+  // A cut preview already ends in "... (N bytes)".
+  std::string line = "[reasoning] " + preview(text, 100);
+  if (text.size() <= 100) line += " (" + std::to_string(text.size()) + " chars)";
   return dim ? "\033[2m" + line + "\033[0m" : line;
 }
 

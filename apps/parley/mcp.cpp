@@ -58,9 +58,8 @@ int listTools(const McpArgs& args) {
     else if (options.approval == McpApproval::Always ||
              (options.approval == McpApproval::Listed && listed(options.approveTools, tool.name)))
       note = " (needs approval)";
-    std::string description =
-        preview(tool.description.empty() ? tool.title : tool.description, std::string::npos);
-    if (description.size() > 100) description = description.substr(0, 97) + "...";
+    const std::string description =
+        preview(tool.description.empty() ? tool.title : tool.description, 100);
     std::cout << "  " << std::left << std::setw(static_cast<int>(width)) << tool.name << "  "
               << description << note << "\n";
   }
