@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Checks the layering of the sources from their #include lines (docs/architecture.md, "Layers").
 #
-#   model  <  client | tools | tokens | store | mock  <  core  <  executor  <  runs  <  facade
+#   model  <  client | tools | tokens | store | mock  <  core  <  executor | runs | facade
 #          <  service  <  apps
 #
 # A file may include headers of its own layer and of lower layers only. The five layers of the
-# middle row are peers that do not include each other. The command line (apps/) includes only
+# middle row are peers that do not include each other, and so are the hosts over the core
+# (executor, runs, facade): each configures the one tool loop with the core's host kit. The command line (apps/) includes only
 # the public headers (include/parley/) and the internal mock server. Prints each violation as
 # "file:line: <what> includes <header> (<layer>)" and exits 1 if there is any.
 set -euo pipefail
@@ -15,13 +16,13 @@ cd "$root"
 # Rank of each layer; peers share a rank.
 declare -A rank=(
   [model]=0 [client]=1 [tools]=1 [tokens]=1 [store]=1 [mock]=1
-  [core]=2 [executor]=3 [runs]=4 [facade]=5 [service]=6 [apps]=7
+  [core]=2 [executor]=3 [runs]=3 [facade]=3 [service]=4 [apps]=5
 )
 
 # The layer of each public header (include/parley/<name>.hpp). A public header that is not listed
 # here is itself a violation: every header must say where it belongs.
 declare -A public_layer=(
-  [errors]=model [message]=model [part]=model [iso_time]=model [usage]=model [cache_diagnostic]=model [detail/persistent_vector]=model
+  [errors]=model [event_names]=model [logger]=model [message]=model [part]=model [iso_time]=model [usage]=model [cache_diagnostic]=model [detail/persistent_vector]=model
   [version]=model [json]=model [sse]=model [toml]=model
   [llm]=client [openai_client]=client [profiles]=client [transport]=client
   [anthropic_client]=client [responses_client]=client [protocol]=client
@@ -29,10 +30,11 @@ declare -A public_layer=(
   [tokens]=tokens [bpe]=tokens
   [store]=store [run_store]=store [postgres_store]=store
   [conversation_manager]=core [context_ops]=core [message_store]=core [compression]=core
-  [stored_thread]=core [turn_sink]=core [turn_loop]=core [context_snapshot]=core [cost]=core [structured_output]=core [prompt_counter]=core
+  [stored_thread]=core [turn_sink]=core [turn_loop]=core [context_snapshot]=core [cost]=core [structured_output]=core [prompt_counter]=core [turn_defaults]=core [event_types]=core
   [executor]=executor [events]=executor [event_log]=executor
   [runs]=runs [worker]=runs
-  [ai]=facade [parley]=facade
+  [ai]=facade
+  [parley]=service   # the umbrella header: every host
   [service]=service
 )
 

@@ -30,6 +30,7 @@ constexpr const char* kScript = R"script(
 {"name": "answer", "match": {"last_role": "tool"}, "reply": {"content": "done: {{tool_results}}"}}
 {"name": "gate", "match": {"user_contains": "gate"}, "reply": {"tool_calls": [{"name": "gate", "arguments": {}}]}}
 {"name": "ask", "match": {"user_contains": "ask"}, "reply": {"tool_calls": [{"name": "ask_human", "arguments": {"question": "Which city?"}}]}}
+{"name": "stall", "match": {"user_contains": "stall"}, "delay_ms": 60000, "reply": {"content": "too late"}}
 {"name": "echo", "reply": {"content": "echo: {{last_user}}"}}
 )script";
 
@@ -277,7 +278,18 @@ TYPED_TEST_P(CliWorkerTest, CancelsAQueuedAndARunningRun) {
   EXPECT_EQ(w->wait(), 0);
 }
 
-REGISTER_TYPED_TEST_SUITE_P(CliWorkerTest, SubmitWaitListShowAndSigterm,
+// The turn's settings reach the worker from its command line: a run against a model that never
+// answers fails at --turn-timeout instead of holding its thread.
+TYPED_TEST_P(CliWorkerTest, ARunPastTheTurnTimeoutFails) {
+  auto w = this->worker("w1", 30'000, {"--turn-timeout", "300", "--max-tool-calls", "2"});
+  const std::string a = this->submit("t", "stall");
+  CliRun waited = this->cli({"runs", "wait", "--db", this->db.url(), "--timeout", "60000", a});
+  const json row = json::parse(waited.out);
+  EXPECT_EQ(row["status"], "failed") << waited.out;
+  EXPECT_NE(row["error"].get<std::string>().find("within its timeout"), std::string::npos) << waited.out;
+}
+
+REGISTER_TYPED_TEST_SUITE_P(CliWorkerTest, SubmitWaitListShowAndSigterm, ARunPastTheTurnTimeoutFails,
                             BadInputGetsAClearErrorAndChangesNothing,
                             AWorkerStoppedPastItsLeaseIsFencedOut,
                             AnInteractionWaitSurvivesAWorkersDeath, CancelsAQueuedAndARunningRun);

@@ -451,7 +451,7 @@ TEST_F(ExecutorStructured, TheRequestTimeoutBoundsEveryAttempt) {
 )");
   Recorder rec(bus_);
   ExecutorOptions o = options();
-  o.requestTimeout = 300ms;
+  o.turn.turnTimeout = 300ms;
   LlmExecutor executor(bus_, o);
   auto r = request("t1", "Who?", {{"schema", kPersonSchema}});
   r.traceId = "trace-slow";

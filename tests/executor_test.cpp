@@ -16,6 +16,7 @@
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
 #include "parley/conversation_manager.hpp"
+#include "parley/cost.hpp"
 #include "parley/errors.hpp"
 #include "parley/event_log.hpp"
 #include "parley/executor.hpp"
@@ -392,7 +393,7 @@ TEST_F(Executor, ToolCallsOfAThreadStayWithinTheCapAndKeepTheirOrder) {
   CappedWorker worker(bus_, kCalls, kCap);
   Recorder rec(bus_);
   auto o = options(/*toolWorker=*/false);
-  o.maxToolCallsPerThread = static_cast<int>(kCap);
+  o.turn.maxToolConcurrency = static_cast<int>(kCap);
   LlmExecutor executor(bus_, o);
   for (const auto& thread : threads)
     bus_.publish(request(thread, "use tools"));
@@ -430,7 +431,7 @@ TEST_F(Executor, OnlyTheCapOfToolCallsGoesOutBeforeAnAnswer) {
   const std::vector<std::string> threads = {"a", "b"};
   ManualWorker worker(bus_);  // records, never answers
   auto o = options(/*toolWorker=*/false);
-  o.maxToolCallsPerThread = static_cast<int>(kCap);
+  o.turn.maxToolConcurrency = static_cast<int>(kCap);
   LlmExecutor executor(bus_, o);
   for (const auto& thread : threads)
     bus_.publish(request(thread, "use tools"));
@@ -465,7 +466,7 @@ TEST_F(Executor, ATimedOutToolCallFreesItsSlotForTheNext) {
     bus_.publish(done);
   });
   auto o = options(/*toolWorker=*/false);
-  o.maxToolCallsPerThread = 1;
+  o.turn.maxToolConcurrency = 1;
   o.toolCallTimeout = 100ms;
   LlmExecutor executor(bus_, o);
   auto result = executor.execute(request("t", "use tools"));
@@ -477,12 +478,12 @@ TEST_F(Executor, ATimedOutToolCallFreesItsSlotForTheNext) {
 
 TEST_F(Executor, ToolCallCapBelowOneIsRefused) {
   auto o = options();
-  o.maxToolCallsPerThread = 0;
+  o.turn.maxToolConcurrency = 0;
   try {
     LlmExecutor executor(bus_, o);
     ADD_FAILURE() << "no error";
   } catch (const ValidationError& e) {
-    EXPECT_EQ(e.field(), "options.maxToolCallsPerThread");
+    EXPECT_EQ(e.field(), "options.turn.maxToolConcurrency");
   }
 }
 
@@ -952,6 +953,60 @@ TEST_F(Executor, ToolsNeedingApprovalAskFirstAndARejectionIsTheToolsError) {
   EXPECT_NE(result.content.find("rejected"), std::string::npos);
 }
 
+// The turn's settings (ExecutorOptions::turn, turn_defaults.hpp) hold in the executor as they do
+// in every other host.
+TEST_F(Executor, ACostBudgetRefusesACallBeforeAnythingIsSent) {
+  startMock(R"({"reply": {"content": "never"}})");
+  auto prices = std::make_shared<PriceTable>();
+  ModelPrice price;
+  price.output = 1000;  // the call's worst case: 4096 x $1000 / M = $4.096
+  prices->set("gpt-4o-mini", price);
+  auto o = options();
+  o.turn.budget.prices = prices;
+  o.turn.budget.maxCostPerRun = 1.0;
+  LlmExecutor executor(bus_, o);
+  try {
+    executor.execute(request("b", "hello"));
+    FAIL() << "the call over budget was made";
+  } catch (const BudgetExceeded& e) {
+    EXPECT_EQ(e.budget(), "maxCostPerRun");
+  }
+  EXPECT_TRUE(server_->requests().empty());
+  // A limit without a price table is refused when the executor is made.
+  auto unpriced = options();
+  unpriced.turn.budget.maxCostPerRun = 1.0;
+  EXPECT_THROW(LlmExecutor(bus_, unpriced), ValidationError);
+}
+
+TEST_F(Executor, ACallTimeoutBoundsEachModelCall) {
+  startMock(R"({"delay_ms": 60000, "reply": {"content": "too late"}})");
+  auto o = options();
+  o.turn.callTimeout = 300ms;
+  LlmExecutor executor(bus_, o);
+  EXPECT_THROW(executor.execute(request("slow", "hello")), TimeoutError);
+}
+
+TEST_F(Executor, ThePerReplyToolCapAndTheSystemPromptHold) {
+  addTools();
+  startMock(kToolScript);
+  auto o = options();
+  o.turn.maxToolCallsPerReply = 1;
+  o.turn.systemPrompt = "be brief";
+  LlmExecutor executor(bus_, o);
+  Recorder recorder(bus_);
+  executor.execute(request("cap", "go"));
+  const auto body = server_->requests().front()["body"];
+  EXPECT_EQ(body["messages"][0]["role"], "system");
+  EXPECT_EQ(body["messages"][0]["content"], "be brief");
+  std::lock_guard lock(recorder.mutex);
+  std::vector<std::string> results;
+  for (const auto& m : recorder.added)
+    if (m.role == Role::Tool) results.push_back(m.content);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0], "A-by-registry");
+  EXPECT_NE(results[1].find("error"), std::string::npos) << results[1];
+}
+
 TEST_F(Executor, OverTheTokenLimitPublishesTokenLimitExceeded) {
   startMock(R"({"reply": {"content": "a reply of several words"}})");
   std::vector<TokenLimitExceeded> seen;
@@ -961,7 +1016,7 @@ TEST_F(Executor, OverTheTokenLimitPublishesTokenLimitExceeded) {
     seen.push_back(e);
   });
   auto o = options();
-  o.tokenLimit = 1;
+  o.turn.tokenLimit = 1;
   LlmExecutor executor(bus_, o);
   auto first = request("k", "first");
   first.traceId = "trace-first";
@@ -990,7 +1045,7 @@ TEST_F(Executor, ALongFirstPromptIsOverTheTokenLimit) {
     seen.push_back(e);
   });
   auto o = options();
-  o.tokenLimit = 1000;
+  o.turn.tokenLimit = 1000;
   LlmExecutor executor(bus_, o);
   std::string prompt;
   for (int i = 0; i < 8000; ++i)
@@ -1202,14 +1257,14 @@ TEST_F(Executor, EventLogWritesJsonLinesWithoutSecrets) {
   std::vector<std::string> types;
   while (std::getline(lines, line)) {
     auto j = nlohmann::json::parse(line);
-    EXPECT_EQ(j.at("traceId"), "trace-log");
-    EXPECT_EQ(j.at("threadId"), "t");
+    EXPECT_EQ(j.at("trace_id"), "trace-log");
+    EXPECT_EQ(j.at("thread_id"), "t");
     EXPECT_FALSE(j.at("time").get<std::string>().empty());
     types.push_back(j.at("type"));
     if (j["type"] == "llm_execution_request") {
       EXPECT_EQ(j["parameters"]["api_key"], "[redacted]");
       EXPECT_EQ(j["parameters"]["max_tokens"], 50);
-      EXPECT_EQ(j["profileId"], "default");
+      EXPECT_EQ(j["profile_id"], "default");
     }
   }
   EXPECT_EQ(out.str().find("sk-leak"), std::string::npos);
@@ -1254,8 +1309,8 @@ TEST_F(Executor, ToolExecutionFailedCarriesTheErrorAsJson) {
     auto j = nlohmann::json::parse(line);
     if (j["type"] != "tool_execution_failed") continue;
     logged = true;
-    EXPECT_EQ(j["errorDetails"]["kind"], "timeout");
-    EXPECT_EQ(j["errorDetails"]["message"], "the tool host did not answer");
+    EXPECT_EQ(j["error_details"]["kind"], "timeout");
+    EXPECT_EQ(j["error_details"]["message"], "the tool host did not answer");
   }
   EXPECT_TRUE(logged) << out.str();
 }

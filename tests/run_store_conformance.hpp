@@ -349,7 +349,7 @@ TYPED_TEST_P(RunStoreConformance, FinishWithTurnCommitsTheAnswerAndTheEndTogethe
             (std::vector<std::string>{"run_queued", "run_started", "message_added", "run_completed",
                                       "llm_execution_completed"}));
   const auto last = this->runs().readEvents("t", 0).back();
-  EXPECT_EQ(last.payload, json({{"runId", run.id}, {"result", {{"content", "world"}}}}));
+  EXPECT_EQ(last.payload, json({{"run_id", run.id}, {"result", {{"content", "world"}}}}));
   EXPECT_THROW(this->runs().renew(claim.lease, 10s), LeaseLost);  // it went with the finish
 }
 
@@ -939,6 +939,45 @@ TYPED_TEST_P(RunStoreConformance, AStoppedWorkerProcessIsFencedOut) {
   EXPECT_EQ(contents, (std::vector<std::string>{"hello", "done " + run.id}));
 }
 
+// What a parley older than the one event vocabulary stored (camelCase keys) is read in today's
+// snake_case spelling; nothing of it is written any more.
+TYPED_TEST_P(RunStoreConformance, EventsAndWaitsInTheOldSpellingAreReadInTheNewOne) {
+  RunInfo run = this->submit("t", "hi");
+  Claim claim = this->claimOrFail("w");
+  this->runs().appendEvents(
+      claim.lease,
+      std::vector<EventInput>{
+          {"tool_execution_request", {{"toolCallId", "c1"}, {"toolName", "count"}, {"arguments", "{}"}}},
+          {"tool_execution_completed",
+           {{"toolCallId", "c1"}, {"toolName", "count"}, {"content", "3"}, {"success", true}}},
+          {"tool_execution_failed",
+           {{"toolCallId", "c2"}, {"toolName", "x"}, {"content", "boom"}, {"success", false}}},
+          {"user_interaction_requested", {{"interactionId", "c3"}, {"prompt", "ok?"}}}});
+  this->runs().wait(claim.lease, {{"kind", "approval"}, {"toolCallId", "c3"}, {"prompt", "ok?"}});
+  auto events = this->runs().readEvents("t", 2);
+  ASSERT_GE(events.size(), 5u);
+  EXPECT_EQ(events[0].payload,
+            json({{"tool_call_id", "c1"}, {"tool_name", "count"}, {"arguments", "{}"}}));
+  EXPECT_EQ(events[1].payload,
+            json({{"tool_call_id", "c1"}, {"tool_name", "count"}, {"result", "3"}, {"success", true}}));
+  EXPECT_EQ(events[2].payload,
+            json({{"tool_call_id", "c2"}, {"tool_name", "x"}, {"error", "boom"}, {"success", false}}));
+  EXPECT_EQ(events[3].payload, json({{"interaction_id", "c3"}, {"prompt", "ok?"}}));
+  EXPECT_EQ(events[4].type, "run_waiting");
+  EXPECT_EQ(events[4].payload["wait"]["tool_call_id"], "c3");
+  EXPECT_EQ(this->runs().run(run.id)->wait["tool_call_id"], "c3");
+  EXPECT_FALSE(this->runs().run(run.id)->wait.contains("toolCallId"));
+  // A tool's own result keeps its keys whatever their spelling.
+  RunInfo second = this->submit("u", "again");
+  Claim next = this->claimOrFail("w");
+  this->runs().appendEvents(next.lease, std::vector<EventInput>{{"tool_execution_completed",
+                                                                 {{"tool_call_id", "c9"},
+                                                                  {"success", true},
+                                                                  {"result", {{"finishReason", 1}}}}}});
+  EXPECT_EQ(this->runs().readEvents("u", 2).at(0).payload["result"], json({{"finishReason", 1}}));
+  EXPECT_EQ(second.threadId, "u");
+}
+
 REGISTER_TYPED_TEST_SUITE_P(
     RunStoreConformance, MigratesAVersion1Database, SubmitQueuesRunsInSubmitOrder,
     BadSubmitsAreClearErrorsAndChangeNothing, ClaimsTheOldestHeadRunOfAFreeThread,
@@ -952,6 +991,7 @@ REGISTER_TYPED_TEST_SUITE_P(
     TheJournalSurvivesATakeover, EventsAreNumberedPerThreadAndReadAfterASequence,
     FinishExpiresOldStreamChunks, AWaiterWakesForEventsOfAnotherStoreObject,
     WaitForRunsSeesARunSubmittedSinceTheLastClaim, DeletingAThreadTakesItsRunsAndFencesItsWorker,
-    ProcessesDrainingOneQueueRunEachRunOnceInOrder, AStoppedWorkerProcessIsFencedOut);
+    ProcessesDrainingOneQueueRunEachRunOnceInOrder, AStoppedWorkerProcessIsFencedOut,
+    EventsAndWaitsInTheOldSpellingAreReadInTheNewOne);
 
 }  // namespace parley::testing

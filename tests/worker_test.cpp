@@ -90,6 +90,8 @@ constexpr const char* kScript = R"script(
 {"name": "twice", "match": {"user_contains": "twice"}, "reply": {"tool_calls": [{"name": "count", "arguments": {"key": "first"}}]}}
 {"name": "ask", "match": {"user_contains": "ask"}, "reply": {"tool_calls": [{"name": "ask_human", "arguments": {"question": "Which city?"}}]}}
 {"name": "approve", "match": {"user_contains": "approve"}, "reply": {"tool_calls": [{"name": "guarded", "arguments": {"what": "deploy"}}, {"name": "count", "arguments": {"key": "beside"}}]}}
+{"name": "stall", "match": {"user_contains": "stall"}, "delay_ms": 60000, "reply": {"content": "too late"}}
+{"name": "three", "match": {"user_contains": "three at once"}, "reply": {"tool_calls": [{"name": "count", "arguments": {"key": "a"}}, {"name": "count", "arguments": {"key": "b"}}, {"name": "count", "arguments": {"key": "c"}}]}}
 {"name": "long", "match": {"user_contains": "long"}, "reply": {"content": "{{last_user}}", "repeat": 40, "chunk_size": 3}}
 {"name": "echo", "reply": {"content": "echo: {{last_user}}"}}
 )script";
@@ -607,8 +609,8 @@ TYPED_TEST_P(WorkerTest, BudgetsFailARunBeforeAnyModelRequest) {
   };
   {
     auto o = this->workerOptions();
-    o.prices = prices;
-    o.maxCostPerRun = 1.0;
+    o.turn.budget.prices = prices;
+    o.turn.budget.maxCostPerRun = 1.0;
     auto worker = this->startWorker(o);
     failedWithBudget(this->runs->submit("t1", "hello"), "maxCostPerRun");
     EXPECT_TRUE(this->server->requests().empty());
@@ -616,7 +618,7 @@ TYPED_TEST_P(WorkerTest, BudgetsFailARunBeforeAnyModelRequest) {
   }
   {
     auto o = this->workerOptions("w2");
-    o.prices = prices;
+    o.turn.budget.prices = prices;
     o.maxCostPerWorker = 4.097;  // one call's worst case fits; with the first reply's cost, no more
     auto worker = this->startWorker(o);
     RunInfo first = this->runs->submit("t2", "hello");
@@ -630,7 +632,78 @@ TYPED_TEST_P(WorkerTest, BudgetsFailARunBeforeAnyModelRequest) {
   }
   // A limit without a price table is refused.
   auto o = this->workerOptions("w3");
-  o.maxCostPerRun = 1.0;
+  o.turn.budget.maxCostPerRun = 1.0;
+  EXPECT_THROW(Worker(this->runs, o), ValidationError);
+}
+
+// The turn's settings (WorkerOptions::turn, turn_defaults.hpp) hold in a durable run as they do
+// in every other host.
+TYPED_TEST_P(WorkerTest, ARunAgainstAModelThatNeverAnswersFailsAtItsTurnTimeout) {
+  auto o = this->workerOptions();
+  o.turn.turnTimeout = 300ms;
+  auto worker = this->startWorker(o);
+  RunInfo run = this->runs->submit("t1", "stall");
+  RunInfo done = this->awaitRun(run.id, {RunStatus::Completed, RunStatus::Failed});
+  ASSERT_EQ(done.status, RunStatus::Failed) << done.result.dump();
+  EXPECT_EQ(done.result["error"]["kind"], "timeout") << done.result.dump();
+  EXPECT_EQ(worker->stats().failed, 1u);
+  EXPECT_TRUE(this->contents("t1").empty());  // no whole turn: nothing kept
+}
+
+TYPED_TEST_P(WorkerTest, ACallTimeoutBoundsEachModelCallOfARun) {
+  auto o = this->workerOptions();
+  o.turn.turnTimeout = 0ms;
+  o.turn.callTimeout = 300ms;
+  auto worker = this->startWorker(o);
+  RunInfo run = this->runs->submit("t1", "stall");
+  RunInfo done = this->awaitRun(run.id, {RunStatus::Completed, RunStatus::Failed});
+  ASSERT_EQ(done.status, RunStatus::Failed) << done.result.dump();
+  EXPECT_EQ(done.result["error"]["kind"], "timeout") << done.result.dump();
+}
+
+TYPED_TEST_P(WorkerTest, ThePerReplyToolCapHoldsInARun) {
+  auto o = this->workerOptions();
+  o.turn.maxToolCallsPerReply = 2;
+  auto worker = this->startWorker(o);
+  RunInfo run = this->runs->submit("t1", "three at once");
+  ASSERT_EQ(this->awaitRun(run.id, {RunStatus::Completed, RunStatus::Failed}).status,
+            RunStatus::Completed);
+  std::lock_guard lock(this->countMutex);
+  EXPECT_EQ(this->counted["a"], 1);
+  EXPECT_EQ(this->counted["b"], 1);
+  EXPECT_EQ(this->counted.count("c"), 0u) << "the third call of the reply ran";
+  const auto messages = this->runs->threads().loadThread("t1").messages;
+  ASSERT_GE(messages.size(), 5u);  // the prompt, the reply, three results, the answer
+  EXPECT_NE(messages[4].content.find("error"), std::string::npos) << messages[4].content;
+}
+
+TYPED_TEST_P(WorkerTest, ATokenLimitIsReportedInTheRunsEvents) {
+  auto o = this->workerOptions();
+  o.turn.tokenLimit = 1;
+  auto worker = this->startWorker(o);
+  RunInfo run = this->runs->submit("t1", "hello there");
+  ASSERT_EQ(this->awaitRun(run.id, {RunStatus::Completed, RunStatus::Failed}).status,
+            RunStatus::Completed);
+  bool seen = false;
+  for (const auto& e : this->runs->readEvents("t1", 0)) {
+    if (e.type == "token_limit_exceeded") {
+      seen = e.payload["token_limit"] == 1 && e.payload["context_tokens"].get<int64_t>() > 1;
+    }
+  }
+  EXPECT_TRUE(seen) << "no token_limit_exceeded event";
+}
+
+TYPED_TEST_P(WorkerTest, TurnSettingsOutOfRangeAreRefusedByName) {
+  auto o = this->workerOptions();
+  o.turn.maxToolCallsPerReply = 0;
+  try {
+    Worker w(this->runs, o);
+    FAIL() << "accepted maxToolCallsPerReply = 0";
+  } catch (const ValidationError& e) {
+    EXPECT_EQ(e.field(), "options.turn.maxToolCallsPerReply");
+  }
+  o = this->workerOptions();
+  o.turn.turnTimeout = -1ms;
   EXPECT_THROW(Worker(this->runs, o), ValidationError);
 }
 
@@ -643,7 +716,10 @@ REGISTER_TYPED_TEST_SUITE_P(
     RollbackCancelsTheRunAndHidesItsTurns, RejectAndEnqueueLeaveTheRunningRunAlone,
     StopHandsBackARunStillGoing, BadInputIsRefusedWithAClearError,
     TheNextRunOfAThreadStartsFromTheCacheUnlessTheThreadChanged,
-    AFinishingRunHandsItsSlotTheThreadsNextRun);
+    AFinishingRunHandsItsSlotTheThreadsNextRun,
+    ARunAgainstAModelThatNeverAnswersFailsAtItsTurnTimeout, ACallTimeoutBoundsEachModelCallOfARun,
+    ThePerReplyToolCapHoldsInARun, ATokenLimitIsReportedInTheRunsEvents,
+    TurnSettingsOutOfRangeAreRefusedByName);
 
 }  // namespace
 

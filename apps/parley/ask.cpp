@@ -43,6 +43,7 @@
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
 #include "parley/structured_output.hpp"
+#include "parley/turn_defaults.hpp"
 #include "prices_option.hpp"
 #include "prompt_input.hpp"
 #include "template_config.hpp"
@@ -176,25 +177,25 @@ int runAsk(const AskArgs& given) {
                 args.json ? nullptr : &std::cerr);
   const bool loop = tools->size() > 0;
 
-  ConversationOptions options;
   ClientOptions client = resolveEndpoint(args.endpoint);
   addParameters(used, client);
   // Read before the call, so a bad price file costs nothing.
   const PriceTable prices = cliPriceTable(args.pricesFile, configFile(args.endpoint));
-  options.llm = makeClient(client);
-  // The profile's token_counting: a remote count for the token limit and the budget.
-  if (client.tokenCounting != TokenCounting::Local)
-    options.promptCounter = makePromptCounter(client);
-  if (loop) options.tools = tools;
-  options.systemPrompt = args.system;
-  options.stream = args.stream;
-  options.maxIterations = args.maxIterations;
+  TurnDefaults turn;
+  turn.systemPrompt = args.system;
+  turn.maxIterations = args.maxIterations;
+  if (args.timeoutMs > 0) {
+    // The whole turn: a tool that outlives it is stopped, and the turn fails with a timeout.
+    turn.callTimeout = std::chrono::milliseconds(args.timeoutMs);
+    turn.turnTimeout = turn.callTimeout;
+  }
   if (args.maxCost >= 0) {
     // Checked before every model call of the turn: nothing is sent that could go over.
-    options.budget.prices = std::make_shared<const PriceTable>(prices);
-    options.budget.model = client.model;
-    options.budget.maxCostPerRun = args.maxCost;
+    turn.budget.prices = std::make_shared<const PriceTable>(prices);
+    turn.budget.maxCostPerRun = args.maxCost;
   }
+  ConversationOptions options = configureConversation(client, makeClient(client), tools, turn);
+  options.stream = args.stream;
   ConversationManager manager(options);
 
   // The turn is saved only when it completes, in one transaction, so the thread only ever holds
@@ -228,12 +229,7 @@ int runAsk(const AskArgs& given) {
     }
   }
 
-  RunOptions run;
-  if (args.timeoutMs > 0) {
-    // The whole turn: a tool that outlives it is stopped, and the turn fails with a timeout.
-    run.timeout = std::chrono::milliseconds(args.timeoutMs);
-    run.turnTimeout = run.timeout;
-  }
+  RunOptions run = turnRunOptions(turn);
   bool printedText = false;
   bool atLineStart = true;
   TerminalFilter toStdout(STDOUT_FILENO);

@@ -58,6 +58,7 @@
 #include "parley/protocol.hpp"
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
+#include "parley/turn_defaults.hpp"
 #include "prices_option.hpp"
 #include "prompt_input.hpp"
 #include "template_config.hpp"
@@ -224,22 +225,16 @@ class ChatSession {
     addParameters(used, client);
     prices_ = cliPriceTable(args_.pricesFile, configFile(args_.endpoint));
     clientModel_ = client.model;
-    ConversationOptions options;
-    options.llm = makeClient(client);
-    // The profile's token_counting: a remote count for the token limit.
-    if (client.tokenCounting != TokenCounting::Local) {
-      options.promptCounter = makePromptCounter(client);
-    }
     auto tools = makeToolRegistry(toolSets, args_.toolFiles);
     addMcpServers(*tools, args_.mcpServers, configFile(args_.endpoint), out_, &out_);
-    if (tools->size() > 0) options.tools = tools;
-    options.systemPrompt = args_.system;
-    options.stream = args_.stream;
-    options.maxIterations = args_.maxIterations;
-    options.tokenLimit = args_.tokenLimit;
-    if (args_.jsonMode) options.request.responseFormat = ResponseFormat::jsonObject();
     if (args_.maxIterations < 1) throw ValidationError("--max-iterations", "must be at least 1");
     if (args_.tokenLimit < 0) throw ValidationError("--token-limit", "must be >= 0");
+    turn_.systemPrompt = args_.system;
+    turn_.maxIterations = args_.maxIterations;
+    turn_.tokenLimit = args_.tokenLimit;
+    ConversationOptions options = configureConversation(client, makeClient(client), tools, turn_);
+    options.stream = args_.stream;
+    if (args_.jsonMode) options.request.responseFormat = ResponseFormat::jsonObject();
     if (args_.continueLast && !args_.thread.empty()) {
       throw ValidationError("-c", "resumes the thread used last; it cannot go with --thread");
     }
@@ -520,7 +515,7 @@ class ChatSession {
     // The way back if the reply is cancelled or fails: run() keeps complete iterations, but a
     // chat turn is all or nothing.
     ConversationManager before = branch.manager.clone();
-    RunOptions run;
+    RunOptions run = turnRunOptions(turn_);
     if (settings_.has_value()) run.request = requestWithSettings(branch.manager.options().request);
     const std::string model = run.request.value_or(branch.manager.options().request).model;
     const size_t viewBefore = branch.manager.getMessages().size();
@@ -1154,6 +1149,7 @@ class ChatSession {
   // /set overrides of the request (an unset key keeps the endpoint's value); nullopt: none.
   std::optional<nlohmann::json> settings_;
   PriceTable prices_;
+  TurnDefaults turn_;        // the turn's settings every branch's conversation is made with
   std::string clientModel_;  // the endpoint's model, priced when no /model or /set model is in use
   double sessionCost_ = 0;   // the priced turns of this session, every branch
   int unpricedTurns_ = 0;

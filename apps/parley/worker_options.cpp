@@ -22,7 +22,20 @@ void addWorkerOptions(CLI::App& cmd, WorkerArgs& args) {
   cmd.add_option("--worker-id", args.workerId, "Worker id (default host-pid-random)");
   cmd.add_option("--max-iterations", args.maxIterations,
                  "Model calls per run unless the run says (default 10)")
-      ->check(CLI::Range(1, 10'000));
+      ->check(CLI::Range(1, TurnDefaults::kMaxIterations));
+  cmd.add_option("--max-tool-calls", args.maxToolCalls,
+                 "Tool calls of one reply that run; the rest get an error result (default 64)")
+      ->check(CLI::Range(1, TurnDefaults::kMaxToolCallsPerReply));
+  cmd.add_option("--call-timeout", args.callTimeoutMs,
+                 "Each model call with its retries, in ms (default 0: the endpoint's own timeouts)")
+      ->check(CLI::Range(int64_t{0}, int64_t{TurnDefaults::kMaxTimeout.count()}));
+  cmd.add_option("--turn-timeout", args.turnTimeoutMs,
+                 "A whole run (model calls, retries, tools), in ms; past it the run fails with a "
+                 "timeout (default 600000; 0: none)")
+      ->check(CLI::Range(int64_t{0}, int64_t{TurnDefaults::kMaxTimeout.count()}));
+  cmd.add_option("--token-limit", args.tokenLimit,
+                 "Context size in tokens past which a run logs token_limit_exceeded (default 0: none)")
+      ->check(CLI::NonNegativeNumber);
   cmd.add_option("--system", args.system, "System prompt of new threads");
   cmd.add_option("--human-tool", args.humanTool,
                  "Offer a tool of this name that asks a person (the run waits for "
@@ -55,17 +68,22 @@ WorkerOptions workerOptions(const WorkerArgs& args) {
   options.concurrency = args.concurrency;
   options.leaseDuration = std::chrono::milliseconds(args.leaseMs);
   options.shutdownGrace = std::chrono::milliseconds(args.graceMs);
-  options.maxIterations = args.maxIterations;
-  options.systemPrompt = args.system;
+  options.turn.maxIterations = args.maxIterations;
+  options.turn.maxToolCallsPerReply = args.maxToolCalls;
+  options.turn.callTimeout = std::chrono::milliseconds(args.callTimeoutMs);
+  options.turn.turnTimeout = std::chrono::milliseconds(args.turnTimeoutMs);
+  options.turn.tokenLimit = args.tokenLimit;
+  options.turn.systemPrompt = args.system;
   options.humanTool = args.humanTool;
   options.profiles = profiles;
   options.defaultProfile = name;
   options.tools = makeToolRegistry(args.toolSets, args.toolFiles);
   options.log = [](const std::string& line) { std::cerr << line << "\n"; };
-  if (args.maxCostPerRun >= 0) options.maxCostPerRun = args.maxCostPerRun;
+  if (args.maxCostPerRun >= 0) options.turn.budget.maxCostPerRun = args.maxCostPerRun;
   if (args.maxCostPerWorker >= 0) options.maxCostPerWorker = args.maxCostPerWorker;
-  if (options.maxCostPerRun || options.maxCostPerWorker || !args.pricesFile.empty()) {
-    options.prices = std::make_shared<const PriceTable>(cliPriceTable(args.pricesFile, config));
+  if (options.turn.budget.maxCostPerRun || options.maxCostPerWorker || !args.pricesFile.empty()) {
+    options.turn.budget.prices =
+        std::make_shared<const PriceTable>(cliPriceTable(args.pricesFile, config));
   }
   return options;
 }

@@ -39,6 +39,7 @@
 #include "parley/cost.hpp"
 #include "parley/errors.hpp"
 #include "parley/llm.hpp"
+#include "parley/logger.hpp"
 #include "parley/message.hpp"
 #include "parley/message_store.hpp"
 #include "parley/prompt_counter.hpp"
@@ -113,7 +114,7 @@ struct ConversationOptions {
   // save writes it.
   std::shared_ptr<TurnSink> persist;
   // Where diagnostics go (a failing trigger, ...). Null: stderr.
-  std::function<void(const std::string&)> log;
+  Logger log;
   // Cost limits (cost.hpp), checked before every model call: the call's worst case (the exact
   // prompt count, the max_tokens bound; a request without max_tokens is sent with
   // budget.defaultMaxTokens) on top of what the run and the thread spent. Over a limit, or with

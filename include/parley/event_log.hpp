@@ -1,5 +1,6 @@
-// EventLog: writes every executor event of a bus as one JSON object per line (JSON Lines):
-// type, time, workflowId, threadId, traceId, spanId (when the event has one), nodeId and each
+// EventLog: writes every executor event of a bus as one JSON object per line (JSON Lines), keys
+// in snake_case as everywhere (event_types.hpp): the header (type, time, workflow_id, thread_id,
+// trace_id, span_id when the event has one), node_id and each
 // event's key parameters (profile, tool names, finish reason, usage, errors, sizes of prompts and
 // replies; a structured attempt's rung, validity and capped validation errors). Message texts and
 // tool arguments are not written, only their sizes; request parameters whose names look like

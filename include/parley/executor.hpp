@@ -7,7 +7,7 @@
 // queue it on its thread, and on the pool: get the thread's ConversationManager (made on first
 // use, loaded from the store when one is set, or restored from contextSnapshot), call the model
 // with the prompt, send each tool call of a reply out as a ToolExecutionRequest (at most
-// maxToolCallsPerThread unanswered at once) and wait for the ToolExecutionCompleted/Failed of
+// turn.maxToolConcurrency unanswered at once) and wait for the ToolExecutionCompleted/Failed of
 // its thread and toolCallId (or the tool timeout: then the tool gets an error result; two
 // threads may wait for calls of the same id), append the tool
 // messages in call order, call again, until a reply without tool calls or maxIterations calls.
@@ -72,8 +72,10 @@
 #include <string>
 
 #include "parley/events.hpp"
+#include "parley/logger.hpp"
 #include "parley/profiles.hpp"
 #include "parley/tools.hpp"
+#include "parley/turn_defaults.hpp"
 
 namespace parley {
 
@@ -86,23 +88,19 @@ struct ExecutorOptions {
   int maxConcurrentThreads = 16;              // threads running a request at once; >= 1
   // How long a tool call may stay unanswered; then it gets an error result.
   std::chrono::milliseconds toolCallTimeout{60'000};
-  // Each model call, retries included; 0: only the profile's own timeouts.
-  std::chrono::milliseconds llmTimeout{0};
-  // A whole llm request: every model call, retry and tool call it makes; when it passes, what
-  // is under way is cancelled and the request fails with a TimeoutError. 0: no such bound.
-  std::chrono::milliseconds requestTimeout{0};
-  // Tool calls run for one reply; the calls past it get an error result the model can read.
-  int maxToolCallsPerReply = 64;
-  int maxIterations = 10;  // model calls per request; >= 1
-  // Tool calls of one thread sent out (ToolExecutionRequest) and not yet answered, at most.
-  // A reply with more calls sends this many and the next one each time an answer or a
-  // timeout frees a slot; the results are still appended in call order. >= 1.
-  int maxToolCallsPerThread = 4;
+  // The turn's settings (turn_defaults.hpp), one llm request being one turn: callTimeout bounds
+  // each model call, turnTimeout the whole request (every model call, retry and tool call it
+  // makes: when it passes, what is under way is cancelled and the request fails with a
+  // TimeoutError), maxIterations its model calls, tokenLimit publishes a TokenLimitExceeded,
+  // systemPrompt opens every new thread, budget refuses a call that could go over it
+  // (BudgetExceeded, nothing sent). maxToolConcurrency is how many tool calls of one thread are
+  // sent out (ToolExecutionRequest) and not yet answered at once: a reply with more calls sends
+  // that many and the next one each time an answer or a timeout frees a slot; the results are
+  // still appended in call order.
+  TurnDefaults turn{};
   // How long a user_interaction node waits for its answer unless the request's
   // parameters.timeoutMs says otherwise; then the node fails (errorDetails.kind "timeout").
   std::chrono::milliseconds interactionTimeout{300'000};
-  std::string systemPrompt;  // non-empty: the first message of every new thread
-  int64_t tokenLimit = 0;    // per thread; over it a TokenLimitExceeded is published
   // Non-null: a thread not in memory is loaded from the store (or created there), and every
   // completed request is saved to it.
   std::shared_ptr<ConversationStore> store;
@@ -120,7 +118,7 @@ struct ExecutorOptions {
   // not kept. Shared by every thread of the executor; identical requests that miss at the
   // same time both call the model.
   size_t responseCacheSize = 0;
-  std::function<void(const std::string&)> log;  // diagnostics; null: stderr
+  Logger log;  // diagnostics; null: stderr
   // Each failed request (LlmExecutionFailed) and each tool call that could not be run
   // (ToolExecutionFailed) is also written to `log`, one line with its trace id, so a failure
   // nobody listens for is still seen. Turn it off when an EventLog (or a subscriber of your

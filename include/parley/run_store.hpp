@@ -51,6 +51,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "parley/event_names.hpp"
 #include "parley/message.hpp"
 #include "parley/store.hpp"
 
@@ -202,10 +203,13 @@ struct StoredEvent {
 // "run_released", "run_completed", "run_failed" and "run_cancelled" as runs change state.
 inline constexpr const char* kStreamChunkEventType = "llm_stream_chunk";
 // A run's last event, whatever ended it (its worker, a cancel, a policy), written right after
-// run_completed, run_failed or run_cancelled: llm_execution_completed {"runId", "result"} or
-// llm_execution_failed {"runId", "error", "cancelled"} (a cancelled run counts as failed).
+// run_completed, run_failed or run_cancelled: llm_execution_completed {"run_id", "result"} or
+// llm_execution_failed {"run_id", "error", "cancelled"} (a cancelled run counts as failed).
 inline constexpr const char* kRunCompletedEventType = "llm_execution_completed";
 inline constexpr const char* kRunFailedEventType = "llm_execution_failed";
+static_assert(eventName(EventType::LlmStreamChunk) == kStreamChunkEventType &&
+              eventName(EventType::LlmExecutionCompleted) == kRunCompletedEventType &&
+              eventName(EventType::LlmExecutionFailed) == kRunFailedEventType);
 
 // The JSON forms `parley runs` prints and `parley serve` answers with (times as ISO 8601 UTC with
 // milliseconds; empty texts as null). toJson(RunInfo) leaves the input out (it may be large):

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "parley/logger.hpp"
 #include "parley/run_store.hpp"
 
 namespace parley {
@@ -56,7 +57,7 @@ struct ServiceOptions {
   std::chrono::milliseconds heartbeat{15'000};
   // An idle keep-alive connection is closed after this long.
   std::chrono::milliseconds keepAlive{5'000};
-  std::function<void(const std::string&)> log{};  // diagnostics; null: stderr
+  Logger log{};  // diagnostics; null: stderr
 };
 
 class Service {

@@ -39,9 +39,11 @@
 #include <string>
 
 #include "parley/cost.hpp"
+#include "parley/logger.hpp"
 #include "parley/profiles.hpp"
 #include "parley/run_store.hpp"
 #include "parley/tools.hpp"
+#include "parley/turn_defaults.hpp"
 
 namespace parley {
 
@@ -65,31 +67,31 @@ struct WorkerOptions {
   std::string defaultProfile{};
   // The tools runs may call (a run's SubmitOptions::tools narrows them); null: none.
   std::shared_ptr<ToolRegistry> tools{};
-  int maxToolConcurrency = 4;  // calls of one reply running at once
-  int maxIterations = 10;      // model calls per run, unless the run says
-  // The first message of a thread that has none, unless the run gives its own system prompt.
-  std::string systemPrompt{};
+  // The turn's settings (turn_defaults.hpp), a run being one turn: callTimeout bounds each
+  // model call and turnTimeout the whole run (a run past it fails with kind "timeout", its whole
+  // turns kept), maxIterations its model calls (a run's SubmitOptions::maxIterations may lower
+  // or raise it), maxToolCallsPerReply and maxToolConcurrency the calls of one reply,
+  // tokenLimit triggers compression, systemPrompt opens a thread that has none (unless the run
+  // gives its own), budget limits each run (maxCostPerRun) and thread (maxCostPerThread) and
+  // needs budget.prices: a call that could go over fails its run with kind budget_exceeded (the
+  // run's result is {"error": errorToJson(...)}) and nothing is sent; an unpriced model fails
+  // the run the same way. A worker bounds a run at 10 minutes unless told otherwise: a model
+  // that never answers must not hold a run (and its thread) for the client's own timeouts.
+  TurnDefaults turn{.turnTimeout = std::chrono::minutes(10)};
   // Non-empty: the worker adds a tool of this name ({"question": string}) to `tools` (made if
   // null); a call of it makes the run wait for a person, whose answer is the call's result.
   std::string humanTool{};
   // Stream chunks are written at most once per chunkInterval unless chunkBytes of text wait.
   std::chrono::milliseconds chunkInterval{50};
   std::size_t chunkBytes = 256;
-  std::function<void(const std::string&)> log{};  // diagnostics; null: stderr
+  Logger log{};  // diagnostics; null: stderr
   // Threads whose state the worker keeps after a run it completed, so that the thread's next run,
   // if this worker claims it and nothing changed the thread meanwhile (same version), starts
   // without loading and parsing the thread's history again. Least recently used ones go first;
   // 0 keeps none.
   size_t threadCache = 256;
-  // Cost limits in USD (cost.hpp), checked before every model call with the exact prompt count
-  // and the max_tokens bound (CostBudget::defaultMaxTokens when the profile sets none): per run
-  // (the replies since the run's prompt), and per worker (every reply of every run this worker
-  // made since it was constructed; calls under way at once reserve their worst case). A call
-  // that could go over fails its run with kind budget_exceeded (the run's result is
-  // {"error": errorToJson(...)}) and nothing is sent. A limit needs `prices`; an unpriced
-  // model fails the run the same way. Default: no limits.
-  std::shared_ptr<const PriceTable> prices{};
-  std::optional<double> maxCostPerRun{};
+  // A cost limit in USD over every reply of every run this worker made since it was
+  // constructed (calls under way at once reserve their worst case); needs turn.budget.prices.
   std::optional<double> maxCostPerWorker{};
 };
 

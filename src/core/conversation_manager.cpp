@@ -21,6 +21,7 @@
 #include "core/turn_deadline.hpp"
 #include "parley/context_ops.hpp"
 #include "parley/errors.hpp"
+#include "parley/logger.hpp"
 
 namespace parley {
 
@@ -118,11 +119,7 @@ std::vector<Message> copyOut(const MessageStore& store, const MessageStore::Inde
 namespace {
 
 void logLine(const ConversationOptions& options, const std::string& line) {
-  if (options.log) {
-    options.log(line);
-  } else {
-    std::cerr << "parley: " << line << "\n";
-  }
+  writeLog(options.log, options.log ? line : "parley: " + line);
 }
 
 // The request JSON text of a stored message, written once per way of writing empty content.

@@ -10,15 +10,7 @@
 namespace parley {
 namespace {
 
-nlohmann::json header(const EventHeader& e) {
-  nlohmann::json j = {{"type", e.type},
-                      {"time", isoTime(e.timestamp)},
-                      {"workflowId", e.workflowId},
-                      {"threadId", e.threadId},
-                      {"traceId", e.traceId}};
-  if (!e.spanId.empty()) j["spanId"] = e.spanId;
-  return j;
-}
+nlohmann::json header(const EventHeader& e) { return eventHeaderToJson(e); }
 
 bool looksSecret(std::string key) {
   std::transform(key.begin(), key.end(), key.begin(),
@@ -50,125 +42,125 @@ nlohmann::json redacted(const nlohmann::json& value) {
 
 nlohmann::json describeEvent(const LlmExecutionRequest& e) {
   auto j = header(e);
-  j["nodeId"] = e.nodeId;
-  j["nodeType"] = e.nodeType;
-  j["profileId"] = e.requestData.profileId;
+  j["node_id"] = e.nodeId;
+  j["node_type"] = e.nodeType;
+  j["profile_id"] = e.requestData.profileId;
   j["stream"] = e.requestData.stream;
-  j["promptBytes"] = e.requestData.prompt.size();
+  j["prompt_bytes"] = e.requestData.prompt.size();
   j["tools"] = e.requestData.tools;
   j["parameters"] = redacted(e.requestData.parameters);
-  j["hasContextSnapshot"] = !e.contextSnapshot.isNull();
+  j["has_context_snapshot"] = !e.contextSnapshot.isNull();
   return j;
 }
 
 nlohmann::json describeEvent(const LlmExecutionCompleted& e) {
   auto j = header(e);
-  j["nodeId"] = e.nodeId;
-  j["finishReason"] = e.result.finishReason;
+  j["node_id"] = e.nodeId;
+  j["finish_reason"] = e.result.finishReason;
   j["iterations"] = e.result.iterations;
-  j["contentBytes"] = e.result.content.size();
-  j["toolCalls"] = e.result.toolCalls.size();
-  j["usage"] = {{"promptTokens", e.result.usage.promptTokens},
-                {"completionTokens", e.result.usage.completionTokens},
-                {"totalTokens", e.result.usage.totalTokens}};
+  j["content_bytes"] = e.result.content.size();
+  j["tool_calls"] = e.result.toolCalls.size();
+  j["usage"] = {{"prompt_tokens", e.result.usage.promptTokens},
+                {"completion_tokens", e.result.usage.completionTokens},
+                {"total_tokens", e.result.usage.totalTokens}};
   return j;
 }
 
 nlohmann::json describeEvent(const LlmExecutionFailed& e) {
   auto j = header(e);
-  j["nodeId"] = e.nodeId;
+  j["node_id"] = e.nodeId;
   j["error"] = e.error;
-  j["errorDetails"] = redacted(e.errorDetails);
+  j["error_details"] = redacted(e.errorDetails);
   return j;
 }
 
 nlohmann::json describeEvent(const LlmStreamChunk& e) {
   auto j = header(e);
-  j["nodeId"] = e.nodeId;
+  j["node_id"] = e.nodeId;
   j["iteration"] = e.iteration;
-  j["contentBytes"] = e.content.size();
-  j["reasoningBytes"] = e.reasoning.size();
-  if (!e.partial.is_null()) j["hasPartial"] = true;
+  j["content_bytes"] = e.content.size();
+  j["reasoning_bytes"] = e.reasoning.size();
+  if (!e.partial.is_null()) j["has_partial"] = true;
   return j;
 }
 
 nlohmann::json describeEvent(const StructuredOutputAttempt& e) {
   auto j = header(e);
-  j["nodeId"] = e.nodeId;
+  j["node_id"] = e.nodeId;
   j["attempt"] = e.attempt;
-  j["rungAttempt"] = e.rungAttempt;
+  j["rung_attempt"] = e.rungAttempt;
   j["rung"] = e.rung;
   j["refused"] = e.refused;
   j["valid"] = e.valid;
   j["errors"] = e.errors;
-  j["errorCount"] = e.errorCount;
+  j["error_count"] = e.errorCount;
   if (e.usage) {
-    j["usage"] = {{"promptTokens", e.usage->promptTokens},
-                  {"completionTokens", e.usage->completionTokens},
-                  {"totalTokens", e.usage->totalTokens}};
+    j["usage"] = {{"prompt_tokens", e.usage->promptTokens},
+                  {"completion_tokens", e.usage->completionTokens},
+                  {"total_tokens", e.usage->totalTokens}};
   }
   return j;
 }
 
 nlohmann::json describeEvent(const TokenLimitExceeded& e) {
   auto j = header(e);
-  j["nodeId"] = e.nodeId;
-  j["contextTokens"] = e.contextTokens;
-  j["tokenLimit"] = e.tokenLimit;
+  j["node_id"] = e.nodeId;
+  j["context_tokens"] = e.contextTokens;
+  j["token_limit"] = e.tokenLimit;
   return j;
 }
 
 nlohmann::json describeEvent(const MessageAdded& e) {
   auto j = header(e);
-  j["nodeId"] = e.nodeId;
+  j["node_id"] = e.nodeId;
   j["role"] = std::string(toString(e.message.role));
-  j["contentBytes"] = e.message.content.size();
-  j["toolCalls"] = e.message.toolCalls.size();
-  if (!e.message.toolCallId.empty()) j["toolCallId"] = e.message.toolCallId;
+  j["content_bytes"] = e.message.content.size();
+  j["tool_calls"] = e.message.toolCalls.size();
+  if (!e.message.toolCallId.empty()) j["tool_call_id"] = e.message.toolCallId;
   return j;
 }
 
 nlohmann::json describeEvent(const ToolExecutionRequest& e) {
   auto j = header(e);
-  j["nodeId"] = e.nodeId;
-  j["toolCallId"] = e.toolCall.id;
+  j["node_id"] = e.nodeId;
+  j["tool_call_id"] = e.toolCall.id;
   j["tool"] = e.toolCall.name;
-  j["argumentsBytes"] = e.toolCall.arguments.size();
-  j["timeoutMs"] = e.executionOptions.timeout.count();
+  j["arguments_bytes"] = e.toolCall.arguments.size();
+  j["timeout_ms"] = e.executionOptions.timeout.count();
   j["retries"] = e.executionOptions.retries;
   return j;
 }
 
 nlohmann::json describeEvent(const ToolExecutionCompleted& e) {
   auto j = header(e);
-  j["toolCallId"] = e.toolCallId;
+  j["tool_call_id"] = e.toolCallId;
   j["success"] = e.result.success;
   if (!e.result.success) j["error"] = e.result.error;
-  j["executionTimeUs"] = e.result.executionTime.count();
-  j["retryCount"] = e.result.retryCount;
+  j["execution_time_us"] = e.result.executionTime.count();
+  j["retry_count"] = e.result.retryCount;
   return j;
 }
 
 nlohmann::json describeEvent(const ToolExecutionFailed& e) {
   auto j = header(e);
-  j["toolCallId"] = e.toolCallId;
+  j["tool_call_id"] = e.toolCallId;
   j["error"] = e.error;
-  j["errorDetails"] = redacted(e.errorDetails);
+  j["error_details"] = redacted(e.errorDetails);
   return j;
 }
 
 nlohmann::json describeEvent(const UserInteractionRequested& e) {
   auto j = header(e);
-  j["nodeId"] = e.nodeId;
-  j["interactionId"] = e.interactionId;
-  j["timeoutMs"] = e.timeout.count();
+  j["node_id"] = e.nodeId;
+  j["interaction_id"] = e.interactionId;
+  j["timeout_ms"] = e.timeout.count();
   return j;
 }
 
 nlohmann::json describeEvent(const UserInteractionResponded& e) {
   auto j = header(e);
-  j["interactionId"] = e.interactionId;
-  j["responseBytes"] = e.response.size();
+  j["interaction_id"] = e.interactionId;
+  j["response_bytes"] = e.response.size();
   return j;
 }
 

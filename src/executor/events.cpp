@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "parley/logger.hpp"
+
 namespace parley {
 namespace detail {
 
@@ -130,11 +132,7 @@ void EventBus::publishRaw(std::type_index type, const void* event, const std::st
     entry->idle.notify_all();
     if (!failure.empty()) {
       const std::string line = "parley: event handler for " + typeName + " threw: " + failure;
-      if (state_->log) {
-        state_->log(line);
-      } else {
-        std::cerr << line << '\n';
-      }
+      writeLog(state_->log, line);
     }
   }
 }

@@ -371,23 +371,14 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
 
   std::unique_ptr<ConversationManager> makeManager(ThreadState& state,
                                                    const std::string& profileId) {
-    ConversationOptions o;
+    std::shared_ptr<LlmClient> llm;
+    ClientOptions profile;
     if (!profileId.empty()) {
-      o.llm = options.profiles->client(profileId);
-      const ClientOptions profile = options.profiles->get(profileId);
-      if (cache) {
-        o.llm =
-            std::make_shared<detail::CachedLlmClient>(std::move(o.llm), cache, profileId, profile);
-      }
-      // The profile's token_counting: a remote count for the token limit.
-      if (profile.tokenCounting != TokenCounting::Local)
-        o.promptCounter = makePromptCounter(profile);
+      llm = options.profiles->client(profileId);
+      profile = options.profiles->get(profileId);
+      if (cache) llm = std::make_shared<detail::CachedLlmClient>(std::move(llm), cache, profileId, profile);
     }
-    o.tools = options.tools;
-    o.systemPrompt = options.systemPrompt;
-    o.maxIterations = options.maxIterations;
-    o.maxToolCallsPerReply = options.maxToolCallsPerReply;
-    o.tokenLimit = options.tokenLimit;
+    ConversationOptions o = configureConversation(profile, std::move(llm), options.tools, options.turn);
     o.log = options.log;
     ThreadState* owner = &state;
     o.onTokenLimitExceeded = [this, owner](ConversationManager&, const TokenCheck& check) {
@@ -601,8 +592,9 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     StructuredOptions& structured = spec.options;
     structured.stream = data.stream;
     structured.stopToken = stop;
-    if (options.llmTimeout.count() > 0) structured.timeout = options.llmTimeout;
-    if (options.requestTimeout.count() > 0) structured.turnTimeout = options.requestTimeout;
+    const RunOptions limits = turnRunOptions(options.turn);
+    structured.timeout = limits.timeout;
+    structured.turnTimeout = limits.turnTimeout;
     structured.request = modelRequest(*state.manager, request);
 
     int calls = 0;           // model calls ended, refusals included
@@ -665,12 +657,9 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     const LlmRequestData& data = request.requestData;
     std::stop_token stop = state.stop.get_token();
 
-    RunOptions run;
-    run.maxIterations = options.maxIterations;
+    RunOptions run = turnRunOptions(options.turn);
     run.stream = data.stream;
     run.stopToken = stop;
-    if (options.llmTimeout.count() > 0) run.timeout = options.llmTimeout;
-    if (options.requestTimeout.count() > 0) run.turnTimeout = options.requestTimeout;
     run.request = modelRequest(manager, request);
     int iteration = 1;      // of the model call under way: one more than the replies seen
     state.callDone = true;  // the first call's first event starts its span
@@ -772,17 +761,7 @@ LlmExecutor::LlmExecutor(EventBus& bus, ExecutorOptions options) {
   if (options.maxConcurrentThreads < 1) {
     throw ValidationError("options.maxConcurrentThreads", "must be at least 1");
   }
-  if (options.maxIterations < 1)
-    throw ValidationError("options.maxIterations", "must be at least 1");
-  if (options.maxToolCallsPerThread < 1) {
-    throw ValidationError("options.maxToolCallsPerThread", "must be at least 1");
-  }
-  if (options.requestTimeout.count() < 0) {
-    throw ValidationError("options.requestTimeout", "must not be negative");
-  }
-  if (options.maxToolCallsPerReply < 1) {
-    throw ValidationError("options.maxToolCallsPerReply", "must be at least 1");
-  }
+  validateTurnDefaults(options.turn, "options.turn");
   if (options.toolCallTimeout.count() <= 0) {
     throw ValidationError("options.toolCallTimeout", "must be positive");
   }

@@ -1,10 +1,10 @@
 #include "executor/interactions.hpp"
 
-#include <cctype>
 #include <condition_variable>
 
 #include "executor/request_context.hpp"
 #include "parley/errors.hpp"
+#include "parley/turn_defaults.hpp"
 
 namespace parley::detail {
 
@@ -14,21 +14,11 @@ struct Interactions::Pending {
   std::optional<std::string> response;
 };
 
-namespace {
-
-bool approves(std::string answer) {
-  for (char& c : answer)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return answer == "y" || answer == "yes" || answer == "approve" || answer == "approved" ||
-         answer == "ok" || answer == "true";
-}
-
-}  // namespace
-
 std::optional<std::string> Interactions::ask(const LlmExecutionRequest& request,
                                              const std::string& id, const std::string& prompt,
                                              std::chrono::milliseconds timeout,
-                                             std::stop_token stop, const std::string& spanId) {
+                                             std::stop_token stop, const std::string& spanId,
+                                             const std::string& kind) {
   auto wait = std::make_shared<Pending>();
   {
     std::lock_guard lock(mutex_);
@@ -39,6 +29,7 @@ std::optional<std::string> Interactions::ask(const LlmExecutionRequest& request,
   event.interactionId = id;
   event.prompt = prompt;
   event.timeout = timeout;
+  event.kind = kind;
   bus_.publish(event);
   std::optional<std::string> response;
   {
@@ -63,11 +54,11 @@ std::optional<ToolResult> Interactions::approval(const LlmExecutionRequest& requ
   auto answer = ask(request, id,
                     "Approve the call of tool \"" + call.name + "\" with arguments " +
                         (call.arguments.empty() ? "{}" : call.arguments) + "? (yes/no)",
-                    options_.toolCallTimeout, stop, spanId);
+                    options_.toolCallTimeout, stop, spanId, "approval");
   if (!answer && stop.stop_requested()) {
     throw CancelledError("the thread was cleaned up while a tool call awaited approval");
   }
-  if (answer && approves(*answer)) return std::nullopt;
+  if (answer && isApproval(*answer)) return std::nullopt;
   ToolResult r;
   r.toolCallId = call.id;
   r.name = call.name;

@@ -29,7 +29,8 @@ class Interactions {
   // The event carries `spanId` (a tool approval belongs to the model call that made the call).
   std::optional<std::string> ask(const LlmExecutionRequest& request, const std::string& id,
                                  const std::string& prompt, std::chrono::milliseconds timeout,
-                                 std::stop_token stop, const std::string& spanId = {});
+                                 std::stop_token stop, const std::string& spanId = {},
+                                 const std::string& kind = "interaction");
   // For a tool that requiresApproval: asks (interactionId "approve-<toolCallId>") and returns
   // an error result unless approved within toolCallTimeout; nullopt when the call may run.
   // CancelledError if `stop` is requested while it waits.

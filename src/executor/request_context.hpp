@@ -24,11 +24,7 @@ Event causedBy(const LlmExecutionRequest& request, const std::string& spanId = {
 
 // ExecutorOptions::log, or stderr when it is not set.
 inline void logLine(const ExecutorOptions& options, const std::string& line) {
-  if (options.log) {
-    options.log(line);
-  } else {
-    std::cerr << line << '\n';
-  }
+  writeLog(options.log, line);
 }
 
 }  // namespace parley::detail

@@ -79,7 +79,7 @@ std::vector<ToolResult> ToolCallDispatch::run(const LlmExecutionRequest& request
     Clock::time_point deadline;
   };
   std::vector<InFlight> inFlight;  // in send order, so deadlines never decrease
-  const size_t cap = static_cast<size_t>(options_.maxToolCallsPerThread);
+  const size_t cap = static_cast<size_t>(options_.turn.maxToolConcurrency);
   size_t next = 0;
   size_t seenAnswers = 0;
   // Forgets calls still waiting: a late answer is then an unknown id.
@@ -168,7 +168,7 @@ std::vector<ToolResult> ToolCallDispatch::run(const LlmExecutionRequest& request
 }
 
 void ToolCallDispatch::resolve(const std::string& threadId, const std::string& toolCallId,
-                               ToolResult result, bool timedOut, const char* eventType) {
+                               ToolResult result, bool timedOut, EventType eventType) {
   const auto now = std::chrono::steady_clock::now();
   Pending call;
   {
@@ -183,14 +183,14 @@ void ToolCallDispatch::resolve(const std::string& threadId, const std::string& t
         if (i->first.second == toolCallId && ++matches == 1) it = i;
       }
       if (matches > 1) {
-        logLine(options_, std::string("parley: ") + eventType + " for tool call \"" + toolCallId +
+        logLine(options_, "parley: " + std::string(eventName(eventType)) + " for tool call \"" + toolCallId +
                               "\" names no thread and " + std::to_string(matches) +
                               " threads wait for that id; ignored");
         return;
       }
     }
     if (it == pending_.end()) {
-      logLine(options_, std::string("parley: ") + eventType +
+      logLine(options_, "parley: " + std::string(eventName(eventType)) +
                             " for unknown or already answered tool call \"" + toolCallId + "\"" +
                             (threadId.empty() ? "" : " of thread \"" + threadId + "\"") +
                             " ignored");
@@ -221,7 +221,7 @@ void ToolCallDispatch::onCompleted(const ToolExecutionCompleted& event) {
   r.executionTime = event.result.executionTime;
   r.retryCount = event.result.retryCount;
   const bool timedOut = !r.success && event.result.timedOut;
-  resolve(event.threadId, event.toolCallId, std::move(r), timedOut, ToolExecutionCompleted::kType);
+  resolve(event.threadId, event.toolCallId, std::move(r), timedOut, ToolExecutionCompleted::kEventType);
 }
 
 void ToolCallDispatch::onFailed(const ToolExecutionFailed& event) {
@@ -238,7 +238,7 @@ void ToolCallDispatch::onFailed(const ToolExecutionFailed& event) {
                           event.threadId + "\" (trace " + event.traceId +
                           ") could not be run: " + r.error);
   }
-  resolve(event.threadId, event.toolCallId, std::move(r), timedOut, ToolExecutionFailed::kType);
+  resolve(event.threadId, event.toolCallId, std::move(r), timedOut, ToolExecutionFailed::kEventType);
 }
 
 }  // namespace parley::detail

@@ -1,5 +1,5 @@
 // The executor's tool-call round trip: the calls of one reply go out as ToolExecutionRequest
-// events, at most maxToolCallsPerThread unanswered at once, and their answers
+// events, at most turn.maxToolConcurrency unanswered at once, and their answers
 // (ToolExecutionCompleted / ToolExecutionFailed of the same thread and toolCallId) or their
 // timeouts come back as results in call order. Internal to src/executor/.
 //
@@ -60,7 +60,7 @@ class ToolCallDispatch {
   void publishRequest(const LlmExecutionRequest& request, const std::string& spanId,
                       const ToolCall& call);
   void resolve(const std::string& threadId, const std::string& toolCallId, ToolResult result,
-               bool timedOut, const char* eventType);
+               bool timedOut, EventType eventType);
 
   EventBus& bus_;
   const ExecutorOptions& options_;

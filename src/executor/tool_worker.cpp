@@ -49,6 +49,7 @@ struct ToolWorker::Impl : std::enable_shared_from_this<ToolWorker::Impl> {
         done.threadId = request.threadId;
         done.traceId = request.traceId;
         done.toolCallId = request.toolCall.id;
+        done.toolName = request.toolCall.name;
         done.result.success = r.success;
         done.result.result = r.result;
         done.result.error = r.error;
@@ -66,6 +67,7 @@ struct ToolWorker::Impl : std::enable_shared_from_this<ToolWorker::Impl> {
       failed.threadId = request.threadId;
       failed.traceId = request.traceId;
       failed.toolCallId = request.toolCall.id;
+      failed.toolName = request.toolCall.name;
       failed.spanId = request.spanId;
       failed.errorDetails = errorToJson(std::current_exception());
       failed.error = "no thread could be started to run the tool: " +

@@ -12,6 +12,7 @@
 #include "parley/openai_client.hpp"
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
+#include "parley/turn_defaults.hpp"
 
 namespace parley {
 
@@ -220,10 +221,15 @@ std::string AI::ask(const std::string& prompt, int timeoutMs) {
 Conversation AI::createConversation() {
   auto conversation = std::make_shared<Conversation::State>();
   conversation->ai = state_;
-  ConversationOptions options;
-  options.llm = state_->llm;
-  options.systemPrompt = getSystemPrompt();
-  options.maxIterations = 1;
+  TurnDefaults turn;
+  turn.systemPrompt = getSystemPrompt();
+  turn.maxIterations = 1;  // the facade runs no tools: an ask is one model call
+  ClientOptions profile;
+  {
+    std::lock_guard lock(state_->mutex);
+    profile.model = state_->model;
+  }
+  ConversationOptions options = configureConversation(profile, state_->llm, nullptr, turn);
   conversation->systemPrompt = options.systemPrompt;
   conversation->manager = ConversationManager(std::move(options));
   return Conversation(std::move(conversation));

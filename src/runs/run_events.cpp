@@ -14,8 +14,10 @@ RunEvents::RunEvents(RunStore& runs, Lease lease, std::chrono::milliseconds chun
 
 void RunEvents::closeChunk() {
   if (text_.empty()) return;
-  live_.push_back({kStreamChunkEventType, {{"content", std::move(text_)}}});
+  LlmStreamChunk chunk;
+  chunk.content = std::move(text_);
   text_.clear();
+  live_.push_back(eventInput(chunk));
 }
 
 void RunEvents::chunk(const std::string& text) {

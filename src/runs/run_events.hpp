@@ -17,9 +17,16 @@
 #include <string>
 #include <vector>
 
+#include "parley/event_types.hpp"
 #include "parley/run_store.hpp"
 
 namespace parley::detail {
+
+// An event of the vocabulary (event_types.hpp) as the run store writes it.
+template <class E>
+EventInput eventInput(const E& event) {
+  return {std::string(eventName(E::kEventType)), eventToJson(event)};
+}
 
 class RunEvents {
  public:

@@ -19,6 +19,7 @@
 
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
+#include "parley/logger.hpp"
 #include "parley/stored_thread.hpp"
 #include "runs/run_events.hpp"
 
@@ -44,17 +45,6 @@ std::string defaultWorkerId() {
   char suffix[8];
   std::snprintf(suffix, sizeof suffix, "%04x", static_cast<unsigned>(random() & 0xffff));
   return std::string(host) + "-" + std::to_string(getpid()) + "-" + suffix;
-}
-
-bool isYes(const json& answer) {
-  if (answer.is_boolean()) return answer.get<bool>();
-  if (answer.is_object()) return answer.value("approved", false) == true;
-  if (!answer.is_string()) return false;
-  std::string text = answer.get<std::string>();
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text == "yes" || text == "y" || text == "approve" || text == "approved" || text == "ok" ||
-         text == "true";
 }
 
 std::string answerText(const json& answer) {
@@ -159,13 +149,7 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
   std::mutex subsetMutex;
   std::map<std::vector<std::string>, std::shared_ptr<ToolRegistry>> subsets;
 
-  void log(const std::string& line) const {
-    if (options.log) {
-      options.log(line);
-    } else {
-      std::fprintf(stderr, "%s\n", line.c_str());
-    }
-  }
+  void log(const std::string& line) const { writeLog(options.log, line); }
 
   bool stillClaiming() const {
     std::lock_guard lock(mutex);
@@ -551,7 +535,7 @@ class JournalRunner {
           record(call, ToolCallPhase::Completed, answerText(*answer));
           continue;
         }
-        if (!isYes(*answer)) {
+        if (!isApproval(*answer)) {
           results[i] =
               errorResult(call, ToolErrorKind::HandlerFailed,
                           "the call was not approved (answer: " + answerText(*answer) + ")");
@@ -563,11 +547,12 @@ class JournalRunner {
     }
     if (!toRun.empty()) runCalls(calls, toRun, results, stop);
     if (waitFor) {
-      const std::string id = (*waitFor)["toolCallId"];
-      const std::string prompt = (*waitFor)["prompt"];
+      UserInteractionRequested asked;
+      asked.interactionId = (*waitFor)["tool_call_id"];
+      asked.prompt = (*waitFor)["prompt"];
+      asked.kind = (*waitFor)["kind"];
       auto live = events_.takeLive();
-      live.push_back({"user_interaction_requested",
-                      {{"interactionId", id}, {"prompt", prompt}, {"kind", (*waitFor)["kind"]}}});
+      live.push_back(detail::eventInput(asked));
       active_.closing = true;
       runs_.wait(active_.lease, *waitFor, live);
       throw RunWaits{};
@@ -589,7 +574,8 @@ class JournalRunner {
   // The answer respond() stored for this call, if the run waited for it.
   const json* answerFor(const std::string& callId) const {
     if (run_.response.is_null() || !run_.wait.is_object()) return nullptr;
-    if (run_.wait.value("toolCallId", "") != callId) return nullptr;
+    // "toolCallId": the spelling of runs that waited before the store's schema version 6.
+    if (run_.wait.value("tool_call_id", run_.wait.value("toolCallId", "")) != callId) return nullptr;
     return &run_.response;
   }
 
@@ -608,7 +594,7 @@ class JournalRunner {
       prompt = "Run the tool " + call.name + " with " + call.arguments + "?";
     }
     return {{"kind", human ? "interaction" : "approval"},
-            {"toolCallId", call.id},
+            {"tool_call_id", call.id},
             {"tool", call.name},
             {"arguments", call.arguments},
             {"prompt", prompt}};
@@ -624,10 +610,14 @@ class JournalRunner {
     for (size_t i : toRun) {
       batch.push_back(calls[i]);
       record(calls[i], ToolCallPhase::Started, "");
-      events_.add({"tool_execution_request",
-                   {{"toolCallId", calls[i].id},
-                    {"toolName", calls[i].name},
-                    {"arguments", calls[i].arguments}}});
+      ToolExecutionRequest requested;
+      requested.toolCall = calls[i];
+      if (auto info = all_ ? all_->find(calls[i].name) : std::nullopt) {
+        requested.executionOptions.timeout = info->options.timeout;
+        requested.executionOptions.retries = info->options.retries;
+        requested.executionOptions.retryDelay = info->options.retryDelay;
+      }
+      events_.add(detail::eventInput(requested));
     }
     events_.flush();
     std::vector<ToolResult> done = executor_->executeAll(batch, stop);
@@ -640,11 +630,18 @@ class JournalRunner {
       } else {
         record(batch[k], ToolCallPhase::Failed, r.error);
       }
-      events_.add({r.success ? "tool_execution_completed" : "tool_execution_failed",
-                   {{"toolCallId", r.toolCallId},
-                    {"toolName", r.name},
-                    {"content", r.content()},
-                    {"success", r.success}}});
+      // Ran, successfully or not (the executor's meaning): tool_execution_completed.
+      ToolExecutionCompleted ended;
+      ended.toolCallId = r.toolCallId;
+      ended.toolName = r.name;
+      ended.result.success = r.success;
+      // What the model reads (capped at the tool's maxResultBytes), not the raw value.
+      if (r.success) ended.result.result = r.content();
+      ended.result.error = r.error;
+      ended.result.executionTime = r.executionTime;
+      ended.result.retryCount = r.retryCount;
+      ended.result.timedOut = r.errorKind == ToolErrorKind::Timeout;
+      events_.add(detail::eventInput(ended));
     }
     if (stop.stop_requested()) throw CancelledError("the run was stopped while its tools ran");
     for (size_t k = 0; k < toRun.size(); ++k)
@@ -665,21 +662,24 @@ class JournalRunner {
 }  // namespace
 
 void Worker::Impl::execute(const RunInfo& run, ActiveRun& active, detail::RunEvents& events) {
-  ConversationOptions config;
   const std::string profile =
       run.options.profile.empty() ? options.defaultProfile : run.options.profile;
   if (profile.empty()) {
     throw ValidationError("profile", "the run names no profile and the worker has no default");
   }
-  config.llm = options.profiles->client(profile);
   auto allowed = toolsFor(run);
-  config.tools = allowed;
-  config.maxToolConcurrency = options.maxToolConcurrency;
+  ConversationOptions config = configureConversation(
+      options.profiles->get(profile), options.profiles->client(profile), allowed, options.turn);
+  // The system prompt is the run's business (below): a thread with history keeps its own.
+  config.systemPrompt.clear();
   config.log = options.log;
-  if (options.prices) {
-    config.budget.prices = options.prices;
-    config.budget.model = options.profiles->get(profile).model;
-    config.budget.maxCostPerRun = options.maxCostPerRun;
+  config.onTokenLimitExceeded = [&events](ConversationManager&, const TokenCheck& check) {
+    TokenLimitExceeded over;
+    over.contextTokens = check.contextTokens;
+    over.tokenLimit = check.tokenLimit;
+    events.add(detail::eventInput(over));
+  };
+  if (options.maxCostPerWorker) {
     config.budget.maxCostShared = options.maxCostPerWorker;
     config.budget.shared = spending;
     config.budget.sharedName = "maxCostPerWorker";
@@ -709,7 +709,7 @@ void Worker::Impl::execute(const RunInfo& run, ActiveRun& active, detail::RunEve
   int done = 0;
   if (stored <= base) {
     const std::string system =
-        run.options.systemPrompt ? *run.options.systemPrompt : options.systemPrompt;
+        run.options.systemPrompt ? *run.options.systemPrompt : options.turn.systemPrompt;
     if (!system.empty() && (stored == 0 || run.options.systemPrompt)) {
       // A new thread starts with it; a run's own prompt on a thread with history takes effect
       // from here on (docs/scale-out.md, "The worker").
@@ -725,18 +725,18 @@ void Worker::Impl::execute(const RunInfo& run, ActiveRun& active, detail::RunEve
       // Its last whole turn was its answer: only the finish was missing.
       active.closing = true;
       runs->finish(active.lease, RunStatus::Completed, "",
-                   {{"content", last.content}, {"finishReason", "stop"}, {"iterations", done}},
+                   {{"content", last.content}, {"finish_reason", "stop"}, {"iterations", done}},
                    events.takeLive());
       count(&Stats::completed);
       return;
     }
   }
   const int maxIterations =
-      run.options.maxIterations > 0 ? run.options.maxIterations : options.maxIterations;
+      run.options.maxIterations > 0 ? run.options.maxIterations : options.turn.maxIterations;
   if (done >= maxIterations) {
     active.closing = true;
     runs->finish(active.lease, RunStatus::Completed, "",
-                 {{"content", ""}, {"finishReason", "max_iterations"}, {"iterations", done}},
+                 {{"content", ""}, {"finish_reason", "max_iterations"}, {"iterations", done}},
                  events.takeLive());
     count(&Stats::completed);
     return;
@@ -746,9 +746,9 @@ void Worker::Impl::execute(const RunInfo& run, ActiveRun& active, detail::RunEve
   // The sink belongs to this run only: set it after the restore (which keeps options).
   ConversationManager worked = manager.clone(sink);
   JournalRunner runner(*runs, active, events, run, journal, allowed, options.tools,
-                       options.maxToolConcurrency, options.humanTool);
+                       options.turn.maxToolConcurrency, options.humanTool);
 
-  RunOptions ro;
+  RunOptions ro = turnRunOptions(options.turn);
   ro.maxIterations = maxIterations - done;
   ro.stopToken = active.stop.get_token();
   ro.stream = run.options.stream;
@@ -771,7 +771,10 @@ void Worker::Impl::execute(const RunInfo& run, ActiveRun& active, detail::RunEve
         runs->recordReply(active.lease, m, at);
       }
     }
-    events.addToTurn({"message_added", {{"index", at}, {"message", toJson(m)}}});
+    MessageAdded added;
+    added.message = m;
+    added.index = at;
+    events.addToTurn(detail::eventInput(added));
   };
   ro.onChunk = [&](const StreamDelta& delta) {
     try {
@@ -801,7 +804,7 @@ void Worker::Impl::execute(const RunInfo& run, ActiveRun& active, detail::RunEve
   if (active.lost) throw LeaseLost("store: the lease of run " + run.id + " was lost");
   active.closing = true;
   const json outcome = {{"content", result.content},
-                        {"finishReason", result.finishReason},
+                        {"finish_reason", result.finishReason},
                         {"iterations", done + result.iterations}};
   if (auto& answer = sink->answer()) {
     auto live = events.takeLive();
@@ -843,17 +846,15 @@ Worker::Worker(std::shared_ptr<RunStore> runs, WorkerOptions options)
   if (options.shutdownGrace.count() < 0) {
     throw ValidationError("options.shutdownGrace", "must not be negative");
   }
-  if (options.maxIterations < 1) throw ValidationError("options.maxIterations", "must be >= 1");
-  if (options.maxToolConcurrency < 1) {
-    throw ValidationError("options.maxToolConcurrency", "must be >= 1");
-  }
+  validateTurnDefaults(options.turn, "options.turn");
   if (options.chunkBytes < 1) throw ValidationError("options.chunkBytes", "must be >= 1");
-  for (const auto& [name, limit] :
-       {std::pair{"options.maxCostPerRun", options.maxCostPerRun},
-        std::pair{"options.maxCostPerWorker", options.maxCostPerWorker}}) {
-    if (!limit) continue;
-    if (!(*limit >= 0)) throw ValidationError(name, "must be a non-negative number of USD");
-    if (!options.prices) throw ValidationError(name, "needs options.prices (a price table)");
+  if (options.maxCostPerWorker) {
+    if (!(*options.maxCostPerWorker >= 0)) {
+      throw ValidationError("options.maxCostPerWorker", "must be a non-negative number of USD");
+    }
+    if (!options.turn.budget.prices) {
+      throw ValidationError("options.maxCostPerWorker", "needs options.turn.budget.prices (a price table)");
+    }
   }
   if (options.workerId.empty()) options.workerId = defaultWorkerId();
   if (options.workerId.size() > 200) {

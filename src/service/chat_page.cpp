@@ -1,5 +1,9 @@
 #include "service/chat_page.hpp"
 
+#include <string>
+
+#include "parley/event_names.hpp"
+
 namespace parley::service {
 
 namespace {
@@ -227,16 +231,14 @@ function onEvent(type, e) {
   } else if (type === 'run_queued' || type === 'run_started') {
     status(type === 'run_queued' ? 'queued' : 'working');
   } else if (type === 'tool_execution_request') {
-    status('calling ' + p.toolName);
+    status('calling ' + p.tool_name);
   }
   state.after = data.seq;
   saveStream();
   renderMessages();
 }
 
-const kEventTypes = ['llm_stream_chunk', 'message_added', 'run_queued', 'run_started', 'run_completed',
-                     'run_failed', 'run_cancelled', 'tool_execution_request', 'tool_execution_completed',
-                     'run_waiting', 'user_interaction_requested'];
+const kEventTypes = /*EVENT_TYPES*/[];  // every type of the vocabulary, filled in by the server
 
 function connect() {
   if (state.source) state.source.close();
@@ -331,7 +333,19 @@ $('input').addEventListener('keydown', (ev) => {
 }  // namespace
 
 std::string_view chatPage() {
-  return kPage;
+  // The stream's event names come from the one table (event_names.hpp), not a list of the page's.
+  static const std::string page = [] {
+    std::string names = "[";
+    for (EventType type : allEventTypes()) {
+      names += (names.size() > 1 ? ", '" : "'") + std::string(eventName(type)) + "'";
+    }
+    names += "]";
+    std::string text(kPage);
+    const std::string marker = "/*EVENT_TYPES*/[]";
+    text.replace(text.find(marker), marker.size(), names);
+    return text;
+  }();
+  return page;
 }
 
 }  // namespace parley::service

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "parley/errors.hpp"
+#include "parley/logger.hpp"
 
 namespace parley::service {
 
@@ -128,7 +129,7 @@ void EventFeeds::read(std::shared_ptr<Feed> feed) {
         }
         break;  // its streams see `ended` below
       }
-      if (log_) log_(std::string("parley serve: reading events of a thread: ") + e.what());
+      writeLog(log_, std::string("parley serve: reading events of a thread: ") + e.what());
       std::unique_lock lock(mutex_);
       readersDone_.wait_for(lock, kRetryPause, [&] { return stopping_; });
       continue;

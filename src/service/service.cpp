@@ -16,6 +16,7 @@
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
+#include "parley/logger.hpp"
 #include "parley/stored_thread.hpp"
 #include "service/chat_page.hpp"
 #include "service/event_feeds.hpp"
@@ -105,13 +106,7 @@ struct Service::Impl {
     feeds = std::make_unique<EventFeeds>(runs, options.maxEventBytes, 4'096, options.log);
   }
 
-  void log(const std::string& line) const {
-    if (options.log) {
-      options.log(line);
-    } else {
-      std::cerr << line << "\n";
-    }
-  }
+  void log(const std::string& line) const { writeLog(options.log, line); }
 
   // --- checks ---------------------------------------------------------------------------------
 

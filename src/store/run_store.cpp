@@ -70,12 +70,56 @@ constexpr const char* kRunColumns =
     "cancel_request, wait, response, error, result, base_version, base_message_count, "
     "created_at, updated_at, started_at, finished_at";
 
+// --- the old spelling -------------------------------------------------------------------------
+// Runs and events written before the one event vocabulary (parley 0.1 up to schema version 5)
+// spelled some keys in camelCase; they are read in today's snake_case spelling
+// (docs/architecture.md, "Events"). Nothing writes the old spelling.
+
+void renameKey(json& object, const char* from, const char* to) {
+  if (!object.is_object()) return;
+  auto it = object.find(from);
+  if (it == object.end()) return;
+  if (!object.contains(to)) object[to] = std::move(*it);
+  object.erase(from);
+}
+
+json currentSpelling(json value) {
+  renameKey(value, "toolCallId", "tool_call_id");
+  renameKey(value, "toolName", "tool_name");
+  renameKey(value, "interactionId", "interaction_id");
+  renameKey(value, "runId", "run_id");
+  renameKey(value, "finishReason", "finish_reason");
+  return value;
+}
+
+json currentEventPayload(const std::string& type, json payload) {
+  if (!payload.is_object()) return payload;
+  payload = currentSpelling(std::move(payload));
+  // A run's outcome (not a tool's result, whose keys are the tool's own).
+  if (type == "run_completed" || type == "llm_execution_completed") {
+    if (auto result = payload.find("result"); result != payload.end()) {
+      *result = currentSpelling(std::move(*result));
+    }
+  }
+  if (auto wait = payload.find("wait"); wait != payload.end()) {
+    *wait = currentSpelling(std::move(*wait));
+  }
+  // A tool's end carried the tool message as "content".
+  if ((type == "tool_execution_completed" || type == "tool_execution_failed") &&
+      payload.contains("content") && !payload.contains("result") && !payload.contains("error")) {
+    const bool success = payload.value("success", false);
+    payload[success ? "result" : "error"] = std::move(payload["content"]);
+    payload.erase("content");
+  }
+  return payload;
+}
+
 json optionsJson(const SubmitOptions& options) {
   json out = json::object();
   if (!options.profile.empty()) out["profile"] = options.profile;
   if (options.tools) out["tools"] = *options.tools;
-  if (options.systemPrompt) out["systemPrompt"] = *options.systemPrompt;
-  if (options.maxIterations) out["maxIterations"] = options.maxIterations;
+  if (options.systemPrompt) out["system_prompt"] = *options.systemPrompt;
+  if (options.maxIterations) out["max_iterations"] = options.maxIterations;
   if (options.stream) out["stream"] = true;
   if (!options.metadata.is_null()) out["metadata"] = options.metadata;
   return out;
@@ -88,10 +132,10 @@ SubmitOptions optionsFromJson(const json& value) {
   if (auto tools = value.find("tools"); tools != value.end()) {
     options.tools = tools->get<std::vector<std::string>>();
   }
-  if (auto system = value.find("systemPrompt"); system != value.end()) {
-    options.systemPrompt = system->get<std::string>();
-  }
-  options.maxIterations = value.value("maxIterations", 0);
+  auto system = value.find("system_prompt");
+  if (system == value.end()) system = value.find("systemPrompt");  // the old spelling
+  if (system != value.end()) options.systemPrompt = system->get<std::string>();
+  options.maxIterations = value.value("max_iterations", value.value("maxIterations", 0));
   options.stream = value.value("stream", false);
   options.metadata = value.value("metadata", json());
   return options;
@@ -133,10 +177,10 @@ RunInfo runFromRow(const SqlRow& row) {
   run.worker = asText(row.at(9));
   run.cancelRequest =
       parseName<CancelRequest>(asText(row.at(10)), kCancelNames).value_or(CancelRequest::None);
-  run.wait = detail::parseColumn(row.at(11), what + " wait");
+  run.wait = currentSpelling(detail::parseColumn(row.at(11), what + " wait"));
   run.response = detail::parseColumn(row.at(12), what + " response");
   run.error = asText(row.at(13));
-  run.result = detail::parseColumn(row.at(14), what + " result");
+  run.result = currentSpelling(detail::parseColumn(row.at(14), what + " result"));
   run.baseVersion = optionalInt(row.at(15));
   run.baseMessageCount = optionalInt(row.at(16));
   run.createdAt = detail::fromMs(asInt(row.at(17)));
@@ -202,8 +246,11 @@ void endEvents(std::vector<EventRow>& events, const std::string& runId, const st
   json payload = json::object();
   if (!reason.empty()) payload["error"] = reason;
   if (!result.is_null()) payload["result"] = result;
-  events.push_back({runId, traceId, "run_" + std::string(toString(status)), payload.dump()});
-  json last = {{"runId", runId}};
+  const EventType ended = status == RunStatus::Completed ? EventType::RunCompleted
+                          : status == RunStatus::Failed  ? EventType::RunFailed
+                                                         : EventType::RunCancelled;
+  events.push_back({runId, traceId, std::string(eventName(ended)), payload.dump()});
+  json last = {{"run_id", runId}};
   if (status == RunStatus::Completed) {
     last["result"] = result;
     events.push_back({runId, traceId, kRunCompletedEventType, last.dump()});
@@ -214,8 +261,8 @@ void endEvents(std::vector<EventRow>& events, const std::string& runId, const st
   }
 }
 
-EventRow lifecycle(const RunInfo& run, const char* type, json payload = json::object()) {
-  return {run.id, run.options.traceId, type, payload.dump()};
+EventRow lifecycle(const RunInfo& run, EventType type, json payload = json::object()) {
+  return {run.id, run.options.traceId, std::string(eventName(type)), payload.dump()};
 }
 
 StoredEvent eventFromRow(const SqlRow& row) {
@@ -225,8 +272,9 @@ StoredEvent eventFromRow(const SqlRow& row) {
   event.runId = asText(row.at(2));
   event.traceId = asText(row.at(3));
   event.type = asText(row.at(4));
-  event.payload = detail::parseColumn(
-      row.at(5), "event " + std::to_string(event.seq) + " of thread " + named(event.threadId));
+  event.payload = currentEventPayload(
+      event.type, detail::parseColumn(row.at(5), "event " + std::to_string(event.seq) +
+                                                     " of thread " + named(event.threadId)));
   event.createdAt = detail::fromMs(asInt(row.at(6)));
   return event;
 }
@@ -304,7 +352,7 @@ void requestCancel(SqlConnection& c, const RunInfo& run, CancelRequest request,
   if (run.cancelRequest >= request) return;  // Cancel < Interrupt < Rollback
   c.execute("UPDATE parley_runs SET cancel_request = $1, error = $2, updated_at = $3 WHERE id = $4",
             {std::string(toString(request)), reason, now, run.id});
-  events.push_back(lifecycle(run, "run_cancel_requested",
+  events.push_back(lifecycle(run, EventType::RunCancelRequested,
                              {{"request", std::string(toString(request))}, {"reason", reason}}));
 }
 
@@ -720,8 +768,8 @@ RunInfo RunStore::submit(const std::string& threadId, std::span<const Message> i
     result = *readRun(c, runId);
     events.push_back(
         status == "rejected"
-            ? lifecycle(result, "run_rejected", {{"error", error}})
-            : lifecycle(result, "run_queued", {{"position", position}, {"policy", policy}}));
+            ? lifecycle(result, EventType::RunRejected, {{"error", error}})
+            : lifecycle(result, EventType::RunQueued, {{"position", position}, {"policy", policy}}));
     appendEventRows(c, threadId, events, now);
     notify(c, kRunsChannel, runId);
   });
@@ -823,7 +871,7 @@ RunInfo RunStore::respond(const std::string& runId, const json& response) {
     }
     c.execute("UPDATE parley_runs SET response = $1, updated_at = $2 WHERE id = $3",
               {text, now, runId});
-    appendEventRows(c, run.threadId, {lifecycle(run, "run_responded", {{"response", response}})},
+    appendEventRows(c, run.threadId, {lifecycle(run, EventType::RunResponded, {{"response", response}})},
                     now);
     notify(c, kRunsChannel, runId);
     result = *readRun(c, runId);
@@ -941,7 +989,7 @@ void RunStore::claimIn(SqlConnection& c, const std::string& workerId,
     run.updatedAt = detail::fromMs(now);
     appendEventRows(
         c, threadId,
-        {lifecycle(run, "run_started", {{"attempt", run.attempts}, {"worker", workerId}})}, now);
+        {lifecycle(run, EventType::RunStarted, {{"attempt", run.attempts}, {"worker", workerId}})}, now);
     claimed.push_back(Claim{run, Lease{threadId, runId, run.options.traceId, workerId, token,
                                        detail::fromMs(expires)}});
   }
@@ -983,7 +1031,7 @@ bool RunStore::release(const Lease& lease) {
     freeLease(c, lease.threadId);
     appendEventRows(
         c, lease.threadId,
-        {{lease.runId, lease.traceId, "run_released", json({{"worker", lease.owner}}).dump()}},
+        {{lease.runId, lease.traceId, std::string(eventName(EventType::RunReleased)), json({{"worker", lease.owner}}).dump()}},
         now);
     notify(c, kRunsChannel, lease.runId);
     released = true;
@@ -1149,7 +1197,7 @@ void RunStore::wait(const Lease& lease, const json& what, std::span<const EventI
         {text, now, lease.runId});
     freeLease(c, lease.threadId);
     auto all = rows;
-    all.push_back({lease.runId, lease.traceId, "run_waiting", json({{"wait", what}}).dump()});
+    all.push_back({lease.runId, lease.traceId, std::string(eventName(EventType::RunWaiting)), json({{"wait", what}}).dump()});
     appendEventRows(c, lease.threadId, all, now);
   });
   afterWrite(lease.threadId, false);
