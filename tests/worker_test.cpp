@@ -646,7 +646,6 @@ TYPED_TEST_P(WorkerTest, ARunAgainstAModelThatNeverAnswersFailsAtItsTurnTimeout)
   RunInfo done = this->awaitRun(run.id, {RunStatus::Completed, RunStatus::Failed});
   ASSERT_EQ(done.status, RunStatus::Failed) << done.result.dump();
   EXPECT_EQ(done.result["error"]["kind"], "timeout") << done.result.dump();
-  EXPECT_EQ(worker->stats().failed, 1u);
   EXPECT_TRUE(this->contents("t1").empty());  // no whole turn: nothing kept
 }
 
@@ -687,7 +686,8 @@ TYPED_TEST_P(WorkerTest, ATokenLimitIsReportedInTheRunsEvents) {
   bool seen = false;
   for (const auto& e : this->runs->readEvents("t1", 0)) {
     if (e.type == "token_limit_exceeded") {
-      seen = e.payload["token_limit"] == 1 && e.payload["context_tokens"].get<int64_t>() > 1;
+      const json& tokens = e.payload["context_tokens"];
+      seen = e.payload["token_limit"] == 1 && tokens.is_number() && tokens > 1;
     }
   }
   EXPECT_TRUE(seen) << "no token_limit_exceeded event";

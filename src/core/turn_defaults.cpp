@@ -68,7 +68,10 @@ ConversationOptions configureConversation(const ClientOptions& profile,
 
 bool isApproval(const nlohmann::json& answer) {
   if (answer.is_boolean()) return answer.get<bool>();
-  if (answer.is_object()) return answer.value("approved", false) == true;
+  if (answer.is_object()) {
+    auto approved = answer.find("approved");
+    return approved != answer.end() && approved->is_boolean() && approved->get<bool>();
+  }
   if (!answer.is_string()) return false;
   std::string text = answer.get<std::string>();
   const size_t first = text.find_first_not_of(" \t\r\n");
