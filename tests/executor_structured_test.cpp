@@ -185,8 +185,8 @@ TEST_F(ExecutorStructured, TheFirstRungAnswersAndOneAttemptIsPublished) {
     found = true;
     EXPECT_EQ(j["rung"], "json_schema");
     EXPECT_EQ(j["valid"], true);
-    EXPECT_EQ(j["spanId"], a.spanId);
-    EXPECT_EQ(j["usage"]["promptTokens"], 12);
+    EXPECT_EQ(j["span_id"], a.spanId);
+    EXPECT_EQ(j["usage"]["prompt_tokens"], 12);
   }
   EXPECT_TRUE(found) << logged.str();
 }
