@@ -57,6 +57,7 @@ TEST_F(ChatTest, WithoutAnEndpointItTalksToTheBuiltInMock) {
   EXPECT_NE(run.out.find("get_weather says:"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("all calls:"), std::string::npos) << run.out;
   EXPECT_EQ(run.out.find("You said: not read"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("[cost"), std::string::npos) << run.out;  // the demo costs nothing
 
   // The session was saved: one thread, both turns whole.
   SqliteStore store(db_);
@@ -245,22 +246,38 @@ namespace parley {
 namespace {
 
 TEST_F(ChatTest, SystemModelClearAndLoad) {
-  mock::MockServer server(mock::MockOptions{});
+  mock::MockOptions options;
+  options.models = {"parley-mock", "other-model"};
+  mock::MockServer server(options);
   server.start();
   const std::string snapshot = (dir_ / "s.json").string();
-  CliRun run = chat({"--base-url", server.baseUrl(), "--no-stream"},
+  CliRun run = chat({"--base-url", server.baseUrl(), "--no-stream", "--model", "parley-mock"},
                     "/help\none\n/save " + snapshot +
-                        "\n/system Be short.\n/model other-model\ntwo\n/truncate {\"keepLast\": "
+                        "\n/system\n/model\n/model fast\n/system Be short.\n/system\n"
+                        "/model other-model\n/model\ntwo\n/truncate {\"keepLast\": "
                         "-1}\n/clear\n/history\n/load " +
                         snapshot + "\n/branches\nthree\n");
   ASSERT_EQ(run.exitCode, 0) << run.err;
   EXPECT_NE(run.out.find("/fork [NAME]"), std::string::npos) << run.out;
+  // With no argument /system and /model show what is in use; a model not listed is refused.
+  EXPECT_NE(run.out.find("no system prompt (set one: /system TEXT)\nmodel: parley-mock\n"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("error: /model: \"fast\" is not a model of this endpoint (it lists "
+                         "parley-mock, other-model"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("system prompt: Be short.\n"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("model: other-model\nmodel: other-model\n"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("You said: one\n"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("error: truncate.keepLast"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("cleared: 1 messages visible"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("[0] system: Be short."), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("* loaded-1"), std::string::npos) << run.out;
-  const auto requests = server.requests();
+  std::vector<json> requests;  // the chat calls (/model also asked for the list of models)
+  for (const json& request : server.requests()) {
+    if (request["path"] == "/v1/chat/completions") requests.push_back(request);
+  }
   ASSERT_EQ(requests.size(), 3u);
   // /system put the prompt first; /model changed the model of the next call.
   EXPECT_EQ(requests[1]["body"]["model"], "other-model");
@@ -342,6 +359,51 @@ class ChatPty {
 
   const std::string& output() const { return output_; }
 
+  // The output as a terminal shows it in the end, lines joined by "\n": carriage returns, cursor
+  // up (ESC[nA) and erase to the end of the screen (ESC[J) applied; other sequences (styles) are
+  // kept in the text as they came.
+  std::string screen() const {
+    std::vector<std::string> lines(1);
+    size_t row = 0, col = 0;
+    for (size_t i = 0; i < output_.size(); ++i) {
+      const char c = output_[i];
+      if (c == '\r') {
+        col = 0;
+      } else if (c == '\n') {
+        if (++row == lines.size()) lines.emplace_back();
+        col = 0;
+      } else if (c == '\033' && i + 1 < output_.size() && output_[i + 1] == '[') {
+        size_t end = i + 2;
+        while (end < output_.size() && !(output_[end] >= 0x40 && output_[end] <= 0x7e))
+          ++end;
+        const std::string params = output_.substr(i + 2, end - i - 2);
+        const char final = end < output_.size() ? output_[end] : 'm';
+        if (final == 'A') {
+          row -= std::min<size_t>(row, params.empty() ? 1 : std::stoul(params));
+        } else if (final == 'J') {
+          lines[row].resize(std::min(col, lines[row].size()));
+          lines.resize(row + 1);
+        } else {
+          const std::string sequence = output_.substr(i, end - i + 1);
+          lines[row].replace(std::min(col, lines[row].size()), sequence.size(), sequence);
+          col += sequence.size();
+        }
+        i = end;
+      } else {
+        if (col < lines[row].size()) {
+          lines[row][col] = c;
+        } else {
+          lines[row].push_back(c);
+        }
+        ++col;
+      }
+    }
+    std::string text;
+    for (const std::string& line : lines)
+      text += line + "\n";
+    return text;
+  }
+
  private:
   int fd_ = -1;
   pid_t pid_ = -1;
@@ -402,12 +464,14 @@ TEST_F(ChatTest, OnATerminalRepliesAreRenderedAndNoColorTakesTheStylesAway) {
     ASSERT_TRUE(pty.waitFor("tokens")) << pty.output();
     pty.send("/quit\r");
     EXPECT_EQ(pty.wait(), 0) << pty.output();
-    const std::string& out = pty.output();
+    // What the screen ends up showing: the line in progress is shown, taken back and shown
+    // again as the reply streams.
+    const std::string out = pty.screen();
     if (noColor) {
-      EXPECT_NE(out.find("Some bold words\r\n- item"), std::string::npos) << out;
-      EXPECT_EQ(out.find("\033[1m"), std::string::npos) << out;
+      EXPECT_NE(out.find("\nSome bold words\n- item\n"), std::string::npos) << out;
+      EXPECT_EQ(pty.output().find("\033[1m"), std::string::npos) << pty.output();
     } else {
-      EXPECT_NE(out.find("Some \033[1mbold\033[22m words\r\n\033[2m\u2022\033[22m item"),
+      EXPECT_NE(out.find("\nSome \033[1mbold\033[22m words\n\033[2m\u2022\033[22m item\n"),
                 std::string::npos)
           << out;
     }
@@ -634,6 +698,7 @@ TEST_F(ChatTest, EachReplyShowsItsCostAndSlashCostTheSession) {
   mock::MockOptions options;
   options.script = mock::readScript(
       R"({"reply": {"content": "ok", "usage": {"prompt_tokens": 1000, "completion_tokens": 100}}})");
+  options.models = {"m1", "m2"};
   mock::MockServer server(options);
   server.start();
   std::filesystem::create_directories(dir_);
@@ -658,15 +723,143 @@ TEST_F(ChatTest, EachReplyShowsItsCostAndSlashCostTheSession) {
 TEST_F(ChatTest, ADryRunTruncateChangesNothing) {
   auto server = testing::startMockServer(R"({"reply": {"content": "re: {{last_user}}"}})");
   CliRun run = chat({"--base-url", server->baseUrl(), "--thread", "t1", "--system", "Be kind."},
-                    "one\ntwo\n/truncate {\"keepLast\": 2} --dry-run\n/history\n/quit\n");
+                    "one\ntwo\n/truncate {\"keepLast\": 2} --dry-run\n/history\n"
+                    "/truncate {\"keepLast\": 2}\n/quit\n");
   ASSERT_EQ(run.exitCode, 0) << run.err;
-  EXPECT_NE(run.out.find("truncate (dry run, nothing changed): 2 of 5 messages would stay"),
+  // The system prompt stays, in the dry run as in the real one.
+  EXPECT_NE(run.out.find("truncate (dry run, nothing changed): 3 of 5 messages would stay"),
             std::string::npos)
       << run.out;
-  // The previous request (system, one, re: one, two) loses its whole prefix.
+  // The previous request (system, one, re: one, two) loses its prefix.
   EXPECT_NE(run.out.find("cached prefix lost: "), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("from message 0\n"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("[0] system: Be kind.\n[1] user: one\n"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("truncate: 3 messages visible"), std::string::npos) << run.out;
+  server->stop();
+}
+
+// The offline chat (the in-process demo agent runs server threads) after Ctrl-C at the prompt:
+// a SIGINT handler once jumped out of the line editor on whichever thread took the signal, and
+// the session crashed or lost the next prompt. Several sessions, each a few Ctrl-Cs.
+TEST_F(ChatTest, TheOfflineChatSurvivesCtrlCAtThePrompt) {
+  std::filesystem::create_directories(dir_);
+  for (int session = 0; session < 4; ++session) {
+    SCOPED_TRACE("session " + std::to_string(session));
+    ChatPty pty({"chat", "--db", db_, "--format", "markdown"}, dir_.string());
+    ASSERT_TRUE(pty.waitFor("/help for commands")) << pty.output();
+    size_t from = pty.output().size();
+    for (int press = 0; press < 3; ++press) {
+      pty.send("\x03");
+      ASSERT_TRUE(pty.waitFor("^C", from)) << pty.output();
+      from = pty.output().find("^C", from) + 2;
+    }
+    pty.send("hello " + std::to_string(session) + "\r");
+    ASSERT_TRUE(pty.waitFor("You said: hello " + std::to_string(session), from)) << pty.output();
+    ASSERT_TRUE(pty.waitFor("tokens", from)) << pty.output();
+    pty.send("/quit\r");
+    EXPECT_EQ(pty.wait(), 0) << pty.output();
+  }
+}
+
+// Ctrl-C while a tool runs cancels the turn: the tool is stopped, the model is not called
+// again, and nothing of the turn is kept or saved.
+TEST_F(ChatTest, CtrlCDuringAToolCallCancelsTheTurn) {
+  auto server = testing::startMockServer(
+      R"({"match": {"last_role": "tool"}, "reply": {"content": "after the tool"}}
+{"match": {"user_contains": "nap"}, "reply": {"tool_calls": [{"name": "nap", "arguments": {}}]}}
+{"reply": {"content": "re: {{last_user}}"}})");
+  std::filesystem::create_directories(dir_);
+  const std::string tools = (dir_ / "tools.toml").string();
+  std::ofstream(tools) << "[[tool]]\nname = \"nap\"\ndescription = \"sleeps\"\n"
+                          "command = [\"sleep\", \"30\"]\n";
+  ChatPty pty({"chat", "--db", db_, "--thread", "t1", "--base-url", server->baseUrl(),
+               "--tools-file", tools, "--format", "markdown"},
+              dir_.string());
+  ASSERT_TRUE(pty.waitFor("/help for commands")) << pty.output();
+  pty.send("first\r");
+  ASSERT_TRUE(pty.waitFor("re: first")) << pty.output();
+  ASSERT_TRUE(pty.waitFor("tokens")) << pty.output();
+  pty.send("take a nap\r");
+  ASSERT_TRUE(pty.waitFor("[tool] nap")) << pty.output();
+  pty.send("\x03");
+  ASSERT_TRUE(pty.waitFor("[cancelled")) << pty.output();
+  pty.send("/history\r");
+  ASSERT_TRUE(pty.waitFor("[1] assistant: re: first")) << pty.output();
+  pty.send("/quit\r");
+  EXPECT_EQ(pty.wait(), 0) << pty.output();
+  EXPECT_EQ(pty.output().find("after the tool"), std::string::npos) << pty.output();
+  EXPECT_EQ(server->requests().size(), 2u);  // "first", and the call that asked for the tool
+  SqliteStore store(db_);
+  ConversationManager manager;
+  loadConversation(store, "t1", manager);
+  EXPECT_EQ(manager.getMessageCount(), 2u);
+  server->stop();
+}
+
+// --format text on a terminal: a one-paragraph reply shows its first words while the rest is
+// still on its way (here the server holds the rest back until the turn is cancelled).
+TEST_F(ChatTest, OnATerminalAParagraphStreamsBeforeItsEnd) {
+  auto piece = [](const std::string& content) {
+    const json event = {{"id", "c1"},
+                        {"object", "chat.completion.chunk"},
+                        {"created", 1},
+                        {"model", "m"},
+                        {"choices",
+                         {{{"index", 0},
+                           {"delta", {{"role", "assistant"}, {"content", content}}},
+                           {"finish_reason", nullptr}}}}};
+    return "data: " + event.dump() + "\n\n";
+  };
+  const json rule = {{"raw", {piece("Alpha beta"), piece(" gamma delta") + "data: [DONE]\n\n"}},
+                     {"stream", {{"chunk_delay_ms", 60000}}}};
+  auto server = testing::startMockServer(rule.dump());
+  std::filesystem::create_directories(dir_);
+  ChatPty pty({"chat", "--db", db_, "--base-url", server->baseUrl(), "--color", "never"},
+              dir_.string());
+  ASSERT_TRUE(pty.waitFor("/help for commands")) << pty.output();
+  pty.send("go\r");
+  ASSERT_TRUE(pty.waitFor("Alpha beta")) << pty.output();
+  EXPECT_EQ(pty.output().find("gamma"), std::string::npos) << pty.output();
+  pty.send("\x03");
+  ASSERT_TRUE(pty.waitFor("[cancelled")) << pty.output();
+  pty.send("/quit\r");
+  EXPECT_EQ(pty.wait(), 0) << pty.output();
+  server->stop();
+}
+
+// Each branch's turns go to its own thread, whatever was typed on the others: the sequence of
+// issue 33 (/edit, /save, /load, a turn on the loaded branch), then a resume.
+TEST_F(ChatTest, ATurnIsWrittenOnlyIntoTheThreadOfItsBranch) {
+  auto server = testing::startMockServer(R"({"reply": {"content": "re: {{last_user}}"}})");
+  const std::string snapshot = (dir_ / "e3.json").string();
+  CliRun first = chat(
+      {"--base-url", server->baseUrl(), "--thread", "L3"},
+      "q1\n/edit 0 q1b\n/save " + snapshot + "\n/load " + snapshot + "\nq2 on loaded\n/quit\n");
+  ASSERT_EQ(first.exitCode, 0) << first.err;
+  ASSERT_NE(first.out.find("as branch loaded-1"), std::string::npos) << first.out;
+
+  CliRun again = chat({"--base-url", server->baseUrl(), "--thread", "L3"},
+                      "/branches\n/switch edit-1\n/history\n/switch loaded-1\n/history\n/quit\n");
+  ASSERT_EQ(again.exitCode, 0) << again.err;
+  const size_t edit = again.out.find("now on edit-1");
+  const size_t loaded = again.out.find("now on loaded-1");
+  ASSERT_NE(edit, std::string::npos) << again.out;
+  ASSERT_NE(loaded, std::string::npos) << again.out;  // the loaded branch outlives the session
+  const std::string editHistory = again.out.substr(edit, loaded - edit);
+  EXPECT_NE(editHistory.find("user: q1b"), std::string::npos) << again.out;
+  EXPECT_EQ(editHistory.find("q2 on loaded"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("user: q2 on loaded", loaded), std::string::npos) << again.out;
+
+  // -c goes back to the session, on the branch used last, not to that branch's thread alone.
+  CliRun resumed = chat({"--base-url", server->baseUrl(), "-c"}, "/history\n/quit\n");
+  ASSERT_EQ(resumed.exitCode, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("thread L3 (resumed; on branch loaded-1)"), std::string::npos)
+      << resumed.out;
+
+  // A session quit before any prompt leaves no thread behind.
+  const size_t threads = SqliteStore(db_).listThreads().size();
+  CliRun idle = chat({"--base-url", server->baseUrl()}, "/help\n/quit\n");
+  ASSERT_EQ(idle.exitCode, 0) << idle.err;
+  EXPECT_EQ(SqliteStore(db_).listThreads().size(), threads);
   server->stop();
 }
 

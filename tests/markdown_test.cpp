@@ -82,6 +82,34 @@ TEST(Markdown, AStreamSplitAnywhereRendersAsTheWhole) {
   }
 }
 
+// A JSON reply (--json-mode, or a model answering in JSON) is shown as written: Markdown's
+// backslash escapes would take the backslashes out of its strings.
+TEST(Markdown, AJsonReplyKeepsItsBackslashes) {
+  const std::string json = "{\"path\": \"C:\\\\temp\", \"quote\": \"say \\\"hi\\\"\",\n \"n\": 1}";
+  EXPECT_EQ(render(json, false, 20), json);
+  EXPECT_EQ(render("[{\"a\": \"x\\\\y\"}]", false), "[{\"a\": \"x\\\\y\"}]");
+  // Prose still loses the escapes, and a link is no JSON.
+  EXPECT_EQ(render("a \\*star\\*", false), "a *star*");
+  EXPECT_EQ(render("[see](http://x) \\*", false).find("\\"), std::string::npos);
+}
+
+// On a terminal the line in progress is shown as it streams, and taken back (cursor to its
+// start, erase to the end of the screen) to be shown again, longer, or replaced by its whole line.
+TEST(Markdown, LiveShowsTheLineInProgressAndRendersItAgain) {
+  LiveMarkdown live({.color = false, .width = 10}, 10);
+  EXPECT_EQ(live.feed("Alpha"), "Alpha");
+  EXPECT_EQ(live.feed(" **beta**"), "\r\033[JAlpha beta");
+  // "Alpha beta gamma" wraps to two rows of 10: taken back from the first row.
+  EXPECT_EQ(live.feed(" gamma"), "\r\033[JAlpha beta\ngamma");
+  EXPECT_EQ(live.feed(" end\nnext"), "\r\033[1A\033[JAlpha beta\ngamma end\nnext");
+  EXPECT_EQ(live.finish(), "\r\033[Jnext");
+  // Not a terminal: whole lines only.
+  LiveMarkdown lines({.color = false, .width = 10}, 0);
+  EXPECT_EQ(lines.feed("Alpha"), "");
+  EXPECT_EQ(lines.feed(" beta\nx"), "Alpha beta\n");
+  EXPECT_EQ(lines.finish(), "x");
+}
+
 TEST(Markdown, HostileRepliesRenderQuicklyAndShallowly) {
   // 200 000 openers that never close, emphasis nested 100 000 deep, 100 000 brackets before one
   // link: left as typed past the limits (a quadratic search would take the test past its

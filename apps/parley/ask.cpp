@@ -34,6 +34,7 @@
 #include "endpoint.hpp"
 #include "markdown.hpp"
 #include "mcp_config.hpp"
+#include "mock/mock_server.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/openai_client.hpp"
@@ -113,10 +114,11 @@ int runAsk(const AskArgs& given) {
   if (args.json) args.format = "json";
   args.format = replyFormat(args.format, STDOUT_FILENO, "--format");
   args.json = args.format == "json";
-  std::optional<MarkdownRenderer> rendered;  // --format text
+  std::optional<LiveMarkdown> rendered;  // --format text; on a terminal the line in progress too
   if (args.format == "text") {
-    rendered.emplace(MarkdownStyle{.color = colorWanted(args.color, STDOUT_FILENO),
-                                   .width = terminalWidth(STDOUT_FILENO)});
+    const size_t width = terminalWidth(STDOUT_FILENO);
+    rendered.emplace(MarkdownStyle{.color = colorWanted(args.color, STDOUT_FILENO), .width = width},
+                     ::isatty(STDOUT_FILENO) ? width : 0);
   } else {
     colorWanted(args.color, STDOUT_FILENO);  // a bad --color is an error whatever the format
   }
@@ -172,12 +174,24 @@ int runAsk(const AskArgs& given) {
     schema = schemaOption(args.schema);
   }
   const Message promptMessage = cli::promptMessage(prompt, std::move(attachments));
+  // Nothing configured: the built-in mock's demo agent answers, offline, as in `parley chat`.
+  std::unique_ptr<mock::MockServer> demo;
+  EndpointArgs endpoint = args.endpoint;
+  if (!endpointConfigured(args.endpoint)) {
+    demo = std::make_unique<mock::MockServer>(mock::MockOptions{});
+    demo->start();
+    endpoint.baseUrl = demo->baseUrl();
+    if (args.toolSets.empty() && args.toolFiles.empty() && args.mcpServers.empty() && !schema)
+      args.toolSets.push_back("demo");
+    std::cerr << "parley: no endpoint configured; the built-in mock's demo agent answers "
+                 "(offline; give --base-url, --profile or OPENAI_API_KEY for a model)\n";
+  }
   auto tools = makeToolRegistry(args.toolSets, args.toolFiles);
   addMcpServers(*tools, args.mcpServers, configFile(args.endpoint), std::cerr,
                 args.json ? nullptr : &std::cerr);
   const bool loop = tools->size() > 0;
 
-  ClientOptions client = resolveEndpoint(args.endpoint);
+  ClientOptions client = resolveEndpoint(endpoint);
   addParameters(used, client);
   // Read before the call, so a bad price file costs nothing.
   const PriceTable prices = cliPriceTable(args.pricesFile, configFile(args.endpoint));

@@ -20,11 +20,20 @@ constexpr int kSequenceWaitMs = 50;
 
 std::deque<int> pending;  // characters read ahead, handed to libedit first
 std::optional<Paste> lastPaste;
+int interruptFd = -1;  // readable: the line ends (Ctrl-C at the prompt)
 
-// One byte from `fd`; -1 at end of input or on an error. A signal's EINTR is retried (Ctrl-C at
-// the prompt leaves through its handler, not through here).
+// One byte from `fd`; -1 at end of input, on an error, or once interruptFd is readable (its
+// owner empties it after readline() returns). A signal's EINTR is retried.
 int readByte(int fd) {
   for (;;) {
+    if (interruptFd >= 0) {
+      pollfd p[2] = {{fd, POLLIN, 0}, {interruptFd, POLLIN, 0}};
+      if (::poll(p, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        return -1;
+      }
+      if (p[1].revents != 0) return -1;
+    }
     unsigned char c = 0;
     const ssize_t n = ::read(fd, &c, 1);
     if (n == 1) return c;
@@ -166,7 +175,8 @@ void disableBracketedPaste(int fd) {
   writeAll(fd, "\033[?2004l");
 }
 
-void installPasteReader() {
+void installPasteReader(int interrupt) {
+  interruptFd = interrupt;
   rl_getc_function = readCharacter;
 }
 

@@ -24,8 +24,10 @@ void enableBracketedPaste(int fd);
 void disableBracketedPaste(int fd);
 
 // Makes libedit read characters through the paste reader. libedit takes its reader when it sets
-// itself up, on the first readline() or history call: call this before any.
-void installPasteReader();
+// itself up, on the first readline() or history call: call this before any. While `interruptFd`
+// (if not -1) is readable, the reader reports end of input, so readline() returns at once: a
+// Ctrl-C at the prompt (chat_interrupt.hpp) ends the line without a signal handler.
+void installPasteReader(int interruptFd = -1);
 
 struct Paste {
   std::string text;        // line breaks as "\n"; one trailing line break dropped

@@ -25,7 +25,6 @@
 #include <chrono>
 #include <clocale>
 #include <condition_variable>
-#include <csetjmp>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -36,6 +35,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <span>
 #include <sstream>
 #include <string>
@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "bracketed_paste.hpp"
+#include "chat_interrupt.hpp"
 #include "cli_store.hpp"
 #include "commands.hpp"
 #include "endpoint.hpp"
@@ -63,6 +64,7 @@
 #include "prompt_input.hpp"
 #include "template_config.hpp"
 #include "terminal.hpp"
+#include "thread_title.hpp"
 #include "tool_file.hpp"
 
 namespace parley::cli {
@@ -89,52 +91,16 @@ struct ChatArgs {
   std::string pricesFile;
 };
 
-std::atomic<bool> chatInterrupted{false};
-
-void onChatSigint(int) {
-  chatInterrupted.store(true);
+// A new thread's id, chosen before the thread is made: the thread is created with the first
+// save, so a session quit before any prompt leaves nothing in the store.
+std::string newThreadId() {
+  std::random_device random;
+  constexpr const char* kHex = "0123456789abcdef";
+  std::string id = "t-";
+  for (int i = 0; i < 32; ++i)
+    id += kHex[random() % 16];
+  return id;
 }
-
-sigjmp_buf promptJump;
-volatile sig_atomic_t promptJumpArmed = 0;
-
-void onPromptSigint(int) {
-  if (promptJumpArmed) siglongjmp(promptJump, 1);
-}
-
-constexpr const char* kHelp =
-    "Commands:\n"
-    "  /help                 this list\n"
-    "  /history              the visible messages\n"
-    "  /usage                tokens: last call, total, the context against the limit\n"
-    "  /cost                 what this session's replies cost (--prices)\n"
-    "  /system TEXT          set the system prompt\n"
-    "  /model NAME           use another model from the next reply on\n"
-    "  /set KEY [VALUE]      model, temperature, top_p, max_tokens or seed (no value: default)\n"
-    "  /show settings        the request settings in use\n"
-    "  /template NAME        use a [templates.NAME] table: system prompt, model, settings, prompt\n"
-    "  /regenerate           redo the last reply on a new branch (the old one stays)\n"
-    "  /edit [N] [TEXT]      prompt N (see /history) changed, on a new branch; no N: the editor\n"
-    "  /continue [TEXT]      ask the model to go on\n"
-    "  /fork [NAME]          copy this conversation into a new branch and switch to it\n"
-    "  /branches             list the branches\n"
-    "  /switch NAME          continue another branch\n"
-    "  /truncate JSON        e.g. /truncate {\"keepLast\": 4}  (context operation)\n"
-    "  /filter JSON          e.g. /filter {\"roles\": [\"user\"]}  (context operation)\n"
-    "                        either with --dry-run at the end: what it would cost the prompt\n"
-    "                        cache and save, nothing changed\n"
-    "  /undo                 roll back the last context operation\n"
-    "  /clear                clear the context (keeps the system prompt)\n"
-    "  /save FILE            write the conversation as a snapshot JSON file\n"
-    "  /load FILE            load a snapshot file as a new branch\n"
-    "  /file PATH [PROMPT]   send a file's (or a directory's) text, after PROMPT if given\n"
-    "  /attach FILE          send an image, audio or document with the next prompt\n"
-    "  /copy [FILE]          the last reply to the clipboard (wl-copy, xclip, xsel, pbcopy) or "
-    "FILE\n"
-    "  /quit                 end the session (so do exit, quit and Ctrl-D)\n"
-    "  \"\"\"                   on a line of its own: starts and ends a multi-line prompt\n"
-    "Tab completes commands and branch names; prompts are remembered across sessions.\n"
-    "Ctrl-C during a reply cancels it.\n";
 
 // The details a usage carries, in the one meaning every protocol reports (docs/protocols.md):
 // " (N cached, N cache writes, N reasoning)", the zeros left out; "" when all are.
@@ -172,6 +138,9 @@ class ChatSession {
                             "needs a thread id (leave --thread out to start a new one)");
     }
     interactive_ = ::isatty(STDIN_FILENO) != 0;
+    // First, before anything starts a thread (the built-in mock, HTTP and tool pools): every
+    // thread inherits SIGINT blocked, and only the interrupts' own thread takes it.
+    interrupts_.emplace(!interactive_);
     const std::string format = replyFormat(args_.format, STDOUT_FILENO, "--format");
     if (format == "json") throw ValidationError("--format", "chat shows text or markdown");
     renderReplies_ = format == "text";
@@ -183,14 +152,11 @@ class ChatSession {
       std::setlocale(LC_CTYPE, "C.UTF-8");
     }
     if (interactive_) {
-      installPasteReader();  // before anything makes libedit set itself up (loadHistory does)
+      // Before anything makes libedit set itself up (loadHistory does).
+      installPasteReader(interrupts_->interruptFd());
       loadHistory();
       completing_ = this;
       rl_attempted_completion_function = complete;
-      struct sigaction drop {};
-      drop.sa_handler = onPromptSigint;
-      sigemptyset(&drop.sa_mask);
-      ::sigaction(SIGINT, &drop, nullptr);
     }
     PromptTemplate used;
     const TemplatedOptions templated{&args_.endpoint, &args_.system, &args_.toolSets,
@@ -240,19 +206,34 @@ class ChatSession {
     }
 
     store_ = openCliStore(args_.db);
+    // The session's turns are saved by save() after each whole turn, into the thread of the
+    // branch they were typed on; no manager saves by itself (a copied persist would write one
+    // branch's turns into another's thread).
+    options.persist = nullptr;
+    options_ = options;
     ConversationManager manager(options);
     std::string id = args_.thread;
+    std::string lastUsed;  // -c: the thread of the branch used last
     if (args_.continueLast) {
-      id = mostRecentThread(*store_);
-      if (id.empty()) throw ValidationError("-c", "there is no stored thread to resume");
+      lastUsed = mostRecentThread(*store_);
+      if (lastUsed.empty()) throw ValidationError("-c", "there is no stored thread to resume");
+      id = sessionRoot(lastUsed);
     }
-    if (id.empty()) id = store_->createThread({}, manager.getAllMessages(), nullptr).id;
+    if (id.empty()) id = newThreadId();
     auto stored = std::make_shared<StoredThread>(store_, id);
-    const bool resumed = stored->attach(manager) && (!args_.thread.empty() || args_.continueLast);
-    branches_.emplace("main", Branch{std::move(manager), std::move(stored)});
-    if (resumed) restoreBranches(options);
+    const bool resumed = store_->threadInfo(id).has_value();
+    if (resumed) stored->load(manager);
+    branches_.emplace("main", Branch{std::move(manager), std::move(stored), {}, resumed});
+    if (resumed) restoreBranches();
+    std::string onBranch;
+    for (const auto& [name, branch] : branches_) {
+      if (name != "main" && branch.thread->threadId() == lastUsed) onBranch = name;
+    }
+    if (!onBranch.empty()) current_ = onBranch;
     out_ << intro << "\n"
-         << "thread " << id << (resumed ? " (resumed)" : " (new)")
+         << "thread " << id
+         << (resumed ? " (resumed" + (onBranch.empty() ? "" : "; on branch " + onBranch) + ")"
+                     : std::string(" (new)"))
          << (tools->size() ? "; tools: " + joinNames(tools->names()) : std::string())
          << "; /help for commands\n"
          << std::flush;
@@ -283,7 +264,8 @@ class ChatSession {
       out_ << std::flush;
     }
     if (mock_) mock_->stop();
-    return kExitOk;
+    // A script learns that a turn failed (an endpoint that cannot be reached...).
+    return !interactive_ && turnFailed_ ? kExitFailure : kExitOk;
   }
 
  private:
@@ -292,6 +274,8 @@ class ChatSession {
     std::shared_ptr<StoredThread> thread;
     // The batch before each edit of this session, for /undo (an edit may take several batches).
     std::vector<size_t> undo{};
+    // Whether the thread exists: a new session's thread is made by its first save.
+    bool stored = true;
   };
 
   static std::string joinNames(const std::vector<std::string>& names) {
@@ -302,30 +286,28 @@ class ChatSession {
   }
 
   Branch& current() { return branches_.at(current_); }
+  const Branch& current() const { return branches_.at(current_); }
 
   std::optional<std::string> readLine(const std::string& continuation = "") {
     if (interactive_) {
       const std::string prompt =
           continuation.empty() ? (current_ == "main" ? "" : current_ + " ") + "> " : continuation;
-      // Ctrl-C at the prompt drops the line, as in a shell. libedit retries a read that a
-      // signal interrupted, so the handler jumps out of it; the next readline() call sets the
-      // terminal up afresh.
-      // Between prompts and replies the same handler only ignores Ctrl-C (installed in run()).
-      chatInterrupted.store(false);
-      if (sigsetjmp(promptJump, 1) != 0) {
-        promptJumpArmed = 0;
-        disableBracketedPaste(STDOUT_FILENO);
+      // Ctrl-C at the prompt drops the line, as in a shell: the interrupts' thread makes the
+      // paste reader report end of input, so readline() returns, and the line is dropped here.
+      // A Ctrl-C from before the prompt was shown is not for this line.
+      interrupts_->takePromptInterrupt();
+      promptInterrupted_ = false;
+      enableBracketedPaste(STDOUT_FILENO);
+      char* raw = ::readline(prompt.c_str());
+      disableBracketedPaste(STDOUT_FILENO);
+      if (interrupts_->takePromptInterrupt()) {
+        std::free(raw);
         takePaste();
-        chatInterrupted.store(true);
+        promptInterrupted_ = true;
         // The paste reader reads the terminal itself, so the ^C is echoed here, as a shell does.
         out_ << "^C\n" << std::flush;
         return std::string();
       }
-      promptJumpArmed = 1;
-      enableBracketedPaste(STDOUT_FILENO);
-      char* raw = ::readline(prompt.c_str());
-      disableBracketedPaste(STDOUT_FILENO);
-      promptJumpArmed = 0;
       if (!raw) {
         out_ << "\n";
         return std::nullopt;
@@ -362,7 +344,7 @@ class ChatSession {
     for (;;) {
       std::optional<std::string> line = readLine("... ");
       if (!line) return std::nullopt;
-      if (line->empty() && chatInterrupted.load()) return std::string();  // Ctrl-C: drop it
+      if (line->empty() && promptInterrupted_) return std::string();  // Ctrl-C: drop it
       if (*line == "\"\"\"") return text;
       if (!text.empty()) text += "\n";
       text += *line;
@@ -378,7 +360,21 @@ class ChatSession {
     out_ << std::flush;
   }
 
-  void save() { current().thread->save(current().manager); }
+  // Saves the current branch into its own thread (made now if this is its first save).
+  void save() {
+    Branch& branch = current();
+    if (!branch.stored) {
+      const std::vector<Message> all = branch.manager.getAllMessages();
+      auto prompt = std::find_if(all.begin(), all.end(),
+                                 [](const Message& m) { return m.role == Role::User; });
+      ThreadOptions create;
+      if (prompt != all.end()) create.title = titleFromPrompt(prompt->content);
+      branch.thread->attach(branch.manager, create);
+      branch.stored = true;
+      return;
+    }
+    branch.thread->save(branch.manager);
+  }
 
   // --- the prompt's line editor: history across sessions, Tab completion ---------------------
 
@@ -420,12 +416,18 @@ class ChatSession {
       const std::string line = rl_line_buffer ? rl_line_buffer : "";
       const std::string word = text;
       std::vector<std::string> candidates;
-      if (line.rfind("/switch ", 0) == 0 && completing_) {
-        for (const auto& [name, branch] : completing_->branches_)
-          candidates.push_back(name);
-      } else if (!line.empty() && line[0] == '/' && line.find(' ') == std::string::npos) {
-        for (const char* command : kCommands)
-          candidates.push_back(std::string("/") + command);
+      const size_t space = line.find(' ');
+      if (!line.empty() && line[0] == '/' && space == std::string::npos) {
+        for (const Command& command : commands())
+          candidates.push_back(std::string("/") + command.name);
+      } else if (!line.empty() && line[0] == '/' && completing_) {
+        const std::string name = line.substr(1, space - 1);
+        for (const Command& command : commands()) {
+          if (command.branchArgument && name == command.name) {
+            for (const auto& [branch, unused] : completing_->branches_)
+              candidates.push_back(branch);
+          }
+        }
       }
       for (const std::string& candidate : candidates) {
         if (candidate.rfind(word, 0) == 0) matches.push_back(candidate);
@@ -440,11 +442,6 @@ class ChatSession {
     return rl_completion_matches(text, completion);
   }
 
-  static constexpr const char* kCommands[] = {
-      "help",   "history",  "usage",      "cost", "system",   "model", "set",
-      "show",   "template", "regenerate", "edit", "continue", "fork",  "branches",
-      "switch", "truncate", "filter",     "undo", "clear",    "save",  "load",
-      "file",   "attach",   "copy",       "quit"};
   static inline ChatSession* completing_ = nullptr;
   bool historyWarned_ = false;
 
@@ -524,19 +521,26 @@ class ChatSession {
     bool waiting = interactive_;
     bool atLineStart = true;
     TerminalFilter toTerminal(STDOUT_FILENO);
-    std::optional<MarkdownRenderer> rendered;
-    if (renderReplies_)
-      rendered.emplace(
-          MarkdownStyle{.color = colorReplies_, .width = terminalWidth(STDOUT_FILENO)});
-    auto show = [&](const std::string& text) {
-      out_ << (rendered ? rendered->feed(toTerminal(text)) : toTerminal(text));
-    };
-    auto flush = [&] {
-      if (rendered) out_ << rendered->finish();
-    };
+    // On a terminal the line in progress shows as it streams, rendered again as it grows.
+    std::optional<LiveMarkdown> rendered;
+    if (renderReplies_) {
+      const size_t width = terminalWidth(STDOUT_FILENO);
+      rendered.emplace(MarkdownStyle{.color = colorReplies_, .width = width},
+                       ::isatty(STDOUT_FILENO) ? width : 0);
+    }
     auto stopWaiting = [&] {
       if (waiting) out_ << "\r   \r";
       waiting = false;
+    };
+    // The waiting indicator stays until there is something to see.
+    auto show = [&](const std::string& text) {
+      const std::string shown = rendered ? rendered->feed(toTerminal(text)) : toTerminal(text);
+      if (shown.empty()) return;
+      stopWaiting();
+      out_ << shown;
+    };
+    auto flush = [&] {
+      if (rendered) out_ << rendered->finish();
     };
     // Reasoning of the current model call, shown folded before its text or tool calls.
     std::string reasoning;
@@ -554,7 +558,6 @@ class ChatSession {
       if (delta.content.empty()) return true;
       if (!firstToken) firstToken = std::chrono::steady_clock::now();
       showReasoning();
-      stopWaiting();
       show(delta.content);
       out_ << std::flush;
       atLineStart = delta.content.back() == '\n';
@@ -572,45 +575,49 @@ class ChatSession {
       out_ << toolResultLine(result, STDOUT_FILENO) << "\n" << std::flush;
     };
 
+    // Ctrl-C from here to the end of the run cancels the turn, wherever it comes: in the model
+    // call, or in a tool call (then the run stops before another model call, and a run that
+    // still returned is dropped too): the conversation stays as it was, nothing is saved.
     std::stop_source stop;
     run.stopToken = stop.get_token();
-    chatInterrupted.store(false);
-    auto previous = std::signal(SIGINT, onChatSigint);
-    std::jthread watcher([&stop](std::stop_token done) {
-      while (!done.stop_requested()) {
-        if (chatInterrupted.load()) {
-          stop.request_stop();
-          return;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-    });
-    // The waiting indicator, until the first token; shown once Ctrl-C is handled.
+    interrupts_->arm(stop);
+    // The waiting indicator, until the first token.
     if (waiting) out_ << "..." << std::flush;
     RunResult result;
+    bool cancelled = false;
     try {
       // Attachments (/attach) go with this prompt; they stay pending if the turn fails.
       result =
           attachments_.empty()
               ? branch.manager.run(prompt, run)
               : branch.manager.run(std::vector<Message>{promptMessage(prompt, attachments_)}, run);
-      attachments_.clear();
+      cancelled = interrupts_->disarm();
+      if (!cancelled) attachments_.clear();
     } catch (const CancelledError&) {
-      std::signal(SIGINT, previous);
+      interrupts_->disarm();
+      cancelled = true;
+    } catch (...) {
+      interrupts_->disarm();
+      stopWaiting();
+      flush();
+      branch.manager = std::move(before);
+      if (!atLineStart) out_ << "\n";
+      try {
+        throw;
+      } catch (const ValidationError&) {
+        throw;  // bad input: the script goes on
+      } catch (...) {
+        turnFailed_ = true;
+        throw;
+      }
+    }
+    if (cancelled) {
       stopWaiting();
       flush();
       branch.manager = std::move(before);
       out_ << (atLineStart ? "" : "\n") << "[cancelled; the conversation is as before]\n";
       return;
-    } catch (...) {
-      std::signal(SIGINT, previous);
-      stopWaiting();
-      flush();
-      branch.manager = std::move(before);
-      if (!atLineStart) out_ << "\n";
-      throw;
     }
-    std::signal(SIGINT, previous);
     stopWaiting();
     if (!args_.stream) {
       if (auto r = result.message.extra.find("reasoning_content");
@@ -648,7 +655,11 @@ class ChatSession {
     } else {
       ++unpricedTurns_;
     }
-    out_ << "[cost " << formatUsd(cost) << (cost ? "" : " (no price for " + priced + ")") << "]\n";
+    // The offline demo costs nothing: no line about it.
+    if (!mock_) {
+      out_ << "[cost " << formatUsd(cost) << (cost ? "" : " (no price for " + priced + ")")
+           << "]\n";
+    }
     (void)start;
   }
 
@@ -727,6 +738,27 @@ class ChatSession {
       }
     }
     settings_ = settings.empty() ? std::nullopt : std::optional<nlohmann::json>(settings);
+  }
+
+  // A model the endpoint does not list is refused (a typo would fail every later turn); when
+  // the endpoint gives no list, the name is taken as given.
+  void checkModel(const std::string& name) {
+    if (!knownModels_) {
+      knownModels_.emplace();
+      try {
+        for (const ModelInfo& model : options_.llm->listModels(std::chrono::seconds(10)))
+          knownModels_->push_back(model.id);
+      } catch (const Error&) {
+        out_ << "note: the endpoint's models could not be listed; " << name << " is not checked\n";
+      }
+    }
+    if (knownModels_->empty() || name == clientModel_ ||
+        std::find(knownModels_->begin(), knownModels_->end(), name) != knownModels_->end()) {
+      return;
+    }
+    throw ValidationError("/model", "\"" + name + "\" is not a model of this endpoint (it lists " +
+                                        preview(joinNames(*knownModels_), 300) +
+                                        "; see parley models)");
   }
 
   ChatRequest requestWithSettings(ChatRequest request) const {
@@ -820,7 +852,7 @@ class ChatSession {
     ThreadOptions fork;
     fork.metadata = {{"branch", branchName}};
     std::shared_ptr<StoredThread> thread = current().thread->fork(manager, fork);
-    ConversationManager redo = manager.clone(thread);
+    ConversationManager redo = manager.clone();
     TruncateOp drop;
     drop.removeLast = static_cast<int64_t>(count - index);
     applyContextOperation(redo, drop);
@@ -850,8 +882,16 @@ class ChatSession {
     const char* argv[] = {"sh", "-c", script.c_str(), "sh", path.c_str(), nullptr};
     pid_t pid = -1;
     int status = 0;
-    const int spawned =
-        ::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ);
+    // The editor starts with no signal blocked (the session blocks SIGINT: chat_interrupt.hpp).
+    posix_spawnattr_t attributes;
+    posix_spawnattr_init(&attributes);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attributes, &none);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
+    const int spawned = ::posix_spawn(&pid, "/bin/sh", nullptr, &attributes,
+                                      const_cast<char* const*>(argv), environ);
+    posix_spawnattr_destroy(&attributes);
     while (spawned == 0 && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     std::ifstream in(path, std::ios::binary);
@@ -865,25 +905,49 @@ class ChatSession {
     return edited;
   }
 
-  // The branches of earlier sessions: stored forks named by /fork or /regenerate, recursively.
-  void restoreBranches(const ConversationOptions& options) {
-    std::vector<std::string> parents = {branches_.at("main").thread->threadId()};
+  // The branches of earlier sessions: stored forks named by /fork, /edit or /regenerate, and the
+  // threads /load made (tied to the session by their metadata, "branchOf"), with their forks.
+  void restoreBranches() {
+    const std::string root = branches_.at("main").thread->threadId();
+    std::vector<std::string> parents = {root};
+    auto add = [&](const ThreadInfo& info) {
+      parents.push_back(info.id);
+      if (!info.metadata.is_object() || !info.metadata.contains("branch") ||
+          !info.metadata["branch"].is_string()) {
+        return;
+      }
+      const std::string name = info.metadata["branch"].get<std::string>();
+      if (branches_.count(name)) return;
+      ConversationManager manager(options_);
+      auto thread = std::make_shared<StoredThread>(store_, info.id);
+      thread->load(manager);
+      branches_.emplace(name, Branch{std::move(manager), std::move(thread)});
+    };
+    for (const ThreadInfo& info : store_->listThreads()) {
+      if (info.metadata.is_object() && info.metadata.value("branchOf", "") == root) add(info);
+    }
     while (!parents.empty()) {
       const std::string parent = parents.back();
       parents.pop_back();
       ThreadListOptions list;
       list.parentId = parent;
-      for (const ThreadInfo& info : store_->listThreads(list)) {
-        parents.push_back(info.id);
-        if (!info.metadata.is_object() || !info.metadata.contains("branch")) continue;
-        const std::string name = info.metadata["branch"].get<std::string>();
-        if (branches_.count(name)) continue;
-        ConversationManager manager(options);
-        auto thread = std::make_shared<StoredThread>(store_, info.id);
-        thread->attach(manager);
-        branches_.emplace(name, Branch{std::move(manager), std::move(thread)});
-      }
+      for (const ThreadInfo& info : store_->listThreads(list))
+        add(info);
     }
+  }
+
+  // The session a branch's thread belongs to: its main thread, found through the forks' parents
+  // and the loaded branches' "branchOf". A thread that is no branch is its own session.
+  std::string sessionRoot(std::string id) {
+    for (int depth = 0; depth < 10000; ++depth) {
+      const std::optional<ThreadInfo> info = store_->threadInfo(id);
+      if (!info || !info->metadata.is_object() || !info->metadata.contains("branch")) break;
+      const std::string up =
+          info->parentId.empty() ? info->metadata.value("branchOf", "") : info->parentId;
+      if (up.empty()) break;
+      id = up;
+    }
+    return id;
   }
 
   void applyOperation(const std::string& name, std::string argument) {
@@ -900,8 +964,14 @@ class ChatSession {
     }
     ConversationManager& manager = current().manager;
     if (dryRun) {
-      const ContextOperationPreview p = previewContextOperation(
-          manager, parseContextOperation({{"operation", name}, {name, config}}));
+      // What the real run below does, the repairs of keepWellFormed() included.
+      const ContextOperation op = parseContextOperation({{"operation", name}, {name, config}});
+      const std::vector<Message> view = manager.getMessages();
+      const ContextOperationPreview p =
+          previewContextEdit(manager, name, [&](ConversationManager& trial) {
+            applyContextOperation(trial, op);
+            keepWellFormed(trial, view);
+          });
       out_ << name << " (dry run, nothing changed): " << p.messagesAfter << " of "
            << p.messagesBefore << " messages would stay; prompt " << p.promptTokensBefore << " -> "
            << p.promptTokensAfter << " tokens (saves " << p.savedTokens << ")";
@@ -965,6 +1035,82 @@ class ChatSession {
     }
   }
 
+  // --- the slash commands: one table gives /help, the dispatch and Tab completion -----------
+
+  using Action = void (ChatSession::*)(const std::string& argument);
+  struct Command {
+    const char* name;
+    const char* usage;  // as /help shows it, after the name
+    const char* help;
+    Action run;
+    bool branchArgument = false;  // Tab completes branch names after it
+  };
+
+  static const std::vector<Command>& commands() {
+    static const std::vector<Command> table = {
+        {"help", "", "this list", &ChatSession::help},
+        {"history", "", "the visible messages", &ChatSession::history},
+        {"usage", "", "tokens: last call, total, the context against the limit",
+         &ChatSession::usage},
+        {"cost", "", "what this session's replies cost (--prices)", &ChatSession::cost},
+        {"system", "[TEXT]", "set the system prompt (no TEXT: show it)", &ChatSession::system},
+        {"model", "[NAME]", "use another model from the next reply on (no NAME: show it)",
+         &ChatSession::model},
+        {"set", "KEY [VALUE]", "model, temperature, top_p, max_tokens or seed (no value: default)",
+         &ChatSession::set},
+        {"show", "settings", "the request settings in use", &ChatSession::show},
+        {"template", "NAME", "use a [templates.NAME] table: system prompt, model, settings, prompt",
+         &ChatSession::templateCommand},
+        {"title", "[TEXT]", "name this thread (no TEXT: the model proposes a title)",
+         &ChatSession::title},
+        {"regenerate", "", "redo the last reply on a new branch (the old one stays)",
+         &ChatSession::regenerateCommand},
+        {"edit", "[N] [TEXT]", "prompt N (see /history) changed, on a new branch; no N: the editor",
+         &ChatSession::editPrompt},
+        {"continue", "[TEXT]", "ask the model to go on", &ChatSession::continueCommand},
+        {"fork", "[NAME]", "copy this conversation into a new branch and switch to it",
+         &ChatSession::fork},
+        {"branches", "", "list the branches", &ChatSession::listBranches},
+        {"switch", "NAME", "continue another branch", &ChatSession::switchBranch, true},
+        {"truncate", "JSON", "e.g. /truncate {\"keepLast\": 4}  (context operation)",
+         &ChatSession::truncate},
+        {"filter", "JSON",
+         "e.g. /filter {\"roles\": [\"user\"]}  (context operation); either with --dry-run at "
+         "the end: what it would cost the prompt cache and save, nothing changed",
+         &ChatSession::filter},
+        {"undo", "", "roll back the last context operation", &ChatSession::undo},
+        {"clear", "", "clear the context (keeps the system prompt)", &ChatSession::clear},
+        {"save", "FILE", "write the conversation as a snapshot JSON file",
+         &ChatSession::saveSnapshot},
+        {"load", "FILE", "load a snapshot file as a new branch", &ChatSession::loadSnapshot},
+        {"file", "PATH [PROMPT]", "send a file's (or a directory's) text, after PROMPT if given",
+         &ChatSession::file},
+        {"attach", "FILE", "send an image, audio or document with the next prompt",
+         &ChatSession::attach},
+        {"copy", "[FILE]", "the last reply to the clipboard (wl-copy, xclip, xsel, pbcopy) or FILE",
+         &ChatSession::copyLastReply},
+        {"quit", "", "end the session (so do exit, quit and Ctrl-D)", &ChatSession::quit},
+    };
+    return table;
+  }
+
+ public:
+  // /help's text, also the footer of `parley chat --help`.
+  static std::string helpText() {
+    std::string text = "Commands:\n";
+    for (const Command& c : commands()) {
+      std::string left = "  /" + std::string(c.name) + (*c.usage ? " " : "") + c.usage;
+      left.resize(std::max<size_t>(left.size() + 1, 24), ' ');
+      text += left + c.help + "\n";
+    }
+    return text +
+           "  \"\"\"                   on a line of its own: starts and ends a multi-line "
+           "prompt\n"
+           "Tab completes commands and branch names; prompts are remembered across sessions.\n"
+           "Ctrl-C during a reply cancels it.\n";
+  }
+
+ private:
   // Returns false to end the session.
   bool command(const std::string& line) {
     const size_t space = line.find(' ');
@@ -973,170 +1119,257 @@ class ChatSession {
     std::string argument = space == std::string::npos ? "" : line.substr(space + 1);
     while (!argument.empty() && argument.back() == ' ')
       argument.pop_back();
-    ConversationManager& manager = current().manager;
-
-    if (name == "quit" || name == "exit") return false;
-    if (name == "help") {
-      out_ << kHelp;
-    } else if (name == "copy") {
-      copyLastReply(argument);
-    } else if (name == "edit") {
-      editPrompt(argument);
-    } else if (name == "history") {
-      const auto messages = manager.getMessages();
-      for (size_t i = 0; i < messages.size(); ++i) {
-        const Message& m = messages[i];
-        std::string line = "[" + std::to_string(i) + "] " + std::string(toString(m.role)) + ": " +
-                           preview(m.content);
-        for (const ToolCall& call : m.toolCalls)
-          line += " <call " + call.name + " " + preview(call.arguments) + ">";
-        out_ << forTerminal(line, STDOUT_FILENO) << "\n";
-      }
-    } else if (name == "usage") {
-      const TokenUsageStats usage = manager.getTokenUsage();
-      if (usage.lastRequest) {
-        out_ << "last call: " << usage.lastRequest->promptTokens << " prompt, "
-             << usage.lastRequest->completionTokens << " completion, "
-             << usage.lastRequest->totalTokens << " total" << usageDetails(*usage.lastRequest)
-             << "\n";
-      }
-      out_ << "all calls: " << usage.cumulative.promptTokens << " prompt, "
-           << usage.cumulative.completionTokens << " completion, " << usage.cumulative.totalTokens
-           << " total over " << usage.requests << " calls\n"
-           << "context: " << usage.context.contextTokens
-           << (usage.context.estimated ? " (est.)" : "") << " of "
-           << (usage.context.tokenLimit > 0 ? std::to_string(usage.context.tokenLimit)
-                                            : std::string("no limit"))
-           << "\n";
-    } else if (name == "cost") {
-      out_ << "this session: " << formatUsd(sessionCost_);
-      if (unpricedTurns_ > 0) {
-        out_ << " (not counted: " << unpricedTurns_ << " unpriced turn"
-             << (unpricedTurns_ == 1 ? "" : "s") << ")";
-      }
-      out_ << "\n";
-    } else if (name == "system") {
-      if (argument.empty()) throw ValidationError("/system", "give the prompt: /system TEXT");
-      setSystemPrompt(argument);
-      out_ << "system prompt set\n";
-    } else if (name == "template") {
-      if (argument.empty()) throw ValidationError("/template", "give a name: /template NAME");
-      useTemplate(readTemplate(configFile(args_.endpoint), argument));
-    } else if (name == "model") {
-      if (argument.empty()) throw ValidationError("/model", "give a model name: /model NAME");
-      setSetting("model", argument);
-      out_ << "model: " << settings_->at("model").get<std::string>() << "\n";
-    } else if (name == "set") {
-      const size_t split = argument.find(' ');
-      const std::string key = argument.substr(0, split);
-      if (key.empty()) throw ValidationError("/set", "give a setting: /set KEY [VALUE]");
-      setSetting(key, split == std::string::npos ? "" : argument.substr(split + 1));
-      showSettings();
-    } else if (name == "show") {
-      if (argument != "settings") throw ValidationError("/show", "try /show settings");
-      showSettings();
-    } else if (name == "continue") {
-      turn(argument.empty() ? "Continue." : argument);
-    } else if (name == "regenerate") {
-      regenerate();
-    } else if (name == "fork") {
-      const std::string branchName = argument.empty() ? freshName("fork") : argument;
-      if (branches_.count(branchName)) {
-        throw ValidationError("/fork", "a branch named \"" + branchName + "\" exists");
-      }
-      ThreadOptions fork;
-      fork.metadata = {{"branch", branchName}};
-      std::shared_ptr<StoredThread> thread = current().thread->fork(manager, fork);
-      const std::string threadId = thread->threadId();
-      addBranch(branchName, manager.clone(), std::move(thread));
-      out_ << "forked: now on " << branchName << " (thread " << threadId << ")\n";
-    } else if (name == "branches") {
-      for (const auto& [branchName, branch] : branches_) {
-        out_ << (branchName == current_ ? "* " : "  ") << branchName << "  thread "
-             << branch.thread->threadId() << ", " << branch.manager.getMessageCount()
-             << " messages\n";
-      }
-    } else if (name == "switch") {
-      if (!branches_.count(argument)) {
-        throw ValidationError("/switch", "no branch \"" + argument + "\" (see /branches)");
-      }
-      current_ = argument;
-      out_ << "now on " << current_ << "\n";
-    } else if (name == "truncate" || name == "filter") {
-      applyOperation(name, argument);
-    } else if (name == "undo") {
-      std::vector<size_t>& undo = current().undo;
-      const size_t batch = manager.getMarkMap().currentBatch;
-      if (batch == 0) {
-        out_ << "nothing to undo\n";
-      } else {
-        // An edit of an earlier session is undone one batch at a time.
-        const size_t target = undo.empty() ? batch - 1 : undo.back();
-        if (!undo.empty()) undo.pop_back();
-        manager.rollbackToBatch(target);
-        save();
-        out_ << "undone: " << manager.getMessageCount() << " messages visible\n";
-      }
-    } else if (name == "clear") {
-      current().undo.push_back(manager.getMarkMap().currentBatch);
-      manager.clearMessages(true);
-      save();
-      out_ << "cleared: " << manager.getMessageCount() << " messages visible\n";
-    } else if (name == "save") {
-      if (argument.empty()) throw ValidationError("/save", "give a file: /save FILE");
-      std::ofstream file(argument, std::ios::binary);
-      file << manager.createSnapshot().dump(2) << "\n";
-      if (!file) throw ValidationError(argument, "cannot write the file");
-      out_ << "saved to " << argument << "\n";
-    } else if (name == "file") {
-      if (argument.empty()) throw ValidationError("/file", "give a path: /file PATH [PROMPT]");
-      const size_t split = argument.find(' ');
-      const std::string path = argument.substr(0, split);
-      const std::string prompt = split == std::string::npos ? "" : argument.substr(split + 1);
-      std::vector<std::string> skipped;
-      const std::string files = filesAsText({path}, skipped);
-      for (const std::string& file : skipped)
-        out_ << "skipped the binary file " << file << "\n";
-      if (files.empty()) throw ValidationError(path, "holds no text file");
-      turn(composePrompt(prompt, "", files));
-    } else if (name == "attach") {
-      if (argument.empty()) throw ValidationError("/attach", "give a path: /attach FILE");
-      std::vector<Part> parts = attachmentParts({argument});
-      std::vector<Part> all = attachments_;
-      all.push_back(parts.front());
-      promptMessage("", all);  // throws past the per-message caps, before keeping it
-      attachments_ = std::move(all);
-      out_ << "attached " << argument << " (" << parts.front().mimeType << ", "
-           << parts.front().bytes.size() << " bytes): sent with the next prompt\n";
-    } else if (name == "load") {
-      if (argument.empty()) throw ValidationError("/load", "give a file: /load FILE");
-      std::ifstream file(argument, std::ios::binary);
-      if (!file) throw ValidationError(argument, "cannot read the file");
-      std::ostringstream text;
-      text << file.rdbuf();
-      nlohmann::json snapshot;
-      try {
-        snapshot = parseJson(text.str());
-      } catch (const ProtocolError& e) {
-        throw ValidationError(argument, e.what());
-      }
-      ConversationManager loaded(manager.options());
-      loaded.restoreFromSnapshot(snapshot);
-      const ThreadInfo info = importThread(*store_, snapshot);
-      auto thread = std::make_shared<StoredThread>(store_, info.id);
-      thread->attach(loaded);
-      const std::string branchName = freshName("loaded");
-      addBranch(branchName, std::move(loaded), std::move(thread));
-      out_ << "loaded " << argument << " as branch " << branchName << " (thread " << info.id
-           << ")\n";
-    } else {
-      throw ValidationError("/" + name, "unknown command (try /help)");
-    }
-    return true;
+    if (name == "exit") return false;
+    const auto& table = commands();
+    auto found =
+        std::find_if(table.begin(), table.end(), [&](const Command& c) { return name == c.name; });
+    if (found == table.end()) throw ValidationError("/" + name, "unknown command (try /help)");
+    (this->*found->run)(argument);
+    return !quitting_;
   }
 
-  ChatArgs args_;               // with the -t template applied
-  bool renderReplies_ = false;  // --format text
+  void help(const std::string&) { out_ << helpText(); }
+  void quit(const std::string&) { quitting_ = true; }
+
+  void history(const std::string&) {
+    const auto messages = current().manager.getMessages();
+    for (size_t i = 0; i < messages.size(); ++i) {
+      const Message& m = messages[i];
+      std::string line = "[" + std::to_string(i) + "] " + std::string(toString(m.role)) + ": " +
+                         preview(m.content);
+      for (const ToolCall& call : m.toolCalls)
+        line += " <call " + call.name + " " + preview(call.arguments) + ">";
+      out_ << forTerminal(line, STDOUT_FILENO) << "\n";
+    }
+  }
+
+  void usage(const std::string&) {
+    const TokenUsageStats stats = current().manager.getTokenUsage();
+    if (stats.lastRequest) {
+      out_ << "last call: " << stats.lastRequest->promptTokens << " prompt, "
+           << stats.lastRequest->completionTokens << " completion, "
+           << stats.lastRequest->totalTokens << " total" << usageDetails(*stats.lastRequest)
+           << "\n";
+    }
+    out_ << "all calls: " << stats.cumulative.promptTokens << " prompt, "
+         << stats.cumulative.completionTokens << " completion, " << stats.cumulative.totalTokens
+         << " total over " << stats.requests << " calls\n"
+         << "context: " << stats.context.contextTokens << (stats.context.estimated ? " (est.)" : "")
+         << " of "
+         << (stats.context.tokenLimit > 0 ? std::to_string(stats.context.tokenLimit)
+                                          : std::string("no limit"))
+         << "\n";
+  }
+
+  void cost(const std::string&) {
+    out_ << "this session: " << formatUsd(sessionCost_);
+    if (unpricedTurns_ > 0) {
+      out_ << " (not counted: " << unpricedTurns_ << " unpriced turn"
+           << (unpricedTurns_ == 1 ? "" : "s") << ")";
+    }
+    out_ << "\n";
+  }
+
+  void system(const std::string& argument) {
+    if (argument.empty()) {
+      const std::vector<Message> view = current().manager.getMessages();
+      if (view.empty() || view.front().role != Role::System) {
+        out_ << "no system prompt (set one: /system TEXT)\n";
+      } else {
+        out_ << "system prompt: " << forTerminal(view.front().content, STDOUT_FILENO) << "\n";
+      }
+      return;
+    }
+    setSystemPrompt(argument);
+    out_ << "system prompt set\n";
+  }
+
+  void templateCommand(const std::string& argument) {
+    if (argument.empty()) throw ValidationError("/template", "give a name: /template NAME");
+    useTemplate(readTemplate(configFile(args_.endpoint), argument));
+  }
+
+  // The request's model: a /set or /template one, else the endpoint's.
+  std::string modelInUse() const {
+    const ChatRequest request = settings_ ? requestWithSettings(current().manager.options().request)
+                                          : current().manager.options().request;
+    return request.model.empty() ? clientModel_ : request.model;
+  }
+
+  void model(const std::string& argument) {
+    if (argument.empty()) {
+      out_ << "model: " << modelInUse() << "\n";
+      return;
+    }
+    checkModel(resolveModelAlias(configFile(args_.endpoint), argument));
+    setSetting("model", argument);
+    out_ << "model: " << settings_->at("model").get<std::string>() << "\n";
+  }
+
+  void set(const std::string& argument) {
+    const size_t split = argument.find(' ');
+    const std::string key = argument.substr(0, split);
+    if (key.empty()) throw ValidationError("/set", "give a setting: /set KEY [VALUE]");
+    const std::string value = split == std::string::npos ? "" : argument.substr(split + 1);
+    // A model typed here is checked; a template's is taken as its author wrote it.
+    if (key == "model" && !value.empty()) {
+      checkModel(resolveModelAlias(configFile(args_.endpoint), value));
+    }
+    setSetting(key, value);
+    showSettings();
+  }
+
+  void show(const std::string& argument) {
+    if (argument != "settings") throw ValidationError("/show", "try /show settings");
+    showSettings();
+  }
+
+  // /title TEXT names the thread; /title alone asks the model for a title (thread_title.hpp).
+  void title(const std::string& argument) {
+    Branch& branch = current();
+    if (!branch.stored) save();
+    std::string title = argument;
+    if (title.empty()) {
+      const std::vector<Message> all = branch.manager.getAllMessages();
+      title = proposeTitle(*options_.llm, settings_ ? modelInUse() : "", all);
+    }
+    store_->setThreadTitle(branch.thread->threadId(), title);
+    out_ << "title: " << forTerminal(title, STDOUT_FILENO) << "\n";
+  }
+
+  void regenerateCommand(const std::string&) { regenerate(); }
+  void continueCommand(const std::string& argument) {
+    turn(argument.empty() ? "Continue." : argument);
+  }
+
+  void fork(const std::string& argument) {
+    ConversationManager& manager = current().manager;
+    const std::string branchName = argument.empty() ? freshName("fork") : argument;
+    if (branches_.count(branchName)) {
+      throw ValidationError("/fork", "a branch named \"" + branchName + "\" exists");
+    }
+    ThreadOptions named;
+    named.metadata = {{"branch", branchName}};
+    if (!current().stored) save();  // the thread to fork from
+    std::shared_ptr<StoredThread> thread = current().thread->fork(manager, named);
+    const std::string threadId = thread->threadId();
+    addBranch(branchName, manager.clone(), std::move(thread));
+    out_ << "forked: now on " << branchName << " (thread " << threadId << ")\n";
+  }
+
+  void listBranches(const std::string&) {
+    for (const auto& [branchName, branch] : branches_) {
+      out_ << (branchName == current_ ? "* " : "  ") << branchName << "  thread "
+           << branch.thread->threadId() << ", " << branch.manager.getMessageCount()
+           << " messages\n";
+    }
+  }
+
+  void switchBranch(const std::string& argument) {
+    if (!branches_.count(argument)) {
+      throw ValidationError("/switch", "no branch \"" + argument + "\" (see /branches)");
+    }
+    current_ = argument;
+    out_ << "now on " << current_ << "\n";
+  }
+
+  void truncate(const std::string& argument) { applyOperation("truncate", argument); }
+  void filter(const std::string& argument) { applyOperation("filter", argument); }
+
+  void undo(const std::string&) {
+    ConversationManager& manager = current().manager;
+    std::vector<size_t>& undo = current().undo;
+    const size_t batch = manager.getMarkMap().currentBatch;
+    if (batch == 0) {
+      out_ << "nothing to undo\n";
+      return;
+    }
+    // An edit of an earlier session is undone one batch at a time.
+    const size_t target = undo.empty() ? batch - 1 : undo.back();
+    if (!undo.empty()) undo.pop_back();
+    manager.rollbackToBatch(target);
+    save();
+    out_ << "undone: " << manager.getMessageCount() << " messages visible\n";
+  }
+
+  void clear(const std::string&) {
+    ConversationManager& manager = current().manager;
+    current().undo.push_back(manager.getMarkMap().currentBatch);
+    manager.clearMessages(true);
+    save();
+    out_ << "cleared: " << manager.getMessageCount() << " messages visible\n";
+  }
+
+  void saveSnapshot(const std::string& argument) {
+    if (argument.empty()) throw ValidationError("/save", "give a file: /save FILE");
+    std::ofstream file(argument, std::ios::binary);
+    file << current().manager.createSnapshot().dump(2) << "\n";
+    if (!file) throw ValidationError(argument, "cannot write the file");
+    out_ << "saved to " << argument << "\n";
+  }
+
+  void file(const std::string& argument) {
+    if (argument.empty()) throw ValidationError("/file", "give a path: /file PATH [PROMPT]");
+    const size_t split = argument.find(' ');
+    const std::string path = argument.substr(0, split);
+    const std::string prompt = split == std::string::npos ? "" : argument.substr(split + 1);
+    std::vector<std::string> skipped;
+    const std::string files = filesAsText({path}, skipped);
+    for (const std::string& file : skipped)
+      out_ << "skipped the binary file " << file << "\n";
+    if (files.empty()) throw ValidationError(path, "holds no text file");
+    turn(composePrompt(prompt, "", files));
+  }
+
+  void attach(const std::string& argument) {
+    if (argument.empty()) throw ValidationError("/attach", "give a path: /attach FILE");
+    std::vector<Part> parts = attachmentParts({argument});
+    std::vector<Part> all = attachments_;
+    all.push_back(parts.front());
+    promptMessage("", all);  // throws past the per-message caps, before keeping it
+    attachments_ = std::move(all);
+    out_ << "attached " << argument << " (" << parts.front().mimeType << ", "
+         << parts.front().bytes.size() << " bytes): sent with the next prompt\n";
+  }
+
+  void loadSnapshot(const std::string& argument) {
+    if (argument.empty()) throw ValidationError("/load", "give a file: /load FILE");
+    std::ifstream file(argument, std::ios::binary);
+    if (!file) throw ValidationError(argument, "cannot read the file");
+    std::ostringstream text;
+    text << file.rdbuf();
+    nlohmann::json snapshot;
+    try {
+      snapshot = parseJson(text.str());
+    } catch (const ProtocolError& e) {
+      throw ValidationError(argument, e.what());
+    }
+    ConversationManager loaded(options_);
+    loaded.restoreFromSnapshot(snapshot);
+    const std::string branchName = freshName("loaded");
+    // A thread of its own, found again on resume through "branchOf" (restoreBranches()).
+    Branch& main = branches_.at("main");
+    if (!main.stored) {
+      main.thread->attach(main.manager);
+      main.stored = true;
+    }
+    ThreadOptions import;
+    import.metadata = {{"branch", branchName}, { "branchOf", main.thread->threadId() }};
+    const ThreadInfo info = importThread(*store_, snapshot, import);
+    auto thread = std::make_shared<StoredThread>(store_, info.id);
+    thread->load(loaded);
+    addBranch(branchName, std::move(loaded), std::move(thread));
+    out_ << "loaded " << argument << " as branch " << branchName << " (thread " << info.id << ")\n";
+  }
+
+  ChatArgs args_;  // with the -t template applied
+  std::optional<ChatInterrupts> interrupts_;
+  bool promptInterrupted_ = false;  // the last line read was dropped by Ctrl-C
+  bool turnFailed_ = false;         // a turn failed (not cancelled): a script's exit code says so
+  bool quitting_ = false;           // /quit
+  std::optional<std::vector<std::string>> knownModels_;  // the endpoint's list, asked once
+  ConversationOptions options_;  // every branch's (no persist: save() saves)
+  bool renderReplies_ = false;   // --format text
   bool colorReplies_ = false;
   std::string promptPattern_;  // the template's prompt; "" = what is typed
   std::ostream& out_;
@@ -1168,7 +1401,7 @@ void addChatCommand(CLI::App& app, int& exitCode) {
   cmd->add_option("--tools-file", args->toolFiles, "Offer the tools of a TOML file")
       ->allow_extra_args(false);
   addMcpOption(*cmd, args->mcpServers);
-  cmd->footer(std::string("\nIn the session:\n") + kHelp +
+  cmd->footer(std::string("\nIn the session:\n") + ChatSession::helpText() +
               "Ctrl-C at the prompt clears the line; everything is already saved.");
   cmd->add_option("--system", args->system, "System prompt of a new conversation");
   addTemplateOptions(*cmd, args->templateName, args->saveTemplateName);

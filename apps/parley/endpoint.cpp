@@ -31,6 +31,13 @@ std::string configFile(const EndpointArgs& args) {
   return args.configFile.empty() ? defaultConfigFile() : args.configFile;
 }
 
+void checkConfigFile(const EndpointArgs& args) {
+  std::error_code ignored;
+  if (!args.configFile.empty() && !std::filesystem::exists(args.configFile, ignored)) {
+    throw ValidationError("--config", "no such file: " + args.configFile);
+  }
+}
+
 void addEndpointOptions(CLI::App& cmd, EndpointArgs& args) {
   cmd.add_option("--base-url", args.baseUrl,
                  "Endpoint base URL, e.g. http://127.0.0.1:8080/v1 (default: $OPENAI_BASE_URL, "
@@ -72,6 +79,7 @@ std::string resolveModelAlias(const std::string& file, const std::string& model)
 }
 
 ClientOptions resolveEndpoint(const EndpointArgs& args) {
+  checkConfigFile(args);
   ClientOptions options;
   if (!args.profile.empty()) {
     ProfileRegistry registry;
@@ -81,7 +89,11 @@ ClientOptions resolveEndpoint(const EndpointArgs& args) {
           "--profile", "no config file at " + file + " (give one with --config or PARLEY_CONFIG)");
     }
     registry.loadToml(file);
-    options = registry.get(args.profile);
+    try {
+      options = registry.get(args.profile);
+    } catch (const ValidationError& e) {
+      throw ValidationError("--profile", e.reason() + " in " + file);  // the option the user typed
+    }
   } else {
     options.baseUrl = envOr("OPENAI_BASE_URL", options.baseUrl);
     options.apiKeyEnv = "OPENAI_API_KEY";
@@ -100,6 +112,7 @@ ClientOptions resolveEndpoint(const EndpointArgs& args) {
 }
 
 bool endpointConfigured(const EndpointArgs& args) {
+  checkConfigFile(args);
   return !args.baseUrl.empty() || !args.apiKey.empty() || !args.apiKeyEnv.empty() ||
          !args.profile.empty() || !envOr("OPENAI_BASE_URL", "").empty() ||
          !envOr("OPENAI_API_KEY", "").empty();

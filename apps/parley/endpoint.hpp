@@ -28,6 +28,9 @@ void addEndpointOptions(CLI::App& cmd, EndpointArgs& args);
 // ~/.config/parley/config.toml.
 std::string defaultConfigFile();
 std::string configFile(const EndpointArgs& args);
+// A --config that names no file is a mistake (a typo would otherwise be silently ignored):
+// ValidationError. The default file may be missing.
+void checkConfigFile(const EndpointArgs& args);
 
 // The [aliases] table of the config file (alias -> model name); none when the file is missing.
 // ValidationError naming the key for a value that is not a model name.

@@ -1,10 +1,44 @@
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <exception>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "parley/errors.hpp"
 #include "parley/version.hpp"
+
+namespace {
+
+// Levenshtein distance, for a suggestion when a command is mistyped.
+size_t editDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// Whether stdout is a pipe nobody reads any more (poll reports an error on its write end).
+bool readerGone() {
+  pollfd out{STDOUT_FILENO, 0, 0};
+  return ::poll(&out, 1, 0) > 0 && (out.revents & POLLERR) != 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace parley::cli;
@@ -34,6 +68,32 @@ int main(int argc, char** argv) {
   addServeCommand(app, exitCode);
   addCompletionCommand(app, exitCode);
 
+  // Argument errors say who is speaking, as the other errors do.
+  app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
+    return "parley: " + CLI::FailureMessage::simple(failed, e);
+  });
+  // A mistyped command is named (CLI11 would only say that a subcommand is required).
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string typed = argv[1];
+    std::string closest;
+    size_t best = 3;  // suggest within two edits
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      if (sub->check_name(typed)) known = true;
+      const size_t distance = editDistance(typed, sub->get_name());
+      if (distance < best) {
+        best = distance;
+        closest = sub->get_name();
+      }
+    }
+    if (!known) {
+      std::cerr << "parley: unknown command \"" << typed << "\""
+                << (closest.empty() ? "" : " (did you mean " + closest + "?)")
+                << "; parley --help lists the commands\n";
+      return kExitUsage;
+    }
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -47,6 +107,8 @@ int main(int argc, char** argv) {
     return exitCodeOf(e);
   }
   if (!std::cout.flush()) {
+    // A reader that stopped reading (`parley history list | head`) wanted no more: not an error.
+    if (errno == EPIPE || readerGone()) return exitCode;
     std::cerr << "parley: error: could not write to standard output (the reader went away?)\n";
     return exitCode == kExitOk ? kExitFailure : exitCode;
   }

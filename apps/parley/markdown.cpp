@@ -18,6 +18,17 @@ namespace {
 constexpr int kMaxInlineDepth = 8;
 constexpr size_t kMaxSpanBytes = 4096;
 
+// A reply that opens as a JSON document ({..., [{..., ["...", []) rather than as prose.
+bool looksLikeJson(std::string_view line) {
+  const size_t first = line.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return false;
+  if (line[first] == '{') return true;
+  if (line[first] != '[') return false;
+  const size_t next = line.find_first_not_of(" \t", first + 1);
+  return next == std::string_view::npos || line[next] == '{' || line[next] == '"' ||
+         line[next] == ']';
+}
+
 std::string_view trimmed(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
     s.remove_prefix(1);
@@ -210,6 +221,11 @@ std::string MarkdownRenderer::feed(std::string_view chunk) {
   return out;
 }
 
+std::string MarkdownRenderer::preview() const {
+  MarkdownRenderer copy = *this;
+  return copy.finish();
+}
+
 std::string MarkdownRenderer::finish() {
   std::string out = pending_.empty() ? "" : renderLine(pending_);
   pending_.clear();
@@ -305,6 +321,11 @@ std::string MarkdownRenderer::htmlLine(std::string_view line) {
 std::string MarkdownRenderer::renderLine(std::string_view line) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   if (style_.html) return htmlLine(line);
+  if (!started_ && !trimmed(line).empty()) {
+    started_ = true;
+    verbatim_ = looksLikeJson(line);
+  }
+  if (verbatim_) return std::string(line);
   const bool color = style_.color;
   auto styled = [color](std::string_view text, const char* on, const char* off) {
     return color ? std::string(on) + std::string(text) + off : std::string(text);
@@ -540,6 +561,37 @@ bool colorWanted(const std::string& mode, int fd) {
   }
   const char* noColor = std::getenv("NO_COLOR");
   return ::isatty(fd) && (noColor == nullptr || *noColor == '\0');
+}
+
+std::string LiveMarkdown::takeBack() {
+  if (shownRows_ == 0) return "";
+  std::string out = "\r";
+  if (shownRows_ > 1) out += "\033[" + std::to_string(shownRows_ - 1) + "A";
+  shownRows_ = 0;
+  return out + "\033[J";
+}
+
+std::string LiveMarkdown::feed(std::string_view chunk) {
+  std::string done = renderer_.feed(chunk);
+  if (columns_ == 0) return done;
+  const std::string partial = renderer_.preview();
+  if (done.empty() && partial.empty()) return "";
+  std::string out = takeBack() + done + partial;
+  // The rows it takes: each of its lines, wrapped by the terminal when wider than it.
+  size_t start = 0;
+  while (!partial.empty()) {
+    const size_t end = partial.find('\n', start);
+    const size_t width = displayWidth(std::string_view(partial).substr(
+        start, end == std::string::npos ? std::string::npos : end - start));
+    shownRows_ += std::max<size_t>(1, (width + columns_ - 1) / columns_);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string LiveMarkdown::finish() {
+  return takeBack() + renderer_.finish();
 }
 
 size_t terminalWidth(int fd) {

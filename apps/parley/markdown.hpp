@@ -39,6 +39,8 @@ class MarkdownRenderer {
   std::string feed(std::string_view chunk);
   // The rendering of what is held (the last line, without its newline).
   std::string finish();
+  // What finish() would return now, nothing changed.
+  std::string preview() const;
 
  private:
   std::string renderLine(std::string_view line);
@@ -54,6 +56,29 @@ class MarkdownRenderer {
   bool inCode_ = false;
   std::string fence_;  // the fence that opened the code block: ``` or ~~~ (and its length)
   Block block_ = Block::None;
+  bool started_ = false;   // a line with text was seen
+  bool verbatim_ = false;  // the reply is JSON: shown as written (Markdown would eat its \\)
+};
+
+// A streamed reply on a terminal: MarkdownRenderer renders whole lines, so a reply that is one
+// long paragraph showed nothing until its end. This also shows the line in progress, rendered
+// as if it ended there, and when more of it arrives takes it back (cursor to its first row,
+// erase to the end of the screen) and shows it again; the lines that complete stay for good.
+// Its output is for a terminal `columns` wide (it counts the rows the line in progress took);
+// `columns` 0: not a terminal, only whole lines are shown (as MarkdownRenderer does).
+class LiveMarkdown {
+ public:
+  LiveMarkdown(MarkdownStyle style, size_t columns) : renderer_(style), columns_(columns) {}
+
+  std::string feed(std::string_view chunk);
+  std::string finish();
+
+ private:
+  std::string takeBack();  // erases the line in progress shown; "" when none is
+
+  MarkdownRenderer renderer_;
+  size_t columns_;
+  size_t shownRows_ = 0;  // rows the line in progress takes on the screen
 };
 
 // The output format of a reply: "text" (rendered), "markdown" (as the model wrote it) or "json";

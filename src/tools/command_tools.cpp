@@ -182,7 +182,12 @@ CommandRun runCommand(const std::vector<std::string>& argv, std::string_view inp
     sigaddset(&pipeOnly, SIGPIPE);
     posix_spawnattr_setsigmask(&setup.attributes, &none);
     posix_spawnattr_setsigdefault(&setup.attributes, &pipeOnly);
-    posix_spawnattr_setflags(&setup.attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    // A process group of its own: a terminal's Ctrl-C goes to the application, which stops
+    // the command through the stop token, instead of killing it behind the application's back
+    // (its failure would reach the model as a result before the cancel is seen).
+    posix_spawnattr_setpgroup(&setup.attributes, 0);
+    posix_spawnattr_setflags(
+        &setup.attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
     std::vector<char*> args;
     args.reserve(argv.size() + 1);
     for (const auto& a : argv)
