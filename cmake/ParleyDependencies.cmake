@@ -6,6 +6,9 @@ find_package(SQLite3 REQUIRED)
 find_package(PostgreSQL REQUIRED)  # the parley::postgres component only
 find_package(simdjson REQUIRED)
 find_package(tomlplusplus REQUIRED)  # profiles.cpp (the library links it privately)
+# RE2 runs the schemas' "pattern"s in linear time (tools/tool_schema.cpp; linked privately).
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(RE2 REQUIRED IMPORTED_TARGET GLOBAL re2)
 
 # valijson is header-only; Debian's package drags in Qt and Poco, so setup.sh may unpack
 # the headers alone into .deps/valijson.

@@ -19,6 +19,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   tmux chromium
   libicu-dev
+  libre2-dev
   nodejs
 )
 missing=()

@@ -2,13 +2,19 @@
 #include "parley/command_tools.hpp"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "parley/errors.hpp"
@@ -135,7 +141,7 @@ TEST_F(CommandToolsTest, ACommandThatDoesNotReadItsInputIsNotASignal) {
   // SIGPIPE is at its default action here, as in most applications: raised, it would end this
   // test program.
   ASSERT_EQ(::signal(SIGPIPE, SIG_DFL), SIG_DFL);
-  addCommandTool(*registry_, {"ok", "", {"sh", "-c", "echo ok"}, nullptr, {}});
+  addCommandTool(*registry_, {"ok", "", {"sh", "-c", "echo ok"}, nullptr, {}, {}});
   const std::string big = json{{"data", std::string(200'000, 'x')}}.dump();
   for (int i = 0; i < 3; ++i) {
     ToolResult result = call("ok", big);
@@ -160,7 +166,8 @@ TEST_F(CommandToolsTest, OutputPastTheCapKeepsHeadAndTail) {
                                "echo FIRST; head -c 30000000 /dev/zero | tr '\\0' y; "
                                "echo; echo LAST"},
                               nullptr,
-                              {.maxResultBytes = 8192}});
+                              {.maxResultBytes = 8192},
+                              {}});
   ToolResult result = call("flood");
   ASSERT_TRUE(result.success) << result.error;
   const std::string content = result.content();
@@ -171,7 +178,7 @@ TEST_F(CommandToolsTest, OutputPastTheCapKeepsHeadAndTail) {
 }
 
 TEST_F(CommandToolsTest, OutputThatIsNotUtf8IsRepairedAndSaysSo) {
-  addCommandTool(*registry_, {"latin1", "", {"printf", "caf\\351 ok"}, nullptr, {}});
+  addCommandTool(*registry_, {"latin1", "", {"printf", "caf\\351 ok"}, nullptr, {}, {}});
   ToolResult result = call("latin1");
   ASSERT_TRUE(result.success) << result.error;
   EXPECT_EQ(result.content().rfind("caf\xEF\xBF\xBD ok", 0), 0u) << result.content();
@@ -185,12 +192,98 @@ TEST_F(CommandToolsTest, AFailureCarriesTheEndOfStderrOnly) {
                                "head -c 1000000 /dev/zero | tr '\\0' e >&2; "
                                "echo ' the real reason' >&2; exit 3"},
                               nullptr,
+                              {},
                               {}});
   ToolResult result = call("fails");
   ASSERT_FALSE(result.success);
   EXPECT_TRUE(contains(result.error, "exited with status 3")) << result.error.substr(0, 200);
   EXPECT_TRUE(contains(result.error, "the real reason"));
   EXPECT_LT(result.error.size(), 9000u);
+}
+
+// Runs `script` (sh -c) as a tool command whose background child reports its pid on a FIFO,
+// stops the call when `cancel` once that pid is known, and waits until that child is gone
+// (a pidfd: it is not our child). Returns whether the child had created `late` by then.
+bool backgroundChildOutlivesTheCall(const std::filesystem::path& dir, const std::string& script,
+                                    bool cancel) {
+  std::filesystem::create_directories(dir);
+  const std::string fifo = (dir / "ready").string();
+  const std::string late = (dir / "late").string();
+  std::filesystem::remove(fifo);
+  std::filesystem::remove(late);
+  EXPECT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::stop_source stop;
+  ToolContext context;
+  context.stopToken = stop.get_token();
+  std::string error;
+  std::thread run([&] {
+    try {
+      runToolCommand({"sh", "-c", script, "sh", fifo, late}, "", context);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  pid_t child = 0;
+  std::ifstream(fifo) >> child;  // opens when the command does
+  const int pidfd = child > 0 ? static_cast<int>(::syscall(SYS_pidfd_open, child, 0)) : -1;
+  if (cancel) stop.request_stop();
+  run.join();
+  if (cancel) {
+    EXPECT_NE(error.find("was stopped"), std::string::npos) << error;
+  }
+  EXPECT_GT(child, 0);
+  if (pidfd >= 0) {
+    pollfd gone{pidfd, POLLIN, 0};
+    EXPECT_EQ(::poll(&gone, 1, 10'000), 1) << "the background child is still running";
+    ::close(pidfd);
+  }
+  return std::filesystem::exists(late);
+}
+
+TEST_F(CommandToolsTest, ACancelKillsWhatTheCommandStarted) {
+  // The child would create the file a second after the cancel.
+  EXPECT_FALSE(backgroundChildOutlivesTheCall(
+      dir_, R"((sleep 1; touch "$2") & echo $! > "$1"; exec sleep 30)", true));
+}
+
+TEST_F(CommandToolsTest, ACommandThatExitsLeavesNothingRunning) {
+  // The child lets go of stdout and stderr, so the call ends when the command does.
+  EXPECT_FALSE(backgroundChildOutlivesTheCall(
+      dir_, R"((exec >/dev/null 2>&1; sleep 1; touch "$2") & echo $! > "$1")", false));
+}
+
+TEST_F(CommandToolsTest, TheEnvironmentIsAnAllowList) {
+  ::setenv("PARLEY_TEST_API_KEY", "sk-hidden", 1);
+  ::setenv("PARLEY_TEST_NAMED", "shown", 1);
+  ::setenv("LC_PARLEY_TEST", "kept", 1);
+  loadToolsFile(writeFile("tools.toml", R"(
+[[tool]]
+name = "plain"
+command = ["env"]
+
+[[tool]]
+name = "named"
+command = ["env"]
+env = ["PARLEY_TEST_API_KEY", "PARLEY_TEST_NAMED"]
+)"),
+                *registry_);
+  const ToolResult plain = call("plain");
+  ASSERT_TRUE(plain.success) << plain.error;
+  const std::string seen = plain.result.get<std::string>();
+  EXPECT_TRUE(contains(seen, "PATH=")) << seen;
+  EXPECT_TRUE(contains(seen, "LC_PARLEY_TEST=kept")) << seen;
+  EXPECT_FALSE(contains(seen, "sk-hidden")) << seen;
+  EXPECT_FALSE(contains(seen, "PARLEY_TEST_NAMED")) << seen;
+  const ToolResult named = call("named");
+  ASSERT_TRUE(named.success) << named.error;
+  EXPECT_TRUE(contains(named.result.get<std::string>(), "PARLEY_TEST_API_KEY=sk-hidden"));
+  EXPECT_TRUE(contains(named.result.get<std::string>(), "PARLEY_TEST_NAMED=shown"));
+  EXPECT_NE(errorOfLoad("[[tool]]\nname = \"x\"\ncommand = [\"env\"]\nenv = [\"A=B\"]\n")
+                .find("tool[0].env"),
+            std::string::npos);
+  ::unsetenv("PARLEY_TEST_API_KEY");
+  ::unsetenv("PARLEY_TEST_NAMED");
+  ::unsetenv("LC_PARLEY_TEST");
 }
 
 TEST_F(CommandToolsTest, TheCommandStartsWithDefaultSignals) {

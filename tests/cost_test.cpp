@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,6 +36,26 @@ std::string errorOf(const std::string& toml) {
 
 TokenUsage usageOf(const std::string& json) {
   return *parley::usageFromJson(nlohmann::json::parse(json));
+}
+
+// A server's counts past int64_t, negative or as huge doubles, and sums of many calls: the
+// totals saturate at 2^63-1 instead of wrapping negative.
+TEST(Usage, CountsAndSumsSaturate) {
+  constexpr int64_t kMost = std::numeric_limits<int64_t>::max();
+  const TokenUsage huge =
+      usageOf(R"({"prompt_tokens": 18446744073709551615, "completion_tokens": 1e300})");
+  EXPECT_EQ(huge.promptTokens, kMost);
+  EXPECT_EQ(huge.completionTokens, kMost);
+  EXPECT_EQ(huge.totalTokens, kMost);
+  EXPECT_EQ(usageOf(R"({"prompt_tokens": -5, "completion_tokens": 2})").promptTokens, 0);
+  TokenUsage sum;
+  const TokenUsage big =
+      usageOf(R"({"prompt_tokens": 9000000000000000000, "completion_tokens": 1})");
+  parley::addUsage(sum, big);
+  parley::addUsage(sum, big);
+  EXPECT_EQ(sum.promptTokens, kMost);
+  EXPECT_EQ(sum.completionTokens, 2);
+  EXPECT_EQ(sum.totalTokens, kMost);
 }
 
 TEST(PriceTable, ReadsEntriesAndDefaults) {

@@ -1,5 +1,6 @@
 // SqliteStore: the conformance suite, plus what only a file can do wrong.
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -96,6 +97,21 @@ TEST(SqliteStore, UsesWalMode) {
   EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)), "wal");
   sqlite3_finalize(stmt);
   sqlite3_close(db);
+}
+
+TEST(SqliteStore, ANewFileIsTheOwnersAlone) {
+  SqliteBackend backend;
+  const mode_t previous = ::umask(022);  // the common umask, under which SQLite makes 0644
+  {
+    auto store = backend.open();
+    store->createThread({.id = "t"}, std::vector<Message>{Message::user("private")});
+    for (const std::string& file : {backend.path, backend.path + "-wal", backend.path + "-shm"}) {
+      struct stat info {};
+      ASSERT_EQ(::stat(file.c_str(), &info), 0) << file;
+      EXPECT_EQ(info.st_mode & 0777, 0600u) << file;
+    }
+  }
+  ::umask(previous);
 }
 
 TEST(SqliteStore, GarbageFileIsRefusedClearly) {

@@ -22,6 +22,48 @@ ChatResult assemble(const std::vector<std::string>& chunks, bool done = true) {
   return a.finish();
 }
 
+// Calls each sent as id+name, then arguments by index, then arguments by id: every lookup of
+// the call a chunk continues is by a hash, not a scan over the calls so far (80 000 calls took
+// 38 s before); past kMaxToolCallsPerReply the reply is refused, streamed or whole.
+TEST(StreamAssembler, ManyToolCallsUpToTheCap) {
+  StreamAssembler a;
+  for (size_t i = 0; i < kMaxToolCallsPerReply; ++i) {
+    const std::string index = std::to_string(i);
+    a.addChunk(chunk(R"({"tool_calls":[{"index":)" + index + R"(,"id":"c)" + index +
+                     R"(","function":{"name":"f","arguments":"{\"n\":"}}]})"));
+    a.addChunk(chunk(R"({"tool_calls":[{"index":)" + index + R"(,"function":{"arguments":")" +
+                     index + R"("}}]})"));
+    a.addChunk(chunk(R"({"tool_calls":[{"index":)" + index + R"(,"id":"c)" + index +
+                     R"(","function":{"arguments":"}"}}]})"));
+  }
+  a.markDone();
+  const ChatResult r = a.finish();
+  ASSERT_EQ(r.message.toolCalls.size(), kMaxToolCallsPerReply);
+  EXPECT_EQ(r.message.toolCalls[0].id, "c0");
+  EXPECT_EQ(r.message.toolCalls[0].arguments, R"({"n":0})");
+  EXPECT_EQ(r.message.toolCalls.back().arguments,
+            R"({"n":)" + std::to_string(kMaxToolCallsPerReply - 1) + "}");
+
+  StreamAssembler over;
+  std::string calls;
+  for (size_t i = 0; i <= kMaxToolCallsPerReply; ++i)
+    calls += std::string(i ? "," : "") + R"({"index":)" + std::to_string(i) + R"(,"id":"c)" +
+             std::to_string(i) + R"(","function":{"name":"f"}})";
+  try {
+    over.addChunk(chunk(R"({"tool_calls":[)" + calls + "]}"));
+    FAIL() << "no error past the cap";
+  } catch (const ProtocolError& e) {
+    EXPECT_NE(std::string(e.what()).find("more than 10000 tool calls"), std::string::npos)
+        << e.what();
+  }
+  std::string whole = R"({"choices":[{"message":{"role":"assistant","tool_calls":[)";
+  for (size_t i = 0; i <= kMaxToolCallsPerReply; ++i)
+    whole += std::string(i ? "," : "") + R"({"id":"c)" + std::to_string(i) +
+             R"(","type":"function","function":{"name":"f","arguments":"{}"}})";
+  whole += R"(]},"finish_reason":"tool_calls"}]})";
+  EXPECT_THROW(resultFromCompletion(whole), ProtocolError);
+}
+
 TEST(StreamAssembler, ContentDeltasAndFinishReason) {
   StreamAssembler a;
   EXPECT_EQ(a.addChunk(chunk(R"({"role":"assistant","content":""})")).content, "");

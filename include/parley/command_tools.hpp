@@ -4,6 +4,7 @@
 //   name = "shout"
 //   description = "Upper-cases the text"
 //   command = ["tr", "a-z", "A-Z"]      # argv, run WITHOUT a shell (PATH is searched)
+//   env = ["GITHUB_TOKEN"]               # optional: variables passed on beyond the default ones
 //   timeout_ms = 5000                    # optional, default 30000: the process is killed at it
 //   max_result_bytes = 65536             # optional, default 65536 (ToolOptions::maxResultBytes)
 //   idempotent = false                   # optional (ToolOptions::idempotent)
@@ -17,6 +18,12 @@
 // command's stderr. The command's output is read in bounded memory: past maxResultBytes only
 // its head and its tail are kept, with a marker saying how much was cut between them; bytes
 // that are not UTF-8 become U+FFFD, and the result says so.
+//
+// The command runs in a process group of its own: at a timeout or a cancel the whole group is
+// killed (SIGKILL), and so is whatever it left running once it exits, so nothing it started
+// outlives the call. Its environment is an allow-list of parley's: PATH, HOME, USER, LOGNAME,
+// SHELL, LANG, LANGUAGE, LC_*, TZ, TMPDIR, TERM and PWD, plus the variables its tool names in
+// `env`; nothing else (no API key) unless named.
 //
 // A command that exits without reading its stdin is not an error of parley's: writing to it
 // fails with EPIPE, never with a SIGPIPE that would end the process, whatever the application's
@@ -45,6 +52,7 @@ struct CommandTool {
   std::vector<std::string> command;  // argv; command[0] is looked up in PATH; no shell
   nlohmann::json parameters;         // the arguments' JSON Schema; null: no arguments
   ToolOptions options;               // timeout: per run, the process is killed (SIGKILL) at it
+  std::vector<std::string> env;      // variables passed on beyond the default allow-list
 };
 
 // Registers `tool` on `registry` (see the top of this file for what a call does). Throws
@@ -61,7 +69,8 @@ std::vector<CommandTool> readToolsFile(const std::string& path);
 void loadToolsFile(const std::string& path, ToolRegistry& registry);
 
 // Runs argv with `input` on its stdin and returns its stdout, at most `maxOutputBytes` of it
-// (head, marker, tail; not yet repaired to UTF-8). Kills the process when `context`'s stop token
+// (head, marker, tail; not yet repaired to UTF-8), in its own process group with the default
+// environment allow-list (above). Kills the process group when `context`'s stop token
 // is requested (the deadline, a cancel). Throws std::runtime_error when it cannot be started,
 // is killed, or exits non-zero (the message carries its exit status and the end of its stderr).
 std::string runToolCommand(const std::vector<std::string>& argv, std::string_view input,

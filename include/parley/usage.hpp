@@ -25,6 +25,7 @@ std::optional<TokenUsage> usageFromJson(const nlohmann::json& value);
 nlohmann::json toJson(const TokenUsage& usage);
 // Adds `usage` to a running sum of calls. The sum's total is its prompt + completion, whatever
 // totals the servers reported (some count cached or reasoning tokens in it); raw is untouched.
+// Sums saturate at 2^63-1 instead of overflowing (usageFromJson reads counts as 0..2^63-1).
 void addUsage(TokenUsage& sum, const TokenUsage& usage);
 
 }  // namespace parley

@@ -2,10 +2,13 @@
 
 #include "client/http_transport.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <random>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <simdjson.h>
@@ -94,7 +97,33 @@ struct StreamAssembler::State {
   std::string systemFingerprint;
   int64_t created = 0;
 
+  // Where each call is, so that a chunk finds the call it continues in constant time: a reply
+  // of n calls is assembled in O(n), not O(n^2). Generated ids are not indexed (no server
+  // refers to them).
+  struct IdPositions {
+    size_t first = SIZE_MAX;                      // the first call with this id
+    size_t firstUnindexed = SIZE_MAX;             // ... that came without an index
+    std::unordered_map<int64_t, size_t> firstAt;  // ... by index
+  };
+  std::unordered_map<std::string, IdPositions> byId;
+  std::unordered_map<int64_t, size_t> lastAt;  // the last call with each index
+  std::unordered_map<size_t, size_t> entries;  // call position -> this chunk's delta entry
+
+  void indexId(size_t pos) {
+    IdPositions& at = byId[calls[pos].id];
+    at.first = std::min(at.first, pos);
+    if (calls[pos].serverIndex) {
+      auto [it, added] = at.firstAt.emplace(*calls[pos].serverIndex, pos);
+      if (!added) it->second = std::min(it->second, pos);
+    } else {
+      at.firstUnindexed = std::min(at.firstUnindexed, pos);
+    }
+  }
+
   size_t startCall(StreamDelta& delta, std::string_view id, std::optional<int64_t> serverIndex) {
+    if (calls.size() >= kMaxToolCallsPerReply)
+      throw ProtocolError("the reply has more than " + std::to_string(kMaxToolCallsPerReply) +
+                          " tool calls");
     PendingCall call;
     if (id.empty()) {
       call.id = generateToolCallId();
@@ -104,11 +133,15 @@ struct StreamAssembler::State {
     }
     call.serverIndex = serverIndex;
     calls.push_back(std::move(call));
+    const size_t pos = calls.size() - 1;
+    if (!id.empty()) indexId(pos);
+    if (serverIndex) lastAt[*serverIndex] = pos;
     ToolCallDelta d;
-    d.index = calls.size() - 1;
+    d.index = pos;
     d.id = calls.back().id;
+    entries[pos] = delta.toolCalls.size();
     delta.toolCalls.push_back(std::move(d));
-    return calls.size() - 1;
+    return pos;
   }
 
   // Finds the call a tool-call delta continues, or starts a new one. Returns its position and
@@ -116,32 +149,35 @@ struct StreamAssembler::State {
   ToolCallDelta& target(StreamDelta& delta, std::optional<int64_t> serverIndex, std::string_view id,
                         std::string_view name) {
     if (!id.empty()) {
-      for (size_t i = 0; i < calls.size(); ++i) {
-        // The same id at another index is another call (its id is made unique at the end).
-        if (calls[i].id == id &&
-            (!serverIndex || !calls[i].serverIndex || calls[i].serverIndex == serverIndex)) {
-          return entryFor(delta, i, false);
+      // The same id at another index is another call (its id is made unique at the end).
+      if (auto known = byId.find(std::string(id)); known != byId.end()) {
+        const IdPositions& at = known->second;
+        size_t pos = serverIndex ? at.firstUnindexed : at.first;
+        if (serverIndex) {
+          if (auto same = at.firstAt.find(*serverIndex); same != at.firstAt.end())
+            pos = std::min(pos, same->second);
         }
+        if (pos != SIZE_MAX) return entryFor(delta, pos, false);
       }
       if (serverIndex) {
-        for (size_t i = calls.size(); i-- > 0;) {
-          if (calls[i].serverIndex != serverIndex) continue;
+        if (auto last = lastAt.find(*serverIndex); last != lastAt.end()) {
+          const size_t i = last->second;
           if (calls[i].idGenerated) {
             // The real id arrived after the call started without one: adopt it.
             calls[i].id.assign(id);
             calls[i].idGenerated = false;
+            indexId(i);
             return entryFor(delta, i, true);
           }
-          break;  // Ollama reuses one index for parallel calls: a new id is a new call
+          // Ollama reuses one index for parallel calls: a new id is a new call
         }
       }
       startCall(delta, id, serverIndex);
       return delta.toolCalls.back();
     }
     if (serverIndex) {
-      for (size_t i = calls.size(); i-- > 0;) {
-        if (calls[i].serverIndex == serverIndex) return entryFor(delta, i, false);
-      }
+      if (auto last = lastAt.find(*serverIndex); last != lastAt.end())
+        return entryFor(delta, last->second, false);
       startCall(delta, {}, serverIndex);
       return delta.toolCalls.back();
     }
@@ -155,15 +191,15 @@ struct StreamAssembler::State {
   }
 
   ToolCallDelta& entryFor(StreamDelta& delta, size_t pos, bool reportId) {
-    for (ToolCallDelta& d : delta.toolCalls) {
-      if (d.index == pos) {
-        if (reportId) d.id = calls[pos].id;
-        return d;
-      }
+    if (auto entry = entries.find(pos); entry != entries.end()) {
+      ToolCallDelta& d = delta.toolCalls[entry->second];
+      if (reportId) d.id = calls[pos].id;
+      return d;
     }
     ToolCallDelta d;
     d.index = pos;
     if (reportId) d.id = calls[pos].id;
+    entries[pos] = delta.toolCalls.size();
     delta.toolCalls.push_back(std::move(d));
     return delta.toolCalls.back();
   }
@@ -246,6 +282,7 @@ StreamAssembler::~StreamAssembler() = default;
 const StreamDelta& StreamAssembler::addChunk(std::string_view json) {
   delta_.clear();
   State& s = *state_;
+  s.entries.clear();
   s.padded.resize(json.size() + simdjson::SIMDJSON_PADDING);
   std::memcpy(s.padded.data(), json.data(), json.size());
   try {
@@ -395,6 +432,9 @@ ChatResult resultFromCompletion(std::string_view body) {
       result.message.content = c->get<std::string>();
     }
     if (auto calls = m.find("tool_calls"); calls != m.end() && calls->is_array()) {
+      if (calls->size() > kMaxToolCallsPerReply)
+        throw ProtocolError("the reply has more than " + std::to_string(kMaxToolCallsPerReply) +
+                            " tool calls");
       for (const nlohmann::json& call : *calls) {
         ToolCall tc;
         if (auto id = call.find("id"); id != call.end() && id->is_string()) {

@@ -24,6 +24,10 @@
 
 namespace parley::detail {
 
+// The most tool calls one reply may carry (streamed or whole); past it the reply is a
+// ProtocolError, so that a server cannot make a reply grow without bound in calls.
+inline constexpr size_t kMaxToolCallsPerReply = 10'000;
+
 class StreamAssembler {
  public:
   StreamAssembler();

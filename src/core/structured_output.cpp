@@ -419,9 +419,12 @@ StructuredResult ConversationManager::structured(
     json value;
     try {
       value = json::parse(answerText(lastReply));
-      failures = compiled.failures(value);
+      failures = compiled.failures(value, {deadline.token(), std::nullopt});
     } catch (const json::exception& e) {
       failures.push_back({"answer", std::string("answer: not valid JSON: ") + e.what()});
+    } catch (const Error&) {  // the check was stopped: cancelled, or the turn's deadline
+      restore();
+      deadline.rethrow();
     }
     report.valid = failures.empty();
     for (const SchemaFailure& f : failures)

@@ -1,4 +1,7 @@
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -27,7 +30,10 @@ class SqliteConnection : public detail::SqlConnection {
       return;
     }
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
-    if (options.create) flags |= SQLITE_OPEN_CREATE;
+    if (options.create) {
+      flags |= SQLITE_OPEN_CREATE;
+      createPrivately(path);
+    }
     open(path, flags, options);
     writers_ = detail::WriterQueue::forFile(path);
     busyTimeout_ = options.busyTimeout;
@@ -202,6 +208,18 @@ class SqliteConnection : public detail::SqlConnection {
     if (!relaxed_) return;
     relaxed_ = false;
     sqlite3_exec(db_, "PRAGMA synchronous=FULL", nullptr, nullptr, nullptr);
+  }
+
+  // A store holds conversations: a new file is the owner's alone (0600, whatever the umask),
+  // not SQLite's 0644. Its -wal and -shm files take the file's permissions. An empty file is a
+  // new database to SQLite; an existing file is left as it is.
+  static void createPrivately(const std::string& path) {
+    if (path.empty() || path == ":memory:" || path.rfind("file:", 0) == 0) return;
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      ::fchmod(fd, 0600);  // the umask may have taken bits away; never added any
+      ::close(fd);
+    }
   }
 
   void open(const std::string& path, int flags, const SqliteStoreOptions& options) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -90,14 +91,42 @@ std::string withoutTrailingNewlines(std::string text) {
 }
 
 const char* const kToolKeys =
-    "name, description, command, timeout_ms, max_result_bytes, idempotent, requires_approval, "
-    "parameters";
+    "name, description, command, env, timeout_ms, max_result_bytes, idempotent, "
+    "requires_approval, parameters";
+
+// What a command sees of parley's environment, unless its tool names more (CommandTool::env):
+// where things are and how to write, never a credential (API keys live in the environment).
+bool passedByDefault(std::string_view name) {
+  for (std::string_view allowed : {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE",
+                                   "TZ", "TMPDIR", "TERM", "PWD"})
+    if (name == allowed) return true;
+  return name.rfind("LC_", 0) == 0;
+}
+
+// The command's environment: "NAME=value" entries of `environ` that pass.
+std::vector<std::string> commandEnvironment(const std::vector<std::string>& extra) {
+  std::vector<std::string> kept;
+  for (char** entry = environ; entry && *entry; ++entry) {
+    const std::string_view line(*entry);
+    const std::string_view name = line.substr(0, line.find('='));
+    if (passedByDefault(name) || std::find(extra.begin(), extra.end(), name) != extra.end())
+      kept.emplace_back(line);
+  }
+  return kept;
+}
+
+bool isEnvName(const std::string& name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
 
 CommandTool readTool(const toml::table& table, const std::string& where) {
   CommandTool tool;
   for (const auto& [key, value] : table) {
     const std::string k(key.str());
-    if (k != "name" && k != "description" && k != "command" && k != "timeout_ms" &&
+    if (k != "name" && k != "description" && k != "command" && k != "env" && k != "timeout_ms" &&
         k != "max_result_bytes" && k != "idempotent" && k != "requires_approval" &&
         k != "parameters") {
       throw ValidationError(where + "." + k, std::string("unknown key (") + kToolKeys + ")");
@@ -115,6 +144,17 @@ CommandTool readTool(const toml::table& table, const std::string& where) {
     auto text = part.value<std::string>();
     if (!text) throw ValidationError(where + ".command", "every element must be a string");
     tool.command.push_back(*text);
+  }
+  if (const toml::node* env = table.get("env")) {
+    const toml::array* names = env->as_array();
+    if (!names) throw ValidationError(where + ".env", "an array of variable names");
+    for (const auto& part : *names) {
+      auto name = part.value<std::string>();
+      if (!name || !isEnvName(*name))
+        throw ValidationError(where + ".env",
+                              "every element must be a variable name (A-Z, 0-9, _)");
+      tool.env.push_back(*name);
+    }
   }
   if (const toml::node* timeout = table.get("timeout_ms")) {
     auto ms = timeout->value<int64_t>();
@@ -157,8 +197,11 @@ struct CommandRun {
   bool truncated = false;
 };
 
+// The command runs in a process group of its own, so that whatever it starts is killed with it
+// (on a timeout or a cancel, and once it has exited: a tool call leaves nothing running).
 CommandRun runCommand(const std::vector<std::string>& argv, std::string_view input,
-                      const ToolContext& context, std::size_t maxOutputBytes) {
+                      const ToolContext& context, std::size_t maxOutputBytes,
+                      const std::vector<std::string>& env) {
   if (argv.empty()) throw std::runtime_error("no command to run");
   int inPipe[2], outPipe[2], errPipe[2];
   if (::pipe2(inPipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
@@ -182,19 +225,26 @@ CommandRun runCommand(const std::vector<std::string>& argv, std::string_view inp
     sigaddset(&pipeOnly, SIGPIPE);
     posix_spawnattr_setsigmask(&setup.attributes, &none);
     posix_spawnattr_setsigdefault(&setup.attributes, &pipeOnly);
-    // A process group of its own: a terminal's Ctrl-C goes to the application, which stops
-    // the command through the stop token, instead of killing it behind the application's back
-    // (its failure would reach the model as a result before the cancel is seen).
+    // A process group of its own, led by the command: killed whole at a timeout or cancel, and
+    // a terminal's Ctrl-C goes to the application, which stops the command through the stop
+    // token, instead of killing it behind the application's back (its failure would reach the
+    // model as a result before the cancel is seen).
     posix_spawnattr_setpgroup(&setup.attributes, 0);
     posix_spawnattr_setflags(
         &setup.attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    std::vector<std::string> environment = commandEnvironment(env);
+    std::vector<char*> envp;
+    envp.reserve(environment.size() + 1);
+    for (std::string& entry : environment)
+      envp.push_back(entry.data());
+    envp.push_back(nullptr);
     std::vector<char*> args;
     args.reserve(argv.size() + 1);
     for (const auto& a : argv)
       args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     const int spawned =
-        ::posix_spawnp(&pid, args[0], &setup.actions, &setup.attributes, args.data(), environ);
+        ::posix_spawnp(&pid, args[0], &setup.actions, &setup.attributes, args.data(), envp.data());
     if (spawned != 0) {
       throw std::runtime_error("cannot run " + argv[0] + ": " + std::strerror(spawned));
     }
@@ -215,7 +265,7 @@ CommandRun runCommand(const std::vector<std::string>& argv, std::string_view inp
   char buffer[32 << 10];
   while (outRead.fd >= 0 || errRead.fd >= 0) {
     if (context.stopRequested()) {
-      ::kill(pid, SIGKILL);
+      ::kill(-pid, SIGKILL);
       killed = true;
       break;
     }
@@ -246,6 +296,13 @@ CommandRun runCommand(const std::vector<std::string>& argv, std::string_view inp
       }
     }
   }
+  // The leader is waited for without being reaped: until it is, its pid (the group's id) cannot
+  // be taken by another process, so killing the group kills only what the command started.
+  siginfo_t exited{};
+  while (::waitid(P_PID, static_cast<id_t>(pid), &exited, WEXITED | WNOWAIT) < 0 &&
+         errno == EINTR) {
+  }
+  ::kill(-pid, SIGKILL);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -264,7 +321,7 @@ CommandRun runCommand(const std::vector<std::string>& argv, std::string_view inp
 
 std::string runToolCommand(const std::vector<std::string>& argv, std::string_view input,
                            const ToolContext& context, std::size_t maxOutputBytes) {
-  return runCommand(argv, input, context, maxOutputBytes).output;
+  return runCommand(argv, input, context, maxOutputBytes, {}).output;
 }
 
 void addCommandTool(ToolRegistry& registry, const CommandTool& tool) {
@@ -274,9 +331,9 @@ void addCommandTool(ToolRegistry& registry, const CommandTool& tool) {
   const std::size_t cap = tool.options.maxResultBytes;
   registry.add(
       tool.name, tool.description, tool.parameters,
-      [argv = tool.command, cap](const nlohmann::json& args,
-                                 ToolContext& context) -> nlohmann::json {
-        CommandRun run = runCommand(argv, args.dump() + "\n", context, cap);
+      [argv = tool.command, env = tool.env, cap](const nlohmann::json& args,
+                                                 ToolContext& context) -> nlohmann::json {
+        CommandRun run = runCommand(argv, args.dump() + "\n", context, cap, env);
         if (run.truncated) return std::move(run.output);  // cut: text, not JSON
         std::string out = withoutTrailingNewlines(std::move(run.output));
         nlohmann::json parsed = parseJson(out, {}, /*allowExceptions=*/false);

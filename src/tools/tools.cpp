@@ -9,6 +9,7 @@
 #include <system_error>
 #include <utility>
 
+#include "model/deadline.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
 #include "parley/thread_pool.hpp"
@@ -244,13 +245,6 @@ bool realSleep(std::chrono::milliseconds delay, std::stop_token stop) {
   return !stop.stop_requested();
 }
 
-// now + timeout without overflowing steady_clock for "practically forever" timeouts. Compared
-// in milliseconds: converting a huge timeout to the clock's nanoseconds first would overflow.
-Clock::time_point deadlineAfter(Clock::time_point now, std::chrono::milliseconds timeout) {
-  constexpr std::chrono::milliseconds kLongest = std::chrono::hours(24 * 365 * 50);
-  return now + std::chrono::duration_cast<Clock::duration>(std::min(timeout, kLongest));
-}
-
 // A successful result as the model will get it: within the tool's cap, valid UTF-8. A JSON
 // result that needs neither stays a JSON value; anything changed becomes text.
 void fitResult(json& value, std::size_t maxResultBytes) {
@@ -313,7 +307,7 @@ static Outcome runAttempt(ThreadPool& pool, const ToolPtr& tool,
                           std::chrono::milliseconds timeout,
                           std::optional<Clock::time_point> callDeadline) {
   auto attempt = std::make_shared<Attempt>();
-  Clock::time_point deadline = deadlineAfter(Clock::now(), timeout);
+  Clock::time_point deadline = detail::deadlineAfter(Clock::now(), timeout);
   if (callDeadline && *callDeadline < deadline) {
     deadline = *callDeadline;
     timeout = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
@@ -407,7 +401,15 @@ static ToolResult runCall(detail::ToolExecutorState& state, const ToolRegistry& 
     return finish({ToolErrorKind::InvalidArguments, nullptr,
                    "the arguments for \"" + tool->name + "\" must be a JSON object, got " +
                        std::string(parsed.type_name())});
-  std::string problems = tool->schema->check(parsed);
+  std::string problems;
+  try {
+    problems = tool->schema->check(parsed, {cancel, limits.deadline});
+  } catch (const CancelledError&) {
+    return finish({ToolErrorKind::Cancelled, nullptr, "tool \"" + tool->name + "\" was cancelled"});
+  } catch (const TimeoutError&) {
+    return finish({ToolErrorKind::Timeout, nullptr,
+                   "checking the arguments of \"" + tool->name + "\" ran past the deadline"});
+  }
   if (!problems.empty())
     return finish({ToolErrorKind::InvalidArguments, nullptr,
                    "invalid arguments for \"" + tool->name + "\": " + problems});
