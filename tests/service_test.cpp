@@ -561,6 +561,30 @@ TEST_F(ServiceTest, FailedAuthenticationIsRateLimitedPerAddress) {
   EXPECT_EQ(http("GET", base + "/healthz").status, 200);
 }
 
+// With a token, what comes before authentication is capped all the same: a head of 200 header
+// lines, a chunked body past the cap (counted as read, never parsed past it).
+TEST_F(ServiceTest, TheFrontCapsRequestsBeforeAuthentication) {
+  ServiceOptions options;
+  options.authTokens = {kTokenA};
+  options.maxBodyBytes = 1'000;
+  start(options);
+  std::vector<std::string> many;
+  for (int i = 0; i < 200; ++i)
+    many.push_back("X-H" + std::to_string(i) + ": v");
+  expectError(http("GET", base + "/v1/threads", "", many), 431, "headers_too_large");
+  const std::string big = json{{"id", "t"}, {"title", std::string(5'000, 'x')}}.dump();
+  expectError(http("POST", base + "/v1/threads", big, {"Transfer-Encoding: chunked"}), 413,
+              "body_too_large");
+  expectError(http("POST", base + "/v1/threads", big, {"Transfer-Encoding: chunked", auth.front()}),
+              413, "body_too_large");
+  EXPECT_FALSE(runs->threads().threadInfo("t"));
+  // Under the cap, chunked is read whole.
+  EXPECT_EQ(http("POST", base + "/v1/threads", R"({"id":"t"})",
+                 {"Transfer-Encoding: chunked", auth.front()})
+                .status,
+            201);
+}
+
 TEST(RateLimiterTest, TheTableIsBounded) {
   service::RateLimiter limiter(0.001, 1, {}, 100);
   for (int i = 0; i < 1'000; ++i)
