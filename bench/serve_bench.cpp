@@ -1,4 +1,4 @@
-// The service (service.hpp, `parley serve`) on SQLite. Prints a table; not a Google Benchmark
+// The service (src/service/service.hpp, `parley serve`) on SQLite. Prints a table; not a Google Benchmark
 // loop, because it measures fan-out to many connections, memory and percentiles:
 //
 //   fanout    events/s written through the RunStore and delivered to 1, 100 and 1 000 event-stream
@@ -31,7 +31,7 @@
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
 #include "parley/run_store.hpp"
-#include "parley/service.hpp"
+#include "service/service.hpp"
 #include "parley/store.hpp"
 #include "sse_swarm.hpp"
 

@@ -4,6 +4,9 @@
 
 #include <curl/curl.h>
 
+#include <strings.h>
+
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -55,7 +58,14 @@ inline HttpReply http(const std::string& method, const std::string& url,
   curl_slist* list = nullptr;
   for (const auto& h : headers)
     list = curl_slist_append(list, h.c_str());
-  if (!body.empty()) list = curl_slist_append(list, "Content-Type: application/json");
+  // A body, and every POST (the service wants it on state-changing requests), is JSON unless the
+  // caller says otherwise.
+  const bool typed = std::any_of(headers.begin(), headers.end(), [](const std::string& h) {
+    return h.size() >= 13 && strncasecmp(h.c_str(), "Content-Type:", 13) == 0;
+  });
+  if ((!body.empty() || method == "POST") && !typed) {
+    list = curl_slist_append(list, "Content-Type: application/json");
+  }
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
   if (!body.empty() || method == "POST") {

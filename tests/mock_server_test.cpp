@@ -130,6 +130,28 @@ TEST(MockServer, NonStreamingReplyIsRecordedWithHeadersBodyAndRule) {
   EXPECT_TRUE(server->requests().empty());
 }
 
+// A long-running mock (the demo agent behind `parley serve`) must not keep every conversation it
+// was sent: requests() keeps the last maxRecorded, and 0 keeps none.
+TEST(MockServer, RecordedRequestsAreBounded) {
+  for (std::size_t keep : {std::size_t{0}, std::size_t{2}}) {
+    MockOptions options;
+    options.script = json::array({{{"reply", {{"content", "ok"}}}}});
+    options.maxRecorded = keep;
+    MockServer server(options);
+    server.start();
+    for (int i = 0; i < 5; ++i)
+      ASSERT_EQ(chat(server, userTurn("turn " + std::to_string(i))).status, 200);
+    const auto seen = server.requests();
+    ASSERT_EQ(seen.size(), keep);
+    if (keep == 2) {
+      EXPECT_EQ(seen[0]["index"], 3);
+      EXPECT_EQ(seen[1]["index"], 4);
+      EXPECT_EQ(seen[1]["rule"], 0);
+    }
+    EXPECT_TRUE(server.waitForRequests(5, std::chrono::milliseconds(0)));
+  }
+}
+
 TEST(MockServer, OnRequestSeesEachRequestWithItsRuleBeforeTheReply) {
   std::mutex mutex;
   std::vector<json> seen;

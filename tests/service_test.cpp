@@ -5,14 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <fstream>
 #include <future>
 #include <thread>
 
 #include "http_client.hpp"
 #include "parley/errors.hpp"
 #include "parley/run_store.hpp"
-#include "parley/service.hpp"
 #include "run_databases.hpp"
+#include "service/rate_limiter.hpp"
+#include "service/service.hpp"
 
 namespace parley::testing {
 namespace {
@@ -463,6 +465,225 @@ TEST_F(ServiceTest, HealthAndMetrics) {
   EXPECT_NE(metrics.body.find("parley_http_request_duration_seconds_bucket{le=\"+Inf\"}"),
             std::string::npos);
   EXPECT_NE(metrics.body.find("parley_http_requests_total{code=\"200\"}"), std::string::npos);
+}
+
+// DNS rebinding: a page of attacker.example, re-pointed at 127.0.0.1, sends its own Host.
+TEST_F(ServiceTest, OnlyItsOwnHostNamesAreServed) {
+  start();
+  const std::string port = std::to_string(service->port());
+  ASSERT_EQ(post("/v1/threads", {{"id", "t"}}).status, 201);
+  for (const std::string& host :
+       std::vector<std::string>{"attacker.example:" + port, "attacker.example", "127.0.0.2:" + port,
+                                "localhost:1" + port}) {
+    expectError(http("GET", base + "/v1/threads/t", "", {"Host: " + host}), 403,
+                "host_not_allowed");
+  }
+  expectError(http("POST", base + "/v1/threads", "{}", {"Host: attacker.example:" + port}), 403,
+              "host_not_allowed");
+  for (const std::string& host : std::vector<std::string>{"localhost:" + port, "127.0.0.1:" + port,
+                                                          "[::1]:" + port, "LOCALHOST:" + port}) {
+    EXPECT_EQ(http("GET", base + "/v1/threads/t", "", {"Host: " + host}).status, 200) << host;
+  }
+  // Configured names replace the defaults; "*" allows any.
+  service.reset();
+  ServiceOptions options;
+  options.allowedHosts = {"parley.internal", "proxy.example:443"};
+  start(options);
+  const std::string port2 = std::to_string(service->port());
+  EXPECT_EQ(http("GET", base + "/v1/threads", "", {"Host: parley.internal:" + port2}).status, 200);
+  EXPECT_EQ(http("GET", base + "/v1/threads", "", {"Host: proxy.example:443"}).status, 200);
+  expectError(http("GET", base + "/v1/threads", "", {"Host: localhost:" + port2}), 403,
+              "host_not_allowed");
+  options.allowedHosts = {"bad host"};
+  EXPECT_THROW(Service(runs, options), ValidationError);
+}
+
+// Cross-site requests: a page of another origin may send a POST without a preflight
+// (text/plain, a form); nothing it sends changes anything.
+TEST_F(ServiceTest, CrossSiteStateChangesAreRefused) {
+  start();
+  const std::string self = base;  // http://127.0.0.1:PORT
+  const std::string foreign = "http://127.0.0.1:1";
+  const std::string body = R"({"id":"x"})";
+  expectError(http("POST", base + "/v1/threads", body, {"Origin: " + foreign}), 403,
+              "origin_not_allowed");
+  expectError(http("POST", base + "/v1/threads", body, {"Origin: null"}), 403,
+              "origin_not_allowed");
+  expectError(
+      http("POST", base + "/v1/threads", body, {"Origin: " + foreign, "Content-Type: text/plain"}),
+      403, "origin_not_allowed");
+  // Without an Origin (a script), the media type still has to be JSON.
+  expectError(http("POST", base + "/v1/threads", body, {"Content-Type: text/plain"}), 415,
+              "unsupported_media_type");
+  expectError(http("POST", base + "/v1/threads", "id=x",
+                   {"Content-Type: application/x-www-form-urlencoded"}),
+              415, "unsupported_media_type");
+  expectError(http("POST", base + "/v1/threads", body, {"Content-Type: multipart/form-data"}), 415,
+              "unsupported_media_type");
+  EXPECT_FALSE(runs->threads().threadInfo("x"));
+  // Its own origin, and JSON with a charset, are fine; reading needs no Origin check.
+  EXPECT_EQ(http("POST", base + "/v1/threads", body,
+                 {"Origin: " + self, "Content-Type: application/json; charset=utf-8"})
+                .status,
+            201);
+  EXPECT_EQ(http("GET", base + "/v1/threads/x", "", {"Origin: " + foreign}).status, 200);
+  // The CORS origin may change state too.
+  service.reset();
+  ServiceOptions options;
+  options.corsOrigin = "https://app.example";
+  start(options);
+  EXPECT_EQ(
+      http("POST", base + "/v1/threads", R"({"id":"y"})", {"Origin: https://app.example"}).status,
+      201);
+  expectError(http("DELETE", base + "/v1/threads/y", "", {"Origin: " + foreign}), 403,
+              "origin_not_allowed");
+  EXPECT_TRUE(runs->threads().threadInfo("y"));
+}
+
+TEST_F(ServiceTest, FailedAuthenticationIsRateLimitedPerAddress) {
+  ServiceOptions options;
+  options.authTokens = {kTokenA};
+  options.authFailuresPerSecond = 0.001;  // no refill within the test
+  options.authFailureBurst = 3;
+  start(options);
+  for (int i = 0; i < 3; ++i) {
+    expectError(http("GET", base + "/v1/threads", "",
+                     {"Authorization: Bearer wrong-" + std::to_string(i) + "-0123456789"}),
+                401, "invalid_token");
+  }
+  auto limited =
+      http("GET", base + "/v1/threads", "", {"Authorization: Bearer wrong-x-0123456789"});
+  expectError(limited, 429, "too_many_failed_authentications");
+  EXPECT_FALSE(limited.headers["retry-after"].empty());
+  // A right guess is no different now, or the answer would tell it.
+  expectError(get("/v1/threads"), 429, "too_many_failed_authentications");
+  // What needs no token stays open.
+  EXPECT_EQ(http("GET", base + "/healthz").status, 200);
+}
+
+// With a token, what comes before authentication is capped all the same: a head of 200 header
+// lines, a chunked body past the cap (counted as read, never parsed past it).
+TEST_F(ServiceTest, TheFrontCapsRequestsBeforeAuthentication) {
+  ServiceOptions options;
+  options.authTokens = {kTokenA};
+  options.maxBodyBytes = 1'000;
+  start(options);
+  std::vector<std::string> many;
+  for (int i = 0; i < 200; ++i)
+    many.push_back("X-H" + std::to_string(i) + ": v");
+  expectError(http("GET", base + "/v1/threads", "", many), 431, "headers_too_large");
+  const std::string big = json{{"id", "t"}, {"title", std::string(5'000, 'x')}}.dump();
+  expectError(http("POST", base + "/v1/threads", big, {"Transfer-Encoding: chunked"}), 413,
+              "body_too_large");
+  expectError(http("POST", base + "/v1/threads", big, {"Transfer-Encoding: chunked", auth.front()}),
+              413, "body_too_large");
+  EXPECT_FALSE(runs->threads().threadInfo("t"));
+  // Under the cap, chunked is read whole.
+  EXPECT_EQ(http("POST", base + "/v1/threads", R"({"id":"t"})",
+                 {"Transfer-Encoding: chunked", auth.front()})
+                .status,
+            201);
+}
+
+TEST(RateLimiterTest, TheTableIsBounded) {
+  service::RateLimiter limiter(0.001, 1, {}, 100);
+  for (int i = 0; i < 1'000; ++i)
+    limiter.take("addr:" + std::to_string(i));
+  EXPECT_LE(limiter.keys(), 100u);
+  EXPECT_GT(limiter.peek("addr:999").count(), 0);
+}
+
+TEST_F(ServiceTest, HealthReportsADamagedDatabase) {
+  start();
+  for (int i = 0; i < 300; ++i)
+    runs->threads().createThread({.id = "t" + std::to_string(i), .title = std::string(500, 'x')},
+                                 {});
+  ASSERT_EQ(get("/healthz").status, 200);
+  // Closed (the last connection checkpoints the log into the file), then garbage over the second
+  // half of the file: the schema at its start still opens, the thread rows are damaged.
+  service.reset();
+  runs.reset();
+  {
+    const auto size = std::filesystem::file_size(db.url());
+    ASSERT_GT(size, 64u << 10);
+    std::fstream file(db.url(), std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(file);
+    file.seekp(static_cast<std::streamoff>(size / 2));
+    const std::string junk(size - size / 2, '\x5a');
+    file.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  runs = std::make_shared<RunStore>(db.open());
+  start();
+  auto health = get("/healthz");
+  EXPECT_EQ(health.status, 503) << health.body;
+  EXPECT_EQ(health.json()["status"], "unavailable");
+}
+
+TEST_F(ServiceTest, AFollowFalseAnswerIsStreamedNotBuiltWhole) {
+  start();
+  const Lease lease = claimRun("t");
+  appendEvents(lease, 40);
+  auto reply = get("/v1/threads/t/events?follow=false");
+  ASSERT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.headers["transfer-encoding"], "chunked");
+  EXPECT_EQ(reply.headers.count("content-length"), 0u);
+  size_t events = 0;
+  for (size_t at = reply.body.find("\nevent: "); at != std::string::npos;
+       at = reply.body.find("\nevent: ", at + 1))
+    ++events;
+  EXPECT_EQ(events, 42u);  // run_queued, run_started and 40
+  auto after = get("/v1/threads/t/events?follow=false&after=41");
+  EXPECT_EQ(after.body.find("id: 41\n"), std::string::npos);
+  EXPECT_NE(after.body.find("id: 42\n"), std::string::npos);
+}
+
+// 100 idle streams on 100 threads: one query per poll for all of them, and no event read until
+// an event comes (a reader per thread polled each thread before: thousands of reads a second).
+TEST_F(ServiceTest, IdleStreamsCostOnePollForAll) {
+  ServiceOptions options;
+  options.heartbeat = 60s;
+  options.threads = 4;
+  start(options);
+  constexpr int kThreads = 100;
+  for (int i = 0; i < kThreads; ++i)
+    runs->threads().createThread({.id = "t" + std::to_string(i)}, {});
+  std::vector<std::future<SseRead>> readers;
+  std::atomic<int> got{0};
+  for (int i = 0; i < kThreads; ++i) {
+    readers.push_back(std::async(std::launch::async, [&, i] {
+      return readSse(
+          base + "/v1/threads/t" + std::to_string(i) + "/events",
+          [&](const SseEvent&) {
+            ++got;
+            return false;
+          },
+          {}, 30'000);
+    }));
+  }
+  ASSERT_TRUE(waitForStreams(kThreads));
+  auto counter = [&](const std::string& name) {
+    const std::string body = get("/metrics").body;
+    const size_t at = body.find("\n" + name + " ");
+    return at == std::string::npos ? -1 : std::stoll(body.substr(at + name.size() + 2));
+  };
+  const auto reads = counter("parley_event_log_reads_total");
+  const auto polls = counter("parley_event_log_polls_total");
+  ASSERT_GE(reads, 0);
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (counter("parley_event_log_polls_total") < polls + 5 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  EXPECT_GE(counter("parley_event_log_polls_total"), polls + 5);
+  EXPECT_EQ(counter("parley_event_log_reads_total"), reads);
+  // An event on one thread: one read, and its stream has it.
+  const Lease lease = claimRun("t7");
+  appendEvents(lease, 1);
+  auto seven = readers[7].get();
+  EXPECT_EQ(got, 1);
+  EXPECT_EQ(seven.events.size(), 1u);
+  service->stop();
+  for (size_t i = 0; i < readers.size(); ++i)
+    if (i != 7) readers[i].get();
 }
 
 TEST_F(ServiceTest, StopEndsOpenStreamsAtOnce) {

@@ -2,7 +2,8 @@
 // docs/service.md) until SIGTERM or SIGINT.
 //
 //   parley serve [--db URL] [--host 127.0.0.1] [--port P] [--auth-token-env VAR]...
-//                [--cors ORIGIN] [--workers N] [the endpoint and worker options of `parley worker`]
+//                [--cors ORIGIN] [--allowed-host NAME]... [--workers N]
+//                [the endpoint and worker options of `parley worker`]
 //
 // The first line on stdout is the base URL (http://HOST:PORT; --port 0 picks a free port), once
 // it serves. Without --auth-token-env it listens on loopback only, and says so on stderr. With
@@ -19,8 +20,8 @@
 #include "commands.hpp"
 #include "mock/mock_server.hpp"
 #include "parley/run_store.hpp"
-#include "parley/service.hpp"
 #include "parley/worker.hpp"
+#include "service/service.hpp"
 #include "stop_signals.hpp"
 #include "worker_options.hpp"
 
@@ -33,6 +34,7 @@ struct ServeArgs {
   int port = 8377;
   std::vector<std::string> tokenVars;
   std::string cors;
+  std::vector<std::string> allowedHosts;
   int workers = 0;
   WorkerArgs worker;
 };
@@ -42,6 +44,7 @@ int runServe(ServeArgs args) {
   options.host = args.host;
   options.port = args.port;
   options.corsOrigin = args.cors;
+  options.allowedHosts = args.allowedHosts;
   for (const std::string& var : args.tokenVars) {
     const char* value = std::getenv(var.c_str());
     if (!value || !*value) {
@@ -57,7 +60,9 @@ int runServe(ServeArgs args) {
 
   std::unique_ptr<mock::MockServer> demo;
   if (args.workers > 0 && !endpointConfigured(args.worker.endpoint)) {
-    demo = std::make_unique<mock::MockServer>(mock::MockOptions{});
+    mock::MockOptions demoOptions;
+    demoOptions.maxRecorded = 0;  // it forgets what it has answered: nothing grows per run
+    demo = std::make_unique<mock::MockServer>(demoOptions);
     demo->start();
     args.worker.endpoint.baseUrl = demo->baseUrl();
     if (args.worker.toolSets.empty() && args.worker.toolFiles.empty()) {
@@ -115,6 +120,9 @@ void addServeCommand(CLI::App& app, int& exitCode) {
   cmd->add_option("--auth-token-env", args->tokenVars,
                   "Environment variable holding a bearer token clients must send (repeatable)");
   cmd->add_option("--cors", args->cors, "Allow this browser origin (CORS); default: none");
+  cmd->add_option("--allowed-host", args->allowedHosts,
+                  "A Host name (name or name:port) requests may be sent to (repeatable; "
+                  "default: localhost, 127.0.0.1, [::1] and --host; '*': any)");
   cmd->add_option("--workers", args->workers, "Also run N worker loops in this process (default 0)")
       ->check(CLI::Range(0, 64));
   addWorkerOptions(*cmd, args->worker);

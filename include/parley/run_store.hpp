@@ -383,6 +383,28 @@ class RunStore {
   // Removes stream-chunk events older than `olderThan`; returns how many.
   size_t expireStreamChunks(std::chrono::milliseconds olderThan);
 
+  // --- following many threads at once (the service's event streams) ---------------------------
+  // One wake-up source for every followed thread instead of a waiter per thread: the caller reads
+  // eventsGeneration(), asks lastEventSeqs() of all its threads in one query, reads the events of
+  // those that moved, then waitForEventsChange(generation, ...). Idle threads then cost one query
+  // per wake-up for all of them, not a poll each.
+
+  // The last sequence number of each thread's log (0: none yet), in the order given; nullopt for
+  // a thread that does not exist (or was deleted). One query per 256 threads.
+  std::vector<std::optional<int64_t>> lastEventSeqs(std::span<const std::string> threadIds);
+  // A counter that moves whenever events may have been appended to any thread: this process's
+  // writes, and NOTIFY from any process on PostgreSQL.
+  uint64_t eventsGeneration();
+  // Waits until eventsGeneration() is no longer `seen`, or `timeout`; true if it moved.
+  bool waitForEventsChange(uint64_t seen, std::chrono::milliseconds timeout);
+  // True while other processes' events wake waiters (PostgreSQL listening); else the caller
+  // polls lastEventSeqs() (every pollMax: SQLite, or PostgreSQL without LISTEN).
+  bool eventsPushed();
+
+  // Checks that the database reads whole: SQLite runs PRAGMA quick_check (every page: seconds on
+  // a large file), PostgreSQL a query of each table. StoreError saying what is wrong.
+  void checkIntegrity();
+
  private:
   class Wakeups;
   int64_t now(detail::SqlConnection& c) const;

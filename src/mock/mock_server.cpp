@@ -9,12 +9,13 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
 
+#include "http/server.hpp"
 #include "mock/chat_reply.hpp"
-#include "mock/closable_server.hpp"
 #include "mock/embeddings.hpp"
 #include "mock/protocol_replies.hpp"
 #include "mock/script.hpp"
@@ -39,7 +40,7 @@ std::string errorBody(const std::string& message, const std::string& type) {
 
 struct MockServer::Impl {
   MockOptions options;
-  ClosableServer server;
+  std::unique_ptr<http::Server> server;  // made by install()
   int port = 0;
   bool started = false;
 
@@ -51,7 +52,7 @@ struct MockServer::Impl {
   std::shared_ptr<const Script> script = std::make_shared<const Script>();
   std::vector<int> ruleUses;
   int chatRequests = 0;
-  std::vector<json> recorded;
+  std::deque<json> recorded;
   PromptCache promptCache;  // the requests last answered, per conversation key
   std::size_t cleared = 0;  // requests dropped by clearRequests(); indexes stay absolute
 
@@ -96,6 +97,12 @@ struct MockServer::Impl {
                         {"body", std::move(body)},
                         {"rule", nullptr},
                         {"rule_name", nullptr}});
+    // Bounded: a long-running mock (the demo agent behind `parley serve`) must not keep every
+    // conversation it was sent.
+    while (recorded.size() > options.maxRecorded) {
+      recorded.pop_front();
+      ++cleared;
+    }
     return index;
   }
 
@@ -263,7 +270,7 @@ void MockServer::Impl::handleCount(const httplib::Request& req, httplib::Respons
       if (rule.times && ruleUses[i] >= *rule.times) continue;
       ++ruleUses[i];
       chosen = &rule;
-      if (index >= cleared) {
+      if (index >= cleared && index - cleared < recorded.size()) {
         recorded[index - cleared]["rule"] = i;
         recorded[index - cleared]["rule_name"] = rule.name;
       }
@@ -470,7 +477,7 @@ void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response
         cachedTokens =
             promptCache.exchange(promptCacheKey(body), chatBody.is_null() ? body : chatBody, ctx);
       }
-      if (index >= cleared) {
+      if (index >= cleared && index - cleared < recorded.size()) {
         recorded[index - cleared]["rule"] = i;
         recorded[index - cleared]["rule_name"] = rule.name;
       }
@@ -524,30 +531,26 @@ void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response
 }
 
 void MockServer::Impl::install() {
-  server.new_task_queue = [n = options.threads] {
-    return new httplib::ThreadPool(static_cast<std::size_t>(n));
-  };
-  server.set_keep_alive_max_count(1000);
-  // Headers and body go out in separate writes: without TCP_NODELAY, Nagle holds the body until
-  // the client's delayed ACK (40 ms per request on a reused connection).
-  server.set_tcp_nodelay(true);
-  // httplib's default also sets SO_REUSEPORT, which lets a second server share a busy port
-  // silently; SO_REUSEADDR alone still allows a quick restart on the same port.
-  server.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
-  server.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+  http::ServerLimits limits;
+  limits.workers = static_cast<std::size_t>(options.threads);
+  // A mock takes what a client sends: a whole long conversation, big headers of a test.
+  limits.maxBodyBytes = std::size_t{1} << 30;
+  limits.maxHeadBytes = std::size_t{1} << 20;
+  limits.maxHeaders = 10'000;
+  limits.maxQueue = 1'000'000;
+  server = std::make_unique<http::Server>(limits);
+  server->set_keep_alive_max_count(1000);
+  server->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     handleChat(req, res, WireProtocol::Chat);
   });
   // The same scripts, answered in the protocol each request came in.
-  server.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) {
+  server->Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) {
     handleChat(req, res, WireProtocol::Anthropic);
   });
-  server.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
+  server->Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
     handleChat(req, res, WireProtocol::Responses);
   });
-  server.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+  server->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     notify(record(req));
     json data = json::array();
     if (req.has_header("anthropic-version")) {  // Anthropic's format, one page
@@ -572,7 +575,7 @@ void MockServer::Impl::install() {
     }
     res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
   });
-  server.Get(R"(/v1/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+  server->Get(R"(/v1/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
     notify(record(req));
     std::string id = req.matches[1];
     for (const auto& m : options.models) {
@@ -590,7 +593,7 @@ void MockServer::Impl::install() {
     res.set_content(errorBody("The model '" + id + "' does not exist", "invalid_request_error"),
                     "application/json");
   });
-  server.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {
+  server->Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {
     notify(record(req));
     json body = parseJson(req.body, {}, /*allowExceptions=*/false);
     try {
@@ -604,25 +607,25 @@ void MockServer::Impl::install() {
   });
   // Counting without generating, by the rule behind a reply's prompt_tokens (docs/mock.md,
   // "Counting routes"): Anthropic's count_tokens, llama.cpp's /apply-template and /tokenize.
-  server.Post("/v1/messages/count_tokens",
-              [this](const httplib::Request& req, httplib::Response& res) {
-                handleCount(req, res, "count_tokens", [this](const json& body) {
-                  if (body.is_object() && body.contains("max_tokens")) {
-                    throw ValidationError("max_tokens", "Extra inputs are not permitted");
-                  }
-                  json asMessage = body;
-                  if (asMessage.is_object()) asMessage["max_tokens"] = 1;
-                  const ChatContext ctx = describeRequest(chatRequestFromAnthropic(asMessage), 0);
-                  return json{{"input_tokens", promptTokensOf(ctx)}};
-                });
-              });
-  server.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
+  server->Post("/v1/messages/count_tokens",
+               [this](const httplib::Request& req, httplib::Response& res) {
+                 handleCount(req, res, "count_tokens", [this](const json& body) {
+                   if (body.is_object() && body.contains("max_tokens")) {
+                     throw ValidationError("max_tokens", "Extra inputs are not permitted");
+                   }
+                   json asMessage = body;
+                   if (asMessage.is_object()) asMessage["max_tokens"] = 1;
+                   const ChatContext ctx = describeRequest(chatRequestFromAnthropic(asMessage), 0);
+                   return json{{"input_tokens", promptTokensOf(ctx)}};
+                 });
+               });
+  server->Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
     handleCount(req, res, "apply_template", [](const json& body) {
       describeRequest(body, 0);  // refuses what a chat request would refuse
       return json{{"prompt", renderTemplate(body)}};
     });
   });
-  server.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+  server->Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     handleCount(req, res, "tokenize", [this](const json& body) {
       if (!body.is_object() || !body.contains("content") || !body["content"].is_string()) {
         throw ValidationError("content", "expected a string");
@@ -644,11 +647,11 @@ void MockServer::Impl::install() {
                               "invalid_request_error"),
                     "application/json");
   };
-  server.Get(".*", notFound);
-  server.Post(".*", notFound);
-  server.Put(".*", notFound);
-  server.Delete(".*", notFound);
-  server.Patch(".*", notFound);
+  server->Get(".*", notFound);
+  server->Post(".*", notFound);
+  server->Put(".*", notFound);
+  server->Delete(".*", notFound);
+  server->Patch(".*", notFound);
 }
 
 MockServer::MockServer(MockOptions options) : impl_(std::make_unique<Impl>()) {
@@ -672,7 +675,7 @@ MockServer::~MockServer() {
 void MockServer::start() {
   Impl& s = *impl_;
   if (s.started) throw Error("parley mock: start() called twice");
-  s.port = s.server.start(s.options.host, s.options.port, "parley mock");
+  s.port = s.server->start(s.options.host, s.options.port, "parley mock");
   s.started = true;
 }
 
@@ -683,7 +686,7 @@ void MockServer::stop() {
     s.stopping = true;
   }
   s.stopCv.notify_all();
-  s.server.shutdown();
+  if (s.server) s.server->shutdown();
 }
 
 int MockServer::port() const {
@@ -698,7 +701,7 @@ std::string MockServer::baseUrl() const {
 
 std::vector<json> MockServer::requests() const {
   std::lock_guard lock(impl_->mutex);
-  return impl_->recorded;
+  return {impl_->recorded.begin(), impl_->recorded.end()};
 }
 
 void MockServer::clearRequests() {

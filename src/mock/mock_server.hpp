@@ -2,8 +2,8 @@
 //
 // It answers POST /v1/chat/completions (streaming and not) from a script (see script.hpp and
 // docs/mock.md), GET /v1/models, and POST /v1/embeddings with deterministic vectors. It records
-// every request it receives so tests can assert on them. Given the same requests in the same
-// order, it sends the same bytes.
+// the requests it receives (the last MockOptions::maxRecorded) so tests can assert on them. Given
+// the same requests in the same order, it sends the same bytes.
 //
 // Ownership: a MockServer owns its listening socket and worker threads; the destructor stops it.
 // Thread-safety: every public method may be called from any thread while the server runs.
@@ -31,9 +31,12 @@ struct MockOptions {
   // A JSON array of rules (see docs/mock.md); null = the built-in demo agent (demoScript()).
   nlohmann::json script;
   std::vector<std::string> models = {"parley-mock"};  // listed by GET /v1/models
-  int threads = 32;                                   // concurrent connections served
-  int embeddingDimensions = 256;                      // default vector size for /v1/embeddings
-  std::int64_t created = 1700000000;                  // the "created" timestamp of every response
+  int threads = 32;                                   // requests served at once
+  // Requests requests() keeps, the oldest dropped first (their indexes stay taken); 0 keeps
+  // none (`parley serve`'s demo agent: it forgets what it has answered).
+  std::size_t maxRecorded = 10'000;
+  int embeddingDimensions = 256;      // default vector size for /v1/embeddings
+  std::int64_t created = 1700000000;  // the "created" timestamp of every response
   // The prompt-cache rule behind prompt_tokens_details.cached_tokens (prompt_cache.hpp).
   PromptCacheOptions promptCache;
   // Multiplies the prompt_tokens the mock estimates (not those a script gives): a server whose
@@ -61,7 +64,7 @@ class MockServer {
   int port() const;             // the bound port (after start())
   std::string baseUrl() const;  // "http://HOST:PORT/v1"
 
-  // Every request received so far, in arrival order, each
+  // The requests received so far (the last maxRecorded), in arrival order, each
   // {"index": n, "method": "POST", "path": "/v1/chat/completions",
   //  "headers": {"lower-case-name": "value", ...}, "body": <JSON, or the raw string if not JSON>,
   //  "rule": <index of the rule that answered, or null>, "rule_name": <its name, or null>}.

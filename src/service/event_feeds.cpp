@@ -1,10 +1,10 @@
 #include "service/event_feeds.hpp"
 
 #include <algorithm>
+#include <span>
 #include <thread>
 
 #include "parley/errors.hpp"
-#include "parley/logger.hpp"
 
 namespace parley::service {
 
@@ -12,10 +12,13 @@ using json = nlohmann::json;
 
 namespace {
 
-// How long a reader waits in one waitForEvents call: also how long it may outlive its last
-// stream, and how long stop() may wait for it.
-constexpr std::chrono::milliseconds kReadSlice{250};
-// After a failing read (the database is down), the reader tries again this much later.
+// How long the dispatcher waits at most in one wait for a wake-up: also how long stop() may
+// wait for it.
+constexpr std::chrono::milliseconds kWaitSlice{250};
+// With NOTIFY (PostgreSQL listening), the followed threads are still polled this often, in case
+// a notification was lost.
+constexpr std::chrono::milliseconds kPushedRecheck{5'000};
+// After a failing poll (the database is down), the next one comes this much later.
 constexpr std::chrono::milliseconds kRetryPause{1'000};
 
 std::string oneLine(std::string text) {
@@ -69,6 +72,14 @@ std::shared_ptr<const std::string> EventFeeds::format(const StoredEvent& event) 
 }
 
 EventFeeds::Subscription EventFeeds::subscribe(const std::string& threadId, int64_t after) {
+  // A new feed starts at the thread's end now: a stream behind it reads the rest from the store
+  // (next()), and the dispatcher reads what comes after.
+  int64_t head = 0;
+  try {
+    head = runs_->lastEventSeqs(std::span<const std::string>(&threadId, 1)).front().value_or(0);
+  } catch (const std::exception&) {
+    head = 0;  // the database is down: the dispatcher catches up once it is back
+  }
   std::lock_guard lock(mutex_);
   ++streams_;
   auto& feed = feeds_[threadId];
@@ -79,20 +90,19 @@ EventFeeds::Subscription EventFeeds::subscribe(const std::string& threadId, int6
   feed = std::make_shared<Feed>();
   feed->threadId = threadId;
   feed->subscribers = 1;
-  feed->base = feed->last = std::max<int64_t>(after, 0);
+  feed->base = feed->last = std::max<int64_t>({after, head, 0});
   if (stopping_) {
     feed->ended = true;
     return feed;
   }
-  ++readers_;
-  std::thread([this, feed] { read(feed); }).detach();
+  if (!dispatcher_.joinable()) dispatcher_ = std::thread([this] { dispatch(); });
   return feed;
 }
 
 void EventFeeds::unsubscribe(const Subscription& feed) {
   std::lock_guard lock(mutex_);
   --streams_;
-  --feed->subscribers;  // the reader sees 0 and ends
+  --feed->subscribers;  // the dispatcher drops it at its next round
 }
 
 size_t EventFeeds::streams() const {
@@ -100,38 +110,88 @@ size_t EventFeeds::streams() const {
   return streams_;
 }
 
-void EventFeeds::read(std::shared_ptr<Feed> feed) {
-  int64_t last = feed->last;
+void EventFeeds::dispatch() {
+  using Clock = std::chrono::steady_clock;
+  auto nextPoll = Clock::now();
+  uint64_t seen = 0;
+  bool moved = true;
   for (;;) {
     {
       std::lock_guard lock(mutex_);
-      if (stopping_ || feed->subscribers == 0) {
-        if (feeds_.count(feed->threadId) && feeds_[feed->threadId] == feed) {
-          feeds_.erase(feed->threadId);
-        }
-        break;
+      if (stopping_) return;
+    }
+    if (moved || Clock::now() >= nextPoll) {
+      seen = runs_->eventsGeneration();
+      bool more = false;
+      try {
+        more = poll();
+        nextPoll =
+            Clock::now() + (runs_->eventsPushed() ? kPushedRecheck : runs_->options().pollMax);
+      } catch (const std::exception& e) {
+        if (log_) log_(std::string("parley serve: reading the event log: ") + e.what());
+        nextPoll = Clock::now() + kRetryPause;
+      }
+      if (more) {
+        moved = true;
+        continue;
       }
     }
+    const auto wait =
+        std::chrono::duration_cast<std::chrono::milliseconds>(nextPoll - Clock::now());
+    moved = runs_->waitForEventsChange(seen,
+                                       std::clamp(wait, std::chrono::milliseconds(1), kWaitSlice));
+  }
+}
+
+bool EventFeeds::poll() {
+  std::vector<std::shared_ptr<Feed>> feeds;
+  std::vector<std::string> ids;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = feeds_.begin(); it != feeds_.end();) {
+      if (it->second->subscribers == 0) {
+        it = feeds_.erase(it);  // its last stream is gone
+        continue;
+      }
+      feeds.push_back(it->second);
+      ids.push_back(it->first);
+      ++it;
+    }
+  }
+  if (feeds.empty()) return false;
+  ++polls_;
+  const auto seqs = runs_->lastEventSeqs(ids);
+  bool more = false;
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    Feed& feed = *feeds[i];
+    int64_t last = 0;
+    {
+      std::lock_guard lock(feed.mutex);
+      if (feed.ended) continue;
+      last = feed.last;
+    }
     std::vector<StoredEvent> events;
-    try {
-      events = runs_->waitForEvents(feed->threadId, last, kReadSlice);
-    } catch (const std::exception& e) {
-      bool gone = false;
+    bool gone = !seqs[i];
+    if (!gone && *seqs[i] <= last) continue;
+    if (!gone) {
+      ++reads_;
       try {
-        gone = !runs_->threads().threadInfo(feed->threadId);
-      } catch (const std::exception&) {
-        // the database is down: try again below
+        events = runs_->readEvents(feed.threadId, last);
+      } catch (const StoreError&) {
+        gone = !runs_->lastEventSeqs(std::span<const std::string>(&feed.threadId, 1)).front();
+        if (!gone) throw;
       }
-      if (gone) {
+    }
+    if (gone) {
+      // Deleted: its streams end.
+      {
         std::lock_guard lock(mutex_);
-        if (feeds_.count(feed->threadId) && feeds_[feed->threadId] == feed) {
-          feeds_.erase(feed->threadId);
-        }
-        break;  // its streams see `ended` below
+        auto found = feeds_.find(feed.threadId);
+        if (found != feeds_.end() && found->second == feeds[i]) feeds_.erase(found);
       }
-      writeLog(log_, std::string("parley serve: reading events of a thread: ") + e.what());
-      std::unique_lock lock(mutex_);
-      readersDone_.wait_for(lock, kRetryPause, [&] { return stopping_; });
+      std::lock_guard lock(feed.mutex);
+      feed.ended = true;
+      feed.changed.notify_all();
       continue;
     }
     if (events.empty()) continue;
@@ -139,25 +199,18 @@ void EventFeeds::read(std::shared_ptr<Feed> feed) {
     texts.reserve(events.size());
     for (const auto& e : events)
       texts.emplace_back(e.seq, format(e));
-    last = events.back().seq;
-    std::lock_guard lock(feed->mutex);
+    if (events.back().seq < *seqs[i]) more = true;
+    std::lock_guard lock(feed.mutex);
     for (auto& t : texts)
-      feed->buffer.push_back(std::move(t));
-    feed->last = last;
-    while (feed->buffer.size() > bufferEvents_) {
-      feed->base = feed->buffer.front().first;
-      feed->buffer.pop_front();
+      feed.buffer.push_back(std::move(t));
+    feed.last = events.back().seq;
+    while (feed.buffer.size() > bufferEvents_) {
+      feed.base = feed.buffer.front().first;
+      feed.buffer.pop_front();
     }
-    feed->changed.notify_all();
+    feed.changed.notify_all();
   }
-  {
-    std::lock_guard lock(feed->mutex);
-    feed->ended = true;
-    feed->changed.notify_all();
-  }
-  std::lock_guard lock(mutex_);
-  --readers_;
-  readersDone_.notify_all();
+  return more;
 }
 
 EventFeeds::Batch EventFeeds::next(const Subscription& feed, int64_t after,
@@ -200,20 +253,20 @@ EventFeeds::Batch EventFeeds::next(const Subscription& feed, int64_t after,
 
 void EventFeeds::stop() {
   std::vector<std::shared_ptr<Feed>> feeds;
+  std::thread dispatcher;
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
     for (auto& [id, feed] : feeds_)
       feeds.push_back(feed);
+    dispatcher = std::move(dispatcher_);
   }
-  readersDone_.notify_all();
   for (auto& feed : feeds) {
     std::lock_guard lock(feed->mutex);
     feed->ended = true;
     feed->changed.notify_all();
   }
-  std::unique_lock lock(mutex_);
-  readersDone_.wait(lock, [&] { return readers_ == 0; });
+  if (dispatcher.joinable()) dispatcher.join();
 }
 
 }  // namespace parley::service

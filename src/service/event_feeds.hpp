@@ -1,17 +1,21 @@
-// EventFeeds: one reader per watched thread's event log, fanned out to every event stream of
-// that thread. Internal to src/service/.
+// EventFeeds: every watched thread's event log, read by one dispatcher thread and fanned out to
+// every event stream of that thread. Internal to src/service/.
 //
-// A feed reads its thread's log with RunStore::waitForEvents (so it wakes on the store's
-// wake-ups: NOTIFY on PostgreSQL, this process's writes or polling on SQLite) and keeps the last
-// `bufferEvents` events, formatted once as Server-Sent Events. A stream that asks for events the
-// buffer no longer holds (a client resuming from far behind) reads them from the store itself,
-// then joins the buffer. A thousand clients of one thread cost one reader, not a thousand.
+// The dispatcher has one wake-up source for all the threads followed (RunStore's
+// eventsGeneration(): this process's writes, NOTIFY on PostgreSQL): at each wake-up, and every
+// pollMax when other processes' writes wake no one (SQLite), it asks the last sequence number of
+// every followed thread in one query (RunStore::lastEventSeqs) and reads the events of those that
+// moved. Idle streams thus cost one query per wake-up for all of them, not a poll each. A feed
+// keeps the last `bufferEvents` events, formatted once as Server-Sent Events; a stream that asks
+// for events the buffer no longer holds (a client resuming from far behind) reads them from the
+// store itself, then joins the buffer. A thousand clients of one thread cost one buffer.
 //
-// Ownership: the Service owns its EventFeeds; each feed's reader thread ends when its last
-// stream does (or at stop()).
+// Ownership: the Service owns its EventFeeds; a feed ends when its last stream does (or at
+// stop()); the dispatcher runs from the first subscribe() until stop().
 // Thread-safety: every member may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -22,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "parley/run_store.hpp"
@@ -53,24 +58,33 @@ class EventFeeds {
   Batch next(const Subscription& feed, int64_t after,
              std::chrono::steady_clock::time_point deadline);
 
-  // Ends every feed (their streams see `ended`) and waits for the readers. Idempotent.
+  // Ends every feed (their streams see `ended`) and joins the dispatcher. Idempotent.
   void stop();
   size_t streams() const;  // subscriptions now
 
+  // What the dispatcher did (for /metrics and tests): its polls (one lastEventSeqs() query for
+  // every followed thread each) and the event reads those led to.
+  uint64_t polls() const { return polls_.load(); }
+  uint64_t reads() const { return reads_.load(); }
+
  private:
-  void read(std::shared_ptr<Feed> feed);
+  void dispatch();
+  // One poll: the followed threads' last sequence numbers, then the events of those that moved.
+  // True if a thread has more events than one read took (poll again at once).
+  bool poll();
   std::shared_ptr<const std::string> format(const StoredEvent& event) const;
 
   std::shared_ptr<RunStore> runs_;
   size_t maxEventBytes_;
   size_t bufferEvents_;
   std::function<void(const std::string&)> log_;
-  mutable std::mutex mutex_;  // feeds_, subscribers counts, readers_, stopping_
-  std::condition_variable readersDone_;
+  mutable std::mutex mutex_;  // feeds_, subscribers counts, stopping_, dispatcher_
   std::map<std::string, std::shared_ptr<Feed>> feeds_;
-  size_t readers_ = 0;
   size_t streams_ = 0;
   bool stopping_ = false;
+  std::thread dispatcher_;
+  std::atomic<uint64_t> polls_{0};
+  std::atomic<uint64_t> reads_{0};
 };
 
 }  // namespace parley::service

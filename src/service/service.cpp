@@ -1,17 +1,20 @@
 // The HTTP routes of `parley serve` (docs/service.md): threads, runs, event streams, health,
 // metrics and the chat page, with authentication, rate limits and caps in front of them.
-#include "parley/service.hpp"
+#include "service/service.hpp"
 
 #include <arpa/inet.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <charconv>
+#include <cstring>
 #include <iostream>
 #include <mutex>
 #include <thread>
 
-#include "mock/closable_server.hpp"
+#include "http/server.hpp"
+#include "model/blanks.hpp"
 #include "parley/context_ops.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
@@ -90,19 +93,32 @@ std::optional<int64_t> parseInt(const std::string& text) {
 struct Service::Impl {
   std::shared_ptr<RunStore> runs;
   ServiceOptions options;
-  mock::ClosableServer server;
+  std::unique_ptr<http::Server> server;  // made by install()
   std::unique_ptr<EventFeeds> feeds;
   RateLimiter limiter;
+  RateLimiter authFailures;  // per client address
+  // The Host names allowed (lower case; with and without the port once it is known), or none
+  // to allow any (allowAnyHost).
+  std::vector<std::string> hostNames;
+  bool allowAnyHost = false;
+  std::atomic<bool> hostsReady{false};  // hostNames and allowAnyHost are set
+  // /healthz: the last integrity check's time and its failure ("" when it passed).
+  std::mutex healthMutex;
+  std::chrono::steady_clock::time_point checkedAt{};
+  bool checked = false;
+  std::string damage;
   ServiceMetrics metrics;
   std::atomic<bool> stopping{false};
   bool started = false;
-  int port = 0;
+  std::atomic<int> port{0};
   std::mutex stopMutex;
 
   Impl(std::shared_ptr<RunStore> r, ServiceOptions o)
       : runs(std::move(r)),
         options(std::move(o)),
-        limiter(options.ratePerSecond, options.rateBurst) {
+        limiter(options.ratePerSecond, options.rateBurst),
+        authFailures(options.authFailuresPerSecond, options.authFailureBurst, {},
+                     options.maxRateLimitedClients) {
     feeds = std::make_unique<EventFeeds>(runs, options.maxEventBytes, 4'096, options.log);
   }
 
@@ -472,12 +488,37 @@ struct Service::Impl {
     }
     const std::string follow = req.get_param_value("follow");
     if (follow == "false" || follow == "0") {
-      // The events there are (one page), then the end: for scripts and curl.
-      std::string out;
-      for (const auto& e : runs->readEvents(threadId, after))
-        out += service::formatSseEvent(e, options.maxEventBytes);
+      // The events there are (one page of the store's maxEventsPerCall), then the end: for
+      // scripts and curl. Sent a few at a time as they are read, never built whole.
+      struct Page {
+        int64_t after;
+        size_t left;
+      };
+      auto page = std::make_shared<Page>(Page{after, runs->options().limits.maxEventsPerCall});
       res.set_header("Cache-Control", "no-cache");
-      res.set_content(out, "text/event-stream");
+      res.set_chunked_content_provider("text/event-stream", [this, threadId, page](
+                                                                size_t, httplib::DataSink& sink) {
+        constexpr size_t kBatch = 8;  // events per write: at most 8 x maxEventBytes held
+        std::vector<StoredEvent> events;
+        if (page->left > 0) {
+          try {
+            events = runs->readEvents(threadId, page->after, std::min(kBatch, page->left));
+          } catch (const std::exception& e) {
+            log("parley serve: reading events of a thread: " + std::string(e.what()));
+            return false;  // the connection ends: the client sees a cut stream
+          }
+        }
+        if (events.empty()) {
+          sink.done();
+          return true;
+        }
+        std::string out;
+        for (const auto& e : events)
+          out += service::formatSseEvent(e, options.maxEventBytes);
+        page->after = events.back().seq;
+        page->left = events.size() < std::min(kBatch, page->left) ? 0 : page->left - events.size();
+        return sink.write(out.data(), out.size());
+      });
       return;
     }
     if (feeds->streams() >= options.maxStreams) {
@@ -530,11 +571,30 @@ struct Service::Impl {
   void health(httplib::Response& res) {
     try {
       runs->threads().threadInfo("healthz");
+      checkIntegrity();
       sendJson(res, 200, {{"status", "ok"}});
     } catch (const std::exception& e) {
       log(std::string("parley serve: health check: ") + e.what());
       sendJson(res, 503, {{"status", "unavailable"}});
     }
+  }
+
+  // The whole database, at most every integrityCheckEvery (a check reads every page); throws
+  // while the last check failed. Concurrent probes wait for the one check running.
+  void checkIntegrity() {
+    std::lock_guard lock(healthMutex);
+    const auto now = std::chrono::steady_clock::now();
+    if (!checked || now - checkedAt >= options.integrityCheckEvery) {
+      try {
+        runs->checkIntegrity();
+        damage.clear();
+      } catch (const std::exception& e) {
+        damage = e.what();
+      }
+      checked = true;
+      checkedAt = now;
+    }
+    if (!damage.empty()) throw StoreError(damage);
   }
 
   // --- plumbing -------------------------------------------------------------------------------
@@ -566,14 +626,107 @@ struct Service::Impl {
     res.set_header("Vary", "Origin");
   }
 
-  // Authentication and the rate limit, before any route; Handled when refused.
+  static std::string lower(std::string text) {
+    for (char& c : text)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return text;
+  }
+
+  // The names a Host header may give (ServiceOptions::allowedHosts), once the port is known.
+  void allowHosts() {
+    std::vector<std::string> names = options.allowedHosts;
+    if (names.empty()) {
+      if (!options.authTokens.empty() && !isLoopback(options.host)) {
+        allowAnyHost = true;  // reachable by any name; the token guards it
+        return;
+      }
+      names = {"localhost", "127.0.0.1", "[::1]"};
+      names.push_back(options.host.find(':') != std::string::npos ? "[" + options.host + "]"
+                                                                  : options.host);
+    }
+    for (const auto& name : names) {
+      if (name == "*") allowAnyHost = true;
+      hostNames.push_back(lower(name));
+      // A name without a port also stands for itself with the service's port.
+      const bool hasPort = name.back() != ']' && name.find(':') != std::string::npos &&
+                           std::count(name.begin(), name.end(), ':') == 1;
+      if (!hasPort) hostNames.push_back(lower(name) + ":" + std::to_string(port.load()));
+    }
+  }
+
+  bool hostAllowed(const std::string& host) const {
+    if (!hostsReady) return false;
+    if (allowAnyHost) return true;
+    const std::string given = lower(host);
+    return std::find(hostNames.begin(), hostNames.end(), given) != hostNames.end();
+  }
+
+  // Cross-site requests: a state-changing request from a page of another origin is refused,
+  // whether or not a preflight would have been asked (a text/plain POST or a form asks none).
+  // Its Origin must be the service's own (the Host it was sent to) or corsOrigin.
+  bool originAllowed(const httplib::Request& req) const {
+    if (!req.has_header("Origin")) return true;  // not a browser, or a same-origin GET
+    const std::string origin = req.get_header_value("Origin");
+    if (!options.corsOrigin.empty() && origin == options.corsOrigin) return true;
+    for (const char* scheme : {"http://", "https://"}) {
+      if (origin.rfind(scheme, 0) == 0) {
+        return lower(origin.substr(std::strlen(scheme))) == lower(req.get_header_value("Host"));
+      }
+    }
+    return false;  // "null" (a sandboxed page, a file) or anything else
+  }
+
+  static bool changesState(const std::string& method) {
+    return method != "GET" && method != "HEAD" && method != "OPTIONS";
+  }
+
+  httplib::Server::HandlerResponse refuse(httplib::Response& res, const ApiError& e) {
+    sendError(res, e);
+    return httplib::Server::HandlerResponse::Handled;
+  }
+
+  // The checks before any route; Handled when refused: the Host (DNS rebinding), the Origin and
+  // the media type of state-changing requests (cross-site requests), authentication (with the
+  // failure rate limit per client address) and the rate limit per token.
   httplib::Server::HandlerResponse admit(const httplib::Request& req, httplib::Response& res) {
     metrics.requestStarted();
     cors(res);
+    if (!hostAllowed(req.get_header_value("Host"))) {
+      return refuse(res, ApiError(403, "permission_error", "host_not_allowed",
+                                  "this service does not answer to the Host '" +
+                                      req.get_header_value("Host").substr(0, 256) +
+                                      "' (ServiceOptions::allowedHosts, --allowed-host)"));
+    }
     if (req.method == "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;
+    if (changesState(req.method)) {
+      if (!originAllowed(req)) {
+        return refuse(res, ApiError(403, "permission_error", "origin_not_allowed",
+                                    "a state-changing request from the origin '" +
+                                        req.get_header_value("Origin").substr(0, 256) +
+                                        "' is refused (ServiceOptions::corsOrigin, --cors)"));
+      }
+      std::string type = req.get_header_value("Content-Type");
+      type = lower(std::string(detail::trimBlanks(type.substr(0, type.find(';')))));
+      if ((req.method == "POST" || req.method == "PUT" || req.method == "PATCH") &&
+          type != "application/json") {
+        return refuse(
+            res, ApiError(415, "invalid_request_error", "unsupported_media_type",
+                          "a " + req.method + " request must have Content-Type: application/json"));
+      }
+    }
     const bool open = req.path == "/" || req.path == "/healthz";
     std::string key;
     if (!options.authTokens.empty() && !open) {
+      // Failed authentication is limited per client address: once it ran out, every
+      // authenticated request of that address waits (a right token as much as a wrong one, or
+      // the answer would tell a guess right).
+      const std::string client = "addr:" + req.remote_addr;
+      if (const auto wait = authFailures.peek(client); wait.count() > 0) {
+        res.set_header("Retry-After", std::to_string((wait.count() + 999) / 1000));
+        return refuse(res, ApiError(429, "rate_limit_error", "too_many_failed_authentications",
+                                    "too many failed authentications from this address; try "
+                                    "again later"));
+      }
       std::string given;
       const std::string header = req.get_header_value("Authorization");
       if (header.rfind("Bearer ", 0) == 0) {
@@ -585,11 +738,12 @@ struct Service::Impl {
       for (size_t i = 0; i < options.authTokens.size(); ++i)
         if (sameToken(given, options.authTokens[i])) which = i;
       if (which == options.authTokens.size()) {
+        authFailures.take(client);
         res.set_header("WWW-Authenticate", "Bearer");
-        sendError(res, ApiError(401, "authentication_error", "invalid_token",
-                                given.empty() ? "this service wants Authorization: Bearer <token>"
-                                              : "the bearer token is not one of this service's"));
-        return httplib::Server::HandlerResponse::Handled;
+        return refuse(res,
+                      ApiError(401, "authentication_error", "invalid_token",
+                               given.empty() ? "this service wants Authorization: Bearer <token>"
+                                             : "the bearer token is not one of this service's"));
       }
       key = "token:" + std::to_string(which);
     }
@@ -599,31 +753,41 @@ struct Service::Impl {
       const auto wait = limiter.take(key);
       if (wait.count() > 0) {
         res.set_header("Retry-After", std::to_string((wait.count() + 999) / 1000));
-        sendError(res, ApiError(429, "rate_limit_error", "rate_limited",
-                                "too many requests: " + std::to_string(options.ratePerSecond) +
-                                    " per second allowed (burst " +
-                                    std::to_string(options.rateBurst) + ")"));
-        return httplib::Server::HandlerResponse::Handled;
+        return refuse(res, ApiError(429, "rate_limit_error", "rate_limited",
+                                    "too many requests: " + std::to_string(options.ratePerSecond) +
+                                        " per second allowed (burst " +
+                                        std::to_string(options.rateBurst) + ")"));
       }
     }
     return httplib::Server::HandlerResponse::Unhandled;
   }
 
   void install() {
-    const int threads =
-        options.threads > 0 ? options.threads : static_cast<int>(options.maxStreams) + 64;
-    server.new_task_queue = [n = threads] {
-      return new httplib::ThreadPool(static_cast<size_t>(n));
+    http::ServerLimits limits;
+    limits.workers = options.threads > 0 ? static_cast<size_t>(options.threads) : 16;
+    // The service's own cap (too_many_streams) answers first; the front's is the backstop, with
+    // room for the requests that are refused on such a thread.
+    limits.maxLongLived = options.maxStreams + 64;
+    limits.maxBodyBytes = options.maxBodyBytes;
+    limits.maxConnections = options.maxConnections;
+    limits.headTimeout = options.headTimeout;
+    limits.maxHeadBytes = options.maxHeadBytes;
+    limits.maxHeaders = options.maxHeaders;
+    limits.idleTimeout = options.keepAlive;
+    // A followed event stream holds its connection for long: a thread of its own.
+    limits.longLived = [](std::string_view method, std::string_view target) {
+      const std::string_view path = target.substr(0, target.find('?'));
+      const std::string_view query =
+          target.find('?') == std::string_view::npos ? "" : target.substr(target.find('?'));
+      return method == "GET" && path.ends_with("/events") &&
+             query.find("follow=false") == std::string_view::npos &&
+             query.find("follow=0") == std::string_view::npos;
     };
+    server = std::make_unique<http::Server>(limits);
+    auto& server = *this->server;
     server.set_keep_alive_max_count(1000);
     server.set_keep_alive_timeout(std::max<time_t>(
         1, std::chrono::duration_cast<std::chrono::seconds>(options.keepAlive).count()));
-    server.set_tcp_nodelay(true);
-    server.set_payload_max_length(options.maxBodyBytes);
-    server.set_socket_options([](socket_t sock) {
-      int yes = 1;
-      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    });
     server.set_pre_routing_handler(
         [this](const httplib::Request& req, httplib::Response& res) { return admit(req, res); });
     server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
@@ -665,7 +829,17 @@ struct Service::Impl {
     server.Get("/healthz",
                [this](const httplib::Request&, httplib::Response& res) { health(res); });
     server.Get("/metrics", route([this](const httplib::Request&, httplib::Response& res) {
-                 res.set_content(metrics.render(runs->countRuns(), feeds->streams()),
+                 res.set_content(metrics.render(runs->countRuns(), feeds->streams()) +
+                                     "# HELP parley_event_log_polls_total Polls of the followed "
+                                     "threads' event logs (one query for all).\n"
+                                     "# TYPE parley_event_log_polls_total counter\n"
+                                     "parley_event_log_polls_total " +
+                                     std::to_string(feeds->polls()) +
+                                     "\n# HELP parley_event_log_reads_total Reads of a followed "
+                                     "thread's events after a poll saw it move.\n"
+                                     "# TYPE parley_event_log_reads_total counter\n"
+                                     "parley_event_log_reads_total " +
+                                     std::to_string(feeds->reads()) + "\n",
                                  "text/plain; version=0.0.4");
                }));
     server.Post("/v1/threads", route([this](auto& q, auto& r) { createThread(q, r); }));
@@ -698,8 +872,28 @@ Service::Service(std::shared_ptr<RunStore> runs, ServiceOptions options) {
     if (token.size() < 16) throw ValidationError("authTokens", "a token must be 16 bytes at least");
   }
   if (options.port < 0 || options.port > 65535) throw ValidationError("port", "must be 0 to 65535");
-  if (options.threads < 0 || options.threads == 1) {
-    throw ValidationError("threads", "must be 0 (maxStreams + 64) or at least 2");
+  if (options.threads < 0) throw ValidationError("threads", "must be 0 (16) or positive");
+  if (options.maxConnections == 0) throw ValidationError("maxConnections", "must be positive");
+  if (options.maxHeadBytes < 256) throw ValidationError("maxHeadBytes", "must be 256 at least");
+  if (options.maxHeaders == 0) throw ValidationError("maxHeaders", "must be positive");
+  if (options.headTimeout.count() <= 0) throw ValidationError("headTimeout", "must be positive");
+  if (options.keepAlive.count() <= 0) throw ValidationError("keepAlive", "must be positive");
+  if (options.authFailuresPerSecond < 0) {
+    throw ValidationError("authFailuresPerSecond", "must not be negative");
+  }
+  if (options.maxRateLimitedClients == 0) {
+    throw ValidationError("maxRateLimitedClients", "must be positive");
+  }
+  for (const auto& name : options.allowedHosts) {
+    const bool ok =
+        !name.empty() && name.size() <= 255 && std::all_of(name.begin(), name.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' ||
+                 c == '[' || c == ']' || c == '*' || c == '_';
+        });
+    if (!ok) {
+      throw ValidationError("allowedHosts",
+                            "'" + name + "' is not a host name (name or name:port)");
+    }
   }
   if (options.maxBodyBytes == 0) throw ValidationError("maxBodyBytes", "must be positive");
   if (options.maxEventBytes < 256) throw ValidationError("maxEventBytes", "must be 256 at least");
@@ -718,7 +912,11 @@ Service::~Service() {
 void Service::start() {
   Impl& s = *impl_;
   if (s.started) throw ValidationError("start", "called twice");
-  s.port = s.server.start(s.options.host, s.options.port, "parley serve");
+  s.port = s.server->start(s.options.host, s.options.port, "parley serve");
+  // The Host names are known once the port is; a request before that (someone who guessed the
+  // port) is refused.
+  s.allowHosts();
+  s.hostsReady = true;
   s.started = true;
 }
 
@@ -728,7 +926,7 @@ void Service::stop() {
   std::lock_guard lock(s.stopMutex);
   if (s.stopping.exchange(true)) return;
   s.feeds->stop();  // every stream ends
-  s.server.shutdown();
+  s.server->shutdown();
 }
 
 int Service::port() const {

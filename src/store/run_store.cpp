@@ -538,8 +538,18 @@ class RunStore::Wakeups {
     {
       std::lock_guard lock(mutex_);
       ++generations_[bucket];
+      if (bucket != kRuns) ++anyEvents_;
     }
     changed_.notify_all();
+  }
+  uint64_t anyEvents() {
+    std::lock_guard lock(mutex_);
+    return anyEvents_;
+  }
+  bool waitAnyEvents(uint64_t seen, std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_until(lock, deadline, [&] { return anyEvents_ != seen || stopping_; }) &&
+           anyEvents_ != seen;
   }
   // The runs generation as this thread's last claim began: waitForRuns waits for it to change,
   // so that a run announced between that claim's read and the wait is not slept through.
@@ -579,6 +589,7 @@ class RunStore::Wakeups {
       std::lock_guard lock(mutex_);
       for (auto& generation : generations_)
         ++generation;
+      ++anyEvents_;
     }
     changed_.notify_all();
   }
@@ -619,6 +630,7 @@ class RunStore::Wakeups {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::array<uint64_t, kBuckets> generations_{};
+  uint64_t anyEvents_ = 0;                                   // moves with every events bucket
   std::unordered_map<std::thread::id, uint64_t> claimedAt_;  // one entry per claiming thread
   bool stopping_ = false;
   std::once_flag started_;
@@ -1359,6 +1371,61 @@ std::vector<StoredEvent> RunStore::waitForEvents(const std::string& threadId, in
     if (!listening) interval = std::min(interval * 2, options_.pollMax);
     wakeups_->waitChange(bucket, seen, std::min(deadline, now + pause));
   }
+}
+
+std::vector<std::optional<int64_t>> RunStore::lastEventSeqs(
+    std::span<const std::string> threadIds) {
+  constexpr size_t kPerQuery = 256;
+  std::vector<std::optional<int64_t>> out(threadIds.size());
+  for (size_t from = 0; from < threadIds.size(); from += kPerQuery) {
+    const size_t to = std::min(threadIds.size(), from + kPerQuery);
+    std::string sql = "SELECT id, last_event_seq FROM parley_threads WHERE deleted = 0 AND id IN (";
+    detail::SqlParams params;
+    for (size_t i = from; i < to; ++i) {
+      sql += (i == from ? "$" : ", $") + std::to_string(i - from + 1);
+      params.emplace_back(threadIds[i]);
+    }
+    sql += ")";
+    std::unordered_map<std::string, int64_t> found;
+    engine_->transaction(false, [&](SqlConnection& c) {
+      found.clear();
+      for (const auto& row : c.query(sql, params))
+        found[asText(row.at(0))] = asInt(row.at(1));
+    });
+    for (size_t i = from; i < to; ++i) {
+      auto it = found.find(threadIds[i]);
+      if (it != found.end()) out[i] = it->second;
+    }
+  }
+  return out;
+}
+
+uint64_t RunStore::eventsGeneration() {
+  wakeups_->listening();  // PostgreSQL: start listening on first use
+  return wakeups_->anyEvents();
+}
+
+bool RunStore::waitForEventsChange(uint64_t seen, std::chrono::milliseconds timeout) {
+  return wakeups_->waitAnyEvents(seen, std::chrono::steady_clock::now() + timeout);
+}
+
+bool RunStore::eventsPushed() {
+  return wakeups_->listening();
+}
+
+void RunStore::checkIntegrity() {
+  engine_->transaction(false, [&](SqlConnection& c) {
+    if (c.dialect() == detail::SqlDialect::Sqlite) {
+      const auto rows = c.query("PRAGMA quick_check", {});
+      if (rows.empty() || asText(rows[0].at(0)) != "ok") {
+        throw StoreError("store: the database is damaged (quick_check: " +
+                         (rows.empty() ? std::string("no answer") : asText(rows[0].at(0))) + ")");
+      }
+      return;
+    }
+    for (const char* table : {"parley_threads", "parley_runs", "parley_events"})
+      c.query(std::string("SELECT 1 FROM ") + table + " LIMIT 1", {});
+  });
 }
 
 bool RunStore::waitForRuns(std::chrono::milliseconds timeout) {

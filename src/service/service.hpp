@@ -10,13 +10,18 @@
 //
 // Security: with `authTokens` every /v1 route wants `Authorization: Bearer <one of them>`;
 // without, the service only binds to a loopback address (the constructor refuses another).
-// Request bodies, events and streams are capped, each token is rate limited, CORS headers are sent
-// only for `corsOrigin`, ids are checked before they reach the store, and nothing of a model's
-// configuration (API keys) is ever answered.
+// Requests are read by a hardened front (src/http/server.hpp: head deadline and caps, a
+// connection cap, bodies capped as read, a bounded worker pool) before any route runs. Only the
+// service's own Host names are served (DNS rebinding), a state-changing request must be
+// `application/json` and come from no foreign Origin (cross-site requests), failed
+// authentication is rate limited per client address, each token is rate limited, CORS headers
+// are sent only for `corsOrigin`, ids are checked before they reach the store, and nothing of a
+// model's configuration (API keys) is ever answered. docs/service.md has the policy.
 //
+// Internal (not installed: src/service/, library parley_service); `parley serve` is its host.
 // Ownership: the caller owns the service; it shares the RunStore.
 // Thread-safety: start(), stop() and the accessors may be called from any thread; requests are
-// served on the service's own pool of `threads` threads (one per open connection).
+// served on a pool of `threads` threads, each open event stream on a thread of its own.
 // Lifetime: the destructor stops the service.
 #pragma once
 
@@ -37,12 +42,24 @@ struct ServiceOptions {
   int port = 0;                    // 0: any free port (read it back with port())
   // Bearer tokens, any of which a request may present; empty: no authentication (loopback).
   std::vector<std::string> authTokens{};
-  // "" sends no CORS headers; else the one origin allowed (Access-Control-Allow-Origin).
+  // "" sends no CORS headers; else the one origin allowed (Access-Control-Allow-Origin), which
+  // may then also send state-changing requests.
   std::string corsOrigin{};
-  // Connections served at once (an open event stream holds one); 0: maxStreams + 64, so that
-  // requests are still served while every stream is open.
+  // The names a request's Host may give (DNS rebinding): "name" or "name:port" ("[::1]" for an
+  // IPv6 address); "*" allows any. Empty: the loopback names (localhost, 127.0.0.1, [::1]) and
+  // `host`, with the bound port; with authTokens on an address that is not loopback, any.
+  // Past it: 403 host_not_allowed.
+  std::vector<std::string> allowedHosts{};
+  // Threads serving requests (an event stream has a thread of its own, up to maxStreams);
+  // 0: 16.
   int threads = 0;
-  size_t maxBodyBytes = 1 << 20;     // a request body; past it: 413
+  size_t maxBodyBytes = 1 << 20;  // a request body, sized or chunked; past it: 413
+  // The HTTP front (docs/service.md): connections open at once, the time and size of a request's
+  // head (request line and headers), and how long a keep-alive connection may idle.
+  size_t maxConnections = 4'096;
+  std::chrono::milliseconds headTimeout{10'000};  // past it: 408
+  size_t maxHeadBytes = 16 << 10;                 // past it: 431
+  size_t maxHeaders = 100;                        // header lines; past it: 431
   size_t maxEventBytes = 256 << 10;  // one event's data as sent; past it the event's payload is
                                      // replaced by {"truncated": true, "bytes": n}
   size_t maxStreams = 1'000;         // event streams open at once; past it: 503
@@ -51,12 +68,22 @@ struct ServiceOptions {
   // counted.
   double ratePerSecond = 50;
   double rateBurst = 100;
+  // Failed authentications per client address: authFailureBurst at once, then one per
+  // 1/authFailuresPerSecond; past it every authenticated request of that address gets 429 with
+  // Retry-After, whatever its token, until the bucket refills. A table of at most
+  // maxRateLimitedClients addresses.
+  double authFailuresPerSecond = 0.2;
+  double authFailureBurst = 10;
+  size_t maxRateLimitedClients = 10'000;
   size_t maxPage = 1'000;  // GET /v1/threads?limit=
   size_t maxIdBytes = 128;
   // A comment line on an idle event stream this often, so that proxies keep it open.
   std::chrono::milliseconds heartbeat{15'000};
   // An idle keep-alive connection is closed after this long.
   std::chrono::milliseconds keepAlive{5'000};
+  // /healthz checks the whole database (SQLite: PRAGMA quick_check) at most this often, and
+  // answers from the last check meanwhile (a cheap read is done every time).
+  std::chrono::milliseconds integrityCheckEvery{60'000};
   Logger log{};  // diagnostics; null: stderr
 };
 

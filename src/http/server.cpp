@@ -1,0 +1,698 @@
+#include "http/server.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "model/blanks.hpp"
+#include "parley/errors.hpp"
+
+namespace parley::http {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Read this much at a time from a socket.
+constexpr size_t kReadChunk = 16 << 10;
+// A chunk-size line (hex digits and extensions) longer than this is refused.
+constexpr size_t kMaxChunkLine = 1'024;
+// After an error answer the loop reads (and drops) what the client still sends for this long,
+// so that closing does not reset the connection before the client reads the answer.
+constexpr std::chrono::milliseconds kLinger{1'000};
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+void addressOf(int sock, bool peer, std::string& ip, int& port) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  const int rc = peer ? ::getpeername(sock, reinterpret_cast<sockaddr*>(&addr), &len)
+                      : ::getsockname(sock, reinterpret_cast<sockaddr*>(&addr), &len);
+  if (rc != 0) return;
+  char host[NI_MAXHOST];
+  char serv[NI_MAXSERV];
+  if (::getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof host, serv, sizeof serv,
+                    NI_NUMERICHOST | NI_NUMERICSERV) == 0) {
+    ip = host;
+    port = std::atoi(serv);
+  }
+}
+
+// A complete request, read by the loop, as httplib parses it; writes go to the socket (non-
+// blocking: each waits up to `writeTimeout` for room).
+class RequestStream : public httplib::Stream {
+ public:
+  RequestStream(int sock, std::string request, std::chrono::milliseconds writeTimeout)
+      : sock_(sock), request_(std::move(request)), writeTimeout_(writeTimeout) {}
+
+  bool is_readable() const override { return at_ < request_.size(); }
+  bool is_writable() const override {
+    pollfd p{sock_, POLLOUT, 0};
+    int n;
+    do {
+      n = ::poll(&p, 1, static_cast<int>(writeTimeout_.count()));
+    } while (n < 0 && errno == EINTR);
+    return n > 0 && (p.revents & (POLLERR | POLLHUP)) == 0;
+  }
+  ssize_t read(char* ptr, size_t size) override {
+    const size_t n = std::min(size, request_.size() - at_);
+    std::memcpy(ptr, request_.data() + at_, n);
+    at_ += n;
+    return static_cast<ssize_t>(n);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    for (;;) {
+      const ssize_t n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
+      if (n >= 0) return n;
+      if (errno == EINTR) continue;
+      if ((errno != EAGAIN && errno != EWOULDBLOCK) || !is_writable()) return -1;
+    }
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    addressOf(sock_, true, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    addressOf(sock_, false, ip, port);
+  }
+  socket_t socket() const override { return sock_; }
+
+ private:
+  int sock_;
+  std::string request_;
+  size_t at_ = 0;
+  std::chrono::milliseconds writeTimeout_;
+};
+
+std::string errorAnswer(int status, const char* reason, const char* code,
+                        const std::string& message) {
+  std::string escaped;
+  for (char c : message)
+    escaped += c == '"' ? std::string("\\\"") : std::string(1, c);
+  const std::string body = R"({"error":{"message":")" + escaped +
+                           R"(","type":"invalid_request_error","code":")" + code + "\"}}";
+  return "HTTP/1.1 " + std::to_string(status) + " " + reason +
+         "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\nConnection: close\r\n\r\n" + body;
+}
+
+}  // namespace
+
+struct Server::Front {
+  enum class State { Head, Body, Busy, Idle, Closing };
+
+  struct Conn {
+    int fd = -1;
+    uint64_t id = 0;
+    State state = State::Head;
+    Clock::time_point since{};     // when this state began (eviction order)
+    Clock::time_point deadline{};  // of the state
+    std::string in;                // read and not yet consumed
+    // The head being read.
+    size_t scanned = 0;  // bytes of `in` searched for the head's end
+    // The head read, its body being read.
+    std::string head;  // as handed to httplib (Transfer-Encoding and Expect removed)
+    std::string method;
+    std::string target;
+    bool chunked = false;
+    size_t length = 0;  // Content-Length
+    std::string body;
+    enum class Chunk { Size, Data, DataEnd, Trailers } chunk = Chunk::Size;
+    size_t chunkLeft = 0;
+    size_t trailerBytes = 0;
+  };
+
+  Server& server;
+  ServerLimits limits;
+  int listenFd = -1;
+  int epollFd = -1;
+  int wakeFd = -1;
+  std::thread loop;
+  std::atomic<bool> stopping{false};
+  uint64_t nextId = 1;
+  std::unordered_map<int, std::shared_ptr<Conn>> conns;  // the loop's; by fd
+  std::atomic<size_t> open{0};
+
+  // Hand-offs between the loop and the workers.
+  std::mutex mutex;
+  std::condition_variable work;
+  std::condition_variable threadsDone;
+  std::deque<std::pair<std::shared_ptr<Conn>, std::string>> queue;  // connection, request
+  std::vector<std::pair<std::shared_ptr<Conn>, bool>> returned;     // connection, keep it
+  std::vector<std::thread> workers;
+  size_t longLived = 0;  // stream threads running
+
+  Front(Server& s, ServerLimits l) : server(s), limits(std::move(l)) {}
+
+  void wake() const {
+    const uint64_t one = 1;
+    (void)!::write(wakeFd, &one, sizeof one);
+  }
+
+  // --- the loop ---------------------------------------------------------------------------------
+
+  void run() {
+    std::vector<epoll_event> events(256);
+    while (!stopping) {
+      const int timeout = sweep();
+      const int n = ::epoll_wait(epollFd, events.data(), static_cast<int>(events.size()), timeout);
+      if (n < 0 && errno != EINTR) break;
+      for (int i = 0; i < n; ++i) {
+        const int fd = events[i].data.fd;
+        if (fd == listenFd) {
+          acceptAll();
+        } else if (fd == wakeFd) {
+          uint64_t count;
+          (void)!::read(wakeFd, &count, sizeof count);
+          takeReturned();
+        } else {
+          auto found = conns.find(fd);
+          if (found != conns.end()) readable(found->second);
+        }
+      }
+    }
+    // Stopping: every connection goes; a worker writing to one sees its write fail.
+    for (auto& [fd, conn] : conns) {
+      if (conn->state == State::Busy) {
+        ::shutdown(fd, SHUT_RDWR);
+      } else {
+        ::close(fd);
+      }
+    }
+  }
+
+  void watch(const std::shared_ptr<Conn>& conn) {
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.fd = conn->fd;
+    ::epoll_ctl(epollFd, EPOLL_CTL_ADD, conn->fd, &ev);
+  }
+
+  void close(const std::shared_ptr<Conn>& conn) {
+    ::epoll_ctl(epollFd, EPOLL_CTL_DEL, conn->fd, nullptr);
+    ::close(conn->fd);
+    conns.erase(conn->fd);
+    --open;
+  }
+
+  // Answers `text` (best effort: the socket is non-blocking) and closes after a short linger.
+  void refuse(const std::shared_ptr<Conn>& conn, const std::string& text) {
+    (void)!::send(conn->fd, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    ::shutdown(conn->fd, SHUT_WR);
+    conn->state = State::Closing;
+    conn->in.clear();
+    conn->since = Clock::now();
+    conn->deadline = conn->since + kLinger;
+  }
+
+  // Closes what passed its deadline; returns how long epoll may wait (ms).
+  int sweep() {
+    const auto now = Clock::now();
+    auto next = now + std::chrono::seconds(1);
+    std::vector<std::shared_ptr<Conn>> late;
+    for (auto& [fd, conn] : conns) {
+      if (conn->state == State::Busy) continue;
+      if (conn->deadline <= now) {
+        late.push_back(conn);
+      } else {
+        next = std::min(next, conn->deadline);
+      }
+    }
+    for (auto& conn : late) {
+      if (conn->state == State::Head || conn->state == State::Body) {
+        refuse(conn, errorAnswer(408, "Request Timeout", "request_timeout",
+                                 "the request was not received in time"));
+        next = std::min(next, conn->deadline);
+      } else {
+        close(conn);  // idle, or done lingering
+      }
+    }
+    return static_cast<int>(
+        std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now()).count() + 1);
+  }
+
+  void acceptAll() {
+    for (;;) {
+      const int fd = ::accept4(listenFd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        return;  // EAGAIN, or out of descriptors: the rest wait in the backlog
+      }
+      // Every write (headers, each flushed event) must leave at once: Nagle would hold small
+      // writes until the client's delayed ACK.
+      int yes = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+      auto conn = std::make_shared<Conn>();
+      conn->fd = fd;
+      conn->id = nextId++;
+      conn->since = Clock::now();
+      conn->deadline = conn->since + limits.headTimeout;
+      if (open >= limits.maxConnections && !evictOne()) {
+        const std::string text =
+            errorAnswer(503, "Service Unavailable", "too_many_connections",
+                        "the server holds " + std::to_string(limits.maxConnections) +
+                            " connections at most; try again later");
+        (void)!::send(fd, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        ::close(fd);
+        continue;
+      }
+      conns[fd] = conn;
+      ++open;
+      watch(conn);
+    }
+  }
+
+  // Makes room for a new connection: closes the longest idle one, else the one that has been
+  // sending its head longest (a slow client). False if every connection is busy.
+  bool evictOne() {
+    std::shared_ptr<Conn> victim;
+    for (State wanted : {State::Closing, State::Idle, State::Head}) {
+      for (auto& [fd, conn] : conns) {
+        if (conn->state == wanted && (!victim || conn->since < victim->since)) victim = conn;
+      }
+      if (victim) break;
+    }
+    if (!victim) return false;
+    close(victim);
+    return true;
+  }
+
+  void readable(const std::shared_ptr<Conn>& conn) {
+    char buffer[kReadChunk];
+    for (;;) {
+      const ssize_t n = ::recv(conn->fd, buffer, sizeof buffer, 0);
+      if (n == 0) {
+        close(conn);
+        return;
+      }
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        close(conn);
+        return;
+      }
+      if (conn->state == State::Closing) continue;  // drop it
+      if (conn->state == State::Idle) {
+        conn->state = State::Head;
+        conn->since = Clock::now();
+        conn->deadline = conn->since + limits.headTimeout;
+      }
+      conn->in.append(buffer, static_cast<size_t>(n));
+      if (!advance(conn)) return;  // handed off or refused
+    }
+  }
+
+  // Moves a connection on with what it has read; false once it left the loop's reading (handed
+  // to a worker, refused or closed).
+  bool advance(const std::shared_ptr<Conn>& conn) {
+    if (conn->state == State::Head && !readHead(conn)) return conn->state == State::Head;
+    if (conn->state == State::Body && !readBody(conn)) return conn->state == State::Body;
+    if (conn->state != State::Body) return false;
+    dispatch(conn);
+    return false;
+  }
+
+  // True when the head is complete and valid (state Body); false while more is needed or when
+  // it was refused.
+  bool readHead(const std::shared_ptr<Conn>& conn) {
+    // A leading empty line (after a previous request's body) is allowed.
+    while (conn->in.starts_with("\r\n"))
+      conn->in.erase(0, 2);
+    const size_t from = conn->scanned >= 3 ? conn->scanned - 3 : 0;
+    const size_t end = conn->in.find("\r\n\r\n", from);
+    const size_t headBytes = end == std::string::npos ? conn->in.size() : end + 4;
+    size_t lines = 0;
+    for (size_t i = 0; i < std::min(headBytes, conn->in.size()); ++i)
+      lines += conn->in[i] == '\n';
+    if (headBytes > limits.maxHeadBytes || lines > limits.maxHeaders + 2) {
+      refuse(conn,
+             errorAnswer(431, "Request Header Fields Too Large", "headers_too_large",
+                         "the request head is over " + std::to_string(limits.maxHeadBytes) +
+                             " bytes or " + std::to_string(limits.maxHeaders) + " header lines"));
+      return false;
+    }
+    if (end == std::string::npos) {
+      conn->scanned = conn->in.size();
+      return false;
+    }
+    const std::string raw = conn->in.substr(0, end + 2);  // through the last header's CRLF
+    conn->in.erase(0, end + 4);
+    conn->scanned = 0;
+    return parseHead(conn, raw);
+  }
+
+  bool parseHead(const std::shared_ptr<Conn>& conn, const std::string& raw) {
+    auto bad = [&](const std::string& why) {
+      refuse(conn, errorAnswer(400, "Bad Request", "bad_request", why));
+      return false;
+    };
+    const size_t lineEnd = raw.find("\r\n");
+    const std::string_view requestLine(raw.data(), lineEnd);
+    const size_t sp1 = requestLine.find(' ');
+    const size_t sp2 = requestLine.rfind(' ');
+    if (sp1 == std::string_view::npos || sp2 == sp1) return bad("a malformed request line");
+    conn->method = std::string(requestLine.substr(0, sp1));
+    conn->target = std::string(requestLine.substr(sp1 + 1, sp2 - sp1 - 1));
+    conn->head = std::string(requestLine) + "\r\n";
+    conn->chunked = false;
+    conn->length = 0;
+    bool sized = false;
+    bool expectContinue = false;
+    size_t at = lineEnd + 2;
+    while (at < raw.size()) {
+      const size_t next = raw.find("\r\n", at);
+      const std::string_view line(raw.data() + at, next - at);
+      at = next + 2;
+      const size_t colon = line.find(':');
+      if (colon == std::string_view::npos || colon == 0) return bad("a malformed header line");
+      const std::string_view name = line.substr(0, colon);
+      const std::string_view value = detail::trimBlanks(line.substr(colon + 1));
+      if (iequals(name, "Transfer-Encoding")) {
+        if (!iequals(value, "chunked")) return bad("Transfer-Encoding must be chunked");
+        conn->chunked = true;
+        continue;  // httplib reads the body as sized: the loop decodes it
+      }
+      if (iequals(name, "Expect")) {
+        expectContinue = iequals(value, "100-continue");
+        continue;  // answered here, before the body is read
+      }
+      if (iequals(name, "Content-Length")) {
+        if (sized) return bad("more than one Content-Length");
+        size_t n = 0;
+        if (value.empty() || value.size() > 18 ||
+            !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
+          return bad("Content-Length must be a number");
+        for (char c : value)
+          n = n * 10 + static_cast<size_t>(c - '0');
+        sized = true;
+        conn->length = n;
+      }
+      conn->head.append(line.data(), line.size());
+      conn->head += "\r\n";
+    }
+    if (sized && conn->chunked) return bad("both Content-Length and Transfer-Encoding");
+    if (conn->length > limits.maxBodyBytes) {
+      refuse(conn, tooLarge());
+      return false;
+    }
+    conn->state = State::Body;
+    conn->deadline = Clock::now() + limits.bodyTimeout;
+    conn->body.clear();
+    conn->chunk = Conn::Chunk::Size;
+    conn->chunkLeft = 0;
+    conn->trailerBytes = 0;
+    if (expectContinue && (conn->chunked || conn->length > 0)) {
+      static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      (void)!::send(conn->fd, kContinue.data(), kContinue.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    return true;
+  }
+
+  std::string tooLarge() const {
+    return errorAnswer(
+        413, "Payload Too Large", "body_too_large",
+        "the request body is over " + std::to_string(limits.maxBodyBytes) + " bytes");
+  }
+
+  // True when the body is complete; false while more is needed or when it was refused.
+  bool readBody(const std::shared_ptr<Conn>& conn) {
+    if (!conn->chunked) {
+      const size_t take = std::min(conn->length - conn->body.size(), conn->in.size());
+      conn->body.append(conn->in, 0, take);
+      conn->in.erase(0, take);
+      return conn->body.size() == conn->length;
+    }
+    auto bad = [&](const std::string& why) {
+      refuse(conn, errorAnswer(400, "Bad Request", "bad_request", why));
+      return false;
+    };
+    size_t at = 0;
+    bool done = false;
+    while (!done) {
+      if (conn->chunk == Conn::Chunk::Size) {
+        const size_t end = conn->in.find("\r\n", at);
+        if (end == std::string::npos) {
+          if (conn->in.size() - at > kMaxChunkLine) return bad("a chunk-size line is too long");
+          break;
+        }
+        std::string_view line(conn->in.data() + at, end - at);
+        line = detail::trimBlanks(line.substr(0, line.find(';')));
+        size_t size = 0;
+        if (line.empty() || line.size() > 15) return bad("a malformed chunk size");
+        for (char c : line) {
+          const int digit = std::isxdigit(static_cast<unsigned char>(c))
+                                ? (std::isdigit(static_cast<unsigned char>(c))
+                                       ? c - '0'
+                                       : std::tolower(static_cast<unsigned char>(c)) - 'a' + 10)
+                                : -1;
+          if (digit < 0) return bad("a malformed chunk size");
+          size = size * 16 + static_cast<size_t>(digit);
+        }
+        at = end + 2;
+        // Counted before the chunk is read: a body over the cap is refused at its first byte.
+        if (size > limits.maxBodyBytes - conn->body.size()) {
+          refuse(conn, tooLarge());
+          return false;
+        }
+        conn->chunkLeft = size;
+        conn->chunk = size == 0 ? Conn::Chunk::Trailers : Conn::Chunk::Data;
+      } else if (conn->chunk == Conn::Chunk::Data) {
+        const size_t take = std::min(conn->chunkLeft, conn->in.size() - at);
+        conn->body.append(conn->in, at, take);
+        at += take;
+        conn->chunkLeft -= take;
+        if (conn->chunkLeft > 0) break;
+        conn->chunk = Conn::Chunk::DataEnd;
+      } else if (conn->chunk == Conn::Chunk::DataEnd) {
+        if (conn->in.size() - at < 2) break;
+        if (conn->in.compare(at, 2, "\r\n") != 0) return bad("a chunk does not end with CRLF");
+        at += 2;
+        conn->chunk = Conn::Chunk::Size;
+      } else {  // trailers: dropped, each line counted against the head's cap
+        const size_t end = conn->in.find("\r\n", at);
+        if (end == std::string::npos) {
+          if (conn->trailerBytes + conn->in.size() - at > limits.maxHeadBytes)
+            return bad("the trailers are too long");
+          break;
+        }
+        conn->trailerBytes += end + 2 - at;
+        if (conn->trailerBytes > limits.maxHeadBytes) return bad("the trailers are too long");
+        done = end == at;
+        at = end + 2;
+      }
+    }
+    conn->in.erase(0, at);
+    if (!done) return false;
+    conn->head += "Content-Length: " + std::to_string(conn->body.size()) + "\r\n";
+    return true;
+  }
+
+  // Hands a complete request to a worker (or a thread of its own).
+  void dispatch(const std::shared_ptr<Conn>& conn) {
+    std::string request = std::move(conn->head);
+    request += "\r\n";
+    request += conn->body;
+    conn->body.clear();
+    conn->body.shrink_to_fit();
+    const bool isLong = limits.longLived && limits.longLived(conn->method, conn->target);
+    {
+      std::lock_guard lock(mutex);
+      const bool full = isLong ? longLived >= limits.maxLongLived : queue.size() >= limits.maxQueue;
+      if (full) {
+        refuse(conn, errorAnswer(503, "Service Unavailable", "server_busy",
+                                 isLong ? "too many long-lived requests; try again later"
+                                        : "too many requests waiting; try again later"));
+        return;
+      }
+      ::epoll_ctl(epollFd, EPOLL_CTL_DEL, conn->fd, nullptr);
+      conn->state = State::Busy;
+      if (isLong) {
+        ++longLived;
+        std::thread([this, conn, request = std::move(request)]() mutable {
+          serve(conn, std::move(request));
+          std::lock_guard lock(mutex);
+          --longLived;
+          threadsDone.notify_all();
+        }).detach();
+        return;
+      }
+      queue.emplace_back(conn, std::move(request));
+    }
+    work.notify_one();
+  }
+
+  void workerLoop() {
+    for (;;) {
+      std::pair<std::shared_ptr<Conn>, std::string> job;
+      {
+        std::unique_lock lock(mutex);
+        work.wait(lock, [&] { return stopping || !queue.empty(); });
+        if (queue.empty()) return;
+        job = std::move(queue.front());
+        queue.pop_front();
+      }
+      serve(job.first, std::move(job.second));
+    }
+  }
+
+  // Runs one request through httplib, then gives the connection back to the loop.
+  void serve(const std::shared_ptr<Conn>& conn, std::string request) {
+    bool keep = false;
+    if (!stopping) {
+      RequestStream stream(conn->fd, std::move(request), limits.writeTimeout);
+      bool closed = false;
+      try {
+        keep = server.process_request(stream, false, closed, nullptr) && !closed;
+      } catch (const std::exception&) {
+        keep = false;  // a handler's error httplib did not catch: drop the connection
+      }
+    }
+    {
+      std::lock_guard lock(mutex);
+      returned.emplace_back(conn, keep);
+    }
+    wake();
+  }
+
+  void takeReturned() {
+    std::vector<std::pair<std::shared_ptr<Conn>, bool>> back;
+    {
+      std::lock_guard lock(mutex);
+      back.swap(returned);
+    }
+    for (auto& [conn, keep] : back) {
+      if (!keep || stopping) {
+        ::close(conn->fd);
+        conns.erase(conn->fd);
+        --open;
+        continue;
+      }
+      conn->state = conn->in.empty() ? State::Idle : State::Head;
+      conn->since = Clock::now();
+      conn->deadline = conn->since + (conn->in.empty() ? limits.idleTimeout : limits.headTimeout);
+      watch(conn);
+      if (!conn->in.empty()) advance(conn);  // a pipelined request
+    }
+  }
+};
+
+Server::Server(ServerLimits limits) : front_(std::make_unique<Front>(*this, std::move(limits))) {
+  const ServerLimits& l = front_->limits;
+  if (l.workers == 0 || l.maxConnections == 0 || l.maxHeadBytes < 256 || l.maxHeaders == 0 ||
+      l.headTimeout.count() <= 0 || l.bodyTimeout.count() <= 0 || l.idleTimeout.count() <= 0 ||
+      l.writeTimeout.count() <= 0) {
+    throw ValidationError("limits", "every limit of an HTTP server must be positive");
+  }
+  set_payload_max_length(l.maxBodyBytes);
+}
+
+Server::~Server() {
+  shutdown();
+}
+
+const ServerLimits& Server::limits() const noexcept {
+  return front_->limits;
+}
+
+size_t Server::connections() const {
+  return front_->open;
+}
+
+int Server::start(const std::string& host, int port, const std::string& who) {
+  Front& f = *front_;
+  if (f.listenFd >= 0) throw Error(who + ": start() called twice");
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string where = host + ":" + std::to_string(port);
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found) {
+    throw Error(who + ": cannot resolve " + host);
+  }
+  int fd = -1;
+  for (addrinfo* a = found; a && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    // SO_REUSEADDR allows a quick restart on the same port; not SO_REUSEPORT, which would let a
+    // second server share a busy port silently.
+    int yes = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, SOMAXCONN) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(found);
+  if (fd < 0) throw Error(who + ": cannot listen on " + where);
+  std::string ip;
+  int bound = 0;
+  addressOf(fd, false, ip, bound);
+  f.listenFd = fd;
+  f.epollFd = ::epoll_create1(EPOLL_CLOEXEC);
+  f.wakeFd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  for (int watched : {f.listenFd, f.wakeFd}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = watched;
+    ::epoll_ctl(f.epollFd, EPOLL_CTL_ADD, watched, &ev);
+  }
+  // httplib ends a chunked response (an event stream) once svr_sock_ is invalid: it is valid
+  // from here until shutdown().
+  svr_sock_ = fd;
+  for (size_t i = 0; i < f.limits.workers; ++i)
+    f.workers.emplace_back([&f] { f.workerLoop(); });
+  f.loop = std::thread([&f] { f.run(); });
+  return bound;
+}
+
+void Server::shutdown() {
+  Front& f = *front_;
+  if (!f.loop.joinable()) return;
+  {
+    std::lock_guard lock(f.mutex);
+    f.stopping = true;
+  }
+  svr_sock_ = INVALID_SOCKET;
+  f.wake();
+  f.loop.join();  // closes the idle connections, shuts the busy ones down
+  f.work.notify_all();
+  for (auto& worker : f.workers)
+    worker.join();
+  {
+    std::unique_lock lock(f.mutex);
+    f.threadsDone.wait(lock, [&] { return f.longLived == 0; });
+  }
+  // What the workers gave back after the loop ended.
+  for (auto& [conn, keep] : f.returned)
+    ::close(conn->fd);
+  f.returned.clear();
+  ::close(f.listenFd);
+  ::close(f.epollFd);
+  ::close(f.wakeFd);
+}
+
+}  // namespace parley::http
