@@ -23,7 +23,7 @@ declare -A rank=(
 # The layer of each public header (include/parley/<name>.hpp). A public header that is not listed
 # here is itself a violation: every header must say where it belongs.
 declare -A public_layer=(
-  [errors]=model [event_names]=model [logger]=model [message]=model [part]=model [iso_time]=model [usage]=model [cache_diagnostic]=model [detail/persistent_vector]=model
+  [errors]=model [event_names]=model [logger]=model [message]=model [server_tools]=model [part]=model [iso_time]=model [usage]=model [cache_diagnostic]=model [detail/persistent_vector]=model
   [version]=model [json]=model [sse]=model [toml]=model
   [llm]=client [openai_client]=client [profiles]=client [transport]=client
   [anthropic_client]=client [responses_client]=client [protocol]=client

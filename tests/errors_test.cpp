@@ -54,7 +54,7 @@ TEST(ErrorCode, KindNamesRoundTrip) {
        {ErrorKind::Error, ErrorKind::Validation, ErrorKind::Http, ErrorKind::Connection,
         ErrorKind::Timeout, ErrorKind::Cancelled, ErrorKind::Protocol, ErrorKind::Store,
         ErrorKind::StoreConflict, ErrorKind::LeaseLost, ErrorKind::BudgetExceeded,
-        ErrorKind::StructuredOutput}) {
+        ErrorKind::StructuredOutput, ErrorKind::Refusal}) {
     EXPECT_EQ(errorKindFromString(toString(kind)), kind) << toString(kind);
   }
   EXPECT_EQ(errorKindFromString("teapot"), std::nullopt);
@@ -84,6 +84,17 @@ TEST(ErrorJson, HttpErrorKeepsStatusBodyAndApiFields) {
   EXPECT_EQ(back.requestId(), "req-7");
   EXPECT_STREQ(back.what(), original.what());
   EXPECT_TRUE(back.retryable());
+}
+
+TEST(ErrorJson, RefusalErrorKeepsItsExplanation) {
+  const RefusalError original("blocked under the usage policy", "I can");
+  const json document = json::parse(errorToJson(original).dump());
+  EXPECT_EQ(document.at("kind"), "refusal");
+  RefusalError back = caught<RefusalError>(errorFromJson(document));
+  EXPECT_EQ(back.explanation(), "blocked under the usage policy");
+  EXPECT_EQ(back.partialText(), "I can");
+  EXPECT_STREQ(back.what(), original.what());
+  EXPECT_FALSE(back.retryable());
 }
 
 TEST(ErrorJson, ValidationErrorKeepsItsField) {

@@ -9,9 +9,11 @@
 #include "client/request_body.hpp"
 #include "client/responses_reply.hpp"
 #include "client/responses_request.hpp"
+#include "client/stream_assembler.hpp"
 #include "parley/errors.hpp"
 #include "parley/llm.hpp"
 #include "parley/protocol.hpp"
+#include "parley/server_tools.hpp"
 #include "parley/sse.hpp"
 
 namespace parley::detail {
@@ -238,10 +240,14 @@ TEST(AnthropicReader, BadStreamsAreClearErrors) {
     EXPECT_FALSE(a.sawStop());
     EXPECT_THROW(a.finish(), ProtocolError);
   }
-  {  // an unknown event type
+  {  // a delta for a stopped block
     AnthropicAssembler a;
     a.addEvent(R"({"type":"message_start","message":{"id":"m","model":"c","usage":{}}})");
-    EXPECT_THROW(a.addEvent(R"({"type":"content_block_surprise","index":0})"), ProtocolError);
+    a.addEvent(R"({"type":"content_block_start","index":0,"content_block":{"type":"future"}})");
+    a.addEvent(R"({"type":"content_block_stop","index":0})");
+    EXPECT_THROW(
+        a.addEvent(R"({"type":"content_block_delta","index":0,"delta":{"type":"x","y":"z"}})"),
+        ProtocolError);
   }
   {  // the first event is not message_start
     AnthropicAssembler a;
@@ -377,10 +383,6 @@ TEST(ResponsesReader, BadStreamsAreClearErrors) {
     EXPECT_FALSE(a.sawEnd());
     EXPECT_THROW(a.finish(), ProtocolError);
   }
-  {
-    ResponsesAssembler a;
-    EXPECT_THROW(a.addEvent(R"({"type":"response.teleported"})"), ProtocolError);
-  }
   {  // a delta for an item never added
     ResponsesAssembler a;
     EXPECT_THROW(
@@ -404,6 +406,299 @@ TEST(ResponsesReader, BadStreamsAreClearErrors) {
         a.addEvent(
             R"({"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"boom"}}})"),
         HttpError);
+  }
+}
+
+ClientOptions endpoint(Protocol protocol, std::string baseUrl = "https://example.test/v1");
+
+// Feeds whole events (their data) and returns the deltas the caller saw: client calls as
+// "#index:id:name:args", provider-run calls as "@index:id:name:input".
+template <typename Assembler>
+std::string feedEvents(Assembler& a, const std::vector<std::string>& events) {
+  std::string seen;
+  for (const std::string& e : events) {
+    const StreamDelta& d = a.addEvent(e);
+    seen += d.content;
+    for (const auto& c : d.toolCalls)
+      seen += "#" + std::to_string(c.index) + ":" + c.id + ":" + c.name + ":" + c.arguments;
+    for (const auto& c : d.serverToolCalls)
+      seen += "@" + std::to_string(c.index) + ":" + c.id + ":" + c.name + ":" + c.input;
+  }
+  return seen;
+}
+
+const std::string kStart =
+    R"({"type":"message_start","message":{"id":"m","model":"c","content":[],"usage":{"input_tokens":5}}})";
+
+TEST(AnthropicReader, ServerToolsAreStreamedKeptAndNeverClientCalls) {
+  AnthropicAssembler a;
+  const std::string seen = feedEvents(
+      a,
+      {kStart,
+       R"({"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{}}})",
+       R"({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"query\": \"os"}})",
+       R"({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"lo\"}"}})",
+       R"({"type":"content_block_stop","index":0})",
+       R"({"type":"content_block_start","index":1,"content_block":{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[{"type":"web_search_result","url":"https://x.test","encrypted_content":"E"}]}})",
+       R"({"type":"content_block_stop","index":1})",
+       R"({"type":"content_block_start","index":2,"content_block":{"type":"text","text":"","citations":[]}})",
+       R"({"type":"content_block_delta","index":2,"delta":{"type":"citations_delta","citation":{"type":"web_search_result_location","url":"https://x.test"}}})",
+       R"({"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text":"Sunny."}})",
+       R"({"type":"content_block_stop","index":2})",
+       R"({"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"toolu_1","name":"note","input":{}}})",
+       R"({"type":"content_block_delta","index":3,"delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}})",
+       R"({"type":"content_block_stop","index":3})",
+       R"({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9,"server_tool_use":{"web_search_requests":1}}})",
+       R"({"type":"message_stop"})"});
+  // The search's input reached the caller as a provider-run call; the client call is call 0.
+  EXPECT_EQ(seen,
+            "@0:srvtoolu_1:web_search:@0:::{\"query\": "
+            "\"os@0:::lo\"}Sunny.#0:toolu_1:note:#0:::{\"a\":1}");
+  ChatResult r = a.finish();
+  EXPECT_EQ(r.message.content, "Sunny.");
+  ASSERT_EQ(r.message.toolCalls.size(), 1u);
+  EXPECT_EQ(r.message.toolCalls[0], (ToolCall{"toolu_1", "note", R"({"a":1})"}));
+  const std::vector<ServerToolCall> server = serverToolCallsOf(r.message);
+  ASSERT_EQ(server.size(), 1u);
+  EXPECT_EQ(server[0].name, "web_search");
+  EXPECT_EQ(server[0].input, R"({"query":"oslo"})");
+  EXPECT_EQ(server[0].result["content"][0]["encrypted_content"], "E");
+  EXPECT_EQ(webSearchCount(r.message), 1u);
+  EXPECT_EQ(r.usage->raw["server_tool_use"]["web_search_requests"], 1);
+  // Kept whole and in order, citations included, and sent back so to Anthropic only.
+  const json& content = r.message.extra[std::string(kAnthropicContent)];
+  ASSERT_EQ(content.size(), 4u);
+  EXPECT_EQ(content[0]["input"], json({{"query", "oslo"}}));
+  EXPECT_EQ(content[2]["citations"][0]["url"], "https://x.test");
+  std::vector<Message> messages = {Message::user("Weather?"), r.message,
+                                   Message::tool("toolu_1", "ok")};
+  ChatRequest request;
+  request.model = "m";
+  request.messages = messages;
+  ClientOptions o = endpoint(Protocol::Anthropic);
+  o.promptCache.mode = PromptCachePolicy::Mode::Off;
+  const json body = json::parse(buildAnthropicBody(request, o, false));
+  EXPECT_EQ(body["messages"][1]["content"], content);
+  const json chat = json::parse(buildRequestBody(request, endpoint(Protocol::OpenAiChat), false));
+  EXPECT_FALSE(chat["messages"][1].contains("anthropic_content"));
+}
+
+TEST(AnthropicReader, CallsGivenWholeInMessageStartOrContentBlockStart) {
+  // Programmatic tool calling: a call made by code arrives whole, with its caller.
+  AnthropicAssembler a;
+  const std::string seen = feedEvents(
+      a,
+      {R"({"type":"message_start","message":{"id":"m","model":"c","content":[{"type":"tool_use","id":"toolu_9","name":"lookup","input":{"z":1,"a":2},"caller":{"type":"code_execution_20250825","tool_id":"srvtoolu_2"}}],"usage":{"input_tokens":5}}})",
+       R"({"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_10","name":"lookup","input":{"q":"x"}}})",
+       R"({"type":"content_block_stop","index":1})",
+       R"({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":3}})",
+       R"({"type":"message_stop"})"});
+  EXPECT_EQ(seen, "#0:toolu_9:lookup:{\"z\":1,\"a\":2}#1:toolu_10:lookup:{\"q\":\"x\"}");
+  ChatResult r = a.finish();
+  ASSERT_EQ(r.message.toolCalls.size(), 2u);
+  EXPECT_EQ(r.message.toolCalls[0].arguments, R"({"z":1,"a":2})");  // the model's key order
+  EXPECT_EQ(r.message.toolCalls[1].arguments, R"({"q":"x"})");
+  EXPECT_EQ(r.finishReason, "tool_calls");
+  // The caller goes back with the call.
+  EXPECT_EQ(r.message.extra[std::string(kAnthropicContent)][0]["caller"]["tool_id"], "srvtoolu_2");
+}
+
+TEST(AnthropicReader, UnknownEventsBlocksAndDeltasAreCarriedNotFailed) {
+  AnthropicAssembler a;
+  feedEvents(
+      a,
+      {kStart, R"({"type":"message_teleported","x":1})",
+       R"({"type":"content_block_start","index":0,"content_block":{"type":"compaction","content":null}})",
+       R"({"type":"content_block_delta","index":0,"delta":{"type":"compaction_delta","content":"Summary "}})",
+       R"({"type":"content_block_delta","index":0,"delta":{"type":"compaction_delta","content":"so far."}})",
+       R"({"type":"content_block_stop","index":0})",
+       R"({"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}})",
+       R"({"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hi"}})",
+       R"({"type":"content_block_stop","index":1})",
+       R"({"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}})",
+       R"({"type":"message_stop"})"});
+  ChatResult r = a.finish();
+  EXPECT_EQ(r.message.content, "Hi");
+  EXPECT_EQ(r.message.extra[std::string(kAnthropicContent)][0],
+            json({{"type", "compaction"}, {"content", "Summary so far."}}));
+  EXPECT_TRUE(serverToolCallsOf(r.message).empty());
+}
+
+TEST(AnthropicReader, RefusalCarriesTheExplanation) {
+  AnthropicAssembler a;
+  feedEvents(
+      a,
+      {kStart,
+       R"({"type":"message_delta","delta":{"stop_reason":"refusal","stop_details":{"type":"refusal","explanation":"Blocked by policy."}},"usage":{"output_tokens":1}})",
+       R"({"type":"message_stop"})"});
+  ChatResult r = a.finish();
+  EXPECT_EQ(r.finishReason, "refusal");
+  EXPECT_EQ(r.message.extra["refusal"], "Blocked by policy.");
+}
+
+TEST(AnthropicReader, CapsOnBlocksAndOnWhatIsNotModelled) {
+  {
+    AnthropicAssembler a;
+    a.addEvent(kStart);
+    for (size_t i = 0; i < kMaxReplyItems; ++i) {
+      a.addEvent(R"({"type":"content_block_start","index":)" + std::to_string(i) +
+                 R"(,"content_block":{"type":"text","text":""}})");
+    }
+    EXPECT_THROW(
+        a.addEvent(R"({"type":"content_block_start","index":)" + std::to_string(kMaxReplyItems) +
+                   R"(,"content_block":{"type":"text","text":""}})"),
+        ProtocolError);
+  }
+  {  // a result block over the cap, whole or grown by deltas
+    const std::string big(kMaxServerToolResultBytes, 'x');
+    AnthropicAssembler a;
+    a.addEvent(kStart);
+    EXPECT_THROW(
+        a.addEvent(
+            R"({"type":"content_block_start","index":0,"content_block":{"type":"web_fetch_tool_result","content":")" +
+            big + R"("}})"),
+        ProtocolError);
+    AnthropicAssembler b;
+    b.addEvent(kStart);
+    b.addEvent(R"({"type":"content_block_start","index":0,"content_block":{"type":"future"}})");
+    const std::string half(kMaxServerToolResultBytes / 2, 'x');
+    b.addEvent(R"({"type":"content_block_delta","index":0,"delta":{"type":"d","t":")" + half +
+               R"("}})");
+    EXPECT_THROW(b.addEvent(R"({"type":"content_block_delta","index":0,"delta":{"type":"d","t":")" +
+                            half + R"("}})"),
+                 ProtocolError);
+  }
+}
+
+// A reasoning model that searched the web: reasoning, the search (with its progress events),
+// reasoning again, the answer.
+const std::vector<std::string> kWebSearchEvents = {
+    R"({"type":"response.created","response":{"id":"resp_w","model":"gpt-5","output":[]}})",
+    R"({"type":"response.output_item.added","output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[]}})",
+    R"({"type":"response.output_item.done","output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[],"encrypted_content":"e1"}})",
+    R"({"type":"response.output_item.added","output_index":1,"item":{"id":"ws_1","type":"web_search_call","status":"in_progress"}})",
+    R"({"type":"response.web_search_call.in_progress","output_index":1,"item_id":"ws_1"})",
+    R"({"type":"response.web_search_call.searching","output_index":1,"item_id":"ws_1"})",
+    R"({"type":"response.web_search_call.completed","output_index":1,"item_id":"ws_1"})",
+    R"({"type":"response.output_item.done","output_index":1,"item":{"id":"ws_1","type":"web_search_call","status":"completed","action":{"type":"search","query":"oslo weather"}}})",
+    R"({"type":"response.output_item.added","output_index":2,"item":{"id":"rs_2","type":"reasoning","summary":[]}})",
+    R"({"type":"response.output_item.done","output_index":2,"item":{"id":"rs_2","type":"reasoning","summary":[],"encrypted_content":"e2"}})",
+    R"({"type":"response.output_item.added","output_index":3,"item":{"id":"msg_1","type":"message","role":"assistant","content":[]}})",
+    R"({"type":"response.output_text.delta","output_index":3,"delta":"Sunny."})",
+    R"({"type":"response.output_text.annotation.added","output_index":3,"annotation":{"type":"url_citation"}})",
+    R"({"type":"response.output_item.done","output_index":3,"item":{"id":"msg_1","type":"message","role":"assistant","status":"completed","content":[{"type":"output_text","text":"Sunny.","annotations":[{"type":"url_citation"}]}]}})",
+    R"({"type":"response.completed","response":{"id":"resp_w","status":"completed","output":[],"usage":{"input_tokens":10,"output_tokens":5}}})"};
+
+TEST(ResponsesReader, ProviderToolItemsAreKeptAndSentBackInOrder) {
+  ResponsesAssembler a;
+  EXPECT_EQ(feedEvents(a, kWebSearchEvents), "@0:ws_1:web_search:Sunny.");
+  ChatResult r = a.finish();
+  EXPECT_EQ(r.message.content, "Sunny.");
+  EXPECT_TRUE(r.message.toolCalls.empty());
+  EXPECT_EQ(r.finishReason, "stop");
+  const std::vector<ServerToolCall> server = serverToolCallsOf(r.message);
+  ASSERT_EQ(server.size(), 1u);
+  EXPECT_EQ(server[0].name, "web_search");
+  EXPECT_EQ(json::parse(server[0].input)["action"]["query"], "oslo weather");
+  EXPECT_EQ(server[0].status, "completed");
+  EXPECT_EQ(r.usage->raw["server_tool_use"]["web_search_requests"], 1);
+  // The next request: each reasoning item followed by the item it led to, as OpenAI requires.
+  ChatRequest request;
+  request.model = "m";
+  request.messages = {Message::user("Weather?"), r.message, Message::user("Thanks")};
+  const json body =
+      json::parse(buildResponsesBody(request, endpoint(Protocol::OpenAiResponses), false));
+  std::vector<std::string> types;
+  for (const json& item : body["input"])
+    types.push_back(item["type"]);
+  EXPECT_EQ(types, (std::vector<std::string>{"message", "reasoning", "web_search_call", "reasoning",
+                                             "message", "message"}));
+  EXPECT_EQ(body["input"][3]["encrypted_content"], "e2");
+  EXPECT_EQ(body["input"][4]["content"][0]["annotations"][0]["type"], "url_citation");
+}
+
+TEST(ResponsesReader, ItemsParleyDoesNotModelMakeAReply) {
+  ResponsesAssembler a;
+  const std::string seen = feedEvents(
+      a,
+      {R"({"type":"response.output_item.added","output_index":0,"item":{"id":"ap_1","type":"apply_patch_call","status":"in_progress"}})",
+       R"({"type":"response.apply_patch_call_operation_diff.delta","output_index":0,"delta":"+x"})",
+       R"({"type":"response.output_item.done","output_index":0,"item":{"id":"ap_1","type":"apply_patch_call","call_id":"c1","status":"completed","operation":{"type":"create_file","path":"a","diff":"+x"}}})",
+       R"({"type":"response.output_item.added","output_index":1,"item":{"id":"ci_1","type":"code_interpreter_call","status":"in_progress"}})",
+       R"j({"type":"response.code_interpreter_call_code.delta","output_index":1,"delta":"print(1)"})j",
+       R"j({"type":"response.output_item.done","output_index":1,"item":{"id":"ci_1","type":"code_interpreter_call","status":"completed","code":"print(1)","outputs":[{"type":"logs","logs":"1"}]}})j",
+       R"({"type":"response.completed","response":{"status":"completed","output":[]}})"});
+  EXPECT_EQ(seen, "@0:ci_1:code_interpreter:@0:::print(1)");  // the patch is not provider-run
+  ChatResult r = a.finish();
+  EXPECT_TRUE(hasProviderContent(r.message));
+  EXPECT_NO_THROW(validate(r.message));  // no text, no client call, still a reply
+  EXPECT_EQ(r.message.extra[std::string(kResponseOutput)][0]["operation"]["path"], "a");
+  EXPECT_EQ(serverToolCallsOf(r.message)[0].result["outputs"][0]["logs"], "1");
+}
+
+TEST(ResponsesReader, ErrorEventsFlatOrNestedSayTheProvidersMessage) {
+  for (
+      const std::string& event :
+      {std::string(
+           R"({"type":"error","sequence_number":2,"error":{"type":"insufficient_quota","code":"insufficient_quota","message":"You exceeded your current quota.","param":null}})"),
+       std::string(
+           R"({"type":"error","code":"insufficient_quota","message":"You exceeded your current quota.","param":null})")}) {
+    ResponsesAssembler a;
+    try {
+      a.addEvent(event);
+      FAIL();
+    } catch (const HttpError& e) {
+      EXPECT_EQ(e.details().apiMessage, "You exceeded your current quota.");
+      EXPECT_EQ(e.details().apiCode, "insufficient_quota");
+      EXPECT_NE(std::string(e.what()).find("You exceeded your current quota."), std::string::npos);
+    }
+  }
+}
+
+TEST(ResponsesReader, CapOnItemsPerReply) {
+  ResponsesAssembler a;
+  for (size_t i = 0; i < kMaxReplyItems; ++i) {
+    a.addEvent(R"({"type":"response.output_item.added","output_index":)" + std::to_string(i) +
+               R"(,"item":{"type":"web_search_call","id":"w"}})");
+  }
+  EXPECT_THROW(a.addEvent(R"({"type":"response.output_item.added","output_index":)" +
+                          std::to_string(kMaxReplyItems) +
+                          R"(,"item":{"type":"web_search_call","id":"w"}})"),
+               ProtocolError);
+  ResponsesAssembler b;
+  b.addEvent(
+      R"({"type":"response.output_item.added","output_index":0,"item":{"type":"image_generation_call","id":"ig"}})");
+  EXPECT_THROW(
+      b.addEvent(
+          R"({"type":"response.output_item.done","output_index":0,"item":{"type":"image_generation_call","id":"ig","result":")" +
+          std::string(kMaxServerToolResultBytes, 'A') + R"("}})"),
+      ProtocolError);
+}
+
+TEST(ChatCompletionsReader, ContentAsAnArrayOfPartsIsReadWhereverAStringIs) {
+  // Mistral's magistral streams its thinking and its answer as parts.
+  StreamAssembler a;
+  a.addChunk(
+      R"({"choices":[{"index":0,"delta":{"role":"assistant","content":[{"type":"thinking","thinking":[{"type":"text","text":"2+2"}]}]}}]})");
+  const StreamDelta& d = a.addChunk(
+      R"({"choices":[{"index":0,"delta":{"content":[{"type":"text","text":"2 + 2 = 4"}]},"finish_reason":"stop"}]})");
+  EXPECT_EQ(d.content, "2 + 2 = 4");
+  ChatResult streamed = a.finish();
+  EXPECT_EQ(streamed.message.content, "2 + 2 = 4");
+  EXPECT_EQ(streamed.message.extra["reasoning_content"], "2+2");
+  ChatResult whole = resultFromCompletion(
+      R"({"object":"chat.completion","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":[{"type":"thinking","thinking":[{"type":"text","text":"2+2"}]},{"type":"text","text":"2 + 2 = 4"}]}}]})");
+  EXPECT_EQ(whole.message.content, "2 + 2 = 4");
+  EXPECT_EQ(whole.message.extra["reasoning_content"], "2+2");
+}
+
+TEST(ChatCompletionsReader, AFlatErrorChunkSaysTheProvidersMessage) {
+  StreamAssembler a;
+  try {
+    a.addChunk(R"({"type":"error","message":"Model overloaded","code":"overloaded"})");
+    FAIL();
+  } catch (const HttpError& e) {
+    EXPECT_EQ(e.details().apiMessage, "Model overloaded");
   }
 }
 
@@ -431,7 +726,7 @@ ChatRequest requestOf(std::vector<Message> messages) {
   return r;
 }
 
-ClientOptions endpoint(Protocol protocol, std::string baseUrl = "https://example.test/v1") {
+ClientOptions endpoint(Protocol protocol, std::string baseUrl) {
   ClientOptions o;
   o.protocol = protocol;
   o.baseUrl = std::move(baseUrl);
@@ -595,6 +890,8 @@ TEST(ProviderFields, EachRuleSendsItsFieldOnlyWhereItBelongs) {
       {kReasoningContent, true, false, false, false}, {kReasoningDetails, true, true, false, false},
       {kThinkingBlocks, false, false, false, true},   {kReasoningItems, false, false, true, false},
       {kResponseItemIds, false, false, true, false},  {kCacheControl, false, false, false, true},
+      {kAnthropicContent, false, false, false, true}, {kResponseOutput, false, false, true, false},
+      {kStopDetails, false, false, false, false},
   };
   ASSERT_EQ(providerFieldRules().size(), std::size(expected));
   for (const Expect& e : expected) {
@@ -609,9 +906,13 @@ TEST(ProviderFields, EachRuleSendsItsFieldOnlyWhereItBelongs) {
 }
 
 TEST(ProviderFields, ChatRequestsLeaveOutWhatTheEndpointRefuses) {
-  ChatRequest plain = requestOf(transcript());
+  std::vector<Message> messages = transcript();
+  messages[2].extra["anthropic_content"] = json::parse(R"([{"type":"text","text":"Checking."}])");
+  messages[2].extra["response_output"] = json::parse(R"([{"type":"web_search_call","id":"ws"}])");
+  messages[2].extra["stop_details"] = json::parse(R"({"type":"refusal"})");
+  ChatRequest plain = requestOf(messages);
   ChatRequest encoded = requestOf({});
-  for (const Message& m : transcript())
+  for (const Message& m : messages)
     encoded.encodedMessages.push_back(std::make_shared<const std::string>(encodeMessage(m)));
   for (const ChatRequest* request : {&plain, &encoded}) {
     const json body =
@@ -619,7 +920,8 @@ TEST(ProviderFields, ChatRequestsLeaveOutWhatTheEndpointRefuses) {
     const json& assistant = body["messages"][2];
     EXPECT_EQ(assistant["reasoning_content"], "t");
     EXPECT_TRUE(assistant.contains("reasoning_details"));
-    for (const char* foreign : {"thinking_blocks", "reasoning_items", "response_item_ids"})
+    for (const char* foreign : {"thinking_blocks", "reasoning_items", "response_item_ids",
+                                "anthropic_content", "response_output", "stop_details"})
       EXPECT_FALSE(assistant.contains(foreign)) << foreign;
     EXPECT_EQ(assistant["tool_calls"][0]["function"]["arguments"], R"({"city": "Oslo", "a": 1})");
     // DeepSeek answers 400 to reasoning_content in input messages.

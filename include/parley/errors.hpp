@@ -39,6 +39,7 @@ enum class ErrorKind {
   LeaseLost,         // "lease_lost"
   BudgetExceeded,    // "budget_exceeded"
   StructuredOutput,  // "structured_output"
+  Refusal,           // "refusal"
 };
 
 const char* toString(ErrorKind kind) noexcept;
@@ -202,6 +203,22 @@ class StructuredOutputError : public Error {
   Details details_;
 };
 
+// The model declined to answer (Anthropic's stop_reason "refusal", an OpenAI `refusal` in place
+// of the answer): a distinct outcome, not an empty reply. what() and explanation() carry the
+// provider's explanation; nothing was added to the conversation. Retrying the same request gives
+// the same answer.
+class RefusalError : public Error {
+ public:
+  explicit RefusalError(std::string explanation, std::string partialText = {});
+  const std::string& explanation() const noexcept { return explanation_; }
+  // Text the model wrote before it stopped, if any (kept out of the conversation).
+  const std::string& partialText() const noexcept { return partialText_; }
+
+ private:
+  std::string explanation_;
+  std::string partialText_;
+};
+
 // --- errors as data --------------------------------------------------------------------------
 
 // Texts an error document carries (message, an HTTP body) are cut at this many bytes, both
@@ -213,7 +230,8 @@ inline constexpr std::size_t kMaxErrorTextBytes = std::size_t{64} << 10;
 //    "body": "...", "apiMessage": "...", "apiType": "...", "apiCode": "...", "requestId": "..."}
 // "field" and "reason" for a ValidationError; "status" and the API's fields for an HttpError;
 // "budget", "limitUsd" and "estimateUsd" (null for an unpriced model) for a BudgetExceeded;
-// "path", "messages", "rung", "attempts" and "reply" for a StructuredOutputError. A
+// "path", "messages", "rung", "attempts" and "reply" for a StructuredOutputError; "explanation"
+// and "partialText" for a RefusalError. A
 // std::exception that is not a parley::Error is kind "error".
 nlohmann::json errorToJson(const std::exception& error);
 // The same for a caught exception of any type (anything not a std::exception: "unknown error").

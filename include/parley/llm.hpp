@@ -100,24 +100,35 @@ struct ToolCallDelta {
   std::string arguments;  // the piece of the arguments' JSON text this chunk carried
 };
 
+// A provider-run tool call's part of a stream chunk (server_tools.hpp): never a client call,
+// never run by parley.
+struct ServerToolCallDelta {
+  size_t index = 0;   // position among the reply's provider-run calls
+  std::string id;     // set on the chunk that starts the call
+  std::string name;   // set on the chunk that starts the call ("web_search", ...)
+  std::string input;  // the piece of its input's JSON text this chunk carried
+};
+
 // What one stream chunk added. The object passed to onChunk is reused for the next chunk:
 // copy what you keep.
 struct StreamDelta {
   std::string content;    // text added to the reply
   std::string reasoning;  // reasoning text added (reasoning_content / reasoning); not content
-  std::vector<ToolCallDelta> toolCalls;
-  std::optional<TokenUsage> usage;  // usually on the last chunk only
-  std::string finishReason;         // as the server sent it, on the chunk that ends the choice
+  std::vector<ToolCallDelta> toolCalls;              // client tool calls: the caller runs them
+  std::vector<ServerToolCallDelta> serverToolCalls;  // provider-run calls: reported only
+  std::optional<TokenUsage> usage;                   // usually on the last chunk only
+  std::string finishReason;  // as the server sent it, on the chunk that ends the choice
 
   bool empty() const noexcept {
-    return content.empty() && reasoning.empty() && toolCalls.empty() && !usage &&
-           finishReason.empty();
+    return content.empty() && reasoning.empty() && toolCalls.empty() && serverToolCalls.empty() &&
+           !usage && finishReason.empty();
   }
   // Empties it, keeping the strings' capacity (the stream readers reuse one per event).
   void clear() noexcept {
     content.clear();
     reasoning.clear();
     toolCalls.clear();
+    serverToolCalls.clear();
     usage.reset();
     finishReason.clear();
   }

@@ -20,6 +20,7 @@
 #include "parley/openai_client.hpp"
 #include "parley/profiles.hpp"
 #include "parley/prompt_counter.hpp"
+#include "parley/server_tools.hpp"
 #include "parley/sse.hpp"
 #include "parley/store.hpp"
 #include "parley/thread_pool.hpp"

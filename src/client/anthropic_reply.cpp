@@ -11,12 +11,13 @@
 #include "client/stream_assembler.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
+#include "parley/server_tools.hpp"
 
 namespace parley::detail {
 
 namespace {
 
-using nlohmann::json;
+using ojson = nlohmann::ordered_json;
 namespace ondemand = simdjson::ondemand;
 
 std::string finishReasonOf(const std::string& stopReason) {
@@ -26,12 +27,12 @@ std::string finishReasonOf(const std::string& stopReason) {
   return stopReason;
 }
 
-int64_t count(const json& usage, const char* key) {
+int64_t count(const ojson& usage, const char* key) {
   auto it = usage.find(key);
   return it != usage.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
 }
 
-std::string stringOf(const json& object, const char* key) {
+std::string stringOf(const ojson& object, const char* key) {
   auto it = object.find(key);
   return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
@@ -145,26 +146,54 @@ bool readPlainDelta(std::string_view s, PlainDelta& out) {
   return true;
 }
 
+// What parley does with a block, by its type.
+enum class BlockKind { Text, ClientTool, ServerTool, Thinking, Redacted, Other };
+
+BlockKind blockKindOf(std::string_view type) {
+  if (type == "text") return BlockKind::Text;
+  if (type == "tool_use") return BlockKind::ClientTool;
+  // Tools the provider runs itself (web search, web fetch, code execution, tool search, MCP).
+  if (type == "server_tool_use" || type == "mcp_tool_use") return BlockKind::ServerTool;
+  if (type == "thinking") return BlockKind::Thinking;
+  if (type == "redacted_thinking") return BlockKind::Redacted;
+  return BlockKind::Other;  // results of server tools, compaction, and types yet to come
+}
+
+nlohmann::json plain(const ojson& value) {
+  return nlohmann::json::parse(value.dump());
+}
+
 struct Block {
-  std::string type;  // text, tool_use, thinking, redacted_thinking, or another kept as is
-  std::string text;  // text, thinking text, or tool_use arguments
-  std::string id, name, signature, data;
-  json other;  // a block type parley does not model, kept whole
-  size_t toolIndex = 0;
+  BlockKind kind = BlockKind::Other;
+  std::string text;  // text, thinking text, or a tool's input JSON text
+  std::string id, name, signature;
+  ojson start;              // the block as content_block_start gave it, later deltas merged in
+  size_t toolIndex = 0;     // ClientTool: among client calls; ServerTool: among server calls
+  size_t bytes = 0;         // ServerTool, Other: its JSON text so far (kMaxServerToolResultBytes)
+  bool inputGiven = false;  // a tool block whose start carried its whole input
   bool open = true;
 };
+
+void checkSize(const Block& b) {
+  if (b.bytes > kMaxServerToolResultBytes) {
+    throw ProtocolError("a \"" + stringOf(b.start, "type") +
+                        "\" content block is over the cap of " +
+                        std::to_string(kMaxServerToolResultBytes) + " bytes");
+  }
+}
 
 }  // namespace
 
 struct AnthropicAssembler::State {
   StreamDelta delta;
   std::vector<Block> blocks;
-  size_t tools = 0;
+  size_t tools = 0, serverTools = 0;
   std::string id, model, stopReason;
+  ojson stopDetails, serverToolUse;
   int64_t input = 0, output = 0, cacheRead = 0, cacheWrite = 0;
   bool started = false, stopped = false, sawUsage = false;
 
-  void readUsage(const json& usage) {
+  void readUsage(const ojson& usage) {
     if (!usage.is_object()) return;
     sawUsage = true;
     // message_delta repeats the totals so far; a field it leaves out keeps its value.
@@ -174,9 +203,25 @@ struct AnthropicAssembler::State {
       cacheRead = count(usage, "cache_read_input_tokens");
     if (usage.contains("cache_creation_input_tokens"))
       cacheWrite = count(usage, "cache_creation_input_tokens");
+    if (auto u = usage.find("server_tool_use"); u != usage.end() && u->is_object()) {
+      serverToolUse = *u;
+    }
   }
 
-  Block& block(const json& value) {
+  TokenUsage usage() const {
+    TokenUsage u =
+        normalisedUsage(input + cacheRead + cacheWrite, output, cacheRead, cacheWrite, 0);
+    // Provider-run tools billed per call (web_search_requests, web_fetch_requests, ...).
+    if (!serverToolUse.is_null()) u.raw["server_tool_use"] = plain(serverToolUse);
+    return u;
+  }
+
+  void readStop(const ojson& holder) {
+    if (const std::string stop = stringOf(holder, "stop_reason"); !stop.empty()) stopReason = stop;
+    if (auto d = holder.find("stop_details"); d != holder.end() && d->is_object()) stopDetails = *d;
+  }
+
+  Block& block(const ojson& value) {
     auto index = value.find("index");
     if (index == value.end() || !index->is_number_unsigned() ||
         index->get<size_t>() >= blocks.size()) {
@@ -185,45 +230,107 @@ struct AnthropicAssembler::State {
     return blocks[index->get<size_t>()];
   }
 
-  void startBlock(const json& value) {
-    const json& cb = value.contains("content_block") ? value["content_block"] : json();
+  // `bytes`: the size of the event that carried it (for the cap on what parley does not model).
+  void startBlock(const ojson& value, size_t bytes) {
+    const ojson& cb = value.contains("content_block") ? value["content_block"] : ojson();
     if (!cb.is_object()) throw ProtocolError("content_block_start without a content_block");
     const size_t index = value.value("index", blocks.size());
     if (index != blocks.size()) {
       throw ProtocolError("content block " + std::to_string(index) + " started out of order");
     }
-    Block b;
-    b.type = stringOf(cb, "type");
-    if (b.type == "text") {
-      b.text = stringOf(cb, "text");
-      delta.content = b.text;
-    } else if (b.type == "tool_use") {
-      b.id = stringOf(cb, "id");
-      b.name = stringOf(cb, "name");
-      if (b.id.empty() || b.name.empty())
-        throw ProtocolError("a tool_use block without id or name");
-      b.toolIndex = tools++;
-      delta.toolCalls.push_back(ToolCallDelta{b.toolIndex, b.id, b.name, ""});
-    } else if (b.type == "thinking") {
-      b.text = stringOf(cb, "thinking");
-      b.signature = stringOf(cb, "signature");
-      delta.reasoning = b.text;
-    } else if (b.type == "redacted_thinking") {
-      b.data = stringOf(cb, "data");
-    } else {
-      b.other = cb;
+    if (blocks.size() >= kMaxReplyItems) {
+      throw ProtocolError("the reply has more than " + std::to_string(kMaxReplyItems) +
+                          " content blocks");
     }
+    Block b;
+    b.kind = blockKindOf(stringOf(cb, "type"));
+    b.start = cb;
+    switch (b.kind) {
+      case BlockKind::Text:
+        b.text = stringOf(cb, "text");
+        delta.content = b.text;
+        break;
+      case BlockKind::ClientTool:
+      case BlockKind::ServerTool: {
+        b.id = stringOf(cb, "id");
+        b.name = stringOf(cb, "name");
+        if (b.id.empty() || b.name.empty()) {
+          throw ProtocolError("a " + stringOf(cb, "type") + " block without id or name");
+        }
+        // Usually `input: {}` and the input follows in input_json_delta events; a call made by
+        // code (programmatic tool calling) or a whole message gives it here.
+        if (auto in = cb.find("input"); in != cb.end() && in->is_object() && !in->empty()) {
+          b.text = in->dump();
+          b.inputGiven = true;
+        }
+        if (b.kind == BlockKind::ClientTool) {
+          b.toolIndex = tools++;
+          delta.toolCalls.push_back(ToolCallDelta{b.toolIndex, b.id, b.name, b.text});
+        } else {
+          b.toolIndex = serverTools++;
+          b.bytes = bytes;
+          delta.serverToolCalls.push_back(ServerToolCallDelta{b.toolIndex, b.id, b.name, b.text});
+        }
+        break;
+      }
+      case BlockKind::Thinking:
+        b.text = stringOf(cb, "thinking");
+        b.signature = stringOf(cb, "signature");
+        delta.reasoning = b.text;
+        break;
+      case BlockKind::Redacted:
+        break;
+      case BlockKind::Other:
+        b.bytes = bytes;
+        break;
+    }
+    checkSize(b);
     blocks.push_back(std::move(b));
   }
 
-  void addDelta(const json& value) {
+  void addDelta(const ojson& value) {
     const auto index = value.find("index");
-    const json& d = value.contains("delta") ? value["delta"] : json();
+    const ojson& d = value.contains("delta") ? value["delta"] : ojson();
     const std::string type = d.is_object() ? stringOf(d, "type") : std::string();
     const DeltaKind kind = deltaKindOf(type);
+    const size_t at =
+        index != value.end() && index->is_number_unsigned() ? index->get<size_t>() : SIZE_MAX;
+    if (kind == DeltaKind::Citations || kind == DeltaKind::Unknown) {
+      mergeDelta(at, d, value.dump().size());
+      return;
+    }
     const std::string_view field = pieceFieldOf(kind);
-    addDelta(index != value.end() && index->is_number_unsigned() ? index->get<size_t>() : SIZE_MAX,
-             kind, type, field.empty() ? std::string() : stringOf(d, std::string(field).c_str()));
+    addDelta(at, kind, type, stringOf(d, std::string(field).c_str()));
+  }
+
+  // A delta parley does not read piece by piece (citations_delta, compaction_delta, and types yet
+  // to come) is merged into its block as the API's unstreamed form has it: a string field is
+  // appended to, a `citation` joins `citations`, anything else replaces the field.
+  void mergeDelta(size_t index, const ojson& d, size_t bytes) {
+    if (index >= blocks.size()) {
+      throw ProtocolError("a content block event names a block that was never started");
+    }
+    Block& b = blocks[index];
+    if (!b.open) throw ProtocolError("a delta for a content block that was already stopped");
+    if (!d.is_object()) throw ProtocolError("a content_block_delta without a delta");
+    for (const auto& [key, piece] : d.items()) {
+      if (key == "type") continue;
+      if (key == "citation") {
+        ojson& citations = b.start["citations"];
+        if (!citations.is_array()) citations = ojson::array();
+        citations.push_back(piece);
+        continue;
+      }
+      ojson& field = b.start[key];
+      if (piece.is_string() && (field.is_string() || field.is_null())) {
+        field = (field.is_string() ? field.get<std::string>() : std::string()) +
+                piece.get<std::string>();
+      } else {
+        field = piece;
+      }
+    }
+    b.bytes += bytes;
+    checkSize(b);
   }
 
   // `type` names the kind in an error only.
@@ -239,8 +346,19 @@ struct AnthropicAssembler::State {
         delta.content = piece;
         break;
       case DeltaKind::InputJson:
+        if (b.inputGiven && !piece.empty()) {  // deltas after a whole input restate it
+          b.text.clear();
+          b.inputGiven = false;
+        }
         b.text += piece;
-        delta.toolCalls.push_back(ToolCallDelta{b.toolIndex, "", "", std::string(piece)});
+        if (b.kind == BlockKind::ServerTool) {
+          b.bytes += piece.size();
+          checkSize(b);
+          delta.serverToolCalls.push_back(
+              ServerToolCallDelta{b.toolIndex, "", "", std::string(piece)});
+        } else {
+          delta.toolCalls.push_back(ToolCallDelta{b.toolIndex, "", "", std::string(piece)});
+        }
         break;
       case DeltaKind::Thinking:
         b.text += piece;
@@ -250,9 +368,8 @@ struct AnthropicAssembler::State {
         b.signature += piece;
         break;
       case DeltaKind::Citations:
-        break;  // not modelled; the text they cite arrives in text_delta
       case DeltaKind::Unknown:
-        throw ProtocolError("unknown content block delta type \"" + std::string(type) + "\"");
+        throw ProtocolError("a \"" + std::string(type) + "\" delta read as a piece");
     }
   }
 
@@ -316,7 +433,8 @@ const StreamDelta& AnthropicAssembler::addEvent(std::string_view data, int statu
   State& s = *state_;
   s.delta.clear();
   if (s.fastDelta(data)) return s.delta;
-  const json value = parseJson(data, {}, false);
+  // Ordered: a tool input given whole keeps its keys in the order the model wrote them.
+  const ojson value = parseOrderedJson(data, {}, false);
   if (value.is_discarded() || !value.is_object()) {
     throw ProtocolError("a stream event is not a JSON object: " + std::string(data.substr(0, 120)));
   }
@@ -330,21 +448,31 @@ const StreamDelta& AnthropicAssembler::addEvent(std::string_view data, int statu
   if (type == "message_start") {
     if (s.started) throw ProtocolError("a second message_start");
     s.started = true;
-    const json& message = value.contains("message") ? value["message"] : json();
+    const ojson& message = value.contains("message") ? value["message"] : ojson();
     if (!message.is_object()) throw ProtocolError("message_start without a message");
     s.id = stringOf(message, "id");
     s.model = stringOf(message, "model");
     if (message.contains("usage")) s.readUsage(message["usage"]);
+    s.readStop(message);
+    // Blocks the message starts with (a call made by code, programmatic tool calling): each
+    // complete, as a whole message gives them.
+    if (auto content = message.find("content"); content != message.end() && content->is_array()) {
+      for (const ojson& block : *content) {
+        s.startBlock(ojson{{"index", s.blocks.size()}, {"content_block", block}},
+                     block.dump().size());
+        s.blocks.back().open = false;
+      }
+    }
   } else if (type == "content_block_start") {
-    s.startBlock(value);
+    s.startBlock(value, data.size());
   } else if (type == "content_block_delta") {
     s.addDelta(value);
   } else if (type == "content_block_stop") {
     s.block(value).open = false;
   } else if (type == "message_delta") {
     if (const auto d = value.find("delta"); d != value.end() && d->is_object()) {
+      s.readStop(*d);
       if (const std::string stop = stringOf(*d, "stop_reason"); !stop.empty()) {
-        s.stopReason = stop;
         s.delta.finishReason = stop;
       }
     }
@@ -354,13 +482,10 @@ const StreamDelta& AnthropicAssembler::addEvent(std::string_view data, int statu
       if (b.open) throw ProtocolError("message_stop while a content block was still open");
     }
     s.stopped = true;
-    if (s.sawUsage) {
-      s.delta.usage = normalisedUsage(s.input + s.cacheRead + s.cacheWrite, s.output, s.cacheRead,
-                                      s.cacheWrite, 0);
-    }
-  } else {
-    throw ProtocolError("unknown stream event type \"" + type + "\"");
+    if (s.sawUsage) s.delta.usage = s.usage();
   }
+  // Any other event type is one the API added since (its versioning policy says clients must
+  // ignore those): nothing in it is part of the reply.
   return s.delta;
 }
 
@@ -372,34 +497,65 @@ ChatResult AnthropicAssembler::finish() {
   ChatResult result;
   Message& m = result.message;
   m.role = Role::Assistant;
-  json thinking = json::array();
+  nlohmann::json thinking = nlohmann::json::array();
   std::string reasoning;
-  json others = json::array();
+  // The blocks as the API gives them unstreamed, kept when the reply holds more than the message
+  // says (server tools and their results, citations, compaction, a call's caller).
+  ojson content = ojson::array();
+  bool keepContent = false;
   for (Block& b : s.blocks) {
-    if (b.type == "text") {
-      m.content += b.text;
-    } else if (b.type == "tool_use") {
-      m.toolCalls.push_back(
-          ToolCall{std::move(b.id), std::move(b.name), b.text.empty() ? "{}" : std::move(b.text)});
-    } else if (b.type == "thinking") {
-      if (!reasoning.empty()) reasoning += "\n\n";
-      reasoning += b.text;
-      thinking.push_back({{"type", "thinking"}, {"thinking", b.text}, {"signature", b.signature}});
-    } else if (b.type == "redacted_thinking") {
-      thinking.push_back({{"type", "redacted_thinking"}, {"data", b.data}});
-    } else {
-      others.push_back(std::move(b.other));
+    ojson whole = std::move(b.start);
+    switch (b.kind) {
+      case BlockKind::Text:
+        m.content += b.text;
+        whole["text"] = b.text;
+        if (auto c = whole.find("citations"); c != whole.end() && c->is_array() && !c->empty()) {
+          keepContent = true;
+        }
+        break;
+      case BlockKind::ClientTool:
+      case BlockKind::ServerTool: {
+        const std::string input = b.text.empty() ? "{}" : b.text;
+        ojson parsed = parseOrderedJson(input, {}, false);
+        whole["input"] = parsed.is_object() ? std::move(parsed) : ojson::object();
+        if (b.kind == BlockKind::ServerTool) {
+          keepContent = true;
+        } else {
+          // A call made by code names its caller; the next request must name it again.
+          keepContent = keepContent || whole.size() > 4;
+          m.toolCalls.push_back(ToolCall{b.id, b.name, input});
+        }
+        break;
+      }
+      case BlockKind::Thinking:
+        if (!reasoning.empty()) reasoning += "\n\n";
+        reasoning += b.text;
+        thinking.push_back(
+            {{"type", "thinking"}, {"thinking", b.text}, {"signature", b.signature}});
+        whole = ojson{{"type", "thinking"}, {"thinking", b.text}, {"signature", b.signature}};
+        break;
+      case BlockKind::Redacted:
+        thinking.push_back({{"type", "redacted_thinking"}, {"data", stringOf(whole, "data")}});
+        break;
+      case BlockKind::Other:
+        keepContent = true;
+        break;
     }
+    content.push_back(std::move(whole));
   }
   if (!thinking.empty()) m.extra[std::string(kThinkingBlocks)] = std::move(thinking);
   if (!reasoning.empty()) m.extra[std::string(kReasoningContent)] = std::move(reasoning);
-  if (!others.empty()) m.extra["anthropic_blocks"] = std::move(others);
+  if (keepContent) m.extra[std::string(kAnthropicContent)] = plain(content);
+  if (s.stopReason == "refusal") {
+    // The explanation the API gives (stop_details), else a plain one: never an empty reply.
+    std::string why = stringOf(s.stopDetails, "explanation");
+    if (why.empty()) why = "the model declined to answer (stop_reason \"refusal\")";
+    m.extra["refusal"] = why;
+    if (!s.stopDetails.is_null()) m.extra[std::string(kStopDetails)] = plain(s.stopDetails);
+  }
   result.reportedFinishReason = s.stopReason;
   result.finishReason = normaliseFinishReason(finishReasonOf(s.stopReason), !m.toolCalls.empty());
-  if (s.sawUsage) {
-    result.usage = normalisedUsage(s.input + s.cacheRead + s.cacheWrite, s.output, s.cacheRead,
-                                   s.cacheWrite, 0);
-  }
+  if (s.sawUsage) result.usage = s.usage();
   result.id = s.id;
   result.model = s.model;
   result.raw = completionObject(result, 0);
@@ -408,47 +564,28 @@ ChatResult AnthropicAssembler::finish() {
 
 ChatResult resultFromAnthropicMessage(std::string_view body) {
   // Ordered, so that a tool_use input keeps its keys in the order the model wrote them.
-  using ojson = nlohmann::ordered_json;
   const ojson value = parseOrderedJson(body, {}, false);
   if (value.is_discarded() || !value.is_object()) {
     throw ProtocolError("the response is not JSON: " + std::string(body.substr(0, 120)));
   }
-  const std::string type = value.is_object() && value.contains("type") && value["type"].is_string()
-                               ? value["type"].get<std::string>()
-                               : std::string();
+  const std::string type = stringOf(value, "type");
   if (type == "error") throwErrorEvent(body, 200);
   if (type != "message" || !value.contains("content") || !value["content"].is_array()) {
     throw ProtocolError("the response is not an Anthropic message: " +
                         std::string(body.substr(0, 120)));
   }
-  // The same assembly as a stream: one event per block.
+  // The same assembly as a stream: the message starts with its blocks whole.
   AnthropicAssembler assembler;
-  ojson start = {{"type", "message_start"}, {"message", value}};
-  start["message"]["content"] = ojson::array();
-  assembler.addEvent(start.dump());
-  const ojson& content = value["content"];
-  for (size_t i = 0; i < content.size(); ++i) {
-    ojson block = content[i];
-    ojson input;
-    if (block.value("type", "") == "tool_use") {
-      input = block.contains("input") ? block["input"] : ojson::object();
-      block.erase("input");
-    }
-    assembler.addEvent(
-        ojson{{"type", "content_block_start"}, {"index", i}, {"content_block", block}}.dump());
-    if (!input.is_null() && !input.empty()) {
-      assembler.addEvent(
-          ojson{{"type", "content_block_delta"},
-                {"index", i},
-                {"delta", {{"type", "input_json_delta"}, {"partial_json", input.dump()}}}}
-              .dump());
-    }
-    assembler.addEvent(ojson{{"type", "content_block_stop"}, {"index", i}}.dump());
+  ojson delta = {{"type", "message_delta"}, {"delta", ojson::object()}};
+  for (const char* key : {"stop_reason", "stop_details"}) {
+    if (value.contains(key)) delta["delta"][key] = value[key];
   }
-  ojson delta = {
-      {"type", "message_delta"},
-      {"delta", {{"stop_reason", value.contains("stop_reason") ? value["stop_reason"] : ojson()}}}};
   if (value.contains("usage")) delta["usage"] = value["usage"];
+  ojson start = {{"type", "message_start"}, {"message", value}};
+  start["message"].erase("stop_reason");
+  start["message"].erase("stop_details");
+  start["message"].erase("usage");
+  assembler.addEvent(start.dump());
   assembler.addEvent(delta.dump());
   assembler.addEvent(R"({"type":"message_stop"})");
   return assembler.finish();

@@ -1,19 +1,24 @@
-// The Anthropic Messages reply reader: the stream's events (message_start,
-// content_block_start/delta/stop with text_delta, input_json_delta, thinking_delta and
-// signature_delta, message_delta, message_stop, ping, error) or a whole message object, into
-// the same ChatResult and StreamDeltas as Chat Completions. Knows nothing about HTTP.
+// The Anthropic Messages reply reader: the stream's events (message_start, with the blocks it may
+// already hold; content_block_start/delta/stop; message_delta, message_stop, ping, error) or a
+// whole message object, into the same ChatResult and StreamDeltas as Chat Completions. Knows
+// nothing about HTTP.
 //
 // - text blocks -> content; tool_use blocks -> tool calls whose arguments are the
-//   input_json_delta pieces joined, exactly as sent ("" -> "{}");
+//   input_json_delta pieces joined, exactly as sent ("" -> "{}"), or the input given whole in
+//   content_block_start / message_start;
 // - thinking and redacted_thinking blocks -> extra["thinking_blocks"] unchanged (signature
 //   included) for the next request, and the thinking text -> extra["reasoning_content"] and
 //   StreamDelta::reasoning;
+// - server_tool_use / mcp_tool_use blocks -> provider-run calls (StreamDelta::serverToolCalls,
+//   never tool calls); they, their result blocks, blocks and deltas of any type parley does not
+//   model, citations and a call's `caller` -> the content whole in extra["anthropic_content"]
+//   (parley/server_tools.hpp), within kMaxReplyItems and kMaxServerToolResultBytes;
 // - stop_reason end_turn / stop_sequence -> "stop", tool_use -> "tool_calls", max_tokens ->
-//   "length", others as reported;
-// - usage: prompt = input + cache reads + cache writes (normalisedUsage()).
+//   "length", refusal -> "refusal" with extra["refusal"] the explanation, others as reported;
+// - usage: prompt = input + cache reads + cache writes (normalisedUsage()), server_tool_use kept.
 // An `error` event is an HttpError (overloaded_error as status 529, so it is retried while
-// nothing has reached the caller); an unknown event type, a block index out of order or a
-// stream without message_stop is a ProtocolError.
+// nothing has reached the caller); an unknown event type is skipped; a block index out of order
+// or a stream without message_stop is a ProtocolError.
 //
 // Thread-safety: one assembler or reader per call.
 #pragma once

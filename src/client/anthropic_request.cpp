@@ -160,6 +160,20 @@ std::string buildAnthropicBody(const ChatRequest& request, const ClientOptions& 
       }
       case Role::Assistant: {
         Turn& turn = turnFor("assistant");
+        // A reply that held more than the message says (provider-run tools and their results,
+        // citations, compaction, a call's caller) goes back as it came, in order, signatures
+        // and all; only empty text blocks, which the API refuses in a request, are left out.
+        if (auto c = m.extra.find(kAnthropicContent); c != m.extra.end() && c->is_array()) {
+          for (const auto& block : *c) {
+            if (block.is_object() && block.value("type", "") == "text" &&
+                block.value("text", "").empty()) {
+              continue;
+            }
+            turn.content.push_back(ojson::parse(block.dump()));
+          }
+          turn.cacheMark = turn.cacheMark || marked;
+          break;
+        }
         if (auto t = m.extra.find(kThinkingBlocks); t != m.extra.end() && t->is_array()) {
           for (const auto& block : *t)
             turn.content.push_back(ojson::parse(block.dump()));

@@ -38,6 +38,23 @@ constexpr std::array kRules = {
     ProviderFieldRule{
         kResponseItemIds, "https://platform.openai.com/docs/api-reference/responses/create#input",
         [](const ClientOptions& e) { return e.protocol == Protocol::OpenAiResponses; }},
+    // A reply's content as Anthropic sent it (provider-run tools and their results, citations,
+    // compaction, a call's caller): back to Anthropic only, in order, signatures kept.
+    ProviderFieldRule{kAnthropicContent,
+                      "https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/"
+                      "web-search-tool#response",
+                      [](const ClientOptions& e) { return e.protocol == Protocol::Anthropic; }},
+    // A reply's output items as Responses sent them (provider-run tool items, and the reasoning
+    // items they follow): back to Responses only, in order.
+    ProviderFieldRule{
+        kResponseOutput,
+        "https://platform.openai.com/docs/guides/"
+        "conversation-state#manually-manage-conversation-state",
+        [](const ClientOptions& e) { return e.protocol == Protocol::OpenAiResponses; }},
+    // The refusal details Anthropic gives (stop_details): nothing to send back anywhere.
+    ProviderFieldRule{kStopDetails,
+                      "https://docs.anthropic.com/en/api/messages#response-stop-details",
+                      [](const ClientOptions&) { return false; }},
     // Breakpoints are Anthropic's; the Messages writer turns them into content-block
     // cache_control (OpenAI caches by prefix on its own).
     ProviderFieldRule{kCacheControl,

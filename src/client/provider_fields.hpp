@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "parley/openai_client.hpp"
+#include "parley/server_tools.hpp"
 
 namespace parley::detail {
 
@@ -32,6 +33,9 @@ inline constexpr std::string_view kResponseItemIds = "response_item_ids";
 // An explicit prompt-cache breakpoint on a message (PromptCachePolicy::Mode::Explicit); its
 // value is the cache_control object to send, or true for {"type": "ephemeral"}.
 inline constexpr std::string_view kCacheControl = "cache_control";
+// Anthropic's details of a refusal ({"type": "refusal", "category", "explanation", ...}).
+inline constexpr std::string_view kStopDetails = "stop_details";
+// Also kept (server_tools.hpp): kAnthropicContent and kResponseOutput, a reply's content whole.
 
 struct ProviderFieldRule {
   std::string_view key;   // in Message::extra

@@ -13,6 +13,7 @@
 #include "client/stream_assembler.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
+#include "parley/server_tools.hpp"
 
 namespace parley::detail {
 
@@ -32,24 +33,11 @@ int64_t countOf(const ojson& object, const char* key) {
   return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
 }
 
-// Events that carry nothing the reply needs beyond what other events bring.
-constexpr std::array<std::string_view, 13> kIgnoredEvents = {
-    "response.created",
-    "response.in_progress",
-    "response.queued",
-    "response.content_part.added",
-    "response.content_part.done",
-    "response.output_text.done",
-    "response.output_text.annotation.added",
-    "response.reasoning_summary_part.added",
-    "response.reasoning_summary_part.done",
-    "response.reasoning_summary_text.done",
-    "response.reasoning_text.done",
-    "response.refusal.done",
-    "response.function_call_arguments.done",  // read below when the deltas were missing
-};
-
-[[noreturn]] void throwApiError(std::string_view data, const ojson& error, int status) {
+[[noreturn]] void throwApiError(std::string_view data, const ojson& event, int status) {
+  // The error event is flat ({"type":"error","code","message"}) or holds the error
+  // ({"type":"error","error":{"type","code","message"}}), as the API has sent both.
+  const auto nested = event.is_object() ? event.find("error") : event.end();
+  const ojson& error = nested != event.end() && nested->is_object() ? *nested : event;
   HttpError::Details details;
   details.status = status;
   details.body.assign(data);
@@ -61,6 +49,9 @@ constexpr std::array<std::string_view, 13> kIgnoredEvents = {
                                         : code->dump();
   }
   if (details.apiMessage.empty()) details.apiMessage = "the server reported an error";
+  // The status the error stands for, when its code or type names one.
+  if (details.apiType == "server_error" || details.apiCode == "server_error") details.status = 500;
+  if (details.apiCode == "rate_limit_exceeded") details.status = 429;
   throw HttpError(std::move(details));
 }
 
@@ -68,14 +59,30 @@ constexpr std::array<std::string_view, 13> kIgnoredEvents = {
 // value of it costs more than picking the few fields the reply needs.
 constexpr size_t kLargeEventBytes = 4096;
 
+// Responses items named "*_call" that the client runs, not the provider (server_tools.cpp
+// reads the others as provider-run calls).
+bool isServerItem(std::string_view type) {
+  return type.size() > 5 && type.ends_with("_call") && type != "function_call" &&
+         type != "custom_tool_call" && type != "local_shell_call" && type != "shell_call" &&
+         type != "apply_patch_call" && type != "computer_call";
+}
+
+// A provider-run call's streamed input (code, MCP arguments), reported as it arrives.
+bool isServerInputDelta(std::string_view type) {
+  return type == "response.code_interpreter_call_code.delta" ||
+         type == "response.mcp_call_arguments.delta";
+}
+
 struct Item {
   std::string type;  // message, function_call, reasoning, or another kept as is
   std::string id;
   std::string callId, name;
   std::string text;  // message text, arguments, or reasoning summary text
   std::string refusal;
-  ojson done;  // the item as response.output_item.done sent it
-  size_t toolIndex = 0;
+  ojson done;              // the item as response.output_item.done sent it
+  std::string rawContent;  // a message item read fast: its content's JSON text, not in `done`
+  size_t toolIndex = 0;    // function_call: among client calls; provider-run: among those
+  bool server = false;     // a provider-run tool call
 };
 
 }  // namespace
@@ -83,7 +90,7 @@ struct Item {
 struct ResponsesAssembler::State {
   StreamDelta delta;
   std::vector<Item> items;
-  size_t tools = 0;
+  size_t tools = 0, serverTools = 0;
   std::string id, model, status, incompleteReason;
   int64_t created = 0;
   std::optional<TokenUsage> usage;
@@ -135,6 +142,7 @@ struct ResponsesAssembler::State {
       size_t index = SIZE_MAX;
       bool havePiece = false;
       ojson lite = ojson::object();  // a large event's small fields
+      std::string rawContent;        // and its item's content, as raw JSON text
       for (auto field : doc.get_object()) {
         const std::string_view key = field.unescaped_key();
         if (key == "type") {
@@ -145,7 +153,8 @@ struct ResponsesAssembler::State {
           piece = field.value().get_string();
           havePiece = true;
         } else if (!maybeDelta && (key == "response" || key == "item")) {
-          lite[std::string(key)] = fieldsExcept(field.value().get_object(), "output", "content");
+          lite[std::string(key)] =
+              fieldsExcept(field.value().get_object(), "output", "content", &rawContent);
         }
       }
       if (ended) return false;
@@ -165,6 +174,9 @@ struct ResponsesAssembler::State {
           return false;
         }
         if (it.id.empty()) it.id = stringOf(lite["item"], "id");
+        // Kept unparsed: read only if the output is kept whole (annotations and all).
+        it.done = std::move(lite["item"]);
+        it.rawContent = std::move(rawContent);
         return true;
       }
       if (type == "response.completed" && lite.contains("response")) {
@@ -179,12 +191,21 @@ struct ResponsesAssembler::State {
   }
 
   // The object's fields as json, less the two named ones (left unread: simdjson skips them).
+  // `skipped2`: where the raw JSON text of `skip2`'s value goes (copied, not parsed).
   static ojson fieldsExcept(simdjson::ondemand::object object, std::string_view skip1,
-                            std::string_view skip2) {
+                            std::string_view skip2, std::string* skipped2) {
     ojson out = ojson::object();
     for (auto field : object) {
       const std::string_view key = field.unescaped_key();
-      if (key == skip1 || key == skip2) continue;
+      if (key == skip1) continue;
+      if (key == skip2) {
+        simdjson::ondemand::value value = field.value();
+        if (value.type() == simdjson::ondemand::json_type::array) {
+          const std::string_view raw = simdjson::ondemand::array(value.get_array()).raw_json();
+          skipped2->assign(raw);
+        }
+        continue;
+      }
       simdjson::ondemand::value value = field.value();
       std::string_view raw;
       switch (value.type()) {
@@ -239,10 +260,19 @@ struct ResponsesAssembler::State {
     if (index != items.size()) {
       throw ProtocolError("output item " + std::to_string(index) + " added out of order");
     }
+    if (items.size() >= kMaxReplyItems) {
+      throw ProtocolError("the reply has more than " + std::to_string(kMaxReplyItems) +
+                          " output items");
+    }
     Item it;
     it.type = stringOf(item, "type");
     it.id = stringOf(item, "id");
-    if (it.type == "function_call") {
+    if (isServerItem(it.type)) {
+      it.server = true;
+      it.toolIndex = serverTools++;
+      delta.serverToolCalls.push_back(ServerToolCallDelta{
+          it.toolIndex, it.id, it.type.substr(0, it.type.size() - 5), std::string()});
+    } else if (it.type == "function_call") {
       it.callId = stringOf(item, "call_id");
       it.name = stringOf(item, "name");
       if (it.callId.empty() || it.name.empty()) {
@@ -263,7 +293,9 @@ struct ResponsesAssembler::State {
     if (it.type == "message" && it.text.empty()) {
       if (auto parts = item.find("content"); parts != item.end() && parts->is_array()) {
         for (const auto& part : *parts) {
-          if (stringOf(part, "type") == "output_text") it.text += stringOf(part, "text");
+          const std::string type = stringOf(part, "type");
+          if (type == "output_text") it.text += stringOf(part, "text");
+          if (type == "refusal" && it.refusal.empty()) it.refusal = stringOf(part, "refusal");
         }
       }
     } else if (it.type == "function_call" && it.text.empty()) {
@@ -296,37 +328,75 @@ const StreamDelta& ResponsesAssembler::addEvent(std::string_view data, int statu
   }
   const std::string type = stringOf(value, "type");
   if (type == "error") throwApiError(data, value, status);
+  if (type == "response.failed") {
+    const ojson& response = value.contains("response") ? value["response"] : ojson();
+    throwApiError(data,
+                  response.is_object() && response.contains("error") ? response["error"] : ojson(),
+                  status);
+  }
   if (s.ended) throw ProtocolError("an event after the response ended: " + type);
   if (State::isDelta(type)) {
     const auto index = value.find("output_index");
     s.addDelta(
         type, index != value.end() && index->is_number_unsigned() ? index->get<size_t>() : SIZE_MAX,
         stringOf(value, "delta"));
+  } else if (isServerInputDelta(type)) {
+    Item& it = s.itemAt(value);
+    const std::string piece = stringOf(value, "delta");
+    if (it.server) {
+      s.delta.serverToolCalls.push_back(ServerToolCallDelta{it.toolIndex, "", "", piece});
+    }
   } else if (type == "response.refusal.delta") {
     s.itemAt(value).refusal += stringOf(value, "delta");
   } else if (type == "response.output_item.added") {
     s.addItem(value);
   } else if (type == "response.output_item.done") {
-    s.itemDone(s.itemAt(value), value.contains("item") ? value["item"] : ojson());
+    Item& it = s.itemAt(value);
+    if (it.type != "message" && data.size() > kMaxServerToolResultBytes) {
+      throw ProtocolError("a \"" + it.type + "\" output item is over the cap of " +
+                          std::to_string(kMaxServerToolResultBytes) + " bytes");
+    }
+    s.itemDone(it, value.contains("item") ? value["item"] : ojson());
   } else if (type == "response.completed" || type == "response.incomplete") {
     s.readResponse(value.contains("response") ? value["response"] : ojson());
     const std::string reason = type == "response.completed" ? "completed" : s.incompleteReason;
     s.endStream(reason.empty() ? "incomplete" : reason);
-  } else if (type == "response.failed") {
-    const ojson& response = value.contains("response") ? value["response"] : ojson();
-    throwApiError(data,
-                  response.is_object() && response.contains("error") ? response["error"] : ojson(),
-                  status);
-  } else if (std::find(kIgnoredEvents.begin(), kIgnoredEvents.end(), type) !=
-             kIgnoredEvents.end()) {
-    if (type == "response.created" || type == "response.in_progress") {
-      s.readResponse(value.contains("response") ? value["response"] : ojson());
-    }
-  } else {
-    throw ProtocolError("unknown stream event type \"" + type + "\"");
+  } else if (type == "response.created" || type == "response.in_progress") {
+    s.readResponse(value.contains("response") ? value["response"] : ojson());
   }
+  // Every other event (a provider-run tool's progress, its partial images, the done events that
+  // repeat what the deltas brought, and types yet to come) carries nothing the reply needs: an
+  // item's final state arrives in response.output_item.done.
   return s.delta;
 }
+
+namespace {
+
+// An item as response.output_item.done gave it; a message or call the fast path read without
+// keeping the done form is written back from what was read.
+nlohmann::json wholeItem(const Item& it) {
+  if (it.done.is_object()) {
+    nlohmann::json item = nlohmann::json::parse(it.done.dump());
+    if (!it.rawContent.empty()) item["content"] = nlohmann::json::parse(it.rawContent);
+    return item;
+  }
+  nlohmann::json item = {{"type", it.type}};
+  if (!it.id.empty()) item["id"] = it.id;
+  if (it.type == "message") {
+    item["role"] = "assistant";
+    item["status"] = "completed";
+    item["content"] = nlohmann::json::array(
+        {{{"type", "output_text"}, {"text", it.text}, {"annotations", nlohmann::json::array()}}});
+  } else if (it.type == "function_call") {
+    item["call_id"] = it.callId;
+    item["name"] = it.name;
+    item["arguments"] = it.text.empty() ? "{}" : it.text;
+    item["status"] = "completed";
+  }
+  return item;
+}
+
+}  // namespace
 
 ChatResult ResponsesAssembler::finish() {
   State& s = *state_;
@@ -339,7 +409,25 @@ ChatResult ResponsesAssembler::finish() {
   nlohmann::json reasoningItems = nlohmann::json::array();
   nlohmann::json ids = nlohmann::json::object();
   std::string reasoning, refusal;
+  // The output whole, kept when it holds an item beyond message, function_call and reasoning.
+  nlohmann::json output = nlohmann::json::array();
+  bool keepOutput = false;
+  size_t webSearches = 0;
+  // The rebuilt order is reasoning items, one message, function calls: any other is kept.
+  int lastRank = 0;
+  size_t messages = 0;
+  for (const Item& it : s.items) {
+    const int rank = it.type == "reasoning"       ? 0
+                     : it.type == "message"       ? 1
+                     : it.type == "function_call" ? 2
+                                                  : 3;
+    messages += it.type == "message" ? 1 : 0;
+    keepOutput = keepOutput || rank == 3 || rank < lastRank || messages > 1;
+    lastRank = rank;
+    if (it.type == "web_search_call") ++webSearches;
+  }
   for (Item& it : s.items) {
+    if (keepOutput) output.push_back(wholeItem(it));
     if (it.type == "message") {
       m.content += it.text;
       if (!it.id.empty()) ids["message"] = it.id;
@@ -360,6 +448,7 @@ ChatResult ResponsesAssembler::finish() {
   if (!reasoning.empty()) m.extra[std::string(kReasoningContent)] = std::move(reasoning);
   if (!ids.empty()) m.extra[std::string(kResponseItemIds)] = std::move(ids);
   if (!refusal.empty()) m.extra["refusal"] = std::move(refusal);
+  if (keepOutput) m.extra[std::string(kResponseOutput)] = std::move(output);
   if (s.status == "incomplete") {
     result.reportedFinishReason = s.incompleteReason.empty() ? "incomplete" : s.incompleteReason;
     result.finishReason =
@@ -369,6 +458,10 @@ ChatResult ResponsesAssembler::finish() {
     result.finishReason = m.toolCalls.empty() ? "stop" : "tool_calls";
   }
   result.usage = s.usage;
+  // Web searches are billed per call; the API counts them only as items.
+  if (result.usage && webSearches > 0) {
+    result.usage->raw["server_tool_use"] = {{"web_search_requests", webSearches}};
+  }
   result.id = s.id;
   result.model = s.model;
   result.raw = completionObject(result, s.created);

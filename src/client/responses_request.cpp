@@ -100,6 +100,14 @@ std::string buildResponsesBody(const ChatRequest& request, const ClientOptions& 
         break;
       }
       case Role::Assistant: {
+        // A reply that held more than the message says (provider-run tool items, items parley
+        // does not model) goes back whole and in order: each reasoning item followed by the
+        // items it led to, as the API requires.
+        if (auto o = m.extra.find(kResponseOutput); o != m.extra.end() && o->is_array()) {
+          for (const auto& item : *o)
+            input.push_back(ordered(item));
+          break;
+        }
         if (auto r = m.extra.find(kReasoningItems); r != m.extra.end() && r->is_array()) {
           for (const auto& item : *r)
             input.push_back(ordered(item));

@@ -14,6 +14,7 @@
 #include <simdjson.h>
 
 #include "parley/json.hpp"
+#include "parley/server_tools.hpp"
 
 namespace parley::detail {
 
@@ -51,6 +52,49 @@ std::string_view argumentsText(ondemand::value value) {
     }
     default:
       return value.raw_json_token();
+  }
+}
+
+// Text in either of the forms servers send it: a string, or an array of parts whose text parts
+// are joined (Mistral's magistral: [{"type":"text","text":...}]). Thinking parts (their text in
+// `thinking`, a string or again an array of text parts) go to `thinking` when given.
+void appendText(ondemand::value value, std::string& text, std::string* thinking) {
+  const ondemand::json_type type = value.type();
+  if (type == ondemand::json_type::string) {
+    text.append(std::string_view(value.get_string()));
+    return;
+  }
+  if (type != ondemand::json_type::array) return;
+  for (auto element : value.get_array()) {
+    if (element.type() != ondemand::json_type::object) continue;
+    std::string_view partType;
+    for (auto field : element.get_object()) {
+      const std::string_view key = field.unescaped_key();
+      if (key == "type") {
+        partType = stringOrEmpty(field.value());
+      } else if (key == "text" && partType != "thinking") {
+        text.append(stringOrEmpty(field.value()));
+      } else if (key == "thinking" && thinking) {
+        appendText(field.value(), *thinking, nullptr);
+      }
+    }
+  }
+}
+
+// The same for a parsed value (a whole chat.completion).
+void appendText(const nlohmann::json& value, std::string& text, std::string* thinking) {
+  if (value.is_string()) {
+    text += value.get_ref<const std::string&>();
+    return;
+  }
+  if (!value.is_array()) return;
+  for (const nlohmann::json& part : value) {
+    if (!part.is_object()) continue;
+    const std::string type = part.value("type", "");
+    if (type == "text" && part.contains("text")) appendText(part["text"], text, nullptr);
+    if (type == "thinking" && thinking && part.contains("thinking")) {
+      appendText(part["thinking"], *thinking, nullptr);
+    }
   }
 }
 
@@ -252,9 +296,9 @@ struct StreamAssembler::State {
           std::string_view partKey = part.unescaped_key();
           ondemand::value partValue = part.value();
           if (partKey == "content") {
-            delta.content.append(stringOrEmpty(partValue));
+            appendText(partValue, delta.content, &delta.reasoning);
           } else if (partKey == "reasoning_content" || partKey == "reasoning") {
-            delta.reasoning.append(stringOrEmpty(partValue));
+            appendText(partValue, delta.reasoning, nullptr);
           } else if (partKey == "refusal") {
             refusal.append(stringOrEmpty(partValue));
           } else if (partKey == "tool_calls") {
@@ -313,8 +357,10 @@ const StreamDelta& StreamAssembler::addChunk(std::string_view json) {
         }
       } else if (key == "system_fingerprint") {
         if (s.systemFingerprint.empty()) s.systemFingerprint = stringOrEmpty(value);
-      } else if (key == "error") {
+      } else if (key == "error" || key == "type") {
+        // {"error": {...}} or a flat {"type": "error", "message": ...}.
         if (value.type() == ondemand::json_type::null) continue;
+        if (key == "type" && stringOrEmpty(value) != "error") continue;
         HttpError::Details details;
         details.body.assign(json);
         readApiError(json, details);
@@ -428,9 +474,8 @@ ChatResult resultFromCompletion(std::string_view body) {
   ChatResult result;
   result.message.role = Role::Assistant;
   try {
-    if (auto c = m.find("content"); c != m.end() && c->is_string()) {
-      result.message.content = c->get<std::string>();
-    }
+    std::string thinking;
+    if (auto c = m.find("content"); c != m.end()) appendText(*c, result.message.content, &thinking);
     if (auto calls = m.find("tool_calls"); calls != m.end() && calls->is_array()) {
       if (calls->size() > kMaxToolCallsPerReply)
         throw ProtocolError("the reply has more than " + std::to_string(kMaxToolCallsPerReply) +
@@ -453,6 +498,7 @@ ChatResult resultFromCompletion(std::string_view body) {
         result.message.toolCalls.push_back(std::move(tc));
       }
     }
+    if (!thinking.empty()) result.message.extra["reasoning_content"] = thinking;
     for (const auto& [key, field] : m.items()) {
       if (key == "role" || key == "content" || key == "tool_calls" || key == "tool_call_id" ||
           key == "name" || field.is_null()) {
@@ -541,6 +587,11 @@ void deliverWhole(const ChatResult& result, const ChunkHandler& onChunk) {
   for (size_t i = 0; i < result.message.toolCalls.size(); ++i) {
     const ToolCall& call = result.message.toolCalls[i];
     delta.toolCalls.push_back(ToolCallDelta{i, call.id, call.name, call.arguments});
+  }
+  const std::vector<ServerToolCall> server = serverToolCallsOf(result.message);
+  for (size_t i = 0; i < server.size(); ++i) {
+    delta.serverToolCalls.push_back(
+        ServerToolCallDelta{i, server[i].id, server[i].name, server[i].input});
   }
   delta.usage = result.usage;
   delta.finishReason = result.reportedFinishReason;

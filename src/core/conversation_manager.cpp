@@ -2,6 +2,7 @@
 // the tool loop every runner shares. Over 600 lines because these share one state and one lock:
 // a turn appends, counts and saves under the same rules.
 #include "parley/conversation_manager.hpp"
+#include "parley/server_tools.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -863,7 +864,19 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
     }
   }
   if (shape && shape->reply) shape->reply(result);
-  if (result.message.content.empty() && result.message.toolCalls.empty()) {
+  // A refusal is its own outcome, with the provider's explanation; nothing is added.
+  if (auto refusal = result.message.extra.find("refusal");
+      result.finishReason == "refusal" ||
+      (result.message.content.empty() && result.message.toolCalls.empty() &&
+       refusal != result.message.extra.end() && refusal->is_string() &&
+       !refusal->get_ref<const std::string&>().empty())) {
+    std::string why = refusal != result.message.extra.end() && refusal->is_string()
+                          ? refusal->get<std::string>()
+                          : std::string();
+    throw RefusalError(why.empty() ? "the model declined to answer" : why, result.message.content);
+  }
+  if (result.message.content.empty() && result.message.toolCalls.empty() &&
+      !hasProviderContent(result.message)) {
     throw ProtocolError("the model returned an empty reply (finish_reason \"" +
                         result.reportedFinishReason + "\"); nothing was added");
   }

@@ -26,6 +26,7 @@ constexpr std::pair<ErrorKind, const char*> kKindNames[] = {
     {ErrorKind::LeaseLost, "lease_lost"},
     {ErrorKind::BudgetExceeded, "budget_exceeded"},
     {ErrorKind::StructuredOutput, "structured_output"},
+    {ErrorKind::Refusal, "refusal"},
 };
 
 std::string describe(const HttpError::Details& d) {
@@ -109,6 +110,11 @@ std::string describe(const StructuredOutputError::Details& d) {
 }
 }  // namespace
 
+RefusalError::RefusalError(std::string explanation, std::string partialText)
+    : Error("the model refused: " + explanation, {ErrorKind::Refusal, 0, false}),
+      explanation_(std::move(explanation)),
+      partialText_(std::move(partialText)) {}
+
 StructuredOutputError::StructuredOutputError(Details details)
     : Error(describe(details), {ErrorKind::StructuredOutput, 0, false}),
       details_(std::move(details)) {}
@@ -139,6 +145,9 @@ json errorToJson(const std::exception& error) {
     // JSON has no infinity: an unpriced model's estimate is written as null.
     out["limitUsd"] = e->limitUsd();
     out["estimateUsd"] = std::isfinite(e->estimateUsd()) ? json(e->estimateUsd()) : json(nullptr);
+  } else if (const auto* e = dynamic_cast<const RefusalError*>(&error)) {
+    out["explanation"] = capped(e->explanation());
+    out["partialText"] = capped(e->partialText());
   } else if (const auto* e = dynamic_cast<const StructuredOutputError*>(&error)) {
     const StructuredOutputError::Details& d = e->details();
     out["path"] = capped(d.path);
@@ -230,6 +239,11 @@ std::exception_ptr errorFromJson(const json& document) {
         }
         d.reply = stringField(document, "reply");
         return std::make_exception_ptr(StructuredOutputError(std::move(d)));
+      }
+      case ErrorKind::Refusal: {
+        std::string explanation = stringField(document, "explanation");
+        return std::make_exception_ptr(RefusalError(explanation.empty() ? message : explanation,
+                                                    stringField(document, "partialText")));
       }
       case ErrorKind::Error:
         break;

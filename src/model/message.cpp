@@ -1,4 +1,5 @@
 #include "parley/message.hpp"
+#include "parley/server_tools.hpp"
 
 #include <unordered_set>
 #include <utility>
@@ -164,7 +165,7 @@ void validate(const Message& message) {
     throw ValidationError("message.tool_calls", "only assistant messages carry tool calls, not " +
                                                     std::string(toString(message.role)));
   }
-  if (message.content.empty() && !hasParts &&
+  if (message.content.empty() && !hasParts && !hasProviderContent(message) &&
       !(message.role == Role::Assistant && !message.toolCalls.empty())) {
     throw ValidationError("message.content",
                           "must not be empty for a " + std::string(toString(message.role)) +
