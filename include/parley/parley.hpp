@@ -12,6 +12,7 @@
 #include "parley/events.hpp"
 #include "parley/executor.hpp"
 #include "parley/llm.hpp"
+#include "parley/mcp.hpp"
 #include "parley/message.hpp"
 #include "parley/message_store.hpp"
 #include "parley/openai_client.hpp"
