@@ -74,7 +74,7 @@ bool processGone(long pid) {
 TEST(McpStdio, HandshakeListsAndCallsTools) {
   McpClient client(everything());
   McpServerInfo info = client.serverInfo();
-  EXPECT_EQ(info.protocolVersion, "2025-06-18");
+  EXPECT_EQ(info.protocolVersion, "2025-11-25");
   EXPECT_EQ(info.name, "mcp-servers/everything");
   EXPECT_TRUE(info.capabilities.contains("tools"));
 
@@ -490,7 +490,9 @@ TEST_F(McpFilesystem, ReadsInsideTheRootAndIsRefusedOutside) {
   ToolResult inside = executor.execute(
       {"c1", "read_text_file", json{{"path", (root_ / "notes.txt").string()}}.dump()});
   ASSERT_TRUE(inside.success) << inside.error;
-  EXPECT_EQ(inside.content(), "inside the root\n");
+  // read_text_file declares an outputSchema: the model gets its checked structuredContent.
+  EXPECT_EQ(json::parse(inside.content()), json({{"content", "inside the root\n"}}))
+      << inside.content();
   ToolResult outside = executor.execute(
       {"c2", "read_text_file", json{{"path", (outside_ / "secret.txt").string()}}.dump()});
   EXPECT_FALSE(outside.success);
@@ -592,7 +594,7 @@ class EverythingHttp : public ::testing::Test {
 TEST_F(EverythingHttp, HandshakeListsAndCallsTools) {
   McpClient client(options());
   McpServerInfo info = client.serverInfo();
-  EXPECT_EQ(info.protocolVersion, "2025-06-18");
+  EXPECT_EQ(info.protocolVersion, "2025-11-25");
   EXPECT_EQ(info.name, "mcp-servers/everything");
   bool hasEcho = false;
   for (const McpTool& tool : client.listTools())
@@ -665,6 +667,340 @@ TEST(McpHttp, NothingListeningIsAConnectionError) {
   std::string error = errorOf<ConnectionError>([&] { client.connect(); });
   EXPECT_NE(error.find("MCP server \"nobody\" at http://127.0.0.1:9/mcp"), std::string::npos)
       << error;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The server's requests (elicitation, sampling, roots), structured output, hostile servers and
+// OAuth sign-in, against tests/node/mcp/test_server.mjs (plain JSON-RPC, no SDK).
+
+const std::string kTestServer = std::string(PARLEY_MCP_NODE_DIR) + "/test_server.mjs";
+
+McpServerOptions testServer(const std::string& mode) {
+  McpServerOptions options;
+  options.name = mode;
+  options.command = {PARLEY_NODE, kTestServer, mode};
+  options.shutdownGrace = 200ms;
+  return options;
+}
+
+// What the relay server got back from the client for one request: its result or {"error":...}.
+json relay(McpClient& client, const std::string& method, const json& params) {
+  McpToolResult result = client.callTool("relay", {{"method", method}, {"params", params}});
+  return json::parse(result.forModel().get<std::string>());
+}
+
+const json kForm = {
+    {"type", "object"},
+    {"properties",
+     {{"name", {{"type", "string"}, {"default", "John Doe"}}},
+      {"age", {{"type", "integer"}, {"default", 30}}},
+      {"status", {{"type", "string"}, {"enum", {"active", "inactive"}}, {"default", "active"}}},
+      {"colors",
+       {{"type", "array"},
+        {"items", {{"anyOf", {{{"const", "red"}, {"title", "Red"}}, {{"const", "blue"}}}}}}}},
+      {"verified", {{"type", "boolean"}, {"default", true}}}}},
+    {"required", {"name"}}};
+
+TEST(McpServerRequests, AnElicitedFormGetsTheSchemaDefaults) {
+  McpServerOptions options = testServer("relay");
+  std::vector<McpElicitation> asked;
+  options.onElicitation = [&](const McpElicitation& request, std::stop_token) {
+    asked.push_back(request);
+    McpElicitationAnswer answer;
+    answer.action = McpElicitationAnswer::Action::Accept;
+    answer.content = {{"age", 41}, {"colors", {"blue"}}};
+    return answer;
+  };
+  McpClient client(options);
+  json answer = relay(client, "elicitation/create",
+                      {{"message", "Who are you?"}, {"requestedSchema", kForm}});
+  EXPECT_EQ(answer, json({{"action", "accept"},
+                          {"content",
+                           {{"name", "John Doe"},
+                            {"age", 41},
+                            {"status", "active"},
+                            {"colors", {"blue"}},
+                            {"verified", true}}}}))
+      << answer.dump();
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0].mode, "form");
+  EXPECT_EQ(asked[0].message, "Who are you?");
+  // URL mode: the handler sees the page; the server gets the action only.
+  json url = relay(client, "elicitation/create",
+                   {{"mode", "url"},
+                    {"message", "Sign the form"},
+                    {"url", "https://example.com/form"},
+                    {"elicitationId", "e-1"}});
+  EXPECT_EQ(url, json({{"action", "accept"}})) << url.dump();
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_EQ(asked[1].url, "https://example.com/form");
+}
+
+TEST(McpServerRequests, AnAnswerOutsideTheFormIsNotSent) {
+  McpServerOptions options = testServer("relay");
+  options.onElicitation = [](const McpElicitation&, std::stop_token) {
+    McpElicitationAnswer answer;
+    answer.action = McpElicitationAnswer::Action::Accept;
+    answer.content = {{"status", "sleeping"}};
+    return answer;
+  };
+  McpClient client(options);
+  json answer = relay(client, "elicitation/create", {{"message", "?"}, {"requestedSchema", kForm}});
+  ASSERT_TRUE(answer.contains("error")) << answer.dump();
+  EXPECT_NE(
+      answer["error"]["message"].get<std::string>().find("\"status\" is not one of its options"),
+      std::string::npos)
+      << answer.dump();
+}
+
+TEST(McpServerRequests, FormsPastTheCapsNeverReachTheHandler) {
+  McpServerOptions options = testServer("relay");
+  int calls = 0;
+  options.onElicitation = [&](const McpElicitation&, std::stop_token) {
+    ++calls;
+    return McpElicitationAnswer{};
+  };
+  McpClient client(options);
+  json many = {{"type", "object"}, {"properties", json::object()}};
+  for (int i = 0; i < 33; ++i)
+    many["properties"]["field" + std::to_string(i)] = {{"type", "string"}};
+  json answer = relay(client, "elicitation/create", {{"message", "?"}, {"requestedSchema", many}});
+  EXPECT_EQ(answer["error"]["code"], -32602) << answer.dump();
+  EXPECT_NE(answer.dump().find("(maxElicitationProperties)"), std::string::npos) << answer.dump();
+
+  json large = {
+      {"type", "object"},
+      {"properties", {{"a", {{"type", "string"}, {"description", std::string(20000, 'x')}}}}}};
+  answer = relay(client, "elicitation/create", {{"message", "?"}, {"requestedSchema", large}});
+  EXPECT_NE(answer.dump().find("(maxElicitationSchemaBytes)"), std::string::npos) << answer.dump();
+
+  json nested = {{"type", "object"},
+                 {"properties", {{"a", {{"type", "object"}, {"properties", json::object()}}}}}};
+  answer = relay(client, "elicitation/create", {{"message", "?"}, {"requestedSchema", nested}});
+  EXPECT_NE(answer.dump().find("has type \\\"object\\\""), std::string::npos) << answer.dump();
+  EXPECT_EQ(calls, 0);
+}
+
+TEST(McpServerRequests, WithoutAHandlerElicitationIsNotOffered) {
+  McpClient client(testServer("relay"));
+  json answer = relay(client, "elicitation/create", {{"message", "?"}, {"requestedSchema", kForm}});
+  EXPECT_EQ(answer["error"]["code"], -32601) << answer.dump();
+}
+
+TEST(McpServerRequests, SamplingIsAnsweredByTheHandlerWithinTheCaps) {
+  McpServerOptions options = testServer("relay");
+  options.samplingMaxTokens = 100;
+  json seen;
+  options.onSampling = [&](const McpSamplingRequest& request, std::stop_token) {
+    seen = request.params;
+    return json{{"role", "assistant"},
+                {"content", {{"type", "text"}, {"text", "Paris"}}},
+                {"model", "the-model"}};
+  };
+  McpClient client(options);
+  json message = {{"role", "user"},
+                  {"content", {{"type", "text"}, {"text", "Capital of France?"}}}};
+  json answer =
+      relay(client, "sampling/createMessage", {{"messages", {message}}, {"maxTokens", 5000}});
+  EXPECT_EQ(answer["content"]["text"], "Paris") << answer.dump();
+  EXPECT_EQ(seen["maxTokens"], 100);  // clipped to samplingMaxTokens
+
+  json many = json::array();
+  for (int i = 0; i < 65; ++i)
+    many.push_back(message);
+  answer = relay(client, "sampling/createMessage", {{"messages", many}, {"maxTokens", 10}});
+  EXPECT_NE(answer.dump().find("(maxSamplingMessages)"), std::string::npos) << answer.dump();
+  json huge = message;
+  huge["content"]["text"] = std::string(options.maxSamplingBytes, 'x');
+  answer = relay(client, "sampling/createMessage", {{"messages", {huge}}, {"maxTokens", 10}});
+  EXPECT_NE(answer.dump().find("(maxSamplingBytes)"), std::string::npos) << answer.dump();
+}
+
+TEST(McpServerRequests, RootsAreListed) {
+  McpServerOptions options = testServer("relay");
+  options.roots = {{"file:///srv/docs", "docs"}};
+  McpClient client(options);
+  EXPECT_EQ(relay(client, "roots/list", json::object()),
+            json({{"roots", {{{"uri", "file:///srv/docs"}, {"name", "docs"}}}}}));
+}
+
+TEST(McpStructured, StructuredContentIsCheckedAgainstTheOutputSchema) {
+  McpClient client(testServer("structured"));
+  std::vector<McpTool> tools = client.listTools();
+  ASSERT_EQ(tools.size(), 1u);
+  EXPECT_EQ(tools[0].annotations["readOnlyHint"], true);
+  McpToolResult good = client.callTool("weather", json::object());
+  EXPECT_FALSE(good.isError);
+  EXPECT_EQ(good.structuredContent, json({{"celsius", 21.5}}));
+  McpToolResult bad = client.callTool("weather", {{"bad", true}});
+  EXPECT_TRUE(bad.isError);
+  EXPECT_NE(bad.forModel().get<std::string>().find("does not match its outputSchema"),
+            std::string::npos)
+      << bad.forModel();
+}
+
+TEST(McpStructured, TheModelSeesTheStructuredContentOfATool) {
+  auto registry = std::make_shared<ToolRegistry>();
+  registry->addMcpServer("structured", testServer("structured"));
+  ToolExecutor executor(registry);
+  ToolResult result = executor.execute({"c1", "weather", "{}"});
+  EXPECT_TRUE(result.success) << result.error;
+  EXPECT_EQ(json::parse(result.content()), json({{"celsius", 21.5}})) << result.content();
+}
+
+TEST(McpHostile, AServerThatFloodsRequestsAndStopsReadingCannotHoldACall) {
+  McpClient client(testServer("flood"));
+  client.connect();
+  McpCallOptions call;
+  call.timeout = 1000ms;
+  // Before the fix the call took 33-63 s (answers and the cancellation waited for a server that
+  // does not read, up to requestTimeout each); 15 s is far from both.
+  auto started = std::chrono::steady_clock::now();
+  std::string error;
+  try {
+    client.callTool("flood", json::object(), call);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  client.close();
+  auto took = std::chrono::steady_clock::now() - started;
+  EXPECT_LT(took, 15s);
+  EXPECT_TRUE(error.find("does not read the answers") != std::string::npos ||
+              error.find("no answer to tools/call in time") != std::string::npos)
+      << error;
+}
+
+TEST(McpHostile, ToolDefinitionsAreCappedInBytes) {
+  McpClient client(testServer("big-tools"));
+  std::string error = errorOf<ProtocolError>([&] { client.listTools(); });
+  EXPECT_NE(error.find("take more than 1048576 bytes (maxToolBytes)"), std::string::npos) << error;
+  McpServerOptions roomy = testServer("big-tools");
+  roomy.maxToolBytes = 2 << 20;
+  McpClient enough(roomy);
+  EXPECT_EQ(enough.listTools().size(), 12u);
+}
+
+// The OAuth test server over HTTP; it prints "port N" when it listens.
+class OAuthServer {
+ public:
+  explicit OAuthServer(const std::string& variant) {
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) return;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    std::vector<std::string> args = {PARLEY_NODE, kTestServer, "oauth", variant};
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::posix_spawn(&pid_, PARLEY_NODE, &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    std::string text;
+    char buffer[256];
+    while (text.find('\n') == std::string::npos) {
+      ssize_t n = ::read(out[0], buffer, sizeof buffer);
+      if (n <= 0) break;
+      text.append(buffer, static_cast<std::size_t>(n));
+    }
+    ::close(out[0]);
+    if (text.rfind("port ", 0) == 0) port_ = std::stoi(text.substr(5));
+  }
+  ~OAuthServer() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      int status;
+      ::waitpid(pid_, &status, 0);
+    }
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/mcp"; }
+  int port() const { return port_; }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+McpServerOptions signingIn(const OAuthServer& server, int* signIns) {
+  McpServerOptions options;
+  options.name = "secured";
+  options.url = server.url();
+  options.oauth.authorize = [signIns](const McpAuthorizationRequest& request, std::stop_token) {
+    ++*signIns;
+    return mcpFollowAuthorizationRedirect(request, 5s);
+  };
+  return options;
+}
+
+TEST(McpOAuth, SignsInRefreshesAndKeepsTheTokensInAPrivateFile) {
+  OAuthServer server("ok");
+  ASSERT_GT(server.port(), 0);
+  fs::path dir = fs::temp_directory_path() / ("parley-oauth-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::string tokenFile = (dir / "tokens.json").string();
+  int signIns = 0;
+  {
+    McpServerOptions options = signingIn(server, &signIns);
+    options.oauth.tokenFile = tokenFile;
+    McpClient client(options);
+    EXPECT_EQ(client.serverInfo().name, "parley-test-server");
+    // The server refuses the first token once: the client refreshes it without a sign-in.
+    ASSERT_EQ(client.listTools().size(), 1u);
+  }
+  EXPECT_EQ(signIns, 1);
+  EXPECT_EQ(fs::status(tokenFile).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  std::ifstream in(tokenFile);
+  std::string stored((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(stored.find("secret-refresh-token-2"), std::string::npos);
+  {
+    // The next run uses the stored token: no sign-in.
+    McpServerOptions options = signingIn(server, &signIns);
+    options.oauth.tokenFile = tokenFile;
+    McpClient client(options);
+    EXPECT_EQ(client.listTools().size(), 1u);
+  }
+  EXPECT_EQ(signIns, 1);
+  fs::remove_all(dir);
+}
+
+TEST(McpOAuth, WithoutAWayToSignInA401IsAnError) {
+  OAuthServer server("ok");
+  McpServerOptions options;
+  options.name = "secured";
+  options.url = server.url();
+  McpClient client(options);
+  std::string error = errorOf<HttpError>([&] { client.connect(); });
+  EXPECT_NE(error.find("401"), std::string::npos) << error;
+}
+
+TEST(McpOAuth, AMetadataDocumentPastTheCapIsRefused) {
+  OAuthServer server("big-metadata");
+  int signIns = 0;
+  McpClient client(signingIn(server, &signIns));
+  std::string error = errorOf<ProtocolError>([&] { client.connect(); });
+  EXPECT_NE(error.find("larger than 65536 bytes (maxDocumentBytes)"), std::string::npos) << error;
+  EXPECT_EQ(signIns, 0);
+}
+
+TEST(McpOAuth, AMetadataServerThatNeverAnswersIsGivenUpOn) {
+  OAuthServer server("slow-metadata");
+  int signIns = 0;
+  McpServerOptions options = signingIn(server, &signIns);
+  options.oauth.httpTimeout = 300ms;
+  McpClient client(options);
+  std::string error = errorOf<TimeoutError>([&] { client.connect(); });
+  EXPECT_NE(error.find("(httpTimeout)"), std::string::npos) << error;
+}
+
+TEST(McpOAuth, ATokenAnswerPastTheCapIsRefused) {
+  OAuthServer server("big-token");
+  int signIns = 0;
+  McpClient client(signingIn(server, &signIns));
+  std::string error = errorOf<ProtocolError>([&] { client.connect(); });
+  EXPECT_NE(error.find("(maxDocumentBytes)"), std::string::npos) << error;
+  EXPECT_EQ(error.find("xxxxxxxx"), std::string::npos) << "the token leaked into: " << error;
 }
 
 }  // namespace

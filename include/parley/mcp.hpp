@@ -9,10 +9,11 @@
 // it is in docs/mcp.md.
 //
 // Limits: every message from the server is capped (maxMessageBytes, maxJsonDepth), and so are
-// the tools listed (maxTools, maxListPages), the lines on stdout that are not JSON-RPC
-// (maxNonJsonLines), the stderr kept (maxStderrBytes), each request's time (requestTimeout;
-// tools/call has its own) and the restarts (maxRestarts). No tool runs before the handshake
-// succeeded.
+// the tools listed (maxTools, maxToolBytes, maxListPages), the server's requests (elicitation
+// schemas, sampling requests, how many at once), the OAuth documents, the lines on stdout that are
+// not JSON-RPC (maxNonJsonLines), the stderr kept (maxStderrBytes), each request's time
+// (requestTimeout; tools/call has its own) and the restarts (maxRestarts). No tool runs before the
+// handshake succeeded.
 #pragma once
 
 #include <chrono>
@@ -34,8 +35,8 @@ namespace parley {
 
 // The protocol revisions this client speaks, newest first. It asks for the first; a server may
 // answer with any of them, and one that answers with another is refused (ProtocolError).
-inline const std::vector<std::string> kMcpProtocolVersions = {"2025-06-18", "2025-03-26",
-                                                              "2024-11-05"};
+inline const std::vector<std::string> kMcpProtocolVersions = {"2025-11-25", "2025-06-18",
+                                                              "2025-03-26", "2024-11-05"};
 
 // At most this many MCP servers per ToolRegistry (ToolRegistry::addMcpServer()).
 inline constexpr std::size_t kMaxMcpServersPerRegistry = 16;
@@ -68,6 +69,109 @@ struct McpProgress {
   std::string message;
 };
 
+// --- the server asks the user (elicitation/create) --------------------------------------------
+
+// What a server asks for: a form (`requestedSchema`, a flat object of strings, numbers, integers,
+// booleans and enums, checked against the caps of McpServerOptions before the handler sees it)
+// or a page for the person to open (`url`: mode "url", 2025-11-25).
+struct McpElicitation {
+  std::string server;  // McpServerOptions::name
+  std::string mode;    // "form" or "url"
+  std::string message;
+  nlohmann::json requestedSchema = nlohmann::json::object();  // form
+  std::string url;                                            // url
+  std::string elicitationId;                                  // url
+};
+
+struct McpElicitationAnswer {
+  enum class Action { Accept, Decline, Cancel };
+  Action action = Action::Decline;
+  // Form mode with Accept: the values given. The schema's defaults fill in what is left out
+  // (SEP-1034), and the result is checked against the schema before it is sent.
+  nlohmann::json content = nlohmann::json::object();
+};
+
+// Called on a thread of the client's own (never the one reading the connection), so it may ask
+// a person and wait; it should return soon after `cancel` is requested (the server cancelled
+// the request or the client closes). Throwing sends the server an error instead.
+using McpElicitationHandler =
+    std::function<McpElicitationAnswer(const McpElicitation&, std::stop_token cancel)>;
+
+// --- the server asks for a model completion (sampling/createMessage)
+// ------------------------------
+
+// The request's params as the server sent them (messages, systemPrompt, maxTokens, ...), after
+// the caps of McpServerOptions (messages, bytes; maxTokens clipped to samplingMaxTokens).
+struct McpSamplingRequest {
+  std::string server;
+  nlohmann::json params = nlohmann::json::object();
+};
+
+// Answers with a CreateMessageResult ({"role":"assistant","content":{...},"model":...}); throws to
+// refuse (the server gets a JSON-RPC error with the message). Same thread rules as elicitation.
+using McpSamplingHandler =
+    std::function<nlohmann::json(const McpSamplingRequest&, std::stop_token cancel)>;
+
+// A root the client offers the server (roots/list).
+struct McpRoot {
+  std::string uri;  // file://...
+  std::string name;
+};
+
+// --- OAuth 2.1 for Streamable HTTP servers
+// ---------------------------------------------------------
+
+// A sign-in to show a person: open `url` in a browser; the authorization server sends the browser
+// back to `redirectUri` with a code and `state`.
+struct McpAuthorizationRequest {
+  std::string server;
+  std::string url;
+  std::string redirectUri;
+  std::string state;
+};
+
+// Shows the sign-in and returns the URL the browser was sent back to (with code and state);
+// throws to give up. Runs on a transport thread; it should return once `cancel` is requested.
+using McpAuthorizeHandler =
+    std::function<std::string(const McpAuthorizationRequest&, std::stop_token cancel)>;
+
+// How to sign in to an HTTP server that answers 401 (the MCP authorization specification of
+// 2025-11-25, with the 2025-03-26 fallbacks; docs/mcp.md).
+struct McpOAuthOptions {
+  // Set: sign in when the server asks; unset: a 401 is an error (a static bearerToken may do).
+  McpAuthorizeHandler authorize;
+  std::string redirectUri = "http://127.0.0.1:33418/callback";
+  // A client registered beforehand (its secret, if any); else a client ID metadata document
+  // (`clientMetadataUrl`, when the authorization server supports them), else dynamic client
+  // registration under `clientName`.
+  std::string clientId;
+  std::string clientSecret;
+  std::string clientMetadataUrl;
+  std::string clientName = "parley";
+  std::vector<std::string> scopes;  // asked for instead of what the server names, when set
+  // Where tokens and the registration are kept between runs (created 0600, one entry per server
+  // URL); "" keeps them in memory only. Tokens are never logged nor put in error messages.
+  std::string tokenFile;
+  int maxAuthorizations = 3;                // sign-ins for one request, step-up included
+  std::size_t maxDocumentBytes = 64 << 10;  // each metadata document, registration, token answer
+  std::chrono::milliseconds httpTimeout{10'000};  // each request to the authorization server
+};
+
+// For an authorization server that approves without a person (tests, the conformance suite):
+// requests the sign-in URL without following the redirect and returns where it points.
+// Throws ConnectionError/TimeoutError, or ProtocolError when the answer is not a redirect.
+std::string mcpFollowAuthorizationRedirect(const McpAuthorizationRequest& request,
+                                           std::chrono::milliseconds timeout);
+
+// For a person with a browser: listens on the loopback address and port of
+// `request.redirectUri` (http://127.0.0.1:PORT/PATH or http://localhost:PORT/PATH), calls
+// `show(request.url)` once it listens (print it, open a browser), and returns the URL the browser
+// comes back to, answering it with a short page. Gives up after `timeout` (TimeoutError) or when
+// `cancel` is requested (CancelledError); ValidationError for a redirect URI that is not loopback.
+std::string mcpAwaitBrowserSignIn(const McpAuthorizationRequest& request,
+                                  const std::function<void(const std::string& url)>& show,
+                                  std::chrono::milliseconds timeout, std::stop_token cancel);
+
 // How to reach one server and what to take from it. Checked by McpClient's constructor.
 struct McpServerOptions {
   // A label for messages, and the prefix of tool names with prefixToolNames. For
@@ -88,6 +192,12 @@ struct McpServerOptions {
   std::string url;
   std::string bearerToken;                     // sent as "Authorization: Bearer ..." when set
   std::map<std::string, std::string> headers;  // extra request headers
+  McpOAuthOptions oauth;                       // sign-in when the server asks for it
+
+  // --- what the client offers the server (declared in initialize) -----------------------------
+  McpElicitationHandler onElicitation;  // set: capability "elicitation" (form and url)
+  McpSamplingHandler onSampling;        // set: capability "sampling"
+  std::vector<McpRoot> roots;           // non-empty: capability "roots"
 
   // --- which tools, and how they run -----------------------------------------------------------
   bool prefixToolNames = false;    // register "name__tool" instead of "tool"
@@ -115,6 +225,16 @@ struct McpServerOptions {
   int maxListPages = 32;                               // pages of one */list
   int maxNonJsonLines = 100;  // stdio: lines on stdout that are not JSON-RPC before giving up
   std::size_t maxStderrBytes = 16 << 10;  // stdio: the tail of stderr kept for error messages
+  std::size_t maxToolBytes = std::size_t{1} << 20;  // all tools of tools/list, as JSON
+  // The server's requests: how many wait for a handler at once (more get an error), the size of
+  // an elicitation schema and its properties, a sampling request's size and messages, and the
+  // maxTokens a sampling request may ask for (larger is clipped).
+  int maxServerRequestsInFlight = 4;
+  std::size_t maxElicitationSchemaBytes = 16 << 10;
+  std::size_t maxElicitationProperties = 32;
+  std::size_t maxSamplingBytes = std::size_t{1} << 20;
+  std::size_t maxSamplingMessages = 64;
+  int samplingMaxTokens = 4096;
   // Restarts in a row without a successful request in between; then the server is given up on
   // and every call of its tools is an error result.
   int maxRestarts = 3;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -22,12 +23,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "parley/mcp.hpp"
+#include "parley/errors.hpp"
 #include "parley/message.hpp"
 
 namespace parley {
 
 class ThreadPool;
+// MCP (mcp.hpp, which a caller of addMcpServer() includes): declared here only, so that a change
+// to the MCP options does not rebuild every user of the registry.
+struct McpServerOptions;
+struct McpRegistration;
 namespace detail {
 struct RegisteredTool;     // a tool with its compiled schema (tools.cpp)
 struct ToolExecutorState;  // an executor's cap, pool and sleeper (tools.cpp)

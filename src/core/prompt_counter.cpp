@@ -14,7 +14,7 @@
 #include "client/request_body.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
-#include "store/sha256.hpp"
+#include "model/sha256.hpp"
 
 namespace parley {
 

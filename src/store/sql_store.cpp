@@ -15,7 +15,7 @@
 #include <utility>
 
 #include "parley/json.hpp"
-#include "store/sha256.hpp"
+#include "model/sha256.hpp"
 
 namespace parley::detail {
 

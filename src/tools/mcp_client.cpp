@@ -3,13 +3,19 @@
 // tools/list_changed), cancellation, restarts. Over 600 lines because these share one
 // session's state and lock; the transports (stdio, HTTP) are already apart.
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
+#include <list>
 #include <mutex>
+#include <thread>
 #include <utility>
 
 #include "parley/json.hpp"
 #include "parley/mcp.hpp"
+#include "tools/mcp_elicitation.hpp"
+#include "tools/mcp_oauth.hpp"
 #include "tools/mcp_transport.hpp"
+#include "tools/tool_schema.hpp"
 
 namespace parley {
 
@@ -103,7 +109,7 @@ struct Pending {
   std::string tool;  // tools/call: the tool, for progress notifications
 };
 
-struct Connection {
+struct Connection : std::enable_shared_from_this<Connection> {
   std::unique_ptr<McpTransport> transport;
   std::map<int64_t, std::shared_ptr<Pending>> pending;  // McpClient::Impl::mutex
   bool alive = true;
@@ -135,9 +141,25 @@ json McpToolResult::forModel(bool preferStructured) const {
 }
 
 struct McpClient::Impl {
-  explicit Impl(McpServerOptions o) : options(std::move(o)) {}
+  explicit Impl(McpServerOptions o) : options(std::move(o)) {
+    if (!options.url.empty() && options.oauth.authorize)
+      oauth = std::make_shared<detail::McpOAuth>(options.name, options.url, options.oauth);
+  }
+
+  // One of the server's requests that waits for a handler (elicitation, sampling), on a thread
+  // of its own; cancelled by notifications/cancelled or close().
+  struct ServerCall {
+    json id;
+    std::jthread thread;
+    std::shared_ptr<std::atomic<bool>> done = std::make_shared<std::atomic<bool>>(false);
+  };
 
   McpServerOptions options;
+  std::shared_ptr<detail::McpOAuth> oauth;
+  std::mutex serverCallsMutex;  // serverCalls
+  std::list<ServerCall> serverCalls;
+  // The tools' output schemas from the last tools/list, to check structuredContent against.
+  std::map<std::string, std::shared_ptr<CompiledSchema>> outputSchemas;  // mutex
   mutable std::mutex mutex;
   std::condition_variable_any changed;
   std::shared_ptr<Connection> connection;
@@ -160,15 +182,16 @@ struct McpClient::Impl {
     try {
       message = parseMessage(text, options.maxJsonDepth);
     } catch (const ProtocolError& e) {
-      return {false, std::nullopt, e.what()};
+      return {false, std::nullopt, e.what(), nullptr};
     }
     if (message.is_array()) {  // a batch (protocol 2025-03-26)
-      McpReceived all{true, std::nullopt, ""};
+      McpReceived all{true, std::nullopt, "", nullptr};
       for (const json& item : message) {
         McpReceived one = dispatch(connection, item);
         all.valid = all.valid && one.valid;
         if (!one.valid) all.problem = one.problem;
         if (one.responseTo) all.responseTo = one.responseTo;
+        if (one.fatal && !all.fatal) all.fatal = one.fatal;
       }
       return all;
     }
@@ -177,26 +200,30 @@ struct McpClient::Impl {
 
   McpReceived dispatch(Connection& connection, const json& message) {
     if (!message.is_object() || message.value("jsonrpc", json()) != "2.0")
-      return {false, std::nullopt, "not a JSON-RPC 2.0 message"};
+      return {false, std::nullopt, "not a JSON-RPC 2.0 message", nullptr};
     auto method = message.find("method");
     auto id = message.find("id");
     if (method != message.end()) {
-      if (!method->is_string()) return {false, std::nullopt, "the method is not a string"};
-      if (id != message.end())
-        answerServerRequest(connection, *id, method->get<std::string>());
-      else
-        notification(connection, method->get<std::string>(), message.value("params", json()));
-      return {true, std::nullopt, ""};
+      if (!method->is_string()) return {false, std::nullopt, "the method is not a string", nullptr};
+      if (id != message.end()) {
+        std::exception_ptr fatal = answerServerRequest(connection, *id, method->get<std::string>(),
+                                                       message.value("params", json()));
+        return {true, std::nullopt, "", fatal};
+      }
+      notification(connection, method->get<std::string>(), message.value("params", json()));
+      return {true, std::nullopt, "", nullptr};
     }
     bool isResult = message.contains("result");
     bool isError = message.contains("error");
     if (id == message.end() || isResult == isError)
-      return {false, std::nullopt, "neither a request, a notification nor a response"};
-    if (!id->is_number_integer()) return {true, std::nullopt, ""};  // not an id this client sent
+      return {false, std::nullopt, "neither a request, a notification nor a response", nullptr};
+    if (!id->is_number_integer())
+      return {true, std::nullopt, "", nullptr};  // not an id this client sent
     int64_t requestId = id->get<int64_t>();
     std::unique_lock lock(mutex);
     auto found = connection.pending.find(requestId);
-    if (found == connection.pending.end()) return {true, requestId, ""};  // late: abandoned
+    if (found == connection.pending.end())
+      return {true, requestId, "", nullptr};  // late: abandoned
     Pending& pending = *found->second;
     if (isResult) {
       pending.result = message["result"];
@@ -213,20 +240,114 @@ struct McpClient::Impl {
     connection.pending.erase(found);
     lock.unlock();
     changed.notify_all();
-    return {true, requestId, ""};
+    return {true, requestId, "", nullptr};
   }
 
-  void answerServerRequest(Connection& connection, const json& id, const std::string& method) {
+  static json errorReply(const json& id, int code, const std::string& message) {
+    return {{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", code}, {"message", message}}}};
+  }
+
+  // Answers at once what needs no handler; hands elicitation and sampling to a thread of their
+  // own. Returns an error to end the connection with when an answer cannot be sent at once (a
+  // server that floods requests and does not read the answers).
+  std::exception_ptr answerServerRequest(Connection& connection, const json& id,
+                                         const std::string& method, const json& params) {
     json reply = {{"jsonrpc", "2.0"}, {"id", id}};
-    if (method == "ping")
+    if (method == "ping") {
       reply["result"] = json::object();
-    else
-      reply["error"] = {{"code", -32601}, {"message", "Method not found: " + method}};
+    } else if (method == "roots/list" && !options.roots.empty()) {
+      json roots = json::array();
+      for (const McpRoot& root : options.roots) {
+        json item = {{"uri", root.uri}};
+        if (!root.name.empty()) item["name"] = root.name;
+        roots.push_back(std::move(item));
+      }
+      reply["result"] = {{"roots", std::move(roots)}};
+    } else if ((method == "elicitation/create" && options.onElicitation) ||
+               (method == "sampling/createMessage" && options.onSampling)) {
+      std::string problem = method == "elicitation/create"
+                                ? detail::checkElicitation(params, options)
+                                : detail::checkSampling(params, options);
+      if (!problem.empty()) {
+        reply = errorReply(id, -32602, problem);
+      } else if (!startServerCall(connection, id, method, params)) {
+        reply = errorReply(id, -32603,
+                           "too many requests of the server wait for an answer "
+                           "(maxServerRequestsInFlight = " +
+                               std::to_string(options.maxServerRequestsInFlight) + ")");
+      } else {
+        return nullptr;
+      }
+    } else {
+      reply = errorReply(id, -32601, "Method not found: " + method);
+    }
     try {
-      connection.transport->send(reply.dump(), std::nullopt, Clock::now() + options.requestTimeout);
+      connection.transport->sendAnswer(reply.dump());
+    } catch (const TimeoutError&) {
+      return std::make_exception_ptr(
+          ProtocolError(who() + " sends requests but does not read the answers"));
     } catch (const Error&) {
       // The connection is going away; its death is reported on its own.
     }
+    return nullptr;
+  }
+
+  // False when maxServerRequestsInFlight are running already.
+  bool startServerCall(Connection& connection, const json& id, const std::string& method,
+                       const json& params) {
+    {
+      std::lock_guard state(mutex);
+      if (closed) return false;
+    }
+    std::lock_guard lock(serverCallsMutex);
+    serverCalls.remove_if([](ServerCall& call) { return call.done->load(); });  // joins them
+    if (serverCalls.size() >= static_cast<std::size_t>(options.maxServerRequestsInFlight))
+      return false;
+    std::shared_ptr<Connection> held = connection.shared_from_this();
+    ServerCall& call = serverCalls.emplace_back();
+    call.id = id;
+    call.thread =
+        std::jthread([this, held, id, method, params, done = call.done](std::stop_token stop) {
+          json reply;
+          try {
+            json result = method == "elicitation/create"
+                              ? detail::runElicitation(params, options, stop)
+                              : detail::runSampling(params, options, stop);
+            reply = {{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}};
+          } catch (const CancelledError& e) {
+            reply = errorReply(id, -1, e.what());  // the user declined (the specification's -1)
+          } catch (const std::exception& e) {
+            reply = errorReply(id, -32603, e.what());
+          }
+          if (!stop.stop_requested()) {
+            try {
+              held->transport->send(reply.dump(-1, ' ', false, json::error_handler_t::replace),
+                                    std::nullopt, Clock::now() + options.requestTimeout);
+            } catch (const Error&) {
+              // The connection is gone; the server has forgotten the request.
+            }
+          }
+          done->store(true);
+        });
+    return true;
+  }
+
+  // notifications/cancelled for one of the server's requests: its handler is told to stop.
+  void serverCancelled(const json& requestId) {
+    std::lock_guard lock(serverCallsMutex);
+    for (ServerCall& call : serverCalls)
+      if (call.id == requestId) call.thread.request_stop();
+  }
+
+  void stopServerCalls() {
+    std::list<ServerCall> calls;
+    {
+      std::lock_guard lock(serverCallsMutex);
+      calls = std::move(serverCalls);
+    }
+    for (ServerCall& call : calls)
+      call.thread.request_stop();
+    calls.clear();  // joins
   }
 
   void notification(Connection& connection, const std::string& method, const json& params) {
@@ -248,6 +369,9 @@ struct McpClient::Impl {
         progress.total = total->get<double>();
       progress.message = stringField(params, "message");
       if (options.onProgress) options.onProgress(progress);
+    } else if (method == "notifications/cancelled" && params.is_object() &&
+               params.contains("requestId")) {
+      serverCancelled(params["requestId"]);
     } else if (method == "notifications/tools/list_changed") {
       std::function<void()> callback;
       {
@@ -256,8 +380,8 @@ struct McpClient::Impl {
       }
       if (callback) callback();
     }
-    // Other notifications (logging, resources, cancellation of the server's own requests,
-    // which this client never has) need nothing from a client that offers no capabilities.
+    // Other notifications (logging, resources, elicitation/complete) need nothing from this
+    // client.
   }
 
   void requestFailed(Connection& connection, int64_t id, std::exception_ptr why) {
@@ -316,6 +440,11 @@ struct McpClient::Impl {
     }
     std::unique_lock lock(mutex);
     bool done = changed.wait_until(lock, cancel, deadline, [&] { return pending->done; });
+    // A person signing in (OAuth) is not a stalled server: the wait goes on while the sign-in
+    // does, which its own handler bounds.
+    while (!done && !cancel.stop_requested() && oauth && oauth->signingIn())
+      done = changed.wait_until(lock, cancel, Clock::now() + std::chrono::milliseconds(200),
+                                [&] { return pending->done; });
     if (done) {
       if (pending->error) std::rethrow_exception(pending->error);
       return std::move(pending->result);
@@ -332,13 +461,15 @@ struct McpClient::Impl {
           {"params",
            {{"requestId", id},
             {"reason", cancelled ? "cancelled by the client" : "the client's timeout passed"}}}};
+      // Bounded by kAnswerWait, not requestTimeout: the call's timeout bounds the whole call,
+      // also against a server that stopped reading.
       try {
         connection->transport->send(notice.dump(), std::nullopt,
-                                    Clock::now() + options.requestTimeout);
+                                    Clock::now() + detail::kAnswerWait);
         std::lock_guard count(mutex);
         ++stats.cancellationsSent;
       } catch (const Error&) {
-        // The server is gone: there is nothing left to cancel.
+        // The server is gone or not reading: there is nothing more to do for it.
       }
     }
     if (cancelled) throw CancelledError(who() + ": " + method + " was cancelled");
@@ -413,7 +544,7 @@ struct McpClient::Impl {
   }
 
   void handshake(const std::shared_ptr<Connection>& fresh) {
-    fresh->transport = options.command.empty() ? detail::makeHttpTransport(options)
+    fresh->transport = options.command.empty() ? detail::makeHttpTransport(options, oauth)
                                                : detail::makeStdioTransport(options);
     Connection* raw = fresh.get();
     detail::McpTransportEvents events;
@@ -424,14 +555,22 @@ struct McpClient::Impl {
     events.onClosed = [this, raw](std::exception_ptr why) { died(*raw, std::move(why)); };
     fresh->transport->start(std::move(events));
 
+    json capabilities = json::object();
+    if (options.onElicitation)
+      capabilities["elicitation"] = {{"form", json::object()}, {"url", json::object()}};
+    if (options.onSampling) capabilities["sampling"] = json::object();
+    if (!options.roots.empty()) capabilities["roots"] = {{"listChanged", false}};
     json params = {{"protocolVersion", kMcpProtocolVersions.front()},
-                   {"capabilities", json::object()},
+                   {"capabilities", std::move(capabilities)},
                    {"clientInfo", {{"name", "parley"}, {"version", PARLEY_VERSION}}}};
     json result;
     try {
       result = requestOn(fresh, "initialize", std::move(params),
                          Clock::now() + options.requestTimeout, {}, "");
-    } catch (const TimeoutError&) {
+    } catch (const TimeoutError& e) {
+      // Our own wait ran out; a timeout on the way (a sign-in's) keeps its message.
+      if (std::string_view(e.what()).find("no answer to initialize in time") == std::string::npos)
+        throw;
       throw TimeoutError(who() + " did not answer initialize within " +
                          std::to_string(options.requestTimeout.count()) + " ms (requestTimeout)" +
                          diagnostics(*fresh));
@@ -480,9 +619,10 @@ struct McpClient::Impl {
   }
 
   // All pages of a */list request; `key` names the array in each page.
-  std::vector<json> listAll(const std::string& method, const std::string& key,
-                            std::size_t maxItems) {
+  std::vector<json> listAll(const std::string& method, const std::string& key, std::size_t maxItems,
+                            std::size_t maxBytes = SIZE_MAX) {
     std::vector<json> items;
+    std::size_t bytes = 0;
     std::string cursor;
     for (int page = 0; page < options.maxListPages; ++page) {
       json params = json::object();
@@ -494,6 +634,13 @@ struct McpClient::Impl {
         if (items.size() >= maxItems)
           throw ProtocolError(who() + " lists more than " + std::to_string(maxItems) + " " + key +
                               " (maxTools)");
+        // Every tool definition goes with every model call: their total is capped too.
+        if (maxBytes != SIZE_MAX) {
+          bytes += item.dump().size();
+          if (bytes > maxBytes)
+            throw ProtocolError(who() + ": the definitions of its " + key + " take more than " +
+                                std::to_string(maxBytes) + " bytes (maxToolBytes)");
+        }
         items.push_back(std::move(item));
       }
       cursor = stringField(result, "nextCursor");
@@ -556,7 +703,9 @@ McpServerInfo McpClient::serverInfo() {
 
 std::vector<McpTool> McpClient::listTools() {
   std::vector<McpTool> tools;
-  for (json& item : impl_->listAll("tools/list", "tools", impl_->options.maxTools)) {
+  std::map<std::string, std::shared_ptr<CompiledSchema>> outputSchemas;
+  for (json& item : impl_->listAll("tools/list", "tools", impl_->options.maxTools,
+                                   impl_->options.maxToolBytes)) {
     if (!item.is_object() || !item.contains("name") || !item["name"].is_string() ||
         !validToolName(item["name"].get<std::string>()))
       throw ProtocolError(impl_->who() + ": tools/list has a tool without a name");
@@ -570,8 +719,18 @@ std::vector<McpTool> McpClient::listTools() {
       tool.outputSchema = std::move(*schema);
     if (auto annotations = item.find("annotations"); annotations != item.end())
       tool.annotations = std::move(*annotations);
+    if (tool.outputSchema.is_object()) {
+      try {
+        outputSchemas[tool.name] = std::make_shared<CompiledSchema>(
+            tool.outputSchema, "tools." + tool.name + ".outputSchema", "structuredContent");
+      } catch (const ValidationError&) {
+        // A schema valijson cannot compile is not checked; the registry skips such a tool.
+      }
+    }
     tools.push_back(std::move(tool));
   }
+  std::lock_guard lock(impl_->mutex);
+  impl_->outputSchemas = std::move(outputSchemas);
   return tools;
 }
 
@@ -590,6 +749,25 @@ McpToolResult McpClient::callTool(const std::string& name, const json& arguments
     out.structuredContent = std::move(*structured);
   if (auto isError = result.find("isError"); isError != result.end() && isError->is_boolean())
     out.isError = isError->get<bool>();
+  std::shared_ptr<CompiledSchema> schema;
+  {
+    std::lock_guard lock(impl_->mutex);
+    if (auto found = impl_->outputSchemas.find(name); found != impl_->outputSchemas.end())
+      schema = found->second;
+  }
+  // A tool with an outputSchema must answer with structuredContent that matches it.
+  if (schema && !out.isError) {
+    std::string problem = out.structuredContent.is_null()
+                              ? std::string("there is no structuredContent")
+                              : schema->check(out.structuredContent);
+    if (!problem.empty()) {
+      out.isError = true;
+      out.content = json::array({{{"type", "text"},
+                                  {"text", impl_->who() + ": the result of " + name +
+                                               " does not match its outputSchema: " + problem}}});
+      out.structuredContent = nullptr;
+    }
+  }
   return out;
 }
 
@@ -639,6 +817,7 @@ void McpClient::close() {
     }
   }
   impl_->changed.notify_all();
+  impl_->stopServerCalls();
   if (connection && connection->transport) connection->transport->close();
 }
 

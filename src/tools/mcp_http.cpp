@@ -1,11 +1,13 @@
-// The Streamable HTTP transport (MCP 2025-06-18, "Transports"): every message is a POST to the
+// The Streamable HTTP transport (MCP 2025-11-25, "Transports"): every message is a POST to the
 // server's one endpoint; a request's answer comes back on its POST as one JSON body or as an SSE
 // stream that may carry the server's own requests and notifications first. After the handshake
 // the `Mcp-Session-Id` the server assigned and the negotiated `MCP-Protocol-Version` go on every
 // request, and a GET opens the server's stream for messages outside any request (405: it has
 // none). A broken stream is resumed with a GET carrying `Last-Event-ID`. A 404 for a request that
 // carries the session id means the session is gone: the connection is closed, and McpClient
-// starts a new one. close() ends the session with a DELETE.
+// starts a new one. close() ends the session with a DELETE. A 401, or a 403 with
+// error="insufficient_scope", goes to McpOAuth (mcp_oauth.hpp) when sign-in is configured, and
+// the message is sent again with the new token.
 //
 // Each POST runs on a thread of its own (the requests in flight are bounded by the callers),
 // over a pool of libcurl handles kept for reuse so connections stay alive between calls. A
@@ -25,6 +27,7 @@
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
 #include "parley/sse.hpp"
+#include "tools/mcp_oauth.hpp"
 #include "tools/mcp_transport.hpp"
 
 namespace parley::detail {
@@ -89,6 +92,8 @@ struct Exchange {
   CURLM* multi = nullptr;  // set while the transfer runs (under the transport's mutex)
 
   long status = 0;
+  std::string wwwAuthenticate;    // the server's challenge, with a 401 or 403
+  std::string sentAuthorization;  // the Authorization header the request carried
   bool sse = false;
   bool typeKnown = false;
   std::string body;  // a JSON body, or an error's
@@ -102,7 +107,8 @@ struct Exchange {
 
 class HttpTransport final : public McpTransport {
  public:
-  explicit HttpTransport(const McpServerOptions& options) : options_(options) {}
+  HttpTransport(const McpServerOptions& options, std::shared_ptr<McpOAuth> oauth)
+      : options_(options), oauth_(std::move(oauth)) {}
   ~HttpTransport() override { close(); }
 
   void start(McpTransportEvents events) override { events_ = std::move(events); }
@@ -123,6 +129,12 @@ class HttpTransport final : public McpTransport {
                           done->store(true);
                         }),
                         done});
+  }
+
+  void sendAnswer(const std::string& text) override {
+    // A POST takes longer than a write to a pipe: a little more than kAnswerWait.
+    postMessage(text,
+                Clock::now() + std::min<milliseconds>(options_.requestTimeout, 4 * kAnswerWait));
   }
 
   void abandon(int64_t id) override {
@@ -147,6 +159,7 @@ class HttpTransport final : public McpTransport {
     std::lock_guard closeLock(closeMutex_);
     if (closed_) return;
     closed_ = true;
+    stop_.request_stop();  // a sign-in in progress
     std::vector<Worker> workers;
     {
       std::lock_guard lock(mutex_);
@@ -233,10 +246,13 @@ class HttpTransport final : public McpTransport {
     auto* context = static_cast<WriteContext*>(user);
     std::string_view line(data, size * count);
     std::size_t colon = line.find(':');
-    if (colon != std::string_view::npos &&
-        lower(std::string(line.substr(0, colon))) == "mcp-session-id") {
+    if (colon == std::string_view::npos) return size * count;
+    std::string name = lower(std::string(line.substr(0, colon)));
+    if (name == "mcp-session-id") {
       std::lock_guard lock(context->transport->mutex_);
       context->transport->sessionId_ = std::string(trimBlanks(line.substr(colon + 1)));
+    } else if (name == "www-authenticate" && context->exchange->wwwAuthenticate.size() < 4096) {
+      context->exchange->wwwAuthenticate = std::string(trimBlanks(line.substr(colon + 1)));
     }
     return size * count;
   }
@@ -281,6 +297,12 @@ class HttpTransport final : public McpTransport {
         if (event.retry) exchange.retryMs = *event.retry;
         if (event.type != "message" || event.data.empty()) return true;
         McpReceived received = events_.onMessage(event.data);
+        if (received.fatal) {
+          // A server that floods requests and does not take the answers: the session is over.
+          exchange.failure = received.fatal;
+          closeOnce(received.fatal);
+          return false;
+        }
         if (!received.valid) ++nonJson_;
         if (exchange.requestId && received.responseTo == exchange.requestId) {
           exchange.answered = true;  // the server closes the stream next (see perform())
@@ -314,7 +336,11 @@ class HttpTransport final : public McpTransport {
       if (!protocolVersion_.empty()) headers.add("MCP-Protocol-Version: " + protocolVersion_);
     }
     if (!lastEventId.empty()) headers.add("Last-Event-ID: " + lastEventId);
-    if (!options_.bearerToken.empty()) headers.add("Authorization: Bearer " + options_.bearerToken);
+    exchange.sentAuthorization =
+        oauth_ ? oauth_->authorization(stop_.get_token())
+               : (options_.bearerToken.empty() ? "" : "Bearer " + options_.bearerToken);
+    if (!exchange.sentAuthorization.empty())
+      headers.add("Authorization: " + exchange.sentAuthorization);
     for (const auto& [name, value] : options_.headers)
       headers.add(name + ": " + value);
     headers.add("Expect:");
@@ -428,15 +454,31 @@ class HttpTransport final : public McpTransport {
     events_.onClosed(std::move(why));
   }
 
+  // The server refused the credentials (401), or wants more scopes (403 insufficient_scope):
+  // true when a sign-in (or refresh) happened and the request should be sent again.
+  bool signInAgain(const Exchange& exchange, int& attempts) {
+    if (!oauth_) return false;
+    if (exchange.status != 401 &&
+        !(exchange.status == 403 &&
+          parseBearerChallenge(exchange.wwwAuthenticate).error == "insufficient_scope"))
+      return false;
+    oauth_->challenged(static_cast<int>(exchange.status), exchange.wwwAuthenticate,
+                       exchange.sentAuthorization, attempts, stop_.get_token());
+    return !closing_.load();
+  }
+
   // A notification or a response: the server accepts it with 202 and no body.
   void postMessage(const std::string& text, Clock::time_point deadline) {
-    Exchange exchange;
-    exchange.kind = Exchange::Kind::Message;
-    perform("POST", text, exchange, deadline, {});
-    if (exchange.failure) std::rethrow_exception(exchange.failure);
-    if (exchange.status / 100 == 2) return;
-    if (sessionEnded(exchange)) throw ConnectionError(who() + " ended the session (HTTP 404)");
-    throw httpError(exchange);
+    for (int attempts = 0;;) {
+      Exchange exchange;
+      exchange.kind = Exchange::Kind::Message;
+      perform("POST", text, exchange, deadline, {});
+      if (exchange.failure) std::rethrow_exception(exchange.failure);
+      if (exchange.status / 100 == 2) return;
+      if (signInAgain(exchange, attempts)) continue;
+      if (sessionEnded(exchange)) throw ConnectionError(who() + " ended the session (HTTP 404)");
+      throw httpError(exchange);
+    }
   }
 
   void failRequest(int64_t id, std::exception_ptr why) {
@@ -445,48 +487,56 @@ class HttpTransport final : public McpTransport {
 
   // A request's POST, and the resumption of its stream if it breaks before the answer.
   void runRequest(const std::string& text, int64_t id) {
-    Exchange exchange;
-    exchange.requestId = id;
     try {
-      perform("POST", text, exchange, std::nullopt, {});
-      if (exchange.aborted.load() || exchange.answered) return;
-      if (exchange.failure) return failRequest(id, exchange.failure);
-      if (exchange.status / 100 != 2) {
-        if (sessionEnded(exchange)) {
-          return failRequest(id, std::make_exception_ptr(
-                                     ConnectionError(who() + " ended the session (HTTP 404)")));
-        }
-        return failRequest(id, std::make_exception_ptr(httpError(exchange)));
+      int attempts = 0;
+      for (;;) {
+        Exchange exchange;
+        exchange.requestId = id;
+        perform("POST", text, exchange, std::nullopt, {});
+        if (exchange.aborted.load() || exchange.answered) return;
+        if (!exchange.failure && signInAgain(exchange, attempts)) continue;
+        return finishRequest(exchange, id);
       }
-      if (!exchange.sse) {
-        McpReceived received = events_.onMessage(exchange.body);
-        if (received.responseTo == id) return;
-        return failRequest(
-            id, std::make_exception_ptr(ProtocolError(
-                    who() + " answered the POST of request " + std::to_string(id) + " with " +
-                    (exchange.body.empty() ? "an empty body"
-                                           : "something else: " + mcpExcerpt(exchange.body)))));
-      }
-      // The stream ended before the answer: resume it where it broke, if the server gave ids.
-      for (int resume = 0; resume < kMaxResumes && !exchange.lastEventId.empty(); ++resume) {
-        if (!waitBeforeRetry(exchange.retryMs ? milliseconds(*exchange.retryMs) : kDefaultRetry))
-          return;
-        Exchange again;
-        again.requestId = id;
-        again.lastEventId = exchange.lastEventId;
-        perform("GET", "", again, std::nullopt, exchange.lastEventId);
-        if (again.aborted.load() || again.answered) return;
-        if (again.failure) return failRequest(id, again.failure);
-        if (again.status / 100 != 2 || !again.sse) break;
-        if (!again.lastEventId.empty()) exchange.lastEventId = again.lastEventId;
-        if (again.retryMs) exchange.retryMs = again.retryMs;
-      }
-      failRequest(id, std::make_exception_ptr(
-                          ConnectionError(who() + " closed the stream of request " +
-                                          std::to_string(id) + " before answering it")));
     } catch (const Error&) {
       failRequest(id, std::current_exception());
     }
+  }
+
+  void finishRequest(Exchange& exchange, int64_t id) {
+    if (exchange.failure) return failRequest(id, exchange.failure);
+    if (exchange.status / 100 != 2) {
+      if (sessionEnded(exchange)) {
+        return failRequest(
+            id, std::make_exception_ptr(ConnectionError(who() + " ended the session (HTTP 404)")));
+      }
+      return failRequest(id, std::make_exception_ptr(httpError(exchange)));
+    }
+    if (!exchange.sse) {
+      McpReceived received = events_.onMessage(exchange.body);
+      if (received.responseTo == id) return;
+      return failRequest(
+          id, std::make_exception_ptr(ProtocolError(
+                  who() + " answered the POST of request " + std::to_string(id) + " with " +
+                  (exchange.body.empty() ? "an empty body"
+                                         : "something else: " + mcpExcerpt(exchange.body)))));
+    }
+    // The stream ended before the answer: resume it where it broke, if the server gave ids.
+    for (int resume = 0; resume < kMaxResumes && !exchange.lastEventId.empty(); ++resume) {
+      if (!waitBeforeRetry(exchange.retryMs ? milliseconds(*exchange.retryMs) : kDefaultRetry))
+        return;
+      Exchange again;
+      again.requestId = id;
+      again.lastEventId = exchange.lastEventId;
+      perform("GET", "", again, std::nullopt, exchange.lastEventId);
+      if (again.aborted.load() || again.answered) return;
+      if (again.failure) return failRequest(id, again.failure);
+      if (again.status / 100 != 2 || !again.sse) break;
+      if (!again.lastEventId.empty()) exchange.lastEventId = again.lastEventId;
+      if (again.retryMs) exchange.retryMs = again.retryMs;
+    }
+    failRequest(
+        id, std::make_exception_ptr(ConnectionError(who() + " closed the stream of request " +
+                                                    std::to_string(id) + " before answering it")));
   }
 
   // Waits `delay` unless the transport closes first; false if it did.
@@ -523,6 +573,8 @@ class HttpTransport final : public McpTransport {
   static constexpr std::size_t kMaxIdleHandles = 8;
 
   const McpServerOptions options_;
+  const std::shared_ptr<McpOAuth> oauth_;
+  std::stop_source stop_;  // requested by close(): ends a sign-in
   McpTransportEvents events_;
   mutable std::mutex mutex_;  // everything below
   std::condition_variable wake_;
@@ -543,8 +595,9 @@ class HttpTransport final : public McpTransport {
 
 }  // namespace
 
-std::unique_ptr<McpTransport> makeHttpTransport(const McpServerOptions& options) {
-  return std::make_unique<HttpTransport>(options);
+std::unique_ptr<McpTransport> makeHttpTransport(const McpServerOptions& options,
+                                                std::shared_ptr<McpOAuth> oauth) {
+  return std::make_unique<HttpTransport>(options, std::move(oauth));
 }
 
 }  // namespace parley::detail

@@ -95,8 +95,17 @@ class StdioTransport final : public McpTransport {
     reader_ = std::thread([this] { readLoop(); });
   }
 
+  void sendAnswer(const std::string& text) override {
+    // The reading thread must not block long on a server that sends requests and does not
+    // read: TimeoutError after kAnswerWait ends the connection (mcp_client.cpp).
+    send(text, std::nullopt, Clock::now() + kAnswerWait);
+  }
+
   void send(const std::string& text, std::optional<int64_t>, Clock::time_point deadline) override {
-    std::lock_guard lock(writeMutex_);
+    // Waiting for another writer counts against the deadline too.
+    std::unique_lock lock(writeMutex_, std::defer_lock);
+    if (!lock.try_lock_until(deadline))
+      throw TimeoutError("MCP server \"" + options_.name + "\" did not read its stdin in time");
     if (stdin_.get() < 0 || closing_.load())
       throw ConnectionError("MCP server \"" + options_.name + "\" is not running");
     std::string line = text;
@@ -113,7 +122,8 @@ class StdioTransport final : public McpTransport {
       if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
         // The server is gone: say how it ended (its exit status, the end of its stderr), as the
         // reader will once it has collected that, rather than just "broken pipe".
-        const Clock::time_point until = std::min(deadline, Clock::now() + 2 * options_.shutdownGrace);
+        const Clock::time_point until =
+            std::min(deadline, Clock::now() + 2 * options_.shutdownGrace);
         std::unique_lock lock(stateMutex_);
         if (closedCv_.wait_until(lock, until, [&] { return closedText_.has_value(); })) {
           throw ConnectionError(*closedText_);
@@ -123,8 +133,11 @@ class StdioTransport final : public McpTransport {
         // The child is not reading: wait for room until the deadline.
         pollfd fd{stdin_.get(), POLLOUT, 0};
         int ready = ::poll(&fd, 1, pollTimeout(deadline));
-        if (ready == 0 && Clock::now() >= deadline)
+        if (ready == 0 && Clock::now() >= deadline) {
+          // Part of the line went out: what follows would not parse; end the connection.
+          if (written > 0) ::shutdown(stdin_.get(), SHUT_WR);
           throw TimeoutError("MCP server \"" + options_.name + "\" did not read its stdin in time");
+        }
         continue;
       }
       throw ConnectionError("MCP server \"" + options_.name +
@@ -138,11 +151,9 @@ class StdioTransport final : public McpTransport {
     closed_ = true;
     closing_.store(true);
     if (reader_.joinable()) {
-      {
-        // Closing stdin is the polite request to exit (the MCP specification's shutdown).
-        std::lock_guard lock(writeMutex_);
-        if (stdin_.get() >= 0) ::shutdown(stdin_.get(), SHUT_WR);
-      }
+      // Closing stdin is the polite request to exit (the MCP specification's shutdown). A writer
+      // waits at most until its deadline; shutdown() without the lock ends its wait sooner.
+      if (stdin_.get() >= 0) ::shutdown(stdin_.get(), SHUT_WR);
       if (!exitedWithin(pidfd_.get(), options_.shutdownGrace)) {
         signalGroup(SIGTERM);
         if (!exitedWithin(pidfd_.get(), options_.shutdownGrace)) signalGroup(SIGKILL);
@@ -260,6 +271,7 @@ class StdioTransport final : public McpTransport {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find_first_not_of(" \t") == std::string_view::npos) return nullptr;
     McpReceived received = events_.onMessage(line);
+    if (received.fatal) return received.fatal;
     if (received.valid) return nullptr;
     int count = ++nonJson_;
     if (firstNonJson_.empty()) firstNonJson_ = mcpExcerpt(line) + " (" + received.problem + ")";
@@ -389,7 +401,7 @@ class StdioTransport final : public McpTransport {
   pid_t pid_ = -1;
   Fd pidfd_, stdin_, stdout_, stderr_, wake_;
   std::thread reader_;
-  std::mutex writeMutex_;
+  std::timed_mutex writeMutex_;
   std::mutex closeMutex_;
   bool closed_ = false;
   std::atomic<bool> closing_{false};

@@ -96,7 +96,10 @@ std::vector<std::string> addTools(ToolRegistry& registry, const std::shared_ptr<
     std::string name = exposedName(options, tool.name);
     try {
       registry.add(name, description, tool.inputSchema,
-                   mcpHandler(client, options.name, tool.name, options.useStructuredContent),
+                   // A tool that declares an outputSchema answers with checked JSON: the
+                   // model gets that rather than its text rendering.
+                   mcpHandler(client, options.name, tool.name,
+                              options.useStructuredContent || tool.outputSchema.is_object()),
                    toolOptions);
       added.push_back(name);
     } catch (const ValidationError& e) {

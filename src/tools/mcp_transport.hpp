@@ -27,6 +27,7 @@ struct McpReceived {
   bool valid = false;                 // a JSON-RPC message (else the transport counts it)
   std::optional<int64_t> responseTo;  // the request id it answers, for a response
   std::string problem;                // why it is not valid
+  std::exception_ptr fatal;           // set: end the connection with this (ProtocolError)
 };
 
 struct McpTransportEvents {
@@ -50,6 +51,11 @@ class McpTransport {
   // Throws ConnectionError, or TimeoutError when it could not be written by `deadline`.
   virtual void send(const std::string& text, std::optional<int64_t> requestId,
                     std::chrono::steady_clock::time_point deadline) = 0;
+  // Sends an answer to one of the server's requests from inside onMessage, without waiting long
+  // (stdio: one attempt that does not block; HTTP: a POST bounded by kAnswerWait): a server that
+  // sends requests but does not read the answers must not hold the reading thread. Throws
+  // TimeoutError when the answer could not be sent at once, ConnectionError.
+  virtual void sendAnswer(const std::string& text) = 0;
   // The caller stopped waiting for request `id` (HTTP: ends its POST).
   virtual void abandon(int64_t /*id*/) {}
   // The handshake succeeded with this protocol version (HTTP: sent as a header from now on, and
@@ -64,8 +70,15 @@ class McpTransport {
   virtual int nonJsonLines() const { return 0; }
 };
 
+// How long an answer to a server's request, or a notifications/cancelled, may take to send.
+inline constexpr std::chrono::milliseconds kAnswerWait{500};
+
+class McpOAuth;
+
 std::unique_ptr<McpTransport> makeStdioTransport(const McpServerOptions& options);
-std::unique_ptr<McpTransport> makeHttpTransport(const McpServerOptions& options);
+// `oauth` (may be null) signs in when the server answers 401 or asks for more scopes.
+std::unique_ptr<McpTransport> makeHttpTransport(const McpServerOptions& options,
+                                                std::shared_ptr<McpOAuth> oauth);
 
 // A short description of the first bytes of `text` for error messages: at most `limit` bytes,
 // control characters escaped.

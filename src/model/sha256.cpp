@@ -1,4 +1,4 @@
-#include "store/sha256.hpp"
+#include "model/sha256.hpp"
 
 #include <array>
 #include <cstdint>
@@ -57,7 +57,9 @@ void compress(std::array<uint32_t, 8>& h, const unsigned char* block) {
 
 }  // namespace
 
-std::string sha256Hex(std::string_view bytes) {
+namespace {
+
+std::array<uint32_t, 8> digest(std::string_view bytes) {
   std::array<uint32_t, 8> h = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
   const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
@@ -76,10 +78,26 @@ std::string sha256Hex(std::string_view bytes) {
     last[blocks * 64 - 1 - i] = static_cast<unsigned char>(bits >> (8 * i));
   for (size_t b = 0; b < blocks; ++b)
     compress(h, last.data() + 64 * b);
+  return h;
+}
+
+}  // namespace
+
+std::string sha256(std::string_view bytes) {
+  std::string out;
+  out.reserve(32);
+  for (uint32_t word : digest(bytes)) {
+    for (int shift = 24; shift >= 0; shift -= 8)
+      out += static_cast<char>((word >> shift) & 0xff);
+  }
+  return out;
+}
+
+std::string sha256Hex(std::string_view bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(64);
-  for (uint32_t word : h) {
+  for (uint32_t word : digest(bytes)) {
     for (int shift = 28; shift >= 0; shift -= 4)
       out += kHex[(word >> shift) & 0xf];
   }

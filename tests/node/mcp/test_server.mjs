@@ -1,0 +1,188 @@
+// MCP servers that misbehave or ask the client for things, for tests/mcp_test.cpp. No npm
+// package: plain JSON-RPC over stdio or node:http, written from the specification (2025-11-25).
+//
+//   node test_server.mjs relay        stdio; tool "relay" {method, params} sends that request to
+//                                     the client and returns its answer (result or error) as text
+//   node test_server.mjs flood        stdio; tool "flood" stops reading stdin and sends pings
+//   node test_server.mjs big-tools    stdio; tools/list pages whose definitions total ~1.2 MB
+//   node test_server.mjs structured   stdio; tool "weather" with an outputSchema; argument
+//                                     {"bad": true} answers structuredContent that does not match
+//   node test_server.mjs oauth MODE   HTTP on a free port (printed as "port N" on stdout) that
+//                                     needs an OAuth sign-in; MODE: ok, big-metadata, slow-metadata,
+//                                     big-token. "ok" rejects the first access token once after
+//                                     it was used, so that the client refreshes it; GET /stats
+//                                     tells how many authorizations and refreshes it saw.
+import http from 'node:http';
+import fs from 'node:fs';
+import readline from 'node:readline';
+
+const mode = process.argv[2];
+
+function send(message) {
+  fs.writeSync(1, JSON.stringify(message) + '\n');
+}
+
+function initializeResult(id, version) {
+  return {
+    jsonrpc: '2.0', id,
+    result: {
+      protocolVersion: version || '2025-11-25',
+      capabilities: { tools: {} },
+      serverInfo: { name: 'parley-test-server', version: '1.0.0' },
+    },
+  };
+}
+
+function stdioServer(onRequest) {
+  const lines = readline.createInterface({ input: process.stdin });
+  const waiting = new Map();  // our requests to the client: id -> callback
+  let next = 1;
+  const ask = (method, params, callback) => {
+    const id = `s${next++}`;
+    waiting.set(id, callback);
+    send({ jsonrpc: '2.0', id, method, params });
+  };
+  lines.on('line', (line) => {
+    let message;
+    try { message = JSON.parse(line); } catch { return; }
+    if (message.method === undefined && waiting.has(message.id)) {
+      const callback = waiting.get(message.id);
+      waiting.delete(message.id);
+      callback(message);
+      return;
+    }
+    if (message.id === undefined) return;  // a notification
+    if (message.method === 'initialize') return send(initializeResult(message.id, message.params?.protocolVersion));
+    if (message.method === 'ping') return send({ jsonrpc: '2.0', id: message.id, result: {} });
+    onRequest(message, ask);
+  });
+  lines.on('close', () => process.exit(0));
+}
+
+function tool(name, extra = {}) {
+  return { name, description: `the ${name} tool`, inputSchema: { type: 'object' }, ...extra };
+}
+
+function text(id, value) {
+  return { jsonrpc: '2.0', id, result: { content: [{ type: 'text', text: value }] } };
+}
+
+if (mode === 'relay') {
+  stdioServer((message, ask) => {
+    if (message.method === 'tools/list') return send({ jsonrpc: '2.0', id: message.id, result: { tools: [tool('relay')] } });
+    if (message.method === 'tools/call') {
+      const { method, params } = message.params.arguments;
+      return ask(method, params, (answer) => send(text(message.id, JSON.stringify(answer.error ? { error: answer.error } : answer.result))));
+    }
+    send({ jsonrpc: '2.0', id: message.id, error: { code: -32601, message: 'no' } });
+  });
+} else if (mode === 'flood') {
+  stdioServer((message) => {
+    if (message.method === 'tools/list') return send({ jsonrpc: '2.0', id: message.id, result: { tools: [tool('flood')] } });
+    if (message.method === 'tools/call') {
+      process.stdin.pause();  // stop reading: the client's answers pile up in the socket
+      for (let i = 0; i < 200000; ++i) {
+        try { send({ jsonrpc: '2.0', id: `p${i}`, method: 'ping' }); } catch { process.exit(0); }
+      }
+      setInterval(() => {}, 1000);
+    }
+  });
+} else if (mode === 'big-tools') {
+  stdioServer((message) => {
+    if (message.method !== 'tools/list') return;
+    const page = Number(message.params?.cursor || 0);
+    const tools = [];
+    for (let i = 0; i < 4; ++i) tools.push(tool(`t${page}_${i}`, { description: 'x'.repeat(100000) }));
+    const result = { tools };
+    if (page < 2) result.nextCursor = String(page + 1);
+    send({ jsonrpc: '2.0', id: message.id, result });
+  });
+} else if (mode === 'structured') {
+  const outputSchema = { type: 'object', properties: { celsius: { type: 'number' } }, required: ['celsius'] };
+  stdioServer((message) => {
+    if (message.method === 'tools/list') return send({ jsonrpc: '2.0', id: message.id, result: { tools: [tool('weather', { outputSchema, annotations: { readOnlyHint: true } })] } });
+    if (message.method === 'tools/call') {
+      const structured = message.params.arguments?.bad ? { celsius: 'warm' } : { celsius: 21.5 };
+      send({ jsonrpc: '2.0', id: message.id, result: { content: [{ type: 'text', text: 'It is mild.' }], structuredContent: structured } });
+    }
+  });
+} else if (mode === 'oauth') {
+  const variant = process.argv[3] || 'ok';
+  const stats = { authorizations: 0, refreshes: 0, tokens: 0 };
+  let base = '';
+  let rejectedOnce = false;
+  const valid = new Set();
+  const body = (request) => new Promise((resolve) => {
+    let data = '';
+    request.on('data', (chunk) => { data += chunk; });
+    request.on('end', () => resolve(data));
+  });
+  const json = (response, status, value, headers = {}) => {
+    response.writeHead(status, { 'Content-Type': 'application/json', ...headers });
+    response.end(JSON.stringify(value));
+  };
+  const server = http.createServer(async (request, response) => {
+    const url = new URL(request.url, base);
+    if (url.pathname === '/stats') return json(response, 200, stats);
+    if (url.pathname === '/.well-known/oauth-protected-resource/mcp') {
+      if (variant === 'slow-metadata') return;  // never answers
+      if (variant === 'big-metadata') return json(response, 200, { resource: `${base}/mcp`, authorization_servers: [base], padding: 'x'.repeat(200000) });
+      return json(response, 200, { resource: `${base}/mcp`, authorization_servers: [base], scopes_supported: ['mcp'] });
+    }
+    if (url.pathname === '/.well-known/oauth-authorization-server') {
+      return json(response, 200, {
+        issuer: base, authorization_endpoint: `${base}/authorize`, token_endpoint: `${base}/token`,
+        registration_endpoint: `${base}/register`, response_types_supported: ['code'],
+        code_challenge_methods_supported: ['S256'], token_endpoint_auth_methods_supported: ['none'],
+      });
+    }
+    if (url.pathname === '/register') {
+      await body(request);
+      return json(response, 201, { client_id: 'registered-client' });
+    }
+    if (url.pathname === '/authorize') {
+      stats.authorizations++;
+      const back = new URL(url.searchParams.get('redirect_uri'));
+      back.searchParams.set('code', 'the-code');
+      back.searchParams.set('state', url.searchParams.get('state'));
+      response.writeHead(302, { Location: back.toString() });
+      return response.end();
+    }
+    if (url.pathname === '/token') {
+      const form = new URLSearchParams(await body(request));
+      if (variant === 'big-token') return json(response, 200, { access_token: 'x'.repeat(200000), token_type: 'Bearer' });
+      if (form.get('grant_type') === 'refresh_token') stats.refreshes++;
+      const token = `secret-access-token-${++stats.tokens}`;
+      valid.add(token);
+      return json(response, 200, { access_token: token, token_type: 'Bearer', expires_in: 3600, refresh_token: `secret-refresh-token-${stats.tokens}` });
+    }
+    if (url.pathname === '/mcp' && request.method === 'POST') {
+      const message = JSON.parse(await body(request) || '{}');
+      const auth = request.headers.authorization || '';
+      let token = auth.startsWith('Bearer ') ? auth.slice(7) : '';
+      // The first token is refused once after its first use: the client must refresh it.
+      if (token === 'secret-access-token-1' && !rejectedOnce && message.method === 'tools/list') {
+        rejectedOnce = true;
+        valid.delete(token);
+      }
+      if (!valid.has(token)) {
+        return json(response, 401, { error: 'invalid_token' }, {
+          'WWW-Authenticate': `Bearer error="invalid_token", resource_metadata="${base}/.well-known/oauth-protected-resource/mcp"`,
+        });
+      }
+      if (message.id === undefined) { response.writeHead(202); return response.end(); }
+      if (message.method === 'initialize') return json(response, 200, initializeResult(message.id, message.params?.protocolVersion));
+      if (message.method === 'tools/list') return json(response, 200, { jsonrpc: '2.0', id: message.id, result: { tools: [tool('hello')] } });
+      return json(response, 200, { jsonrpc: '2.0', id: message.id, result: {} });
+    }
+    response.writeHead(405);
+    response.end();
+  });
+  server.listen(0, '127.0.0.1', () => {
+    base = `http://127.0.0.1:${server.address().port}`;
+    fs.writeSync(1, `port ${server.address().port}\n`);
+  });
+} else {
+  process.stderr.write(`unknown mode ${mode}\n`);
+  process.exit(2);
+}
