@@ -83,6 +83,11 @@ bool ChatInterrupts::takePromptInterrupt() {
 
 void ChatInterrupts::arm(std::stop_source& stop) {
   std::lock_guard lock(mutex_);
+  // A Ctrl-C still pending was pressed before the turn began (at the prompt): not for it.
+  const sigset_t set = interruptSet();
+  const timespec now{0, 0};
+  while (sigtimedwait(&set, nullptr, &now) == SIGINT) {
+  }
   armed_ = &stop;
   turnInterrupted_ = false;
 }
