@@ -1,3 +1,5 @@
+// Over 600 lines: one connection state machine (head, sized or chunked body, hand-off, keep-alive)
+// with its caps and deadlines, read best in one piece.
 #include "http/server.hpp"
 
 #include <arpa/inet.h>

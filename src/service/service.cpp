@@ -1,36 +1,33 @@
 // The HTTP routes of `parley serve` (docs/service.md): threads, runs, event streams, health,
-// metrics and the chat page, with authentication, rate limits and caps in front of them.
+// metrics and the chat page, behind the checks of admission.hpp and the front of src/http/.
+// Over 600 lines: the fourteen routes with their readers; splitting them by resource is the
+// rest of issue 32's "hosts as small parts".
 #include "service/service.hpp"
-
-#include <arpa/inet.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <charconv>
-#include <cstring>
 #include <iostream>
 #include <mutex>
 #include <thread>
 
 #include "http/server.hpp"
-#include "model/blanks.hpp"
 #include "parley/context_ops.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
 #include "parley/logger.hpp"
 #include "parley/stored_thread.hpp"
+#include "service/admission.hpp"
 #include "service/chat_page.hpp"
 #include "service/event_feeds.hpp"
 #include "service/metrics.hpp"
-#include "service/rate_limiter.hpp"
 
 namespace parley {
 
 using json = nlohmann::json;
 using service::EventFeeds;
-using service::RateLimiter;
 using service::ServiceMetrics;
 
 namespace {
@@ -67,20 +64,6 @@ ApiError conflict(const std::string& code, const std::string& what) {
   return ApiError(409, "conflict_error", code, what);
 }
 
-bool isLoopback(const std::string& host) {
-  if (host == "localhost" || host == "::1") return true;
-  in_addr addr{};
-  return inet_pton(AF_INET, host.c_str(), &addr) == 1 && (ntohl(addr.s_addr) >> 24) == 127;
-}
-
-// Same time whatever the first differing byte, so a token cannot be guessed byte by byte.
-bool sameToken(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i)
-    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
-  return diff == 0;
-}
-
 std::optional<int64_t> parseInt(const std::string& text) {
   int64_t value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -95,13 +78,7 @@ struct Service::Impl {
   ServiceOptions options;
   std::unique_ptr<http::Server> server;  // made by install()
   std::unique_ptr<EventFeeds> feeds;
-  RateLimiter limiter;
-  RateLimiter authFailures;  // per client address
-  // The Host names allowed (lower case; with and without the port once it is known), or none
-  // to allow any (allowAnyHost).
-  std::vector<std::string> hostNames;
-  bool allowAnyHost = false;
-  std::atomic<bool> hostsReady{false};  // hostNames and allowAnyHost are set
+  service::Admission admission;
   // /healthz: the last integrity check's time and its failure ("" when it passed).
   std::mutex healthMutex;
   std::chrono::steady_clock::time_point checkedAt{};
@@ -114,11 +91,7 @@ struct Service::Impl {
   std::mutex stopMutex;
 
   Impl(std::shared_ptr<RunStore> r, ServiceOptions o)
-      : runs(std::move(r)),
-        options(std::move(o)),
-        limiter(options.ratePerSecond, options.rateBurst),
-        authFailures(options.authFailuresPerSecond, options.authFailureBurst, {},
-                     options.maxRateLimitedClients) {
+      : runs(std::move(r)), options(std::move(o)), admission(options) {
     feeds = std::make_unique<EventFeeds>(runs, options.maxEventBytes, 4'096, options.log);
   }
 
@@ -626,140 +599,16 @@ struct Service::Impl {
     res.set_header("Vary", "Origin");
   }
 
-  static std::string lower(std::string text) {
-    for (char& c : text)
-      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return text;
-  }
-
-  // The names a Host header may give (ServiceOptions::allowedHosts), once the port is known.
-  void allowHosts() {
-    std::vector<std::string> names = options.allowedHosts;
-    if (names.empty()) {
-      if (!options.authTokens.empty() && !isLoopback(options.host)) {
-        allowAnyHost = true;  // reachable by any name; the token guards it
-        return;
-      }
-      names = {"localhost", "127.0.0.1", "[::1]"};
-      names.push_back(options.host.find(':') != std::string::npos ? "[" + options.host + "]"
-                                                                  : options.host);
-    }
-    for (const auto& name : names) {
-      if (name == "*") allowAnyHost = true;
-      hostNames.push_back(lower(name));
-      // A name without a port also stands for itself with the service's port.
-      const bool hasPort = name.back() != ']' && name.find(':') != std::string::npos &&
-                           std::count(name.begin(), name.end(), ':') == 1;
-      if (!hasPort) hostNames.push_back(lower(name) + ":" + std::to_string(port.load()));
-    }
-  }
-
-  bool hostAllowed(const std::string& host) const {
-    if (!hostsReady) return false;
-    if (allowAnyHost) return true;
-    const std::string given = lower(host);
-    return std::find(hostNames.begin(), hostNames.end(), given) != hostNames.end();
-  }
-
-  // Cross-site requests: a state-changing request from a page of another origin is refused,
-  // whether or not a preflight would have been asked (a text/plain POST or a form asks none).
-  // Its Origin must be the service's own (the Host it was sent to) or corsOrigin.
-  bool originAllowed(const httplib::Request& req) const {
-    if (!req.has_header("Origin")) return true;  // not a browser, or a same-origin GET
-    const std::string origin = req.get_header_value("Origin");
-    if (!options.corsOrigin.empty() && origin == options.corsOrigin) return true;
-    for (const char* scheme : {"http://", "https://"}) {
-      if (origin.rfind(scheme, 0) == 0) {
-        return lower(origin.substr(std::strlen(scheme))) == lower(req.get_header_value("Host"));
-      }
-    }
-    return false;  // "null" (a sandboxed page, a file) or anything else
-  }
-
-  static bool changesState(const std::string& method) {
-    return method != "GET" && method != "HEAD" && method != "OPTIONS";
-  }
-
-  httplib::Server::HandlerResponse refuse(httplib::Response& res, const ApiError& e) {
-    sendError(res, e);
-    return httplib::Server::HandlerResponse::Handled;
-  }
-
-  // The checks before any route; Handled when refused: the Host (DNS rebinding), the Origin and
-  // the media type of state-changing requests (cross-site requests), authentication (with the
-  // failure rate limit per client address) and the rate limit per token.
+  // The checks before any route (Admission); Handled when refused.
   httplib::Server::HandlerResponse admit(const httplib::Request& req, httplib::Response& res) {
     metrics.requestStarted();
     cors(res);
-    if (!hostAllowed(req.get_header_value("Host"))) {
-      return refuse(res, ApiError(403, "permission_error", "host_not_allowed",
-                                  "this service does not answer to the Host '" +
-                                      req.get_header_value("Host").substr(0, 256) +
-                                      "' (ServiceOptions::allowedHosts, --allowed-host)"));
-    }
-    if (req.method == "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;
-    if (changesState(req.method)) {
-      if (!originAllowed(req)) {
-        return refuse(res, ApiError(403, "permission_error", "origin_not_allowed",
-                                    "a state-changing request from the origin '" +
-                                        req.get_header_value("Origin").substr(0, 256) +
-                                        "' is refused (ServiceOptions::corsOrigin, --cors)"));
-      }
-      std::string type = req.get_header_value("Content-Type");
-      type = lower(std::string(detail::trimBlanks(type.substr(0, type.find(';')))));
-      if ((req.method == "POST" || req.method == "PUT" || req.method == "PATCH") &&
-          type != "application/json") {
-        return refuse(
-            res, ApiError(415, "invalid_request_error", "unsupported_media_type",
-                          "a " + req.method + " request must have Content-Type: application/json"));
-      }
-    }
-    const bool open = req.path == "/" || req.path == "/healthz";
-    std::string key;
-    if (!options.authTokens.empty() && !open) {
-      // Failed authentication is limited per client address: once it ran out, every
-      // authenticated request of that address waits (a right token as much as a wrong one, or
-      // the answer would tell a guess right).
-      const std::string client = "addr:" + req.remote_addr;
-      if (const auto wait = authFailures.peek(client); wait.count() > 0) {
-        res.set_header("Retry-After", std::to_string((wait.count() + 999) / 1000));
-        return refuse(res, ApiError(429, "rate_limit_error", "too_many_failed_authentications",
-                                    "too many failed authentications from this address; try "
-                                    "again later"));
-      }
-      std::string given;
-      const std::string header = req.get_header_value("Authorization");
-      if (header.rfind("Bearer ", 0) == 0) {
-        given = header.substr(7);
-      } else if (req.path.ends_with("/events")) {
-        given = req.get_param_value("access_token");  // EventSource cannot send headers
-      }
-      size_t which = options.authTokens.size();
-      for (size_t i = 0; i < options.authTokens.size(); ++i)
-        if (sameToken(given, options.authTokens[i])) which = i;
-      if (which == options.authTokens.size()) {
-        authFailures.take(client);
-        res.set_header("WWW-Authenticate", "Bearer");
-        return refuse(res,
-                      ApiError(401, "authentication_error", "invalid_token",
-                               given.empty() ? "this service wants Authorization: Bearer <token>"
-                                             : "the bearer token is not one of this service's"));
-      }
-      key = "token:" + std::to_string(which);
-    }
-    // Per token: without tokens the service is loopback-only, and one address may be a whole
-    // machine's clients.
-    if (!options.authTokens.empty() && !open && req.path != "/metrics") {
-      const auto wait = limiter.take(key);
-      if (wait.count() > 0) {
-        res.set_header("Retry-After", std::to_string((wait.count() + 999) / 1000));
-        return refuse(res, ApiError(429, "rate_limit_error", "rate_limited",
-                                    "too many requests: " + std::to_string(options.ratePerSecond) +
-                                        " per second allowed (burst " +
-                                        std::to_string(options.rateBurst) + ")"));
-      }
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
+    auto refusal = admission.check(req);
+    if (!refusal) return httplib::Server::HandlerResponse::Unhandled;
+    for (const auto& [name, value] : refusal->headers)
+      res.set_header(name, value);
+    sendError(res, ApiError(refusal->status, refusal->type, refusal->code, refusal->message));
+    return httplib::Server::HandlerResponse::Handled;
   }
 
   void install() {
@@ -863,7 +712,7 @@ struct Service::Impl {
 
 Service::Service(std::shared_ptr<RunStore> runs, ServiceOptions options) {
   if (!runs) throw ValidationError("runs", "a Service needs a RunStore");
-  if (options.authTokens.empty() && !isLoopback(options.host)) {
+  if (options.authTokens.empty() && !service::isLoopback(options.host)) {
     throw ValidationError("host", "'" + options.host +
                                       "' is not a loopback address: without an auth token the "
                                       "service only listens on loopback (127.0.0.1, ::1)");
@@ -915,8 +764,7 @@ void Service::start() {
   s.port = s.server->start(s.options.host, s.options.port, "parley serve");
   // The Host names are known once the port is; a request before that (someone who guessed the
   // port) is refused.
-  s.allowHosts();
-  s.hostsReady = true;
+  s.admission.bind(s.port);
   s.started = true;
 }
 
