@@ -103,10 +103,10 @@ struct ToolCallDelta {
 // A provider-run tool call's part of a stream chunk (server_tools.hpp): never a client call,
 // never run by parley.
 struct ServerToolCallDelta {
-  size_t index = 0;       // position among the reply's provider-run calls
-  std::string id;         // set on the chunk that starts the call
-  std::string name;       // set on the chunk that starts the call ("web_search", ...)
-  std::string input;      // the piece of its input's JSON text this chunk carried
+  size_t index = 0;   // position among the reply's provider-run calls
+  std::string id;     // set on the chunk that starts the call
+  std::string name;   // set on the chunk that starts the call ("web_search", ...)
+  std::string input;  // the piece of its input's JSON text this chunk carried
 };
 
 // What one stream chunk added. The object passed to onChunk is reused for the next chunk:
@@ -114,10 +114,10 @@ struct ServerToolCallDelta {
 struct StreamDelta {
   std::string content;    // text added to the reply
   std::string reasoning;  // reasoning text added (reasoning_content / reasoning); not content
-  std::vector<ToolCallDelta> toolCalls;  // client tool calls: the caller runs them
+  std::vector<ToolCallDelta> toolCalls;              // client tool calls: the caller runs them
   std::vector<ServerToolCallDelta> serverToolCalls;  // provider-run calls: reported only
-  std::optional<TokenUsage> usage;  // usually on the last chunk only
-  std::string finishReason;         // as the server sent it, on the chunk that ends the choice
+  std::optional<TokenUsage> usage;                   // usually on the last chunk only
+  std::string finishReason;  // as the server sent it, on the chunk that ends the choice
 
   bool empty() const noexcept {
     return content.empty() && reasoning.empty() && toolCalls.empty() && serverToolCalls.empty() &&

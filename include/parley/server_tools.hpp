@@ -44,10 +44,10 @@ inline constexpr std::size_t kMaxReplyItems = 1024;
 inline constexpr std::size_t kMaxServerToolResultBytes = std::size_t{16} << 20;
 
 struct ServerToolCall {
-  std::string id;      // the block's or item's id
-  std::string name;    // Anthropic: the tool's name ("web_search"); Responses: the item type
-                       // less "_call" ("web_search", "code_interpreter", "mcp")
-  std::string input;   // JSON text of what it was given (query, URL, code, arguments); "{}"
+  std::string id;         // the block's or item's id
+  std::string name;       // Anthropic: the tool's name ("web_search"); Responses: the item type
+                          // less "_call" ("web_search", "code_interpreter", "mcp")
+  std::string input;      // JSON text of what it was given (query, URL, code, arguments); "{}"
   nlohmann::json result;  // Anthropic: the *_tool_result block; Responses: the whole item
   std::string status;     // Responses: the item's status ("completed", "failed", ...)
 
