@@ -41,6 +41,7 @@
 #include "parley/part.hpp"
 #include "parley/prompt_counter.hpp"
 #include "parley/protocol.hpp"
+#include "parley/server_tools.hpp"
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
 #include "parley/structured_output.hpp"
@@ -334,6 +335,22 @@ int runAsk(const AskArgs& given) {
     if (printedText) std::cout << (rendered ? rendered->finish() : std::string()) << "\n";
     std::cerr << "parley: interrupted\n";
     return kExitInterrupted;
+  } catch (const RefusalError& e) {
+    // Its own outcome: the provider's explanation, on stdout with --json, and exit code 4.
+    std::signal(SIGINT, previous);
+    forgetNewThread();
+    if (printedText) std::cout << (rendered ? rendered->finish() : std::string()) << "\n";
+    if (args.json) {
+      std::cout << nlohmann::json{{"message", nullptr},
+                                  {"finish_reason", "refusal"},
+                                  {"refusal", e.explanation()},
+                                  {"partial_text", e.partialText()}}
+                       .dump()
+                << "\n";
+    }
+    std::cerr << "parley: the model refused: "
+              << forTerminal(preview(e.explanation(), std::string::npos), STDERR_FILENO) << "\n";
+    return exitCodeOf(e);
   } catch (const Error& e) {
     std::signal(SIGINT, previous);
     forgetNewThread();
@@ -385,6 +402,12 @@ int runAsk(const AskArgs& given) {
   }
   if (rendered) std::cout << rendered->finish();
   if (!atLineStart) std::cout << "\n";
+  // Tools the provider ran itself (web search, code execution, ...): said, never run here.
+  for (const ServerToolCall& call : serverToolCallsOf(reply)) {
+    std::cerr << forTerminal(preview("[provider tool] " + call.name + " " + call.input, 200),
+                             STDERR_FILENO)
+              << "\n";
+  }
   if (!loop) {
     for (const ToolCall& call : reply.toolCalls) {
       std::cout << toStdout("tool call (not executed): " + call.name + " " + call.arguments + " [" +

@@ -16,6 +16,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;  // the operation failed (HTTP error, timeout, bad file...)
 inline constexpr int kExitUsage = 2;    // bad command line
 inline constexpr int kExitInvalidAnswer = 3;  // no answer matched the schema (ask --schema)
+inline constexpr int kExitRefused = 4;  // the model refused to answer (its explanation printed)
 inline constexpr int kExitInterrupted = 130;
 
 // The exit code of a command that failed with `error`, from its ErrorCode: bad input is a
@@ -30,6 +31,8 @@ inline int exitCodeOf(const std::exception& error) {
       return kExitInterrupted;
     case ErrorKind::StructuredOutput:
       return kExitInvalidAnswer;
+    case ErrorKind::Refusal:
+      return kExitRefused;
     default:
       return kExitFailure;
   }

@@ -257,13 +257,15 @@ struct ResponsesAssembler::State {
     const ojson& item = value.contains("item") ? value["item"] : ojson();
     if (!item.is_object()) throw ProtocolError("response.output_item.added without an item");
     const size_t index = value.value("output_index", items.size());
-    if (index != items.size()) {
+    if (index < items.size()) {
       throw ProtocolError("output item " + std::to_string(index) + " added out of order");
     }
-    if (items.size() >= kMaxReplyItems) {
+    if (index >= kMaxReplyItems) {
       throw ProtocolError("the reply has more than " + std::to_string(kMaxReplyItems) +
                           " output items");
     }
+    // The API may skip an index (an item it does not show); the gap holds no item.
+    items.resize(index);
     Item it;
     it.type = stringOf(item, "type");
     it.id = stringOf(item, "id");
@@ -301,11 +303,15 @@ struct ResponsesAssembler::State {
     } else if (it.type == "function_call" && it.text.empty()) {
       it.text = stringOf(item, "arguments");
     } else if (it.type == "reasoning" && it.text.empty()) {
-      if (auto parts = item.find("summary"); parts != item.end() && parts->is_array()) {
-        for (const auto& part : *parts) {
-          if (!it.text.empty()) it.text += "\n\n";
-          it.text += stringOf(part, "text");
+      // The summary, else the reasoning text itself (open models served by LM Studio, vLLM).
+      for (const char* key : {"summary", "content"}) {
+        if (auto parts = item.find(key); parts != item.end() && parts->is_array()) {
+          for (const auto& part : *parts) {
+            if (!it.text.empty()) it.text += "\n\n";
+            it.text += stringOf(part, "text");
+          }
         }
+        if (!it.text.empty()) break;
       }
     }
   }
@@ -417,6 +423,7 @@ ChatResult ResponsesAssembler::finish() {
   int lastRank = 0;
   size_t messages = 0;
   for (const Item& it : s.items) {
+    if (it.type.empty()) continue;  // a gap in the output indexes
     const int rank = it.type == "reasoning"       ? 0
                      : it.type == "message"       ? 1
                      : it.type == "function_call" ? 2
@@ -427,7 +434,7 @@ ChatResult ResponsesAssembler::finish() {
     if (it.type == "web_search_call") ++webSearches;
   }
   for (Item& it : s.items) {
-    if (keepOutput) output.push_back(wholeItem(it));
+    if (keepOutput && !it.type.empty()) output.push_back(wholeItem(it));
     if (it.type == "message") {
       m.content += it.text;
       if (!it.id.empty()) ids["message"] = it.id;
