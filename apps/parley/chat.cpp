@@ -231,7 +231,17 @@ class ChatSession {
       options.promptCounter = makePromptCounter(client);
     }
     auto tools = makeToolRegistry(toolSets, args_.toolFiles);
-    addMcpServers(*tools, args_.mcpServers, configFile(args_.endpoint), out_, &out_);
+    // A server's forms and sampling requests ask the person at the terminal.
+    addMcpServers(*tools, args_.mcpServers, configFile(args_.endpoint), out_, &out_,
+                  terminalForm(std::cin, out_, mcpTerminal_),
+                  modelSampling(options.llm, [this](const McpSamplingRequest& request) {
+                    std::lock_guard lock(mcpTerminal_);
+                    out_ << "\n[mcp." << request.server << " asks the model] "
+                         << preview(request.params["messages"].dump(), 300)
+                         << "\n  let the model answer? [y/N] " << std::flush;
+                    std::string line;
+                    return std::getline(std::cin, line) && (line == "y" || line == "yes");
+                  }));
     if (tools->size() > 0) options.tools = tools;
     options.systemPrompt = args_.system;
     options.stream = args_.stream;
@@ -1145,6 +1155,7 @@ class ChatSession {
   bool colorReplies_ = false;
   std::string promptPattern_;  // the template's prompt; "" = what is typed
   std::ostream& out_;
+  std::mutex mcpTerminal_;  // an MCP server's questions, one at a time
   bool interactive_ = false;
   std::unique_ptr<mock::MockServer> mock_;
   std::shared_ptr<ConversationStore> store_;
