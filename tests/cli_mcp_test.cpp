@@ -173,5 +173,60 @@ TEST_F(CliMcpTest, AServerThatCannotStartIsAnError) {
   EXPECT_NE(out.err.find("no luck"), std::string::npos) << out.err;
 }
 
+// A server that asks the user for a form (tests/node/mcp/test_server.mjs relay): chat asks the
+// person at the terminal; ask cannot, so it declines and says what was asked.
+class CliMcpFormTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    mock::MockOptions options;
+    options.script = mock::readScript(R"(
+{"match": {"last_role": "tool"}, "reply": {"content": "Answer: {{last_tool}}"}}
+{"reply": {"content": "", "tool_calls": [{"name": "relay", "arguments": {"method": "elicitation/create", "params": {"message": "Your name?", "requestedSchema": {"type": "object", "properties": {"name": {"type": "string", "default": "John"}, "age": {"type": "integer"}}}}}}]}}
+)");
+    server_ = std::make_unique<mock::MockServer>(options);
+    server_->start();
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ / "config.toml")
+        << "[mcp.rel]\ncommand = [\"" << PARLEY_NODE << "\", \"" << PARLEY_MCP_NODE_DIR
+        << "/test_server.mjs\", \"relay\"]\n";
+  }
+  void TearDown() override {
+    server_->stop();
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  std::vector<std::string> command(const std::string& name) {
+    return {name,    "--base-url", server_->baseUrl(), "--config", (dir_ / "config.toml").string(),
+            "--mcp", "rel"};
+  }
+
+  std::unique_ptr<mock::MockServer> server_;
+  std::filesystem::path dir_ = std::filesystem::temp_directory_path() /
+                               ("parley-cli-mcp-form-test-" + std::to_string(::getpid()));
+};
+
+TEST_F(CliMcpFormTest, AskDeclinesAFormAndSaysWhatWasAsked) {
+  std::vector<std::string> args = command("ask");
+  args.insert(args.end(), {"--no-save", "go"});
+  CliRun out = testing::runCli(args, dir_, "", "");
+  ASSERT_EQ(out.exitCode, 0) << out.err;
+  EXPECT_EQ(out.out, "Answer: {\"action\":\"decline\"}\n");
+  EXPECT_NE(out.err.find("mcp.rel asked \"Your name?\"; this command cannot ask, so it declined"),
+            std::string::npos)
+      << out.err;
+}
+
+TEST_F(CliMcpFormTest, ChatAsksThePersonFieldByField) {
+  std::vector<std::string> args = command("chat");
+  args.insert(args.end(), {"--db", (dir_ / "chat.db").string()});
+  // The fields in the schema's order (age, name): 41, then the default.
+  CliRun out = testing::runCli(args, dir_, "", "go\n41\n\n/quit\n");
+  ASSERT_EQ(out.exitCode, 0) << out.err;
+  EXPECT_NE(out.out.find("[mcp.rel asks] Your name?"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find(R"(Answer: {"action":"accept","content":{"age":41,"name":"John"}})"),
+            std::string::npos)
+      << out.out;
+}
+
 }  // namespace
 }  // namespace parley

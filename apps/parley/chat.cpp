@@ -92,13 +92,24 @@ int ChatSession::run() {
   prices_ = cliPriceTable(args_.pricesFile, configFile(args_.endpoint));
   clientModel_ = client.model;
   auto tools = makeToolRegistry(toolSets, args_.toolFiles);
-  addMcpServers(*tools, args_.mcpServers, configFile(args_.endpoint), out_, &out_);
+  std::shared_ptr<LlmClient> llm = makeClient(client);
+  // A server's forms and sampling requests ask the person at the terminal.
+  addMcpServers(*tools, args_.mcpServers, configFile(args_.endpoint), out_, &out_,
+                terminalForm(std::cin, out_, mcpTerminal_),
+                modelSampling(llm, [this](const McpSamplingRequest& request) {
+                  std::lock_guard lock(mcpTerminal_);
+                  out_ << "\n[mcp." << request.server << " asks the model] "
+                       << preview(request.params["messages"].dump(), 300)
+                       << "\n  let the model answer? [y/N] " << std::flush;
+                  std::string line;
+                  return std::getline(std::cin, line) && (line == "y" || line == "yes");
+                }));
   if (args_.maxIterations < 1) throw ValidationError("--max-iterations", "must be at least 1");
   if (args_.tokenLimit < 0) throw ValidationError("--token-limit", "must be >= 0");
   turn_.systemPrompt = args_.system;
   turn_.maxIterations = args_.maxIterations;
   turn_.tokenLimit = args_.tokenLimit;
-  ConversationOptions options = configureConversation(client, makeClient(client), tools, turn_);
+  ConversationOptions options = configureConversation(client, llm, tools, turn_);
   options.stream = args_.stream;
   if (args_.jsonMode) options.request.responseFormat = ResponseFormat::jsonObject();
   if (args_.continueLast && !args_.thread.empty()) {

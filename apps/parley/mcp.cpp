@@ -105,6 +105,8 @@ void addMcpCommand(CLI::App& app, int& exitCode) {
   call->add_option("tool", args->tool, "The tool, as the server names it")->required();
   call->add_option("arguments", args->arguments, "The arguments, one JSON object (default {})");
   call->callback([args, &exitCode] { exitCode = callTool(*args); });
+
+  addMcpConformanceClient(*cmd, exitCode);
 }
 
 }  // namespace parley::cli

@@ -9,12 +9,30 @@
 #include <toml++/toml.h>
 
 #include "parley/errors.hpp"
+#include "parley/json.hpp"
+#include "parley/llm.hpp"
+#include "terminal.hpp"
 
 namespace parley::cli {
 namespace {
 
 constexpr const char* kKeys =
-    "command, env, cwd, url, bearer_token_env, headers, allow, deny, approve, timeout_ms, prefix";
+    "command, env, cwd, url, bearer_token_env, headers, allow, deny, approve, timeout_ms, prefix, "
+    "oauth, oauth_client_id, oauth_client_secret_env, oauth_scopes, oauth_redirect_port";
+
+constexpr std::chrono::minutes kSignInWait{5};  // a person signing in with a browser
+
+// $XDG_STATE_HOME/parley/mcp_tokens.json, else ~/.local/state/parley/mcp_tokens.json.
+std::string tokenFile() {
+  const char* state = std::getenv("XDG_STATE_HOME");
+  const char* home = std::getenv("HOME");
+  std::filesystem::path dir =
+      state && *state ? std::filesystem::path(state) / "parley"
+                      : std::filesystem::path(home && *home ? home : ".") / ".local/state/parley";
+  std::error_code ignored;
+  std::filesystem::create_directories(dir, ignored);
+  return (dir / "mcp_tokens.json").string();
+}
 
 toml::table parseFile(const std::string& file) {
   if (!std::filesystem::exists(file))
@@ -77,6 +95,7 @@ McpServerOptions readMcpServer(const std::string& file, const std::string& name)
   }
   McpServerOptions options;
   options.name = name;
+  bool oauth = false;
   for (const auto& [key, node] : *table) {
     const std::string k(key.str());
     const std::string field = where + "." + k;
@@ -121,6 +140,28 @@ McpServerOptions readMcpServer(const std::string& file, const std::string& name)
       auto ms = node.value<int64_t>();
       if (!ms || *ms <= 0) throw ValidationError(field, "must be a positive integer");
       options.toolTimeout = std::chrono::milliseconds(*ms);
+    } else if (k == "oauth") {
+      auto flag = node.value<bool>();
+      if (!flag) throw ValidationError(field, "must be true or false");
+      oauth = *flag;
+    } else if (k == "oauth_client_id") {
+      auto text = node.value<std::string>();
+      if (!text || text->empty()) throw ValidationError(field, "must be a non-empty string");
+      options.oauth.clientId = *text;
+    } else if (k == "oauth_client_secret_env") {
+      auto variable = node.value<std::string>();
+      if (!variable) throw ValidationError(field, "must be a string (a variable's name)");
+      const char* secret = std::getenv(variable->c_str());
+      if (!secret || !*secret)
+        throw ValidationError(field, "the environment variable " + *variable + " is not set");
+      options.oauth.clientSecret = secret;
+    } else if (k == "oauth_scopes") {
+      options.oauth.scopes = strings(node, field, false);
+    } else if (k == "oauth_redirect_port") {
+      auto port = node.value<int64_t>();
+      if (!port || *port < 1 || *port > 65535)
+        throw ValidationError(field, "must be a port number (1-65535)");
+      options.oauth.redirectUri = "http://127.0.0.1:" + std::to_string(*port) + "/callback";
     } else if (k == "prefix") {
       auto flag = node.value<bool>();
       if (!flag) throw ValidationError(field, "must be true or false");
@@ -139,6 +180,23 @@ McpServerOptions readMcpServer(const std::string& file, const std::string& name)
     throw ValidationError(where, "headers and bearer_token_env go with url, not command");
   if (!options.url.empty() && (!options.env.empty() || !options.cwd.empty()))
     throw ValidationError(where, "env and cwd go with command, not url");
+  if (oauth) {
+    if (options.url.empty()) throw ValidationError(where + ".oauth", "goes with url, not command");
+    // A browser sign-in: the URL is printed, the browser comes back to a loopback port.
+    const std::string server = name;
+    options.oauth.authorize = [server](const McpAuthorizationRequest& request,
+                                       std::stop_token cancel) {
+      return mcpAwaitBrowserSignIn(
+          request,
+          [&](const std::string& url) {
+            std::cerr << "parley: mcp." << server << " needs a sign-in; open this in a browser:\n  "
+                      << url << "\n"
+                      << std::flush;
+          },
+          kSignInWait, std::move(cancel));
+    };
+    options.oauth.tokenFile = tokenFile();
+  }
   return options;
 }
 
@@ -149,10 +207,96 @@ void addMcpOption(CLI::App& cmd, std::vector<std::string>& servers) {
       ->allow_extra_args(false);
 }
 
+McpElicitationHandler terminalForm(std::istream& in, std::ostream& out, std::mutex& terminal) {
+  return [&in, &out, &terminal](const McpElicitation& request, std::stop_token) {
+    std::lock_guard lock(terminal);  // one form at a time on the terminal
+    McpElicitationAnswer answer;
+    out << "\n[mcp." << request.server << " asks] " << request.message << "\n";
+    std::string line;
+    if (request.mode == "url") {
+      out << "  open: " << request.url << "\n  done? [y/N] " << std::flush;
+      if (std::getline(in, line) && (line == "y" || line == "yes"))
+        answer.action = McpElicitationAnswer::Action::Accept;
+      return answer;
+    }
+    out << "  (empty keeps the default; \"-\" declines)\n";
+    for (const auto& [name, property] : request.requestedSchema["properties"].items()) {
+      std::string type = property.value("type", "string");
+      out << "  " << name;
+      if (property.contains("description"))
+        out << " (" << preview(property["description"].get<std::string>(), 80) << ")";
+      if (auto options = property.find("enum"); options != property.end())
+        out << " " << options->dump();
+      if (property.contains("default")) out << " [" << property["default"].dump() << "]";
+      out << ": " << std::flush;
+      if (!std::getline(in, line)) return answer;  // end of input: decline
+      if (line == "-") return answer;
+      if (line.empty()) continue;
+      if (type == "string") {
+        answer.content[name] = line;
+      } else {
+        // Numbers, booleans and lists as JSON; a mistake is caught by the form's check.
+        nlohmann::json value = parseJson(line, {}, false);
+        answer.content[name] = value.is_discarded() ? nlohmann::json(line) : value;
+      }
+    }
+    answer.action = McpElicitationAnswer::Action::Accept;
+    return answer;
+  };
+}
+
+McpSamplingHandler modelSampling(std::shared_ptr<LlmClient> llm,
+                                 std::function<bool(const McpSamplingRequest&)> approve) {
+  return [llm = std::move(llm), approve = std::move(approve)](const McpSamplingRequest& request,
+                                                              std::stop_token) -> nlohmann::json {
+    if (!approve || !approve(request))
+      throw CancelledError("mcp." + request.server + ": the sampling request was declined");
+    ChatRequest call;
+    const nlohmann::json& params = request.params;
+    if (auto system = params.find("systemPrompt"); system != params.end() && system->is_string())
+      call.messages.push_back(Message::system(system->get<std::string>()));
+    for (const nlohmann::json& message : params["messages"]) {
+      const nlohmann::json& content = message["content"];
+      // Text only: a tool message carries text, and images are not forwarded from a server.
+      std::string text = content.is_object() && content.value("type", "") == "text"
+                             ? content.value("text", "")
+                             : "[" +
+                                   (content.is_object() ? content.value("type", "content")
+                                                        : std::string("content")) +
+                                   " not forwarded]";
+      call.messages.push_back(message.value("role", "user") == "assistant"
+                                  ? Message::assistant(std::move(text))
+                                  : Message::user(std::move(text)));
+    }
+    call.maxTokens = params.value("maxTokens", 1024);
+    if (auto temperature = params.find("temperature");
+        temperature != params.end() && temperature->is_number())
+      call.temperature = temperature->get<double>();
+    ChatResult result = llm->generate(call);
+    return {{"role", "assistant"},
+            {"content", {{"type", "text"}, {"text", result.message.content}}},
+            {"model", result.model},
+            {"stopReason", result.finishReason == "length" ? "maxTokens" : "endTurn"}};
+  };
+}
+
 void addMcpServers(ToolRegistry& registry, const std::vector<std::string>& servers,
-                   const std::string& file, std::ostream& notes, std::ostream* progress) {
+                   const std::string& file, std::ostream& notes, std::ostream* progress,
+                   const McpElicitationHandler& ask, const McpSamplingHandler& sample) {
   for (const std::string& name : servers) {
     McpServerOptions options = readMcpServer(file, name);
+    options.onSampling = sample;
+    if (ask) {
+      options.onElicitation = ask;
+    } else {
+      // Nobody to ask: decline, and say what was asked.
+      options.onElicitation = [&notes, name](const McpElicitation& request, std::stop_token) {
+        notes << "parley: note: mcp." << name << " asked \"" << preview(request.message, 200)
+              << "\"; this command cannot ask, so it declined (parley chat asks)\n"
+              << std::flush;
+        return McpElicitationAnswer{};
+      };
+    }
     if (progress) {
       options.onProgress = [progress](const McpProgress& p) {
         std::ostringstream line;

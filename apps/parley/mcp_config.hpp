@@ -16,15 +16,23 @@
 //   url = "https://example.com/mcp"     # Streamable HTTP instead of a command
 //   bearer_token_env = "REMOTE_TOKEN"   # the variable holding the bearer token
 //   headers = { "X-Team" = "docs" }
+//   oauth = true                        # sign in with a browser when the server asks (OAuth 2.1)
+//   oauth_client_id = "parley"          # a client registered beforehand (default: registers)
+//   oauth_client_secret_env = "SECRET"  # its secret, from this variable
+//   oauth_scopes = ["files:read"]       # instead of what the server names
+//   oauth_redirect_port = 33418         # the loopback port the browser comes back to
 // clang-format on
 #pragma once
 
+#include <istream>
+#include <mutex>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "parley/llm.hpp"
 #include "parley/mcp.hpp"
 #include "parley/tools.hpp"
 
@@ -41,7 +49,23 @@ void addMcpOption(CLI::App& cmd, std::vector<std::string>& servers);
 // tools the server's `approve` names are not offered (a note on `notes` says so), and
 // approve = "always" is refused. Prints the tools each server skipped on `notes`, and progress
 // notifications of tool calls on `progress` (unless null) as "[progress] tool 2/5 message".
+// A server's elicitation (a form, or a page to open) goes to `ask`; without one it is declined
+// with a note on `notes` saying what was asked. Its sampling requests go to `sample` (none: the
+// capability is not offered).
 void addMcpServers(ToolRegistry& registry, const std::vector<std::string>& servers,
-                   const std::string& file, std::ostream& notes, std::ostream* progress);
+                   const std::string& file, std::ostream& notes, std::ostream* progress,
+                   const McpElicitationHandler& ask = {}, const McpSamplingHandler& sample = {});
+
+// A server's sampling request answered by `llm` (the conversation's own model), once `approve`
+// said yes; declined (the specification's -1) otherwise. Text content only.
+McpSamplingHandler modelSampling(std::shared_ptr<LlmClient> llm,
+                                 std::function<bool(const McpSamplingRequest&)> approve);
+
+// Asks a person on a terminal for a server's form, one field per line (`terminal` keeps two
+// servers' forms from mixing).
+McpElicitationHandler terminalForm(std::istream& in, std::ostream& out, std::mutex& terminal);
+
+// `parley mcp conformance-client URL` on the `mcp` command (mcp_conformance.cpp).
+void addMcpConformanceClient(CLI::App& mcp, int& exitCode);
 
 }  // namespace parley::cli

@@ -145,14 +145,20 @@ class HttpTransport final : public McpTransport {
   }
 
   void handshakeDone(const std::string& protocolVersion) override {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     protocolVersion_ = protocolVersion;
     auto done = std::make_shared<std::atomic<bool>>(false);
     workers_.push_back({std::thread([this, done] {
                           runGetStream();
                           done->store(true);
+                          std::lock_guard ready(mutex_);
+                          getStreamAnswered_ = true;
+                          wake_.notify_all();
                         }),
                         done});
+    // The server's stream is open (or refused) before the next request goes out, so that what
+    // the server sends outside a request has a stream to go to (a short, bounded wait).
+    wake_.wait_for(lock, kGetStreamWait, [&] { return getStreamAnswered_ || closing_.load(); });
   }
 
   void close() override {
@@ -187,6 +193,7 @@ class HttpTransport final : public McpTransport {
 
  private:
   static constexpr milliseconds kDeleteWait{2000};
+  static constexpr milliseconds kGetStreamWait{1000};  // handshakeDone(), for the GET's answer
 
   struct Worker {
     std::thread thread;
@@ -245,6 +252,12 @@ class HttpTransport final : public McpTransport {
   static size_t onHeader(char* data, size_t size, size_t count, void* user) {
     auto* context = static_cast<WriteContext*>(user);
     std::string_view line(data, size * count);
+    // The status line of the server's GET stream: it is open (or refused).
+    if (context->exchange->kind == Exchange::Kind::Stream && line.rfind("HTTP/", 0) == 0) {
+      std::lock_guard lock(context->transport->mutex_);
+      context->transport->getStreamAnswered_ = true;
+      context->transport->wake_.notify_all();
+    }
     std::size_t colon = line.find(':');
     if (colon == std::string_view::npos) return size * count;
     std::string name = lower(std::string(line.substr(0, colon)));
@@ -583,6 +596,7 @@ class HttpTransport final : public McpTransport {
   std::vector<std::unique_ptr<Handle>> idle_;
   std::string sessionId_;
   std::string protocolVersion_;
+  bool getStreamAnswered_ = false;  // the server's GET stream has a status line (or ended)
   std::atomic<bool> closing_{false};
   std::atomic<bool> closedEventSent_{false};
   std::atomic<int> nonJson_{0};

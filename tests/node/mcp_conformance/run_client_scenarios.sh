@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs every client scenario of the MCP conformance suite for one protocol revision against a
+# client command, one scenario at a time (in parallel, the timing checks of sse-retry fail on a
+# loaded machine), with no list of expected failures. Prints each scenario's result; exits 1 if
+# any failed.
+#   run_client_scenarios.sh DIR REVISION COMMAND...   (DIR: where the npm fixture installed it)
+set -uo pipefail
+dir=$1
+revision=$2
+shift 2
+node="$dir/node_modules/.bin/node"
+suite="$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+scenarios=$("$node" "$suite" list --client --spec-version "$revision" | sed -n 's/^  - \([^ ]*\).*/\1/p')
+passed=0
+failed=()
+for scenario in $scenarios; do
+  if "$node" "$suite" client --command "$*" --scenario "$scenario" --timeout 60000 \
+    -o "$dir/results" >"$dir/last.log" 2>&1; then
+    passed=$((passed + 1))
+    echo "passed: $scenario"
+  else
+    failed+=("$scenario")
+    echo "FAILED: $scenario"
+    sed -n '/Failed Checks:/,$p;/Warning Checks:/,$p' "$dir/last.log"
+  fi
+done
+echo "$passed of $((passed + ${#failed[@]})) client scenarios of $revision passed"
+[ ${#failed[@]} -eq 0 ]
