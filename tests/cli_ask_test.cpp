@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "cli_runner.hpp"
 #include "mock/mock_server.hpp"
@@ -113,6 +115,26 @@ TEST_F(AskTest, ToolCallsAreReturnedUnexecuted) {
   EXPECT_NE(plain.out.find("tool call (not executed): get_time {}"), std::string::npos);
 }
 
+// The calls of a turn without tools are not run; the saved thread answers each with an error
+// result, so the next turn is one the API takes (a call without a result is refused).
+TEST_F(AskTest, AnUnrunToolCallDoesNotPoisonTheThread) {
+  serve(
+      R"({"match": {"request": 1}, "reply": {"tool_calls": [{"id": "call_1", "name": "get_time", "arguments": {}}]}}
+{"reply": {"content": "fine"}})");
+  std::filesystem::create_directories(dir_);
+  const std::string db = (dir_ / "unrun.db").string();
+  CliRun first = ask({"--base-url", server_->baseUrl(), "--db", db, "--json", "time?"});
+  ASSERT_EQ(first.exitCode, 0) << first.err;
+  EXPECT_EQ(json::parse(first.out)["message"]["tool_calls"][0]["id"], "call_1");
+  CliRun next = ask({"--base-url", server_->baseUrl(), "--db", db, "-c", "--json", "again"});
+  ASSERT_EQ(next.exitCode, 0) << next.err;
+  EXPECT_EQ(json::parse(next.out)["message"]["content"], "fine");
+  const json sent = server_->requests().back()["body"]["messages"];
+  ASSERT_GE(sent.size(), 4u) << sent.dump();
+  EXPECT_EQ(sent[sent.size() - 2]["role"], "tool") << sent.dump();
+  EXPECT_EQ(sent[sent.size() - 2]["tool_call_id"], "call_1");
+}
+
 TEST_F(AskTest, PlainStreamPrintsTheText) {
   serve(R"({"reply": {"content": "one two three"}})");
   CliRun run = ask({"--base-url", server_->baseUrl(), "x"});
@@ -182,6 +204,45 @@ TEST_F(AskTest, FailuresAreOneLineNamingTheCause) {
   }
 }
 
+// 0 and -1 used to mean "no bound" silently; a huge bound is "practically forever", not an
+// overflow into a deadline already past.
+TEST_F(AskTest, TimeoutIsAtLeastOneAndAHugeOneDoesNotOverflow) {
+  serve(R"({"reply": {"content": "fine"}})");
+  for (const char* bad : {"0", "-1"}) {
+    CliRun run = ask({"--base-url", server_->baseUrl(), "--timeout", bad, "x"});
+    EXPECT_EQ(run.exitCode, 2) << bad;  // a usage error
+    EXPECT_NE(run.err.find("--timeout: must be at least 1"), std::string::npos) << run.err;
+  }
+  EXPECT_EQ(server_->requests().size(), 0u);
+  CliRun huge =
+      ask({"--base-url", server_->baseUrl(), "--timeout", "9223372036854775807", "--json", "x"});
+  ASSERT_EQ(huge.exitCode, 0) << huge.err;
+  EXPECT_EQ(json::parse(huge.out)["message"]["content"], "fine");
+}
+
+// A turn killed while the model answers (SIGTERM has no handler: the process just ends, as it
+// does on a kill or a closed terminal) leaves no thread: the thread is made with the saved turn.
+TEST_F(AskTest, AKilledTurnLeavesNoEmptyThread) {
+  serve(R"({"delay_ms": 30000, "reply": {"content": "late"}})");
+  std::filesystem::create_directories(dir_);
+  const std::string db = (dir_ / "killed.db").string();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("XDG_DATA_HOME", (dir_ / "data").c_str(), 1);
+    testing::execCli({"ask", "--base-url", server_->baseUrl(), "--db", db, "x"});
+  }
+  ASSERT_GT(pid, 0);
+  // The request has reached the model when the mock has it: the turn is under way.
+  for (int i = 0; i < 10'000 && server_->requests().empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_FALSE(server_->requests().empty());
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status));
+  if (std::filesystem::exists(db)) EXPECT_TRUE(SqliteStore(db).listThreads().empty());
+}
+
 TEST_F(AskTest, MaxIterationsWithoutToolsIsOneCall) {
   // Without tools a turn is one model call, within any bound of at least 1; scripts pass the
   // option whether or not they offer tools.
@@ -230,6 +291,27 @@ TEST_F(AskTest, AKeyInTheBaseUrlIsNotPrinted) {
   EXPECT_EQ(run.exitCode, 1);
   EXPECT_EQ(run.err.find("SECRET"), std::string::npos) << run.err;
   EXPECT_NE(run.err.find("http://***@127.0.0.1:1/v1"), std::string::npos) << run.err;
+}
+
+// The upstream repeating the key in its error (a body, a stream's error event): `ask` says what
+// went wrong without the key, also with --json.
+TEST_F(AskTest, AKeyTheUpstreamRepeatsIsNotPrinted) {
+  const std::string key = "sk-live-SECRET-0123456789";
+  serve(json{{"match", {{"request", 1}}},
+             {"error", {{"status", 401}, {"message", "Incorrect API key provided: " + key}}}}
+            .dump() +
+        "\n" +
+        json{{"reply", {{"content", "a b c"}}},
+             {"stream",
+              {{"error_after", 1}, {"error", {{"message", "bad key " + key + " in stream"}}}}}}
+            .dump());
+  for (const char* mode : {"--no-stream", "--stream"}) {
+    CliRun run =
+        ask({"--base-url", server_->baseUrl(), "--model", "m", "--api-key", key, mode, "x"});
+    EXPECT_EQ(run.exitCode, 1) << mode;
+    EXPECT_EQ((run.out + run.err).find("SECRET"), std::string::npos) << mode << run.err;
+    EXPECT_NE(run.err.find("[redacted]"), std::string::npos) << mode << run.err;
+  }
 }
 
 // Runs `parley ask <args>` on a pseudo-terminal (stdout and stderr) and returns what the

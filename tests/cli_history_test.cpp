@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <sqlite3.h>
 
@@ -97,6 +98,67 @@ TEST_F(HistoryTest, ListShowsEveryThread) {
   CliRun limited = history({"list", "--json", "--limit", "1"});
   ASSERT_EQ(limited.exitCode, 0) << limited.err;
   EXPECT_EQ(json::parse(limited.out).size(), 1u);
+}
+
+// Appends a chain of `count` forks to t1 directly in the file (one transaction): fork i is
+// "f<i>", a fork of the one before at its end; the last one adds a message of its own.
+void addForkChain(const std::string& db, int count) {
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+  std::string sql = "BEGIN;";
+  for (int i = 1; i <= count; ++i) {
+    const std::string parent = i == 1 ? "t1" : "f" + std::to_string(i - 1);
+    const int messages = i == count ? 6 : 5;
+    sql +=
+        "INSERT INTO parley_threads (id, parent_id, fork_position, message_count, version, "
+        "created_at, updated_at, title) VALUES ('f" +
+        std::to_string(i) + "', '" + parent + "', 5, " + std::to_string(messages) + ", 1, " +
+        std::to_string(1'000'000 + i) + ", " + std::to_string(1'000'000 + i) + ", '');";
+  }
+  sql += "INSERT INTO parley_messages (thread_id, seq, body) VALUES ('f" + std::to_string(count) +
+         R"(', 5, '{"role":"user","content":"deepest"}');COMMIT;)";
+  EXPECT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(raw);
+}
+
+TEST_F(HistoryTest, ADeepChainOfForksIsListedAndRead) {
+  // Past the 10 000 forks a read used to give up at ("forks loop"), which broke the whole list.
+  constexpr int kForks = 10'051;
+  addForkChain(db_, kForks);
+  CliRun list = history({"list", "--json"});
+  ASSERT_EQ(list.exitCode, 0) << list.err;
+  const json listed = json::parse(list.out);
+  ASSERT_EQ(listed.size(), static_cast<std::size_t>(kForks + 1));
+  std::map<std::string, json> byId;
+  for (const json& item : listed)
+    byId[item["id"].get<std::string>()] = item;
+  EXPECT_EQ(byId["f" + std::to_string(kForks)]["message_count"], 6);
+  EXPECT_EQ(byId["f" + std::to_string(kForks)]["parent_id"], "f" + std::to_string(kForks - 1));
+  EXPECT_EQ(byId["f1"]["message_count"], 5);
+  EXPECT_EQ(byId["t1"]["message_count"], 5);
+  const ThreadData deepest = SqliteStore(db_).loadThread("f" + std::to_string(kForks));
+  ASSERT_EQ(deepest.messages.size(), 6u);
+  EXPECT_EQ(deepest.messages[0].content, "You are terse.");
+  EXPECT_EQ(deepest.messages[5].content, "deepest");
+  CliRun show = history({"show", "f" + std::to_string(kForks)});
+  ASSERT_EQ(show.exitCode, 0) << show.err;
+  EXPECT_NE(show.out.find("deepest"), std::string::npos) << show.out;
+}
+
+TEST_F(HistoryTest, AForkLoopIsADamagedStoreNotAHang) {
+  addForkChain(db_, 3);
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db_.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw, "UPDATE parley_threads SET parent_id = 'f3' WHERE id = 'f1'", nullptr,
+                         nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(raw);
+  try {
+    SqliteStore(db_).loadThread("f3");
+    FAIL() << "no error";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("forks loop"), std::string::npos) << e.what();
+  }
 }
 
 // A reply as the conversation keeps it: the model that wrote it and what it used.

@@ -205,6 +205,26 @@ TEST(OpenAiClient, RejectsUnusableOptions) {
   EXPECT_THROW(OpenAiClient{negative}, ValidationError);
 }
 
+// A header line ends at CR or LF: a value with one would add headers of its own (injection).
+TEST(OpenAiClient, RejectsHeadersThatWouldInjectOthers) {
+  ProfileRegistry registry;
+  registry.loadTomlString(
+      "[profiles.evil]\nbase_url = \"http://127.0.0.1:1/v1\"\n"
+      "headers = { \"X-Team\" = \"a\\r\\nX-Injected: 1\" }\n");
+  try {
+    OpenAiClient client(registry.get("evil"));
+    FAIL() << "no error";
+  } catch (const ValidationError& e) {
+    EXPECT_EQ(e.field(), "options.headers.X-Team");
+  }
+  ClientOptions badName;
+  badName.headers["X-A: b\r\nX-B"] = "c";
+  EXPECT_THROW(OpenAiClient{badName}, ValidationError);
+  ClientOptions fine;
+  fine.headers["X-Team"] = "agents, and more: fine";
+  EXPECT_NO_THROW(OpenAiClient{fine});
+}
+
 TEST(RedactUrl, UserInfoBecomesStars) {
   EXPECT_EQ(redactUrl("http://user:KEY@host:8080/v1"), "http://***@host:8080/v1");
   EXPECT_EQ(redactUrl("https://KEY@host"), "https://***@host");

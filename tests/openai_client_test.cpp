@@ -426,6 +426,63 @@ TEST_F(ClientTest, ErrorObjectInsideTheStream) {
   }
 }
 
+// An upstream that repeats the key in its error (an error body, an error event, an error in a
+// 200 body) never hands it on: not in what(), the body, nor the API's message.
+TEST_F(ClientTest, AnErrorRepeatingTheKeyIsRedacted) {
+  const std::string key = "sk-proj-0123456789abcdef";
+  const std::string said = "Incorrect API key provided: " + key + " (Bearer " + key + ")";
+  serve(json{{"match", {{"request", 1}}}, {"error", {{"status", 401}, {"message", said}}}}.dump() +
+        "\n" +
+        json{{"match", {{"request", 2}}},
+             {"reply", {{"content", "a b c"}}},
+             {"stream", {{"error_after", 1}, {"error", {{"message", said}}}}}}
+            .dump() +
+        "\n" +
+        json{{"raw", json{{"error", {{"message", said}}}}.dump()},
+             {"content_type", "application/json"}}
+            .dump());
+  ClientOptions o = options();
+  o.apiKey = key;
+  o.maxRetries = 0;
+  OpenAiClient client(o);
+  for (int call = 1; call <= 3; ++call) {
+    try {
+      if (call == 2)
+        client.generateStream(ask("x"), [](const StreamDelta&) { return true; });
+      else
+        client.generate(ask("x"));
+      FAIL() << "no error from call " << call;
+    } catch (const HttpError& e) {
+      const std::string all = std::string(e.what()) + e.body() + e.apiMessage();
+      EXPECT_EQ(all.find(key), std::string::npos) << call << ": " << all;
+      EXPECT_NE(all.find("Incorrect API key provided: [redacted]"), std::string::npos)
+          << call << ": " << all;
+      if (call == 1) EXPECT_EQ(e.status(), 401);
+    }
+  }
+  EXPECT_EQ(chatRequests(), 3u);
+}
+
+// A third-party server that streams SSE as text/plain (or with no type): read as the stream
+// it is, not refused as a body that is not JSON. JSON sent for a stream is still a whole reply.
+TEST_F(ClientTest, AStreamSentWithoutItsContentTypeIsReadAsAStream) {
+  const std::string sse =
+      "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n"
+      "data: "
+      "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}"
+      "\n\ndata: [DONE]\n\n";
+  serve(json{{"raw", sse}, {"content_type", "text/plain; charset=utf-8"}}.dump());
+  OpenAiClient client(options());
+  std::string seen;
+  const ChatResult r = client.generateStream(ask("x"), [&](const StreamDelta& d) {
+    seen += d.content;
+    return true;
+  });
+  EXPECT_EQ(r.message.content, "Hello");
+  EXPECT_EQ(seen, "Hello");
+  EXPECT_EQ(r.finishReason, "stop");
+}
+
 TEST_F(ClientTest, ErrorObjectInAnOkBodyIsNotCalledHttp0) {
   serve(
       R"({"raw": "{\"error\": {\"message\": \"quota exceeded\", \"type\": \"insufficient_quota\"}}", "content_type": "application/json"})");

@@ -188,6 +188,10 @@ TEST_F(ServiceTest, RunsSubmitReadCancelRespond) {
   expectError(post("/v1/threads/t/runs", {{"input", "x"}, {"id", "r-1"}}), 409, "run_exists");
   expectError(post("/v1/threads/t/runs", {{"input", "x"}, {"stream", "yes"}}), 400,
               "invalid_stream");
+  // 2^32 + 1 used to wrap to 1 (one model call); 0 and negatives are no count either.
+  for (const json& count : {json(4294967297ULL), json(0), json(-1), json("3")})
+    expectError(post("/v1/threads/t/runs", {{"input", "x"}, {"max_iterations", count}}), 400,
+                "invalid_max_iterations");
   expectError(get("/v1/runs/r-none"), 404, "not_found");
   expectError(post("/v1/runs/r-none/cancel"), 404, "not_found");
 

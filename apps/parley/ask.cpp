@@ -23,6 +23,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <random>
 #include <span>
 #include <string>
 #include <thread>
@@ -55,6 +56,16 @@
 namespace parley::cli {
 namespace {
 
+// A new thread's id in the store's own form ("t-" + 32 hex digits), chosen before the turn so
+// that the thread is made only when the turn is saved.
+std::string newThreadId() {
+  std::random_device random;
+  std::string id = "t-";
+  for (int i = 0; i < 32; ++i)
+    id += "0123456789abcdef"[random() % 16];
+  return id;
+}
+
 struct AskArgs {
   EndpointArgs endpoint;
   bool stream = true;
@@ -70,7 +81,7 @@ struct AskArgs {
   std::vector<std::string> files;
   std::vector<std::string> attachments;
   bool threadGiven = false;
-  int64_t timeoutMs = -1;
+  std::optional<int64_t> timeoutMs;  // none: no bound
   bool json = false;
   std::string prompt;
   std::string templateName;
@@ -138,6 +149,10 @@ int runAsk(const AskArgs& given) {
   // Without tools a turn is one model call, within any bound of at least 1: scripts pass
   // --max-iterations whether or not they offer tools.
   if (args.maxIterations < 1) throw ValidationError("--max-iterations", "must be at least 1");
+  // 0 and negatives used to mean "no bound" without a word; leaving the option out says that.
+  if (args.timeoutMs && *args.timeoutMs < 1) {
+    throw ValidationError("--timeout", "must be at least 1 (ms); leave it out for no bound");
+  }
   if (args.threadGiven && args.thread.empty()) {
     throw ValidationError("--thread", "needs a thread id (leave --thread out to start a new one)");
   }
@@ -199,9 +214,11 @@ int runAsk(const AskArgs& given) {
   TurnDefaults turn;
   turn.systemPrompt = args.system;
   turn.maxIterations = args.maxIterations;
-  if (args.timeoutMs > 0) {
-    // The whole turn: a tool that outlives it is stopped, and the turn fails with a timeout.
-    turn.callTimeout = std::chrono::milliseconds(args.timeoutMs);
+  if (args.timeoutMs) {
+    // The whole turn: a tool that outlives it is stopped, and the turn fails with a timeout. A
+    // value past the longest a turn may be given (about 23 days) means "practically forever".
+    turn.callTimeout =
+        std::min(std::chrono::milliseconds(*args.timeoutMs), TurnDefaults::kMaxTimeout);
     turn.turnTimeout = turn.callTimeout;
   }
   if (args.maxCost >= 0) {
@@ -214,11 +231,13 @@ int runAsk(const AskArgs& given) {
   ConversationManager manager(options);
 
   // The turn is saved only when it completes, in one transaction, so the thread only ever holds
-  // whole turns; a thread made for this turn is removed again if the turn fails.
+  // whole turns; a new thread is made by that transaction, so a turn that fails or is killed
+  // (SIGINT, SIGTERM) leaves no empty thread behind.
   std::optional<StoredThread> stored;
   std::shared_ptr<ConversationStore> store;
   bool resumed = false;
   bool created = false;
+  ThreadOptions newThread;
   if (!args.noSave) {
     store = openCliStore(args.db);
     std::string id = args.thread;
@@ -227,13 +246,12 @@ int runAsk(const AskArgs& given) {
       if (id.empty()) throw ValidationError("-c", "there is no stored thread to continue");
     }
     if (id.empty()) {
-      ThreadOptions thread;
-      thread.title = titleFromPrompt(input.empty() ? args.attachments.front() : input);
-      id = store->createThread(thread, manager.getAllMessages(), nullptr).id;
-      created = true;
+      id = newThreadId();
+      newThread.title = titleFromPrompt(input.empty() ? args.attachments.front() : input);
     }
+    created = !store->threadInfo(id);
     stored.emplace(store, id);
-    resumed = stored->attach(manager) && !created;
+    if (!created) resumed = stored->attach(manager);
     if (resumed && !args.system.empty()) {
       auto first = manager.getMessages();
       if (first.empty() || first.front().role != Role::System ||
@@ -282,14 +300,6 @@ int runAsk(const AskArgs& given) {
     }
   });
 
-  const auto forgetNewThread = [&] {
-    if (!created) return;
-    try {
-      store->deleteThread(stored->threadId());
-    } catch (const Error&) {
-      // The turn's own error is the one to report; an empty thread is all that remains.
-    }
-  };
   Message reply;
   std::string finishReason;
   std::optional<TokenUsage> usage;
@@ -319,6 +329,10 @@ int runAsk(const AskArgs& given) {
       manager.addMessage(promptMessage);
       cache = manager.diagnoseCache();
       ChatResult result = manager.executeLlmCall(run);
+      // The calls are printed, not run. Each gets a result saying so: a call without a result
+      // would make the stored thread one that no model accepts a next turn of.
+      for (const ToolCall& call : result.message.toolCalls)
+        manager.addMessage(Message::tool(call.id, "error: not run (this turn offered no tools)"));
       reply = result.message;
       finishReason = result.finishReason;
       usage = result.usage;
@@ -328,10 +342,13 @@ int runAsk(const AskArgs& given) {
       if (view[i].role == Role::Assistant) firstUsage = view[i].usage;
     }
     cost = prices.cost(client.model, std::span(view).subspan(std::min(viewBefore, view.size())));
-    if (stored) stored->save(manager);
+    if (stored && created) {
+      stored->attach(manager, newThread);  // makes the thread with the whole turn
+    } else if (stored) {
+      stored->save(manager);
+    }
   } catch (const CancelledError&) {
     std::signal(SIGINT, previous);
-    forgetNewThread();
     if (printedText) std::cout << (rendered ? rendered->finish() : std::string()) << "\n";
     std::cerr << "parley: interrupted\n";
     return kExitInterrupted;
@@ -353,7 +370,6 @@ int runAsk(const AskArgs& given) {
     return exitCodeOf(e);
   } catch (const Error& e) {
     std::signal(SIGINT, previous);
-    forgetNewThread();
     if (printedText) std::cout << (rendered ? rendered->finish() : std::string()) << "\n";
     std::cerr << "parley: error: "
               << forTerminal(preview(e.what(), std::string::npos), STDERR_FILENO) << "\n";

@@ -17,6 +17,8 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "cli_store.hpp"
 #include "commands.hpp"
@@ -189,6 +191,93 @@ struct ListedThread {
   ThreadCost cost;
 };
 
+// What the list shows of the first n messages of a thread.
+struct PrefixSummary {
+  ThreadCost cost;
+  std::string model;          // the last reply's that names one
+  bool modelMatches = false;  // a reply's model is --model's
+};
+
+void addCost(ThreadCost& total, const ThreadCost& more) {
+  if (more.usd) total.usd = total.usd.value_or(0) + *more.usd;
+  total.replies += more.replies;
+  total.unpriced += more.unpriced;
+  total.promptTokens += more.promptTokens;
+  total.completionTokens += more.completionTokens;
+}
+
+// The list's summaries of every thread, each thread read once at most: a thread whose fork
+// (or fork of a fork...) starts at its end is the start of that fork's messages, so one read of
+// the last thread of such a chain summarises every thread on it. A chain of 10 000 forks is then
+// one read (that walks the chain once), not 10 000 reads of 5 000 forks each.
+class ThreadSummaries {
+ public:
+  ThreadSummaries(ConversationStore& store, const std::vector<ThreadInfo>& threads,
+                  const PriceTable& prices, const std::string& model)
+      : store_(store), prices_(prices), model_(model) {
+    for (const ThreadInfo& info : threads)
+      byId_.emplace(info.id, &info);
+    for (const ThreadInfo& info : threads) {
+      auto parent = byId_.find(info.parentId);
+      if (info.parentId.empty() || parent == byId_.end()) continue;
+      if (info.forkPosition == parent->second->messageCount)
+        continuation_.emplace(info.parentId, info.id);
+    }
+  }
+
+  const PrefixSummary& of(const ThreadInfo& info) {
+    const std::string& tip = tipOf(info.id);
+    auto prefixes = prefixes_.find(tip);
+    if (prefixes == prefixes_.end()) prefixes = prefixes_.emplace(tip, summarise(tip)).first;
+    const std::vector<PrefixSummary>& all = prefixes->second;
+    const auto n = static_cast<std::size_t>(std::max<int64_t>(info.messageCount, 0));
+    return all[std::min(n, all.size() - 1)];
+  }
+
+ private:
+  // The last thread of the chain of forks at the end starting at `id`; every thread walked is
+  // remembered, so all the calls together walk each chain once. Bounded by the number of
+  // threads even if the store's fork links loop (a damaged database).
+  const std::string& tipOf(const std::string& id) {
+    std::vector<std::string> path;
+    std::string at = id;
+    while (!tips_.count(at)) {
+      path.push_back(at);
+      auto next = continuation_.find(at);
+      if (next == continuation_.end() || path.size() > byId_.size()) break;
+      at = next->second;
+    }
+    const std::string tip = tips_.count(at) ? tips_.at(at) : at;
+    for (const std::string& walked : path)
+      tips_[walked] = tip;
+    return tips_.at(id);
+  }
+
+  std::vector<PrefixSummary> summarise(const std::string& id) {
+    const std::vector<Message> messages = store_.loadThread(id).messages;
+    std::vector<PrefixSummary> out(1);
+    out.reserve(messages.size() + 1);
+    for (const Message& m : messages) {
+      PrefixSummary next = out.back();
+      addCost(next.cost, threadCost(std::span<const Message>(&m, 1), prices_));
+      if (m.role == Role::Assistant && !m.model.empty()) {
+        next.model = m.model;
+        next.modelMatches = next.modelMatches || (!model_.empty() && sameModel(m.model, model_));
+      }
+      out.push_back(std::move(next));
+    }
+    return out;
+  }
+
+  ConversationStore& store_;
+  const PriceTable& prices_;
+  const std::string& model_;
+  std::unordered_map<std::string, const ThreadInfo*> byId_;
+  std::unordered_map<std::string, std::string> continuation_;  // thread -> a fork at its end
+  std::unordered_map<std::string, std::string> tips_;
+  std::unordered_map<std::string, std::vector<PrefixSummary>> prefixes_;  // by tip
+};
+
 void list(const HistoryArgs& args) {
   std::optional<std::chrono::system_clock::time_point> since;
   if (!args.since.empty()) since = sinceTime(args.since);
@@ -203,18 +292,14 @@ void list(const HistoryArgs& args) {
     return a.updatedAt > b.updatedAt;
   });
   std::vector<ListedThread> listed;
-  for (ThreadInfo& info : threads) {
+  std::optional<ThreadSummaries> summaries;
+  if (store) summaries.emplace(*store, threads, prices, args.model);
+  for (const ThreadInfo& info : threads) {
     if (args.limit > 0 && listed.size() >= args.limit) break;
     if (since && info.updatedAt < *since) continue;
-    const std::vector<Message> messages = store->loadThread(info.id).messages;
-    ListedThread entry{std::move(info), "", threadCost(messages, prices)};
-    bool wanted = args.model.empty();
-    for (const Message& m : messages) {
-      if (m.role != Role::Assistant || m.model.empty()) continue;
-      entry.model = m.model;
-      wanted = wanted || sameModel(m.model, args.model);
-    }
-    if (wanted) listed.push_back(std::move(entry));
+    const PrefixSummary& summary = summaries->of(info);
+    if (!args.model.empty() && !summary.modelMatches) continue;
+    listed.push_back({info, summary.model, summary.cost});
   }
   if (args.json) {
     nlohmann::json out = nlohmann::json::array();

@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <cctype>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -12,6 +13,8 @@
 
 #include "client/retry_policy.hpp"
 #include "model/blanks.hpp"
+#include "model/deadline.hpp"
+#include "model/secrets.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
 #include "parley/openai_client.hpp"
@@ -96,6 +99,23 @@ struct Failure {
   std::optional<milliseconds> serverDelay;
 };
 
+enum class Sniffed { Undecided, EventStream, Json };
+
+// What a reply body starts as: an SSE field ("data:", "event:", "id:", "retry:" or a ":"
+// comment), or anything else (JSON, text): read whole. Undecided until enough has arrived.
+Sniffed sniff(std::string_view body) {
+  while (!body.empty() && detail::isBlank(body.front()))
+    body.remove_prefix(1);
+  if (body.rfind("\xEF\xBB\xBF", 0) == 0) body.remove_prefix(3);  // a UTF-8 BOM
+  if (body.empty()) return Sniffed::Undecided;
+  if (body.front() == ':') return Sniffed::EventStream;
+  for (std::string_view field : {"data:", "event:", "id:", "retry:"}) {
+    if (body.rfind(field, 0) == 0) return Sniffed::EventStream;
+    if (body.size() < field.size() && field.rfind(body, 0) == 0) return Sniffed::Undecided;
+  }
+  return Sniffed::Json;
+}
+
 // Everything one HTTP exchange collects; the curl callbacks write here.
 struct Transfer {
   const HttpTransportOptions* options = nullptr;
@@ -109,6 +129,7 @@ struct Transfer {
   size_t totalBytes = 0;
   bool decided = false;  // the status and content type have been looked at
   bool eventStream = false;
+  bool sniffing = false;  // a stream asked for, answered without a type: is it SSE?
   bool sinkStopped = false;
   std::exception_ptr error;
   Clock::time_point lastByte;
@@ -184,6 +205,20 @@ struct Transfer {
       reply.status = static_cast<int>(code);
       eventStream =
           stream && success() && contentType.find("text/event-stream") != std::string::npos;
+      // Some servers stream SSE as text/plain or with no type at all; JSON is a whole reply.
+      sniffing =
+          stream && success() && !eventStream && contentType.find("json") == std::string::npos;
+    }
+    if (sniffing) {
+      body.append(bytes);
+      const Sniffed kind = sniff(body);
+      if (kind == Sniffed::Undecided) return true;
+      sniffing = false;
+      if (kind == Sniffed::Json) return true;
+      eventStream = true;
+      const std::string buffered = std::move(body);
+      body.clear();
+      return decoder.feed(buffered, [this](const SseEvent& e) { return onEvent(e); });
     }
     if (eventStream) {
       return decoder.feed(bytes, [this](const SseEvent& e) { return onEvent(e); });
@@ -247,6 +282,8 @@ class CurlTransport final : public HttpTransport {
     }
   }
 
+  void sendWithRetries(const HttpRequest& request, HttpReplySink& sink);
+
   // One exchange. Returns true when the sink has the reply; false with `failure` filled when
   // the exchange failed in a way a retry may mend; throws when no retry can.
   bool attempt(const HttpRequest& request, HttpReplySink& sink,
@@ -260,8 +297,18 @@ class CurlTransport final : public HttpTransport {
 };
 
 void CurlTransport::send(const HttpRequest& request, HttpReplySink& sink) {
+  try {
+    sendWithRetries(request, sink);
+  } catch (...) {
+    // What the server sent back (an error body, an error event) may repeat the key.
+    detail::rethrowRedacted(detail::secretHeaderValues(request.headers));
+  }
+}
+
+void CurlTransport::sendWithRetries(const HttpRequest& request, HttpReplySink& sink) {
   std::optional<Clock::time_point> deadline;
-  if (request.timeout && request.timeout->count() > 0) deadline = Clock::now() + *request.timeout;
+  if (request.timeout && request.timeout->count() > 0)
+    deadline = detail::deadlineAfter(Clock::now(), *request.timeout);
 
   for (int retry = 0;; ++retry) {
     if (request.stopToken.stop_requested()) throwCancelled();
@@ -539,6 +586,17 @@ ClientOptions checkedClientOptions(ClientOptions options) {
                                                  redactUrl(options.baseUrl) + "\"");
   }
   if (options.maxRetries < 0) throw ValidationError("options.maxRetries", "must not be negative");
+  // A header is sent as the line "name: value": a CR or LF in either would end it and start
+  // another header (or the body) of the caller's choosing.
+  for (const auto& [name, value] : options.headers) {
+    const bool token = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) ||
+             std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+    });
+    if (!token) throw ValidationError("options.headers", "\"" + name + "\" is not a header name");
+    if (value.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
+      throw ValidationError("options.headers." + name, "must not contain CR, LF or NUL");
+  }
   if (options.apiKey.empty() && !options.apiKeyEnv.empty()) {
     if (const char* key = std::getenv(options.apiKeyEnv.c_str())) options.apiKey = key;
   }

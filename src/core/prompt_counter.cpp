@@ -12,6 +12,7 @@
 #include "client/http_transport.hpp"
 #include "client/model_list.hpp"
 #include "client/request_body.hpp"
+#include "model/deadline.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
 #include "model/sha256.hpp"
@@ -163,7 +164,7 @@ struct RemotePromptCounter::Impl {
   }
 
   int64_t askServer(const std::string& body, const ChatRequest& request) const {
-    const Clock::time_point deadline = Clock::now() + options.timeout;
+    const Clock::time_point deadline = detail::deadlineAfter(Clock::now(), options.timeout);
     if (options.api == RemoteCountApi::AnthropicCountTokens) {
       const nlohmann::json reply = post(countUrl, body, deadline, request.stopToken);
       auto it = reply.find("input_tokens");

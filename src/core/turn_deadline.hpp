@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "model/deadline.hpp"
 #include "parley/errors.hpp"
 
 namespace parley::detail {
@@ -28,7 +29,7 @@ class TurnDeadline {
   TurnDeadline(std::optional<std::chrono::milliseconds> timeout, std::stop_token caller)
       : timeout_(timeout), caller_(std::move(caller)) {
     if (!timeout_) return;
-    deadline_ = Clock::now() + *timeout_;
+    deadline_ = deadlineAfter(Clock::now(), *timeout_);
     followCaller_.emplace(caller_, std::function<void()>([this] { stop_.request_stop(); }));
     watchdog_ = std::jthread([this, until = *deadline_](std::stop_token own) {
       std::mutex mutex;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "model/secrets.hpp"
 #include "parley/iso_time.hpp"
 
 namespace parley {
@@ -12,21 +13,11 @@ namespace {
 
 nlohmann::json header(const EventHeader& e) { return eventHeaderToJson(e); }
 
-bool looksSecret(std::string key) {
-  std::transform(key.begin(), key.end(), key.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  for (const char* word : {"key", "authorization", "secret", "password", "credential"}) {
-    if (key.find(word) != std::string::npos) return true;
-  }
-  // "token" alone is a credential; "max_tokens", "top_logprobs" and the like are not.
-  return key.find("token") != std::string::npos && key.find("tokens") == std::string::npos;
-}
-
 nlohmann::json redacted(const nlohmann::json& value) {
   if (value.is_object()) {
     nlohmann::json out = nlohmann::json::object();
     for (const auto& [k, v] : value.items())
-      out[k] = looksSecret(k) ? nlohmann::json("[redacted]") : redacted(v);
+      out[k] = detail::looksSecret(k) ? nlohmann::json("[redacted]") : redacted(v);
     return out;
   }
   if (value.is_array()) {

@@ -1,6 +1,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "model/deadline.hpp"
 #include "parley/errors.hpp"
 #include "parley/executor.hpp"
 #include "parley/thread_pool.hpp"
@@ -39,7 +40,8 @@ struct ToolWorker::Impl : std::enable_shared_from_this<ToolWorker::Impl> {
         // so a call the executor has given up on is stopped here too, not left to run.
         ToolCallLimits limits;
         if (request.executionOptions.timeout.count() > 0) {
-          limits.deadline = std::chrono::steady_clock::now() + request.executionOptions.timeout;
+          limits.deadline = detail::deadlineAfter(std::chrono::steady_clock::now(),
+                                                  request.executionOptions.timeout);
         }
         limits.retries = request.executionOptions.retries;
         limits.retryDelay = request.executionOptions.retryDelay;

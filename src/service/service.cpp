@@ -9,6 +9,7 @@
 #include <cctype>
 #include <charconv>
 #include <iostream>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -370,10 +371,19 @@ struct Service::Impl {
       options.stream = in["stream"].get<bool>();
     }
     if (in.contains("max_iterations")) {
-      if (!in["max_iterations"].is_number_integer()) {
-        throw badRequest("invalid_max_iterations", "max_iterations must be an integer");
+      // Range-checked as 64 bits: get<int>() wrapped 4294967297 to 1.
+      const nlohmann::json& value = in["max_iterations"];
+      constexpr int64_t kMost = std::numeric_limits<int>::max();
+      const bool inRange =
+          value.is_number_unsigned()
+              ? value.get<uint64_t>() >= 1 && value.get<uint64_t>() <= static_cast<uint64_t>(kMost)
+              : value.is_number_integer() && value.get<int64_t>() >= 1 &&
+                    value.get<int64_t>() <= kMost;
+      if (!inRange) {
+        throw badRequest("invalid_max_iterations",
+                         "max_iterations must be an integer from 1 to " + std::to_string(kMost));
       }
-      options.maxIterations = in["max_iterations"].get<int>();
+      options.maxIterations = static_cast<int>(value.get<int64_t>());
     }
     if (in.contains("tools") && !in["tools"].is_null()) {
       if (!in["tools"].is_array())

@@ -12,6 +12,7 @@
 #include <limits>
 #include <random>
 #include <thread>
+#include <unordered_set>
 #include <utility>
 
 #include "parley/json.hpp"
@@ -816,11 +817,15 @@ ThreadData SqlStoreEngine::loadThread(const std::string& threadId) {
     int64_t from = data.info.forkPosition;
     int64_t to = data.info.messageCount;
     std::string parent = data.info.parentId;
-    for (int depth = 0;; ++depth) {
+    // However long the chain of forks: a loop (a damaged database) is found by the ids seen,
+    // not by a depth that a legitimate chain could pass.
+    std::unordered_set<std::string> seen{threadId};
+    for (;;) {
       if (to > from) segments.push_back({id, from, to});
       to = std::min(to, from);
       if (parent.empty() || to == 0) break;
-      if (depth > 10'000) throw StoreError("store: thread " + named(threadId) + " forks loop");
+      if (!seen.insert(parent).second)
+        throw StoreError("store: thread " + named(threadId) + " forks loop (database damaged)");
       auto parentRow = threadRow(c, parent, false);
       if (!parentRow) {
         throw StoreError("store: thread " + named(id) + " needs rows of thread " + named(parent) +
