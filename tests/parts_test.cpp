@@ -15,7 +15,7 @@
 #include "parley/part.hpp"
 #include "parley/tokens.hpp"
 #include "png_fixture.hpp"
-#include "store/sha256.hpp"
+#include "model/sha256.hpp"
 
 namespace parley {
 namespace {
