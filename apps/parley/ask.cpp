@@ -355,7 +355,6 @@ int runAsk(const AskArgs& given) {
   } catch (const RefusalError& e) {
     // Its own outcome: the provider's explanation, on stdout with --json, and exit code 4.
     std::signal(SIGINT, previous);
-    forgetNewThread();
     if (printedText) std::cout << (rendered ? rendered->finish() : std::string()) << "\n";
     if (args.json) {
       std::cout << nlohmann::json{{"message", nullptr},
