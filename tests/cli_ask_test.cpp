@@ -240,7 +240,9 @@ TEST_F(AskTest, AKilledTurnLeavesNoEmptyThread) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFSIGNALED(status));
-  if (std::filesystem::exists(db)) EXPECT_TRUE(SqliteStore(db).listThreads().empty());
+  if (std::filesystem::exists(db)) {
+    EXPECT_TRUE(SqliteStore(db).listThreads().empty());
+  }
 }
 
 TEST_F(AskTest, MaxIterationsWithoutToolsIsOneCall) {
