@@ -132,9 +132,10 @@ TEST_F(TokensCli, UnknownEncodingIsUsageError) {
   EXPECT_EQ(r.status, 2);
 }
 
-TEST_F(TokensCli, AReaderThatWentAwayIsAnErrorNotASignal) {
+TEST_F(TokensCli, AReaderThatWentAwayEndsItQuietlyNotBySignal) {
   // stdout is a pipe whose reader is gone: writing fails with EPIPE. SIGPIPE used to end the
-  // process (status 141 in a shell) wherever it was.
+  // process (status 141 in a shell) wherever it was; a reader that stopped reading
+  // (`parley history list | head`) wanted no more, so it is not an error either.
   fs::path file = write("many.txt", std::string(200'000, 'a') + "\n");
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
@@ -149,7 +150,7 @@ TEST_F(TokensCli, AReaderThatWentAwayIsAnErrorNotASignal) {
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 1);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace
