@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "client/http_transport.hpp"
+#include "model/percent_encode.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
 #include "parley/openai_client.hpp"
@@ -52,20 +53,6 @@ void add(std::vector<ModelInfo>& models, ModelInfo info, const std::string& url)
 }
 
 // A page cursor in a query string.
-std::string percentEncoded(const std::string& text) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
 
 constexpr int kMaxModelPages = 100;
 
@@ -100,7 +87,7 @@ std::vector<ModelInfo> listAnthropicModels(HttpTransport& transport, const std::
   std::string after;
   for (int page = 0; page < kMaxModelPages; ++page) {
     const std::string url = joinUrl(baseUrl, "/models") + "?limit=1000" +
-                            (after.empty() ? "" : "&after_id=" + percentEncoded(after));
+                            (after.empty() ? "" : "&after_id=" + percentEncode(after));
     const nlohmann::json reply = get(transport, url, headers, timeout, stopToken);
     for (const nlohmann::json& item : dataOf(reply, redactUrl(url))) {
       if (!item.is_object()) continue;

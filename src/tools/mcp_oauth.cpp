@@ -29,6 +29,7 @@
 #include <set>
 #include <sstream>
 
+#include "model/percent_encode.hpp"
 #include "model/sha256.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
@@ -69,20 +70,6 @@ std::string randomToken(std::size_t bytes) {
   return base64Url(buffer);
 }
 
-std::string percentEncode(std::string_view text) {
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
 
 std::string percentDecode(std::string_view text) {
   std::string out;
