@@ -46,7 +46,7 @@ inline constexpr std::size_t kMaxPatternLength = 4'096;    // characters of one 
 inline constexpr std::size_t kMaxSchemaRefLength = 2'048;  // characters of a $ref or $id
 // $refs in the schema: valijson follows a chain of them recursively when it compiles the schema
 // (a chain of 5 000 overflows an 8 MiB stack).
-inline constexpr std::size_t kMaxSchemaRefs = 1'000;
+inline constexpr std::size_t kMaxSchemaRefs = 256;
 inline constexpr std::size_t kMaxCheckedDepth = 128;       // nesting of a checked value
 inline constexpr std::size_t kMaxMatchedLength = 1 << 20;  // bytes of a string matched by a pattern
 inline constexpr std::size_t kMaxCheckSteps = 100'000;     // sub-schemas applied in one check
