@@ -1,5 +1,5 @@
-// The service (src/service/service.hpp, `parley serve`) on SQLite. Prints a table; not a Google Benchmark
-// loop, because it measures fan-out to many connections, memory and percentiles:
+// The service (src/service/service.hpp, `parley serve`) on SQLite. Prints a table; not a Google
+// Benchmark loop, because it measures fan-out to many connections, memory and percentiles:
 //
 //   fanout    events/s written through the RunStore and delivered to 1, 100 and 1 000 event-stream
 //             clients (libcurl multi, one thread), the Service in this process (so its feed is
@@ -31,8 +31,8 @@
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
 #include "parley/run_store.hpp"
-#include "service/service.hpp"
 #include "parley/store.hpp"
+#include "service/service.hpp"
 #include "sse_swarm.hpp"
 
 namespace {

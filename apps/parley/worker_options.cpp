@@ -33,8 +33,9 @@ void addWorkerOptions(CLI::App& cmd, WorkerArgs& args) {
                  "A whole run (model calls, retries, tools), in ms; past it the run fails with a "
                  "timeout (default 600000; 0: none)")
       ->check(CLI::Range(int64_t{0}, int64_t{TurnDefaults::kMaxTimeout.count()}));
-  cmd.add_option("--token-limit", args.tokenLimit,
-                 "Context size in tokens past which a run logs token_limit_exceeded (default 0: none)")
+  cmd.add_option(
+         "--token-limit", args.tokenLimit,
+         "Context size in tokens past which a run logs token_limit_exceeded (default 0: none)")
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("--system", args.system, "System prompt of new threads");
   cmd.add_option("--human-tool", args.humanTool,

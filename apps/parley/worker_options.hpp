@@ -22,10 +22,10 @@ struct WorkerArgs {
   int64_t leaseMs = 30'000;
   int64_t graceMs = 10'000;
   int maxIterations = 10;
-  int maxToolCalls = 64;             // --max-tool-calls: calls of one reply that run
-  int64_t callTimeoutMs = 0;         // --call-timeout: each model call; 0: the profile's
-  int64_t turnTimeoutMs = 600'000;   // --turn-timeout: a whole run; 0: none
-  int64_t tokenLimit = 0;            // --token-limit
+  int maxToolCalls = 64;            // --max-tool-calls: calls of one reply that run
+  int64_t callTimeoutMs = 0;        // --call-timeout: each model call; 0: the profile's
+  int64_t turnTimeoutMs = 600'000;  // --turn-timeout: a whole run; 0: none
+  int64_t tokenLimit = 0;           // --token-limit
   std::string workerId;
   std::string system;
   std::string humanTool;

@@ -197,7 +197,7 @@ struct ToolExecutionFailed : EventHeader {
   ToolExecutionFailed() { type = eventName(kEventType); }
   std::string toolCallId;
   std::string toolName;  // the called tool's name ("" when the publisher does not say)
-  std::string error;  // what went wrong, for people and the model (errorDetails.message)
+  std::string error;     // what went wrong, for people and the model (errorDetails.message)
   // The error as errorToJson() writes it (errors.hpp), as in LlmExecutionFailed; a "kind" of
   // "timeout" counts the call as a timeout in LlmExecutor::toolStats(). When `error` is empty
   // the executor reads errorDetails.message.

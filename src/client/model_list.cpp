@@ -16,7 +16,8 @@ void JsonReplyReader::onStreamEnd(const HttpReplyInfo&) {
 
 void JsonReplyReader::onBody(std::string_view body, const HttpReplyInfo&) {
   value_ = parseJson(body, {}, false);
-  if (value_.is_discarded()) throw ProtocolError("the server's reply from " + url_ + " is not JSON");
+  if (value_.is_discarded())
+    throw ProtocolError("the server's reply from " + url_ + " is not JSON");
 }
 
 namespace {
@@ -38,13 +39,14 @@ nlohmann::json get(HttpTransport& transport, const std::string& url,
                    std::span<const std::string> headers,
                    std::optional<std::chrono::milliseconds> timeout, std::stop_token stopToken) {
   JsonReplyReader reader(redactUrl(url));
-  transport.send(HttpRequest{url, {}, headers, false, timeout, std::move(stopToken), HttpMethod::Get},
-                 reader);
+  transport.send(
+      HttpRequest{url, {}, headers, false, timeout, std::move(stopToken), HttpMethod::Get}, reader);
   return std::move(reader.value());
 }
 
 void add(std::vector<ModelInfo>& models, ModelInfo info, const std::string& url) {
-  if (info.id.empty()) throw ProtocolError("the model list from " + url + " has a model without an id");
+  if (info.id.empty())
+    throw ProtocolError("the model list from " + url + " has a model without an id");
   if (models.size() >= kMaxListedModels) {
     throw ProtocolError("the model list from " + url + " is longer than " +
                         std::to_string(kMaxListedModels) + " models");
@@ -71,7 +73,8 @@ std::vector<ModelInfo> listOpenAiModels(HttpTransport& transport, const std::str
     info.id = stringField(item, "id");
     info.ownedBy = stringField(item, "owned_by");
     if (auto it = item.find("created"); it != item.end() && it->is_number_integer()) {
-      info.created = std::chrono::system_clock::time_point(std::chrono::seconds(it->get<int64_t>()));
+      info.created =
+          std::chrono::system_clock::time_point(std::chrono::seconds(it->get<int64_t>()));
     }
     info.raw = item;
     add(models, std::move(info), redactUrl(url));

@@ -18,8 +18,8 @@ T read(const json& j, const char* key, T fallback = T{}) {
   try {
     return it->get<T>();
   } catch (const json::exception&) {
-    throw ValidationError(std::string("payload.") + key, "has the wrong type (" +
-                                                            std::string(it->type_name()) + ")");
+    throw ValidationError(std::string("payload.") + key,
+                          "has the wrong type (" + std::string(it->type_name()) + ")");
   }
 }
 
@@ -61,13 +61,14 @@ json eventHeaderToJson(const EventHeader& e) {
 json eventToJson(const LlmExecutionRequest& e) {
   const LlmRequestData& d = e.requestData;
   return withNode({{"node_type", e.nodeType},
-          {"request_data",
-           {{"prompt", d.prompt},
-            {"tools", d.tools},
-            {"profile_id", d.profileId},
-            {"parameters", d.parameters},
-            {"stream", d.stream}}},
-          {"has_context_snapshot", !e.contextSnapshot.isNull()}}, e.nodeId);
+                   {"request_data",
+                    {{"prompt", d.prompt},
+                     {"tools", d.tools},
+                     {"profile_id", d.profileId},
+                     {"parameters", d.parameters},
+                     {"stream", d.stream}}},
+                   {"has_context_snapshot", !e.contextSnapshot.isNull()}},
+                  e.nodeId);
 }
 
 json eventToJson(const LlmExecutionCompleted& e) {
@@ -75,11 +76,12 @@ json eventToJson(const LlmExecutionCompleted& e) {
   for (const ToolCall& c : e.result.toolCalls)
     calls.push_back(toolCallJson(c));
   return withNode({{"result",
-           {{"content", e.result.content},
-            {"usage", toJson(e.result.usage)},
-            {"finish_reason", e.result.finishReason},
-            {"tool_calls", std::move(calls)},
-            {"iterations", e.result.iterations}}}}, e.nodeId);
+                    {{"content", e.result.content},
+                     {"usage", toJson(e.result.usage)},
+                     {"finish_reason", e.result.finishReason},
+                     {"tool_calls", std::move(calls)},
+                     {"iterations", e.result.iterations}}}},
+                  e.nodeId);
 }
 
 json eventToJson(const LlmExecutionFailed& e) {
@@ -95,9 +97,13 @@ json eventToJson(const LlmStreamChunk& e) {
 }
 
 json eventToJson(const StructuredOutputAttempt& e) {
-  json j = {{"attempt", e.attempt}, {"rung_attempt", e.rungAttempt},
-            {"rung", e.rung},              {"refused", e.refused}, {"valid", e.valid},
-            {"errors", e.errors},          {"error_count", e.errorCount}};
+  json j = {{"attempt", e.attempt},
+            {"rung_attempt", e.rungAttempt},
+            {"rung", e.rung},
+            {"refused", e.refused},
+            {"valid", e.valid},
+            {"errors", e.errors},
+            {"error_count", e.errorCount}};
   if (e.usage) j["usage"] = toJson(*e.usage);
   return withNode(std::move(j), e.nodeId);
 }
@@ -114,20 +120,19 @@ json eventToJson(const MessageAdded& e) {
 
 json eventToJson(const ToolExecutionRequest& e) {
   return withNode({{"tool_call_id", e.toolCall.id},
-          {"tool_name", e.toolCall.name},
-          {"arguments", e.toolCall.arguments},
-          {"timeout_ms", e.executionOptions.timeout.count()},
-          {"retries", e.executionOptions.retries},
-          {"retry_delay_ms", e.executionOptions.retryDelay.count()}}, e.nodeId);
+                   {"tool_name", e.toolCall.name},
+                   {"arguments", e.toolCall.arguments},
+                   {"timeout_ms", e.executionOptions.timeout.count()},
+                   {"retries", e.executionOptions.retries},
+                   {"retry_delay_ms", e.executionOptions.retryDelay.count()}},
+                  e.nodeId);
 }
 
 json eventToJson(const ToolExecutionCompleted& e) {
-  json j = {{"tool_call_id", e.toolCallId},
-            {"tool_name", e.toolName},
-            {"success", e.result.success},
-            {"execution_time_us", e.result.executionTime.count()},
-            {"retry_count", e.result.retryCount},
-            {"timed_out", e.result.timedOut}};
+  json j = {
+      {"tool_call_id", e.toolCallId},       {"tool_name", e.toolName},
+      {"success", e.result.success},        {"execution_time_us", e.result.executionTime.count()},
+      {"retry_count", e.result.retryCount}, {"timed_out", e.result.timedOut}};
   if (e.result.success) {
     j["result"] = e.result.result;
   } else {
@@ -144,9 +149,8 @@ json eventToJson(const ToolExecutionFailed& e) {
 }
 
 json eventToJson(const UserInteractionRequested& e) {
-  json j = {{"interaction_id", e.interactionId},
-            {"prompt", e.prompt},
-            {"timeout_ms", e.timeout.count()}};
+  json j = {
+      {"interaction_id", e.interactionId}, {"prompt", e.prompt}, {"timeout_ms", e.timeout.count()}};
   if (!e.kind.empty()) j["kind"] = e.kind;
   return withNode(std::move(j), e.nodeId);
 }

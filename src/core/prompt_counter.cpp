@@ -13,9 +13,9 @@
 #include "client/model_list.hpp"
 #include "client/request_body.hpp"
 #include "model/deadline.hpp"
+#include "model/sha256.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
-#include "model/sha256.hpp"
 
 namespace parley {
 

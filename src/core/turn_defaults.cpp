@@ -33,8 +33,7 @@ void validateTurnDefaults(const TurnDefaults& turn, const std::string& where) {
   checkRange(turn.maxIterations, 1, TurnDefaults::kMaxIterations, at + "maxIterations");
   checkRange(turn.maxToolCallsPerReply, 1, TurnDefaults::kMaxToolCallsPerReply,
              at + "maxToolCallsPerReply");
-  checkRange(turn.maxToolConcurrency, 1, TurnDefaults::kMaxConcurrency,
-             at + "maxToolConcurrency");
+  checkRange(turn.maxToolConcurrency, 1, TurnDefaults::kMaxConcurrency, at + "maxToolConcurrency");
   if (turn.tokenLimit < 0) throw ValidationError(at + "tokenLimit", "must not be negative");
   checkLimit(turn.budget.maxCostPerRun, at + "budget.maxCostPerRun");
   checkLimit(turn.budget.maxCostPerThread, at + "budget.maxCostPerThread");
