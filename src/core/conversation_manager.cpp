@@ -183,7 +183,9 @@ ConversationManager::ConversationManager(ConversationOptions options)
   }
   if (options.tokenLimit < 0) throw ValidationError("options.tokenLimit", "must not be negative");
   State& st = *state_;
-  st.counter = options.tokenCounter ? options.tokenCounter : std::make_shared<const TokenCounter>();
+  // Null: the process-wide default counter, whose vocabulary loads at the first count (a manager
+  // that never counts, as `history import` or `apply`, never pays for it).
+  st.counter = options.tokenCounter;
   st.executor = options.toolExecutor;
   if (!st.executor) {
     std::shared_ptr<const ToolRegistry> registry = options.tools;

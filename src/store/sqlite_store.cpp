@@ -45,6 +45,10 @@ class SqliteConnection : public detail::SqlConnection {
       }
       full_ = options.synchronous == SqliteStoreOptions::Synchronous::Full;
       exec(full_ ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+      // Statement journals (the pages one statement of a longer transaction changes, kept to undo
+      // that statement alone) in memory, not a temporary file: an import of 10 000 messages
+      // wrote 21 000 pages to one and back (42 000 system calls, most of its time).
+      exec("PRAGMA temp_store=MEMORY");
     } catch (...) {
       close();
       throw;
