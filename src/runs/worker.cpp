@@ -761,19 +761,37 @@ void Worker::Impl::execute(const RunInfo& run, ActiveRun& active, detail::RunEve
       resumed = true;
     }
   }
+  // A UI renders the log in order (docs/scale-out.md, "Events"): the run's input is announced
+  // before the model is called, and a reply with tool calls (journaled as it is made) before its
+  // tools run; the rest of a turn's messages are announced when the turn commits. A run taken
+  // over or resumed announced its input in its first attempt.
+  const int64_t inputEnd = stored + static_cast<int64_t>(input.size());
+  const bool announceInput = run.attempts == 1 && !resumed;
+  if (announceInput) {
+    for (size_t i = 0; i < input.size(); ++i) {
+      MessageAdded added;
+      added.message = input[i];
+      added.index = stored + static_cast<int64_t>(i);
+      events.add(detail::eventInput(added));
+    }
+    events.flush();
+  }
   ro.onMessage = [&](const Message& m) {
     const int64_t at = next++;
-    if (m.role == Role::Assistant && !m.toolCalls.empty()) {
-      runner.turn = at;
-      if (resumed && at == journal.pendingAt) {
-        resumed = false;  // journaled already
-      } else {
-        runs->recordReply(active.lease, m, at);
-      }
-    }
+    if (at < inputEnd) return;  // announced above (or by the run's first attempt)
     MessageAdded added;
     added.message = m;
     added.index = at;
+    if (m.role == Role::Assistant && !m.toolCalls.empty()) {
+      runner.turn = at;
+      if (resumed && at == journal.pendingAt) {
+        resumed = false;  // journaled (and announced) already
+        return;
+      }
+      runs->recordReply(active.lease, m, at);
+      events.add(detail::eventInput(added));
+      return;
+    }
     events.addToTurn(detail::eventInput(added));
   };
   ro.onChunk = [&](const StreamDelta& delta) {
