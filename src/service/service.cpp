@@ -21,6 +21,7 @@
 #include "parley/logger.hpp"
 #include "parley/stored_thread.hpp"
 #include "service/admission.hpp"
+#include "service/agent_protocol.hpp"
 #include "service/chat_page.hpp"
 #include "service/event_feeds.hpp"
 #include "service/metrics.hpp"
@@ -79,6 +80,7 @@ struct Service::Impl {
   ServiceOptions options;
   std::unique_ptr<http::Server> server;  // made by install()
   std::unique_ptr<EventFeeds> feeds;
+  std::unique_ptr<service::AgentProtocol> agentProtocol;  // the LangGraph routes, at the root
   service::Admission admission;
   // /healthz: the last integrity check's time and its failure ("" when it passed).
   std::mutex healthMutex;
@@ -638,6 +640,7 @@ struct Service::Impl {
       const std::string_view path = target.substr(0, target.find('?'));
       const std::string_view query =
           target.find('?') == std::string_view::npos ? "" : target.substr(target.find('?'));
+      if (service::AgentProtocol::longLived(method, path)) return true;
       return method == "GET" && path.ends_with("/events") &&
              query.find("follow=false") == std::string_view::npos &&
              query.find("follow=0") == std::string_view::npos;
@@ -650,7 +653,9 @@ struct Service::Impl {
     server.set_pre_routing_handler(
         [this](const httplib::Request& req, httplib::Response& res) { return admit(req, res); });
     server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-      if (!req.path.ends_with("/events")) metrics.requestDone(res.status);
+      if (!req.path.ends_with("/events") && !req.path.ends_with("/stream")) {
+        metrics.requestDone(res.status);
+      }
     });
     // Responses httplib makes itself (413 past the body cap, 404 without a route) get an error
     // object too.
@@ -675,8 +680,9 @@ struct Service::Impl {
         return;
       }
       res.status = 204;
-      res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
-      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID");
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers",
+                     "Authorization, X-Api-Key, Content-Type, Last-Event-ID");
       res.set_header("Access-Control-Max-Age", "600");
     });
 
@@ -713,6 +719,10 @@ struct Service::Impl {
     server.Get("/v1/threads/" + id + "/runs",
                route([this](auto& q, auto& r) { listThreadRuns(q, r); }));
     server.Get("/v1/threads/" + id + "/events", route([this](auto& q, auto& r) { events(q, r); }));
+    service::AgentProtocolContext context{runs, feeds.get(), &metrics, &options,
+                                          [this](const std::string& line) { log(line); }};
+    agentProtocol = std::make_unique<service::AgentProtocol>(std::move(context));
+    agentProtocol->install(server);
     server.Get("/v1/runs/" + id, route([this](auto& q, auto& r) { getRun(q, r); }));
     server.Post("/v1/runs/" + id + "/cancel", route([this](auto& q, auto& r) { cancelRun(q, r); }));
     server.Post("/v1/runs/" + id + "/respond",
@@ -784,6 +794,7 @@ void Service::stop() {
   std::lock_guard lock(s.stopMutex);
   if (s.stopping.exchange(true)) return;
   s.feeds->stop();  // every stream ends
+  s.agentProtocol->stop();
   s.server->shutdown();
 }
 
