@@ -430,6 +430,13 @@ void AgentProtocol::install(httplib::Server& server) {
                                    "--profile, profiles.toml); they are not created over HTTP");
               }));
 
+  // The store: namespaced items.
+  server.Put("/store/items", route([s](Q q, R r) { s->storePut(q, r); }));
+  server.Get("/store/items", route([s](Q q, R r) { s->storeGet(q, r); }));
+  server.Delete("/store/items", route([s](Q q, R r) { s->storeDelete(q, r); }));
+  server.Post("/store/items/search", route([s](Q q, R r) { s->storeSearch(q, r); }));
+  server.Post("/store/namespaces", route([s](Q q, R r) { s->storeNamespaces(q, r); }));
+
   s->reaper = std::thread([s] { s->reap(); });
 }
 

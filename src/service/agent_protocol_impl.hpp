@@ -22,6 +22,7 @@
 #include "service/event_feeds.hpp"
 #include "service/metrics.hpp"
 #include "service/service.hpp"
+#include "store/item_store.hpp"
 
 namespace parley::service {
 
@@ -74,6 +75,10 @@ struct AgentProtocol::Impl {
   std::deque<std::pair<std::string, std::string>> statelessRuns;  // (thread, run)
   bool stopping = false;
   std::thread reaper;
+
+  // The store's items, made on first use (its table too).
+  std::once_flag itemsMade;
+  std::unique_ptr<detail::ItemStore> itemStore;
 
   explicit Impl(AgentProtocolContext c)
       : ctx(std::move(c)), runs(*ctx.runs), options(*ctx.options) {}
@@ -148,6 +153,14 @@ struct AgentProtocol::Impl {
   // What runs.wait and join answer: the thread's values, with __interrupt__ or __error__.
   nlohmann::json finalValues(const RunInfo& run);
   void reap();
+
+  // --- routes (agent_protocol_store.cpp) ------------------------------------------------------
+  detail::ItemStore& items();
+  void storePut(const httplib::Request& req, httplib::Response& res);
+  void storeGet(const httplib::Request& req, httplib::Response& res);
+  void storeDelete(const httplib::Request& req, httplib::Response& res);
+  void storeSearch(const httplib::Request& req, httplib::Response& res);
+  void storeNamespaces(const httplib::Request& req, httplib::Response& res);
 
   // --- routes (agent_protocol.cpp) ------------------------------------------------------------
   void getAssistant(const httplib::Request& req, httplib::Response& res);

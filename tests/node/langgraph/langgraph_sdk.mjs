@@ -2,8 +2,9 @@
 // `parley serve`'s Agent Protocol routes, end to end: assistants, threads (create, get, search,
 // count, update, copy, state, history, delete), runs on a thread and stateless (create, wait,
 // stream in each mode, join, joinStream resumed after a cut with Last-Event-ID, list, get,
-// cancel), each multitask strategy, an interrupt answered with command.resume, refusals of what
-// parley cannot honour, and a run that survives a SIGKILL of the serving process.
+// cancel), each multitask strategy, an interrupt answered with command.resume, the store,
+// refusals of what parley cannot honour, and a run that survives a SIGKILL of the serving
+// process.
 //
 //   node langgraph_sdk.mjs PARLEY_BINARY sqlite|postgres
 //
@@ -415,6 +416,24 @@ try {
     const values = await client.runs.join(t.thread_id, run.run_id);
     assert.equal(lastText(values), 'slow done');
     assert.equal((await client.runs.get(t.thread_id, run.run_id)).status, 'success');
+  });
+
+  await check('store: put, get, search, namespaces, delete, ttl', async () => {
+    await client.store.putItem(['docs', 'ada'], 'a', { kind: 'note', text: 'hi' });
+    await client.store.putItem(['docs', 'ada'], 'b', { kind: 'todo' }, { ttl: 60 });
+    await client.store.putItem(['docs', 'bob'], 'c', { kind: 'note' });
+    const got = await client.store.getItem(['docs', 'ada'], 'a', { refreshTtl: true });
+    assert.deepEqual(got.value, { kind: 'note', text: 'hi' });
+    assert.deepEqual(got.namespace, ['docs', 'ada']);
+    assert.ok(got.createdAt);
+    const found = await client.store.searchItems(['docs'], { filter: { kind: 'note' } });
+    assert.deepEqual(found.items.map((i) => i.key), ['a', 'c']);
+    const ns = await client.store.listNamespaces({ prefix: ['docs'] });
+    assert.deepEqual(ns.namespaces, [['docs', 'ada'], ['docs', 'bob']]);
+    await client.store.deleteItem(['docs', 'ada'], 'a');
+    await rejects(client.store.getItem(['docs', 'ada'], 'a'), 404, 'a deleted item');
+    await rejects(client.store.searchItems(['docs'], { query: 'semantic' }), 400, 'query');
+    await rejects(client.store.putItem(['docs'], 'big', { text: 'x'.repeat(300_000) }), 400, 'value cap');
   });
 
   await check('threads.delete', async () => {
