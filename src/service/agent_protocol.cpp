@@ -12,6 +12,7 @@
 #include "parley/json.hpp"
 #include "parley/stored_thread.hpp"
 #include "service/agent_protocol_impl.hpp"
+#include "service/api.hpp"
 
 namespace parley::service {
 
@@ -58,28 +59,13 @@ void sendApJson(httplib::Response& res, int status, const json& body) {
 
 // --- readers ----------------------------------------------------------------------------------
 
+// The native routes' readers (api.hpp): their ApiError is answered like an ApError.
 json AgentProtocol::Impl::body(const httplib::Request& req) const {
-  if (req.body.empty()) return json::object();
-  json value = parseJson(req.body, {}, /*allowExceptions=*/false);
-  if (value.is_discarded() || !value.is_object()) {
-    throw apBadRequest("invalid_json", "the request body must be a JSON object");
-  }
-  return value;
+  return jsonBody(req);
 }
 
 void AgentProtocol::Impl::checkId(const std::string& id, const char* what) const {
-  if (id.empty() || id.size() > options.maxIdBytes) {
-    throw apBadRequest("invalid_id", std::string(what) + " id must be 1 to " +
-                                         std::to_string(options.maxIdBytes) + " bytes");
-  }
-  for (char c : id) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '-' || c == '_' || c == '.' || c == ':';
-    if (!ok) {
-      throw apBadRequest("invalid_id",
-                         std::string(what) + " id may hold only letters, digits and - _ . :");
-    }
-  }
+  service::checkId(id, what, options.maxIdBytes);
 }
 
 void AgentProtocol::Impl::checkMetadata(const json& value, const std::string& field) const {
@@ -350,6 +336,8 @@ void AgentProtocol::install(httplib::Server& server) {
       try {
         f(req, res);
       } catch (const ApError& e) {
+        fail(e.status, e.code, e.what());
+      } catch (const ApiError& e) {
         fail(e.status, e.code, e.what());
       } catch (const ValidationError& e) {
         fail(400, "invalid_request", e.what());
