@@ -232,6 +232,24 @@ TYPED_TEST_P(WorkerTest, CompletesARunWithAToolAndWritesItsEvents) {
   EXPECT_EQ(std::count(types.begin(), types.end(), "tool_execution_completed"), 1);
   EXPECT_EQ(types.back(), "llm_execution_completed");  // a run's last event
   EXPECT_EQ(types[types.size() - 2], "run_completed");
+  // An order a UI renders as it reads: the user's message before the model's reply, the reply
+  // with its tool call before the call runs; the outcome once, in the terminal event.
+  std::vector<std::string> order;
+  for (const auto& e : this->runs->readEvents("t1", 0)) {
+    if (e.type == "message_added") {
+      order.push_back(e.payload["message"].value("role", ""));
+    } else if (e.type.starts_with("tool_execution") || e.type == "run_completed") {
+      order.push_back(e.type);
+      if (e.type == "run_completed") {
+        EXPECT_FALSE(e.payload.contains("result"));
+      }
+    } else if (e.type == "llm_execution_completed") {
+      EXPECT_EQ(e.payload["result"]["content"], "done: counted apples 1");
+    }
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"user", "assistant", "tool_execution_request",
+                                             "tool_execution_completed", "tool", "assistant",
+                                             "run_completed"}));
   // The journal holds the call, completed with its result.
   RunJournal journal = this->runs->journal(run.id);
   ASSERT_EQ(journal.calls.size(), 1u);
@@ -601,11 +619,11 @@ TYPED_TEST_P(WorkerTest, BudgetsFailARunBeforeAnyModelRequest) {
     EXPECT_NE(done.error.find(budget), std::string::npos) << done.error;
     bool seen = false;
     for (const auto& e : this->runs->readEvents(run.threadId, 0)) {
-      if (e.type == "run_failed" && e.runId == run.id) {
+      if (e.type == "llm_execution_failed" && e.runId == run.id) {
         seen = e.payload["result"]["error"]["kind"] == "budget_exceeded";
       }
     }
-    EXPECT_TRUE(seen) << "no run_failed event with kind budget_exceeded";
+    EXPECT_TRUE(seen) << "no llm_execution_failed event with kind budget_exceeded";
   };
   {
     auto o = this->workerOptions();

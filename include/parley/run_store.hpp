@@ -203,8 +203,10 @@ struct StoredEvent {
 // "run_released", "run_completed", "run_failed" and "run_cancelled" as runs change state.
 inline constexpr const char* kStreamChunkEventType = "llm_stream_chunk";
 // A run's last event, whatever ended it (its worker, a cancel, a policy), written right after
-// run_completed, run_failed or run_cancelled: llm_execution_completed {"run_id", "result"} or
-// llm_execution_failed {"run_id", "error", "cancelled"} (a cancelled run counts as failed).
+// run_completed, run_failed or run_cancelled (which carry no outcome: `{}`): the one terminal
+// event, llm_execution_completed {"run_id", "result"} or llm_execution_failed {"run_id",
+// "error", "cancelled", "result" (the error's details, when any)} (a cancelled run counts as
+// failed).
 inline constexpr const char* kRunCompletedEventType = "llm_execution_completed";
 inline constexpr const char* kRunFailedEventType = "llm_execution_failed";
 static_assert(eventName(EventType::LlmStreamChunk) == kStreamChunkEventType &&

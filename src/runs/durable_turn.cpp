@@ -405,19 +405,36 @@ void DurableTurn::run() {
       resumed = true;
     }
   }
+  // A UI renders the log in order (docs/scale-out.md, "Events"): the run's input is announced
+  // before the model is called, and a reply with tool calls (journaled as it is made) before its
+  // tools run; the rest of a turn's messages are announced when the turn commits. A run taken
+  // over or resumed announced its input in its first attempt.
+  const int64_t inputEnd = stored + static_cast<int64_t>(input.size());
+  if (run_.attempts == 1 && !resumed) {
+    for (size_t i = 0; i < input.size(); ++i) {
+      MessageAdded added;
+      added.message = input[i];
+      added.index = stored + static_cast<int64_t>(i);
+      events_.add(eventInput(added));
+    }
+    events_.flush();
+  }
   ro.onMessage = [&](const Message& m) {
     const int64_t at = next++;
-    if (m.role == Role::Assistant && !m.toolCalls.empty()) {
-      runner.turn = at;
-      if (resumed && at == journal.pendingAt) {
-        resumed = false;  // journaled already
-      } else {
-        host_.runs.recordReply(active_.lease, m, at);
-      }
-    }
+    if (at < inputEnd) return;  // announced above (or by the run's first attempt)
     MessageAdded added;
     added.message = m;
     added.index = at;
+    if (m.role == Role::Assistant && !m.toolCalls.empty()) {
+      runner.turn = at;
+      if (resumed && at == journal.pendingAt) {
+        resumed = false;  // journaled (and announced) already
+        return;
+      }
+      host_.runs.recordReply(active_.lease, m, at);
+      events_.add(eventInput(added));
+      return;
+    }
     events_.addToTurn(eventInput(added));
   };
   ro.onChunk = [&](const StreamDelta& delta) {

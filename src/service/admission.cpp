@@ -112,8 +112,11 @@ std::optional<Admission::Refusal> Admission::check(const httplib::Request& req) 
     }
     std::string type = req.get_header_value("Content-Type");
     type = lower(std::string(detail::trimBlanks(type.substr(0, type.find(';')))));
+    // A POST without a body and without a type (the LangGraph SDK's copy and cancel) cannot be
+    // a form: a form always says its type.
+    const bool bare = req.body.empty() && !req.has_header("Content-Type");
     if ((req.method == "POST" || req.method == "PUT" || req.method == "PATCH") &&
-        type != "application/json") {
+        type != "application/json" && !bare) {
       return refusal(415, "invalid_request_error", "unsupported_media_type",
                      "a " + req.method + " request must have Content-Type: application/json");
     }
@@ -134,6 +137,8 @@ std::optional<Admission::Refusal> Admission::check(const httplib::Request& req) 
   const std::string header = req.get_header_value("Authorization");
   if (header.rfind("Bearer ", 0) == 0) {
     given = header.substr(7);
+  } else if (req.has_header("X-Api-Key")) {
+    given = req.get_header_value("X-Api-Key");  // the LangGraph SDK's header
   } else if (req.path.ends_with("/events")) {
     given = req.get_param_value("access_token");  // EventSource cannot send headers
   }

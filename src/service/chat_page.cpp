@@ -225,7 +225,7 @@ function onEvent(type, e) {
     state.partial = '';
     status(type === 'run_completed' ? 'done' : 'cancelled');
     loadThreads();
-  } else if (type === 'run_failed') {
+  } else if (type === 'llm_execution_failed' && !p.cancelled) {
     state.partial = '';
     status('failed: ' + (p.error || ''));
   } else if (type === 'run_queued' || type === 'run_started') {

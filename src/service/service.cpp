@@ -12,6 +12,7 @@
 #include "parley/errors.hpp"
 #include "parley/logger.hpp"
 #include "service/admission.hpp"
+#include "service/agent_protocol.hpp"
 #include "service/api.hpp"
 #include "service/chat_page.hpp"
 #include "service/routes.hpp"
@@ -25,7 +26,8 @@ using namespace service;
 struct Service::Impl {
   ServiceState state;
   const ServiceOptions& options;
-  std::unique_ptr<http::Server> server;  // made by install()
+  std::unique_ptr<http::Server> server;          // made by install()
+  std::unique_ptr<AgentProtocol> agentProtocol;  // the LangGraph routes, at the root
   service::Admission admission;
   // /healthz: the last integrity check's time and its failure ("" when it passed).
   std::mutex healthMutex;
@@ -118,7 +120,10 @@ struct Service::Impl {
     limits.maxHeadBytes = options.maxHeadBytes;
     limits.maxHeaders = options.maxHeaders;
     limits.idleTimeout = options.keepAlive;
-    limits.longLived = isLongLivedRequest;
+    limits.longLived = [](std::string_view method, std::string_view target) {
+      return isLongLivedRequest(method, target) ||
+             AgentProtocol::longLived(method, target.substr(0, target.find('?')));
+    };
     server = std::make_unique<http::Server>(limits);
     auto& server = *this->server;
     server.set_keep_alive_max_count(1000);
@@ -127,7 +132,9 @@ struct Service::Impl {
     server.set_pre_routing_handler(
         [this](const httplib::Request& req, httplib::Response& res) { return admit(req, res); });
     server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-      if (!req.path.ends_with("/events")) state.metrics.requestDone(res.status);
+      if (!req.path.ends_with("/events") && !req.path.ends_with("/stream")) {
+        state.metrics.requestDone(res.status);
+      }
     });
     // Responses httplib makes itself (413 past the body cap, 404 without a route) get an error
     // object too.
@@ -152,8 +159,9 @@ struct Service::Impl {
         return;
       }
       res.status = 204;
-      res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
-      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID");
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers",
+                     "Authorization, X-Api-Key, Content-Type, Last-Event-ID");
       res.set_header("Access-Control-Max-Age", "600");
     });
 
@@ -169,6 +177,10 @@ struct Service::Impl {
     installThreadRoutes(server, state);
     installRunRoutes(server, state);
     installEventRoutes(server, state);
+    agentProtocol = std::make_unique<AgentProtocol>(
+        AgentProtocolContext{state.runs, state.feeds.get(), &state.metrics, &options,
+                             [this](const std::string& line) { state.log(line); }});
+    agentProtocol->install(server);
   }
 };
 
@@ -236,6 +248,7 @@ void Service::stop() {
   std::lock_guard lock(s.stopMutex);
   if (s.stopping.exchange(true)) return;
   s.state.feeds->stop();  // every stream ends
+  s.agentProtocol->stop();
   s.server->shutdown();
 }
 

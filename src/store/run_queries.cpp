@@ -185,14 +185,12 @@ int64_t appendEventRows(SqlConnection& c, const std::string& threadId,
   return last;
 }
 
-// The events that end a run, whoever ends it: the store's run_<status>, then the run's last
-// event in the executor's words (kRunCompletedEventType, kRunFailedEventType), so that a reader
-// of the log knows a run has ended from two types.
+// The events that end a run, whoever ends it: the store's run_<status> (the state change only),
+// then the run's one terminal event in the executor's words (kRunCompletedEventType,
+// kRunFailedEventType), which alone carries the outcome: a UI renders the result once.
 void endEvents(std::vector<EventRow>& events, const std::string& runId, const std::string& traceId,
                RunStatus status, const std::string& reason, const json& result) {
-  json payload = json::object();
-  if (!reason.empty()) payload["error"] = reason;
-  if (!result.is_null()) payload["result"] = result;
+  const json payload = json::object();
   const EventType ended = status == RunStatus::Completed ? EventType::RunCompleted
                           : status == RunStatus::Failed  ? EventType::RunFailed
                                                          : EventType::RunCancelled;
@@ -204,6 +202,7 @@ void endEvents(std::vector<EventRow>& events, const std::string& runId, const st
   } else {
     last["error"] = reason;
     last["cancelled"] = status == RunStatus::Cancelled;
+    if (!result.is_null()) last["result"] = result;  // the error's details ({"error": {...}})
     events.push_back({runId, traceId, kRunFailedEventType, last.dump()});
   }
 }

@@ -69,9 +69,9 @@ void notify(SqlConnection& c, const char* channel, const std::string& payload);
 // Appends to the log of a locked thread; returns the last seq.
 int64_t appendEventRows(SqlConnection& c, const std::string& threadId,
                         const std::vector<EventRow>& events, int64_t now);
-// The events that end a run, whoever ends it: the store's run_<status>, then the run's last
-// event in the executor's words (kRunCompletedEventType, kRunFailedEventType), so that a reader
-// of the log knows a run has ended from two types.
+// The events that end a run, whoever ends it: the store's run_<status> (no outcome), then the
+// run's one terminal event in the executor's words (kRunCompletedEventType, kRunFailedEventType),
+// which carries the outcome.
 void endEvents(std::vector<EventRow>& events, const std::string& runId, const std::string& traceId,
                RunStatus status, const std::string& reason, const nlohmann::json& result);
 // A lifecycle event of the store's (run_queued, run_started, ...).

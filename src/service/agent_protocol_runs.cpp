@@ -1,0 +1,561 @@
+// The runs of the Agent Protocol / LangGraph API (docs/service.md): parley's durable runs, on a
+// thread or stateless (a thread of their own), answered at once, when they end (wait, join) or
+// as a stream of their events (stream, joinStream); multitask_strategy is the double-texting
+// policy, an interrupt is a run waiting for an approval or an answer, `command.resume` answers
+// it.
+#include <algorithm>
+#include <span>
+
+#include "parley/errors.hpp"
+#include "service/agent_protocol_impl.hpp"
+
+namespace parley::service {
+
+using json = nlohmann::json;
+
+namespace {
+
+bool given(const json& in, const char* key) {
+  if (!in.contains(key) || in[key].is_null()) return false;
+  const json& v = in[key];
+  if ((v.is_array() || v.is_object()) && v.empty()) return false;
+  if (v.is_boolean() && !v.get<bool>()) return false;
+  if (v.is_number() && v.get<double>() == 0) return false;
+  return true;
+}
+
+// What a run's config (or context) may set: the rest is refused, never ignored.
+void readSettings(const json& settings, const std::string& field, SubmitOptions& submit,
+                  const std::string& threadId) {
+  if (settings.is_null()) return;
+  if (!settings.is_object()) throw apBadRequest("invalid_config", field + " must be an object");
+  for (const auto& [key, value] : settings.items()) {
+    if (key == "thread_id") {
+      if (!value.is_string() || (!threadId.empty() && value.get<std::string>() != threadId)) {
+        throw apBadRequest("invalid_config", field + ".thread_id is not the run's thread");
+      }
+    } else if (key == "system_prompt") {
+      if (!value.is_string())
+        throw apBadRequest("invalid_config", field + "." + key + ": a string");
+      submit.systemPrompt = value.get<std::string>();
+    } else if (key == "tools") {
+      if (!value.is_array())
+        throw apBadRequest("invalid_config", field + ".tools: a list of names");
+      std::vector<std::string> names;
+      for (const auto& name : value) {
+        if (!name.is_string()) throw apBadRequest("invalid_config", field + ".tools: names");
+        names.push_back(name.get<std::string>());
+      }
+      submit.tools = names;
+    } else if (key == "max_iterations") {
+      if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 10'000) {
+        throw apBadRequest("invalid_config", field + ".max_iterations: 1 to 10000");
+      }
+      submit.maxIterations = static_cast<int>(value.get<int64_t>());
+    } else {
+      throw apBadRequest("unsupported_config",
+                         field + "." + key.substr(0, 64) +
+                             " is not a setting parley can honour (thread_id, system_prompt, "
+                             "tools, max_iterations; the model is the assistant's profile)");
+    }
+  }
+}
+
+std::vector<std::string> streamModeParams(const httplib::Request& req) {
+  std::vector<std::string> out;
+  const size_t n = req.get_param_value_count("stream_mode");
+  for (size_t i = 0; i < n && i < 16; ++i)
+    out.push_back(req.get_param_value("stream_mode", i));
+  return out;
+}
+
+}  // namespace
+
+void AgentProtocol::Impl::createRun(const httplib::Request& req, httplib::Response& res,
+                                    bool stateless, Answer answer) {
+  const json in = body(req);
+  std::string threadId = stateless ? "" : std::string(req.matches[1]);
+  if (!stateless) checkId(threadId, "thread");
+
+  // What parley cannot do is refused by name, never ignored.
+  for (const char* key :
+       {"model", "checkpoint", "checkpoint_id", "interrupt_before", "interrupt_after", "webhook",
+        "feedback_keys", "after_seconds", "langsmith_tracer", "stream_subgraphs"}) {
+    if (given(in, key)) {
+      throw apBadRequest("unsupported", std::string(key) +
+                                            " is not supported by parley (docs/service.md, "
+                                            "\"Agent Protocol and the LangGraph API\")");
+    }
+  }
+  SubmitOptions submit;
+  if (!in.contains("assistant_id") || !in["assistant_id"].is_string()) {
+    throw apBadRequest("invalid_assistant", "assistant_id is required (\"agent\": the default)");
+  }
+  const std::string assistant = in["assistant_id"].get<std::string>();
+  submit.profile = profileOf(assistant);
+  const json config = in.value("config", json());
+  if (!config.is_null()) {
+    if (!config.is_object()) throw apBadRequest("invalid_config", "config must be an object");
+    for (const auto& [key, value] : config.items()) {
+      if (key == "configurable") {
+        readSettings(value, "config.configurable", submit, threadId);
+      } else if (key == "recursion_limit") {
+        if (!value.is_number_integer() || value.get<int64_t>() < 1 ||
+            value.get<int64_t>() > 10'000) {
+          throw apBadRequest("invalid_config", "config.recursion_limit: 1 to 10000");
+        }
+        submit.maxIterations = static_cast<int>(value.get<int64_t>());
+      } else if ((key == "tags" || key == "metadata") &&
+                 (value.is_null() || (value.is_structured() && value.empty()))) {
+        // Empty: nothing asked.
+      } else {
+        throw apBadRequest("unsupported_config",
+                           "config." + key.substr(0, 64) +
+                               " is not a setting parley can honour (configurable, "
+                               "recursion_limit)");
+      }
+    }
+  }
+  readSettings(in.value("context", json()), "context", submit, threadId);
+  json metadata = in.value("metadata", json());
+  checkMetadata(metadata, "metadata");
+  if (!metadata.is_object()) metadata = json::object();
+  metadata["assistant_id"] = assistant;
+  submit.metadata = metadata;
+  if (given(in, "multitask_strategy")) {
+    if (!in["multitask_strategy"].is_string()) {
+      throw apBadRequest("invalid_multitask_strategy", "multitask_strategy is a string");
+    }
+    auto policy = parseDoubleTextPolicy(in["multitask_strategy"].get<std::string>());
+    if (!policy) {
+      throw apBadRequest("invalid_multitask_strategy",
+                         "multitask_strategy is reject, interrupt, rollback or enqueue");
+    }
+    submit.policy = *policy;
+  }
+  const std::string ifNotExists = optionalString(in, "if_not_exists", "reject");
+  if (ifNotExists != "reject" && ifNotExists != "create") {
+    throw apBadRequest("invalid_if_not_exists", "if_not_exists is reject or create");
+  }
+  const std::string onCompletion =
+      optionalString(in, "on_completion", stateless ? "delete" : "keep");
+  if (onCompletion != "delete" && onCompletion != "keep") {
+    throw apBadRequest("invalid_on_completion", "on_completion is delete or keep");
+  }
+  if (!stateless && onCompletion == "delete") {
+    throw apBadRequest("invalid_on_completion",
+                       "on_completion applies to stateless runs (POST /runs...); delete the "
+                       "thread to delete a thread's run");
+  }
+  const std::string onDisconnect = optionalString(in, "on_disconnect", "continue");
+  if (onDisconnect != "continue" && onDisconnect != "cancel") {
+    throw apBadRequest("invalid_on_disconnect", "on_disconnect is continue or cancel");
+  }
+  if (onDisconnect == "cancel" && answer != Answer::Stream) {
+    throw apBadRequest("invalid_on_disconnect",
+                       "on_disconnect cancel needs a stream (runs.stream) to watch");
+  }
+  const StreamModes modes = parseStreamModes(in.value("stream_mode", json()));
+  submit.stream = modes.messages || modes.messagesTuple || modes.events;
+
+  // The input: messages; or a command answering the thread's interrupt.
+  std::vector<Message> input;
+  const json command = in.value("command", json());
+  std::optional<json> resume;
+  if (!command.is_null()) {
+    if (!command.is_object()) throw apBadRequest("invalid_command", "command must be an object");
+    for (const auto& [key, value] : command.items()) {
+      if (key == "resume") {
+        resume = value;
+      } else if (!value.is_null() && !(value.is_structured() && value.empty())) {
+        throw apBadRequest("unsupported",
+                           "command." + key.substr(0, 64) +
+                               " is not supported: a parley run has no graph to go to or "
+                               "update; command.resume answers its interrupt");
+      }
+    }
+  }
+  const json input0 = in.value("input", json());
+  if (!input0.is_null()) {
+    if (!input0.is_object()) throw apBadRequest("invalid_input", "input must be an object");
+    for (const auto& [key, value] : input0.items()) {
+      if (key != "messages") {
+        throw apBadRequest("invalid_input", "input." + key.substr(0, 64) +
+                                                " is not parley's state: input is {\"messages\": "
+                                                "[...]}");
+      }
+      if (!value.is_array()) throw apBadRequest("invalid_input", "input.messages is a list");
+      for (size_t i = 0; i < value.size(); ++i)
+        input.push_back(
+            fromLangGraphMessage(value[i], "input.messages[" + std::to_string(i) + "]"));
+    }
+  }
+  if (resume && !input.empty()) {
+    throw apBadRequest("invalid_input", "give input or command.resume, not both");
+  }
+  if (!resume && input.empty()) {
+    throw apBadRequest("invalid_input", "input.messages is required (one message at least)");
+  }
+
+  RunInfo run;
+  int64_t after = 0;
+  if (resume) {
+    if (stateless) throw apBadRequest("invalid_command", "a stateless run has no interrupt");
+    mustThread(threadId);
+    const ThreadStatus status = threadStatus(threadId);
+    if (!status.waiting || !status.waiting->response.is_null()) {
+      throw apConflict("run_not_waiting",
+                       "thread '" + threadId + "' has no interrupted run to resume");
+    }
+    json value = *resume;
+    // {interrupt id: value}, as LangGraph's clients may send it.
+    const std::string interruptId = status.waiting->wait.value("tool_call_id", "");
+    if (value.is_object() && value.size() == 1 && value.contains(interruptId)) {
+      value = value[interruptId];
+    }
+    after = runs.lastEventSeqs(std::span<const std::string>(&threadId, 1)).front().value_or(0);
+    run = runs.respond(status.waiting->id, value);
+  } else {
+    if (stateless) {
+      ThreadOptions own;
+      own.metadata = {{"stateless", true}, {"assistant_id", assistant}};
+      threadId = runs.threads().createThread(own).id;
+    } else if (!runs.threads().threadInfo(threadId)) {
+      if (ifNotExists != "create") {
+        throw apNotFound("no thread '" + threadId + "' (if_not_exists: create makes it)");
+      }
+    }
+    after = runs.lastEventSeqs(std::span<const std::string>(&threadId, 1)).front().value_or(0);
+    run = runs.submit(threadId, input, submit);
+    if (run.status == RunStatus::Rejected) {
+      if (stateless) runs.threads().deleteThread(threadId);
+      throw apConflict(
+          "run_rejected",
+          "thread '" + threadId + "' is busy and multitask_strategy is reject: " + run.error);
+    }
+  }
+  const std::string location = "/threads/" + threadId + "/runs/" + run.id;
+  res.set_header("Content-Location", location);
+  const bool reapLater = stateless && onCompletion == "delete";
+  switch (answer) {
+    case Answer::Run:
+      if (reapLater) deleteWhenFinished(threadId, run.id);
+      sendApJson(res, 200, runJson(run));
+      return;
+    case Answer::Wait: {
+      const RunInfo done = awaitRun(threadId, run.id);
+      sendApJson(res, 200, finalValues(done));
+      if (reapLater) deleteWhenFinished(threadId, run.id);
+      return;
+    }
+    case Answer::Stream: {
+      res.set_header("Location", location + "/stream");
+      std::function<void(bool)> onClose;
+      if (reapLater) {
+        onClose = [this, threadId, runId = run.id](bool) { deleteWhenFinished(threadId, runId); };
+      }
+      // A resumed run is read from the thread's first event, so that its state is whole; what
+      // came before the answer is not sent again.
+      std::optional<StreamPosition> from;
+      if (resume) from = StreamPosition{after, -1};
+      streamRun(res, threadId, run.id, modes, resume ? 0 : after, from, true,
+                onDisconnect == "cancel", onClose);
+      return;
+    }
+  }
+}
+
+void AgentProtocol::Impl::deleteWhenFinished(const std::string& threadId,
+                                             const std::string& runId) {
+  try {
+    auto run = runs.run(runId);
+    if (!run || isFinished(run->status)) {
+      runs.threads().deleteThread(threadId);
+      return;
+    }
+  } catch (const std::exception& e) {
+    log("parley serve: deleting the thread of stateless run " + runId + ": " + e.what());
+    return;
+  }
+  {
+    std::lock_guard lock(reaperMutex);
+    if (statelessRuns.size() >= kMaxStatelessPending) {
+      log("parley serve: over " + std::to_string(kMaxStatelessPending) +
+          " stateless runs wait for their end; the thread of " + runId + " is kept");
+      return;
+    }
+    statelessRuns.emplace_back(threadId, runId);
+  }
+  reaperWake.notify_all();
+}
+
+RunInfo AgentProtocol::Impl::awaitRun(const std::string& threadId, const std::string& runId) {
+  // A waiting run that was answered goes on: not done yet.
+  auto done = [](const RunInfo& r) {
+    return isFinished(r.status) || (r.status == RunStatus::Waiting && r.response.is_null());
+  };
+  RunInfo run = mustRun(threadId, runId);
+  if (done(run)) return run;
+  if (ctx.feeds->streams() >= options.maxStreams) {
+    throw ApError(503, "too_many_streams",
+                  "the service follows " + std::to_string(options.maxStreams) +
+                      " runs and streams at most; try again later");
+  }
+  int64_t after =
+      runs.lastEventSeqs(std::span<const std::string>(&run.threadId, 1)).front().value_or(0);
+  auto feed = ctx.feeds->subscribe(run.threadId, after);
+  struct Leave {
+    EventFeeds* feeds;
+    EventFeeds::Subscription feed;
+    ~Leave() { feeds->unsubscribe(feed); }
+  } leave{ctx.feeds, feed};
+  for (;;) {
+    run = mustRun(threadId, runId);
+    if (done(run)) return run;
+    auto batch = ctx.feeds->next(feed, after, std::chrono::steady_clock::now() + options.heartbeat);
+    if (batch.ended) return mustRun(threadId, runId);
+    after = batch.last;
+  }
+}
+
+json AgentProtocol::Impl::finalValues(const RunInfo& run) {
+  json out = values(run.threadId, view(run.threadId));
+  if (run.status == RunStatus::Waiting) {
+    out["__interrupt__"] = json::array({langGraphInterrupt(run.wait)});
+  } else if (run.status == RunStatus::Failed) {
+    out["__error__"] = {{"error", "RunError"}, {"message", run.error}};
+  }
+  return out;
+}
+
+void AgentProtocol::Impl::streamRun(httplib::Response& res, const std::string& threadId,
+                                    const std::string& runId, StreamModes modes, int64_t after,
+                                    std::optional<StreamPosition> resume, bool metadata,
+                                    bool cancelOnDisconnect,
+                                    std::function<void(bool ended)> onClose) {
+  if (ctx.feeds->streams() >= options.maxStreams) {
+    throw ApError(503, "too_many_streams",
+                  "the service serves " + std::to_string(options.maxStreams) +
+                      " event streams at most (ServiceOptions::maxStreams); try again later");
+  }
+  auto encoder = std::make_shared<RunStreamEncoder>(threadId, runId, modes, view(threadId).messages,
+                                                    resume, metadata);
+  auto feed = ctx.feeds->subscribe(threadId, after);
+  ctx.metrics->streamOpened();
+  struct Stream {
+    int64_t after;
+    bool greeted = false;
+    bool ended = false;
+  };
+  auto stream = std::make_shared<Stream>(Stream{after});
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, threadId, runId, feed, stream, encoder](size_t, httplib::DataSink& sink) {
+        if (stream->ended) {
+          sink.done();
+          return true;
+        }
+        std::string out;
+        if (!stream->greeted) {
+          stream->greeted = true;
+          out = encoder->start();
+        }
+        // Read on until there is something to send: the events of other runs send nothing.
+        for (;;) {
+          std::vector<StoredEvent> events;
+          try {
+            events = runs.readEvents(threadId, stream->after, 256);
+          } catch (const StoreError&) {
+            if (!runs.threads().threadInfo(threadId)) {  // deleted under the stream
+              sink.done();
+              return true;
+            }
+            throw;
+          } catch (const std::exception& e) {
+            log("parley serve: reading events of a thread: " + std::string(e.what()));
+            return false;
+          }
+          for (const auto& e : events) {
+            out += encoder->feed(e);
+            stream->after = e.seq;
+            if (encoder->done() && e.type == "run_waiting" &&
+                answeredAfter(threadId, runId, e.seq)) {
+              encoder->goOn();  // an old wait, answered since: the run went on
+            }
+            if (encoder->done()) break;
+          }
+          if (encoder->done()) {
+            out += RunStreamEncoder::end();
+            stream->ended = true;
+          }
+          if (!out.empty()) {
+            ctx.metrics->eventsSent(1);
+            return sink.write(out.data(), out.size());
+          }
+          if (!events.empty()) continue;
+          const auto deadline = std::chrono::steady_clock::now() + options.heartbeat;
+          auto batch = ctx.feeds->next(feed, stream->after, deadline);
+          if (batch.ended) {
+            sink.done();
+            return true;
+          }
+          if (batch.texts.empty()) {
+            const std::string beat = ": heartbeat\n\n";
+            return sink.write(beat.data(), beat.size());
+          }
+        }
+      },
+      [this, feed, stream, runId, cancelOnDisconnect, onClose](bool) {
+        ctx.feeds->unsubscribe(feed);
+        ctx.metrics->streamClosed();
+        if (onClose) onClose(stream->ended);
+        if (!stream->ended && cancelOnDisconnect) {
+          try {
+            runs.cancel(runId);
+          } catch (const std::exception& e) {
+            log("parley serve: cancelling run " + runId + " on disconnect: " + e.what());
+          }
+        }
+      });
+}
+
+bool AgentProtocol::Impl::answeredAfter(const std::string& threadId, const std::string& runId,
+                                        int64_t seq) {
+  for (int64_t after = seq;;) {
+    auto events = runs.readEvents(threadId, after, 1'000);
+    if (events.empty()) return false;
+    for (const auto& e : events)
+      if (e.runId == runId && e.type == "run_responded") return true;
+    after = events.back().seq;
+  }
+}
+
+void AgentProtocol::Impl::joinStream(const httplib::Request& req, httplib::Response& res,
+                                     bool stateless) {
+  const std::string runId = stateless ? req.matches[1] : req.matches[2];
+  const RunInfo run = mustRun(stateless ? "" : std::string(req.matches[1]), runId);
+  if (!stateless) mustThread(run.threadId);
+  json modesJson = json::array();
+  for (const auto& value : streamModeParams(req)) {
+    if (!value.empty() && value.front() == '[') {
+      json list = json::parse(value, nullptr, false);
+      if (!list.is_array()) throw apBadRequest("invalid_stream_mode", "stream_mode: a JSON list");
+      for (const auto& m : list)
+        modesJson.push_back(m);
+    } else {
+      modesJson.push_back(value);
+    }
+  }
+  if (modesJson.empty()) modesJson = {"values", "updates", "messages-tuple"};
+  const StreamModes modes = parseStreamModes(modesJson);
+  std::optional<StreamPosition> resume;
+  const std::string lastId = req.get_header_value("Last-Event-ID");
+  if (!lastId.empty()) {
+    resume = parseStreamPosition(lastId);
+    if (!resume) throw apBadRequest("invalid_last_event_id", "Last-Event-ID is not one we sent");
+  }
+  const std::string cancel = req.get_param_value("cancel_on_disconnect");
+  // From the thread's first event: the run's state is rebuilt as the first time it was sent.
+  streamRun(res, run.threadId, run.id, modes, 0, resume, !resume,
+            cancel == "1" || cancel == "true");
+}
+
+void AgentProtocol::Impl::listRuns(const httplib::Request& req, httplib::Response& res) {
+  const ThreadInfo info = mustThread(req.matches[1]);
+  auto number = [&](const char* name, size_t byDefault) -> json {
+    if (!req.has_param(name)) return json(byDefault);
+    const std::string text = req.get_param_value(name);
+    json n = json::parse(text, nullptr, false);
+    if (!n.is_number_integer())
+      throw apBadRequest("invalid_" + std::string(name), text.substr(0, 32));
+    return n;
+  };
+  const size_t limit = pageLimit(number("limit", 10), 10);
+  const size_t offset = pageOffset(number("offset", 0));
+  std::string status = req.get_param_value("status");
+  // Every run of the thread (at most kMaxSearchScan), newest first.
+  std::vector<RunInfo> all;
+  RunListOptions list;
+  list.threadId = info.id;
+  list.limit = std::min<size_t>(options.maxPage, runs.options().limits.maxPage);
+  for (;;) {
+    auto page = runs.listRuns(list);
+    all.insert(all.end(), page.begin(), page.end());
+    if (page.size() < list.limit || all.size() >= kMaxSearchScan) break;
+    list.offset += page.size();
+  }
+  std::reverse(all.begin(), all.end());
+  json out = json::array();
+  size_t skipped = 0;
+  for (const auto& run : all) {
+    if (!status.empty() && langGraphRunStatus(run.status) != status) continue;
+    if (skipped++ < offset) continue;
+    if (out.size() >= limit) break;
+    out.push_back(runJson(run));
+  }
+  sendApJson(res, 200, out);
+}
+
+void AgentProtocol::Impl::getRun(const httplib::Request& req, httplib::Response& res) {
+  sendApJson(res, 200, runJson(mustRun(req.matches[1], req.matches[2])));
+}
+
+void AgentProtocol::Impl::deleteRun(const httplib::Request& req, httplib::Response&) {
+  mustRun(req.matches[1], req.matches[2]);
+  throw apBadRequest("unsupported",
+                     "a parley run stays with its thread (its events are the thread's log); "
+                     "delete the thread, or cancel the run");
+}
+
+void AgentProtocol::Impl::cancelRun(const httplib::Request& req, httplib::Response& res) {
+  const RunInfo run = mustRun(req.matches[1], req.matches[2]);
+  const std::string action =
+      req.has_param("action") ? req.get_param_value("action") : std::string("interrupt");
+  if (action != "interrupt") {
+    throw apBadRequest("unsupported",
+                       "cancel action '" + action.substr(0, 32) +
+                           "': a run is cancelled keeping its whole turns (interrupt); "
+                           "multitask_strategy rollback rolls a thread back");
+  }
+  RunInfo after = runs.cancel(run.id);
+  const std::string wait = req.get_param_value("wait");
+  if (wait == "1" || wait == "true") after = awaitRun(run.threadId, run.id);
+  sendApJson(res, 200, runJson(after));
+}
+
+void AgentProtocol::Impl::joinRun(const httplib::Request& req, httplib::Response& res) {
+  const RunInfo run = mustRun(req.matches[1], req.matches[2]);
+  sendApJson(res, 200, finalValues(awaitRun(run.threadId, run.id)));
+}
+
+void AgentProtocol::Impl::reap() {
+  std::unique_lock lock(reaperMutex);
+  while (!stopping) {
+    reaperWake.wait_for(lock, std::chrono::milliseconds(500));
+    if (stopping) break;
+    std::deque<std::pair<std::string, std::string>> pending;
+    pending.swap(statelessRuns);
+    lock.unlock();
+    std::deque<std::pair<std::string, std::string>> keep;
+    for (auto& [threadId, runId] : pending) {
+      try {
+        auto run = runs.run(runId);
+        if (!run || isFinished(run->status)) {
+          runs.threads().deleteThread(threadId);
+        } else {
+          keep.emplace_back(std::move(threadId), std::move(runId));
+        }
+      } catch (const std::exception& e) {
+        log("parley serve: deleting the thread of stateless run " + runId + ": " + e.what());
+      }
+    }
+    lock.lock();
+    for (auto& item : keep)
+      statelessRuns.push_back(std::move(item));
+  }
+}
+
+}  // namespace parley::service
