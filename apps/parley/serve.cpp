@@ -75,6 +75,8 @@ int runServe(ServeArgs args) {
   std::vector<WorkerOptions> workerOptionsList;
   for (int i = 0; i < args.workers; ++i) {
     WorkerOptions w = workerOptions(args.worker);
+    // GET /v1/models: the profiles the workers of this process serve.
+    if (i == 0) options.models = w.profiles->names();
     if (!w.workerId.empty() && args.workers > 1) w.workerId += "-" + std::to_string(i + 1);
     workerOptionsList.push_back(std::move(w));
   }

@@ -24,6 +24,8 @@
 #include "service/chat_page.hpp"
 #include "service/event_feeds.hpp"
 #include "service/metrics.hpp"
+#include "service/openai_endpoints.hpp"
+#include "service/ui_streams.hpp"
 
 namespace parley {
 
@@ -638,6 +640,9 @@ struct Service::Impl {
       const std::string_view path = target.substr(0, target.find('?'));
       const std::string_view query =
           target.find('?') == std::string_view::npos ? "" : target.substr(target.find('?'));
+      if (service::isOpenAiLongLived(method, path) || service::isUiStreamLongLived(method, path)) {
+        return true;
+      }
       return method == "GET" && path.ends_with("/events") &&
              query.find("follow=false") == std::string_view::npos &&
              query.find("follow=0") == std::string_view::npos;
@@ -717,6 +722,8 @@ struct Service::Impl {
     server.Post("/v1/runs/" + id + "/cancel", route([this](auto& q, auto& r) { cancelRun(q, r); }));
     server.Post("/v1/runs/" + id + "/respond",
                 route([this](auto& q, auto& r) { respondRun(q, r); }));
+    service::installOpenAiRoutes(server, {runs, feeds.get(), &options});
+    service::installUiStreamRoutes(server, {runs, feeds.get(), &options});
   }
 };
 
@@ -759,6 +766,9 @@ Service::Service(std::shared_ptr<RunStore> runs, ServiceOptions options) {
   if (options.maxPage == 0) throw ValidationError("maxPage", "must be positive");
   if (options.maxIdBytes == 0) throw ValidationError("maxIdBytes", "must be positive");
   if (options.heartbeat.count() <= 0) throw ValidationError("heartbeat", "must be positive");
+  if (options.openAiRunTimeout.count() <= 0) {
+    throw ValidationError("openAiRunTimeout", "must be positive");
+  }
   if (options.ratePerSecond < 0) throw ValidationError("ratePerSecond", "must not be negative");
   impl_ = std::make_unique<Impl>(std::move(runs), std::move(options));
   impl_->install();
