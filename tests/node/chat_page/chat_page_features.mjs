@@ -151,11 +151,12 @@ try {
   assert.deepEqual(dialogs, ['prompt']);
   const edited = await hash(page);
 
+  await page.screenshot({ path: 'chat_page_desktop.png', fullPage: true });
+
   // --- delete the open thread ---
   await page.click('#delete-thread');
   await page.waitForFunction((id) => !document.querySelector(`#threads li[data-id="${id}"]`), {}, edited);
   assert.equal((await fetch(`${base}/v1/threads/${edited}`)).status, 404);
-  await page.screenshot({ path: 'chat_page_desktop.png', fullPage: true });
 
   // --- phone width: the sidebar collapses behind a menu button ---
   await page.setViewport({ width: 390, height: 844, isMobile: true, hasTouch: true });
