@@ -52,6 +52,10 @@ constexpr std::string_view kPage = R"page(<!doctype html>
   #input { flex: 1; font: inherit; padding: 8px; border: 1px solid var(--line); border-radius: 6px;
            resize: vertical; min-height: 42px; }
   #status { font-size: 12px; color: var(--muted); padding: 0 16px 8px; min-height: 1.5em; }
+  #search { width: 100%; margin-top: 8px; font: inherit; padding: 4px 6px;
+            border: 1px solid var(--line); border-radius: 6px; }
+  #more-threads { display: none; }
+  #more-threads.shown { display: inline-block; }
   #token-box { display: none; margin-bottom: 8px; }
   #token-box input { width: 100%; }
   .branches { font-size: 13px; color: var(--muted); }
@@ -95,12 +99,15 @@ constexpr std::string_view kPage = R"page(<!doctype html>
     <button id="save-token">Use</button></div>
   <button id="new-thread">New thread</button>
   <button id="delete-thread" disabled title="Delete the open thread">Delete</button>
+  <input id="search" type="search" placeholder="Search threads" autocomplete="off">
   <ul id="threads"></ul>
+  <button id="more-threads" class="link">More</button>
 </aside>
 <main>
   <header>
     <button id="menu" title="Threads" aria-label="Threads">&#9776;</button>
     <h1 id="title">parley</h1>
+    <button id="rename" class="link" disabled title="Rename the thread">rename</button>
     <span class="branches" id="branches"></span>
     <span style="flex:1"></span>
     <button id="clear" disabled title="Clear the context (a context operation)">Clear context</button>
@@ -121,7 +128,11 @@ constexpr std::string_view kPage = R"page(<!doctype html>
 const $ = (id) => document.getElementById(id);
 const state = { token: sessionStorage.getItem('parley.token') || '', id: null, thread: null,
                 messages: [], known: 0, partial: '', after: 0, source: null, threads: [],
-                pending: [], run: null, waiting: null };
+                pending: [], run: null, waiting: null, shown: 50 };
+// The thread list: read in pages of 1 000 (at most kMaxThreadsRead), shown newest first (by the
+// last turn), filtered by the search box, 50 at a time.
+const kMaxThreadsRead = 5000;
+const kThreadsShown = 50;
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -345,17 +356,33 @@ async function respond(response) {
 }
 
 function renderThreads() {
-  document.body.classList.remove('menu-open');
   const list = $('threads');
   list.replaceChildren();
-  const roots = state.threads.filter((t) => !t.parent_id || !state.threads.some((p) => p.id === t.parent_id));
+  const query = $('search').value.trim().toLowerCase();
+  const matches = (t) => !query || (t.title || '').toLowerCase().includes(query) || t.id.toLowerCase().includes(query);
+  const byId = new Map(state.threads.map((t) => [t.id, t]));
+  const newest = (a, b) => (b.updated_at || '').localeCompare(a.updated_at || '');
+  const children = new Map();
+  for (const t of state.threads) {
+    if (t.parent_id && byId.has(t.parent_id)) {
+      if (!children.has(t.parent_id)) children.set(t.parent_id, []);
+      children.get(t.parent_id).push(t);
+    }
+  }
+  // A searched thread is shown on its own; else forks under their parent.
+  const roots = state.threads.filter((t) => query ? matches(t) : !t.parent_id || !byId.has(t.parent_id)).sort(newest);
+  let count = 0;
   const add = (t, depth) => {
+    if (count >= state.shown) return;
+    ++count;
     list.append(el('li', { class: (depth ? 'fork' : '') + (t.id === state.id ? ' current' : ''),
                            'data-id': t.id, title: t.id, onclick: () => open(t.id) },
                    (t.title || t.id) + ' (' + t.message_count + ')'));
-    for (const c of state.threads.filter((x) => x.parent_id === t.id)) add(c, depth + 1);
+    if (!query) for (const c of (children.get(t.id) || []).sort(newest)) add(c, depth + 1);
   };
   roots.forEach((t) => add(t, 0));
+  $('more-threads').classList.toggle('shown', count >= state.shown && roots.length > 0 &&
+                                              list.children.length < state.threads.length);
   // Branches of the open thread: its parent and its forks.
   const b = $('branches');
   b.replaceChildren();
@@ -373,7 +400,13 @@ function renderThreads() {
 
 async function loadThreads() {
   try {
-    state.threads = (await api('GET', '/v1/threads?limit=200')).data;
+    const all = [];
+    for (let offset = 0; offset < kMaxThreadsRead; offset += 1000) {
+      const page = await api('GET', '/v1/threads?limit=1000&offset=' + offset);
+      all.push(...page.data);
+      if (!page.has_more) break;
+    }
+    state.threads = all;
   } catch (e) { status(e.message); }
   renderThreads();
 }
@@ -383,6 +416,7 @@ function setThread(t) {
   state.messages = t.messages;
   state.known = t.storage_size;
   $('title').textContent = t.title || t.id;
+  $('rename').disabled = false;
 }
 
 function onEvent(type, e) {
@@ -444,6 +478,7 @@ function connect() {
 }
 
 async function open(id) {
+  document.body.classList.remove('menu-open');
   if (state.source) { state.source.close(); state.source = null; }
   state.id = id;
   state.pending = [];
@@ -525,6 +560,18 @@ $('delete-thread').onclick = async () => {
   } catch (e) { status(e.message); }
 };
 $('menu').onclick = () => document.body.classList.toggle('menu-open');
+$('search').oninput = () => { state.shown = kThreadsShown; renderThreads(); };
+$('more-threads').onclick = () => { state.shown += kThreadsShown; renderThreads(); };
+$('rename').onclick = async () => {
+  const title = prompt('Rename the thread:', (state.thread && state.thread.title) || '');
+  if (title === null || !state.id) return;
+  try {
+    const t = await api('PATCH', '/v1/threads/' + encodeURIComponent(state.id), { title: title.trim() });
+    state.thread.title = t.title;
+    $('title').textContent = t.title || t.id;
+    await loadThreads();
+  } catch (e) { status(e.message); }
+};
 $('stop').onclick = async () => {
   if (!state.run) return;
   try { await api('POST', '/v1/runs/' + encodeURIComponent(state.run) + '/cancel', {}); } catch (e) { status(e.message); }
@@ -549,6 +596,12 @@ $('prompt').onsubmit = async (ev) => {
   state.pending.push(input);  // before the run exists, so its message_added cannot come first
   renderMessages();
   try {
+    if (state.thread && !state.thread.title && !state.messages.length) {
+      // An untitled thread takes its title from its first prompt.
+      setThread(Object.assign(state.thread, await api('PATCH', '/v1/threads/' + encodeURIComponent(state.id),
+                                                     { title_from: input }), { messages: state.messages }));
+      loadThreads();
+    }
     await submit(state.id, input);
   } catch (e) {
     state.pending.splice(state.pending.indexOf(input), 1);

@@ -17,6 +17,7 @@
 #include "parley/event_types.hpp"
 #include "parley/json.hpp"
 #include "service/run_follower.hpp"
+#include "service/thread_titles.hpp"
 #include "store/sql_store.hpp"
 
 namespace parley::service {
@@ -144,6 +145,12 @@ json chatClientTools(const json& in) {
     out.push_back(std::move(t));
   }
   return out;
+}
+
+std::string firstUserText(const std::vector<Message>& messages) {
+  for (const Message& m : messages)
+    if (m.role == Role::User && !m.content.empty()) return m.content;
+  return "";
 }
 
 json usageJson(const TokenUsage& usage) {
@@ -474,6 +481,7 @@ class OpenAiRoutes {
       throw OpenAiError(400, "invalid_request_error", "invalid_input", "input holds no message",
                         "input");
     }
+    if (r->previous.empty()) createTitledThread(*c_.runs, r->id, firstUserText(messages));
     const RunInfo run = submitRun(r->id, messages, submit);
     r->run = std::make_unique<RunFollower>(*c_.runs, *c_.feeds, run);
     if (!stream) {
@@ -643,7 +651,9 @@ class OpenAiRoutes {
     chat->created = unixNow();
     chat->deadline = std::chrono::steady_clock::now() + c_.options->openAiRunTimeout;
     checkStreamRoom();
-    // A thread of its own: the request carries the whole history.
+    // A thread of its own: the request carries the whole history. Kept, it is titled from the
+    // conversation's first prompt.
+    if (chat->store) createTitledThread(*c_.runs, chat->id, firstUserText(messages));
     const RunInfo run = submitRun(chat->id, messages, submit);
     chat->run = std::make_unique<RunFollower>(*c_.runs, *c_.feeds, run);
     res.set_header("X-Parley-Thread", run.threadId);
@@ -779,6 +789,7 @@ class OpenAiRoutes {
     const auto parent = c_.runs->threads().threadInfo(before.threadId);
     ThreadOptions fork;
     fork.id = id;
+    if (parent) fork.title = parent->title;
     c_.runs->threads().forkThread(before.threadId, parent ? parent->messageCount : 0, fork);
     return messages;
   }

@@ -25,6 +25,7 @@
 #include "service/event_feeds.hpp"
 #include "service/metrics.hpp"
 #include "service/openai_endpoints.hpp"
+#include "service/thread_titles.hpp"
 #include "service/ui_streams.hpp"
 
 namespace parley {
@@ -680,7 +681,7 @@ struct Service::Impl {
         return;
       }
       res.status = 204;
-      res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE, OPTIONS");
       res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID");
       res.set_header("Access-Control-Max-Age", "600");
     });
@@ -724,6 +725,7 @@ struct Service::Impl {
                 route([this](auto& q, auto& r) { respondRun(q, r); }));
     service::installOpenAiRoutes(server, {runs, feeds.get(), &options});
     service::installUiStreamRoutes(server, {runs, feeds.get(), &options});
+    service::installThreadTitleRoutes(server, {runs, feeds.get(), &options});
   }
 };
 

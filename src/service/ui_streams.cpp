@@ -16,6 +16,7 @@
 #include "parley/event_types.hpp"
 #include "parley/json.hpp"
 #include "service/run_follower.hpp"
+#include "service/thread_titles.hpp"
 
 namespace parley::service {
 
@@ -630,6 +631,7 @@ class UiRoutes {
       options.clientTools = in["tools"];
     }
     options.metadata = {{"source", "ui"}};
+    createTitledThread(*c_.runs, threadId, input.content);
     try {
       return c_.runs->submit(threadId, std::vector<Message>{input}, options);
     } catch (const ValidationError& e) {

@@ -112,6 +112,10 @@ try {
   assert.equal(await page.evaluate(() => navigator.clipboard.readText()), 'console.log(1 < 2)');
   // Tokens per reply.
   assert.match(await page.$eval('.msg.assistant .meta.usage', (e) => e.textContent), /\d+ in · \d+ out tokens/);
+  // The thread took its title from its first prompt.
+  await page.waitForFunction(() => document.getElementById('title').textContent === 'markdown please');
+  await page.waitForFunction((id) => document.querySelector(`#threads li[data-id="${id}"]`)?.textContent
+    .startsWith('markdown please'), {}, first);
   // One model served: no picker to choose from.
   assert.equal(await page.$eval('#model', (e) => e.style.display), 'none');
 
@@ -151,12 +155,22 @@ try {
   assert.deepEqual(dialogs, ['prompt']);
   const edited = await hash(page);
 
+  // Search: only the threads whose title or id holds the text.
+  await page.type('#search', 'no such thread');
+  assert.equal(await page.$$eval('#threads li', (l) => l.length), 0);
+  await page.$eval('#search', (e) => { e.value = ''; e.dispatchEvent(new Event('input')); });
+  assert.ok(await page.$$eval('#threads li', (l) => l.length) >= 3);
   await page.screenshot({ path: 'chat_page_desktop.png', fullPage: true });
 
   // --- delete the open thread ---
   await page.click('#delete-thread');
   await page.waitForFunction((id) => !document.querySelector(`#threads li[data-id="${id}"]`), {}, edited);
   assert.equal((await fetch(`${base}/v1/threads/${edited}`)).status, 404);
+
+  // --- newest threads first ---
+  const made = await (await fetch(`${base}/v1/threads`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ title: 'second thread' }),
+  })).json();
 
   // --- phone width: the sidebar collapses behind a menu button ---
   await page.setViewport({ width: 390, height: 844, isMobile: true, hasTouch: true });
@@ -169,9 +183,14 @@ try {
   await page.screenshot({ path: 'chat_page_phone.png', fullPage: false });
   await page.click('#menu');
   assert.equal(await page.$eval('aside', (e) => getComputedStyle(e).display), 'block');
+  assert.equal(await page.$eval('#threads li', (e) => e.dataset.id), made.id, 'the newest thread first');
   await page.click(`#threads li[data-id="${regenerated}"]`);
   await page.waitForFunction((id) => decodeURIComponent(location.hash.slice(3)) === id, {}, regenerated);
   assert.equal(await page.$eval('aside', (e) => getComputedStyle(e).display), 'none');
+  // Rename (the dialog answers 'edited words').
+  await page.click('#rename');
+  await page.waitForFunction(() => document.getElementById('title').textContent === 'edited words');
+  assert.equal((await (await fetch(`${base}/v1/threads/${regenerated}`)).json()).title, 'edited words');
 
   assert.deepEqual(errors, []);
   console.log('chat page features: ok');

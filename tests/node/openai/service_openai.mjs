@@ -116,6 +116,7 @@ try {
   // Kept (store: true): the thread holds the turn, the tool call and its result.
   const kept = await (await fetch(`${base}/v1/threads/${timed.response.headers.get('x-parley-thread')}`)).json();
   assert.deepEqual(kept.messages.map((m) => m.role), ['system', 'user', 'assistant', 'tool', 'assistant']);
+  assert.equal(kept.title, 'what time is it?', 'a kept thread is titled from its first prompt');
 
   // --- a client tool: the reply carries the call; the client sends its output back ---
   const asked = [{ role: 'user', content: 'where is my order?' }];
@@ -173,6 +174,7 @@ try {
   const forked = await (await fetch(`${base}/v1/threads/${other.id}`)).json();
   assert.deepEqual(forked.messages.map((m) => m.content),
     ['my name is Ada', 'You said: my name is Ada', 'a fork', 'You said: a fork']);
+  assert.equal(history.title, 'my name is Ada', 'a fork keeps the title of the first response');
   const again = await client.responses.retrieve(second.id);
   assert.equal(again.output_text, 'You said: and my job?');
   assert.equal(again.status, 'completed');
@@ -225,6 +227,19 @@ try {
   await refused(
     client.chat.completions.create({ model: 'default', messages: [{ role: 'user', content: 'x'.repeat(1100000) }] }),
     413, 'body_too_large');
+
+  // --- renaming a thread (PATCH /v1/threads/{id}), the title's cap ---
+  const patch = (id, body) => fetch(`${base}/v1/threads/${id}`, {
+    method: 'PATCH', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+  });
+  const renamed = await patch(first.id, { title: 'Ada' });
+  assert.equal(renamed.status, 200);
+  assert.equal((await renamed.json()).title, 'Ada');
+  const proposed = await (await patch(first.id, { title_from: `\n  ${'long words '.repeat(20)}\nmore` })).json();
+  assert.equal(proposed.title, `${'long words '.repeat(20)}`.slice(0, 80) + '\u2026');
+  assert.equal((await patch(first.id, { title: 'x'.repeat(1001) })).status, 400);
+  assert.equal((await patch('t-none', { title: 'x' })).status, 404);
+  assert.equal((await patch(first.id, { name: 'x' })).status, 400);
 
   console.log('service_openai: ok');
 } finally {
