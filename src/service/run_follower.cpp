@@ -226,8 +226,9 @@ void RunFollower::close(bool keep, bool cancelClientWait) {
   closed_ = true;
   try {
     const bool waitsForPerson = !answer().wait.is_null();
+    const bool timedOut = answer().error && answer().error->code == "timeout";
     if (!finished() && !waitsForPerson &&
-        (!keep || (cancelClientWait && !answer().clientCalls.empty()))) {
+        (!keep || timedOut || (cancelClientWait && !answer().clientCalls.empty()))) {
       runs_.cancel(run().id);
     }
     if (!keep && !waitsForPerson) runs_.threads().deleteThread(run().threadId);

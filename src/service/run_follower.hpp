@@ -125,10 +125,10 @@ class RunFollower {
   const RunInfo& run() const { return answer_.run(); }
   int64_t lastSeq() const { return after_; }
 
-  // Once done or abandoned: a run that is not finished is cancelled unless `keep` (a run
-  // waiting for the client's tools too, with `cancelClientWait`: a Chat Completions client sends
-  // the outputs with a new request); without `keep` the thread is deleted, unless the run waits
-  // for a person (the error names the run to answer). Idempotent.
+  // Once done or abandoned: a run that is not finished is cancelled unless `keep` (a run given
+  // up at its deadline always; a run waiting for the client's tools too, with `cancelClientWait`: a
+  // Chat Completions client sends the outputs with a new request); without `keep` the thread is
+  // deleted, unless the run waits for a person (the error names the run to answer). Idempotent.
   void close(bool keep, bool cancelClientWait = true);
 
  private:
