@@ -621,6 +621,12 @@ async function loadModels() {
   } catch (e) { $('model').style.display = 'none'; }
 }
 
+// Back, forward and a link to #t=ID open that thread.
+window.addEventListener('hashchange', () => {
+  const m = /^#t=(.+)$/.exec(location.hash);
+  if (m && decodeURIComponent(m[1]) !== state.id) open(decodeURIComponent(m[1]));
+});
+
 (async () => {
   await loadModels();
   await loadThreads();

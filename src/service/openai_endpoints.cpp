@@ -538,7 +538,9 @@ class OpenAiRoutes {
                   {"logprobs", json::array()}});
           }
           if (!run.done()) {
-            if (out.empty()) out = ": keep-alive\n\n";
+            // A comment only when nothing came (proxies keep an idle stream open).
+            if (out.empty() && step.events.empty()) out = ": keep-alive\n\n";
+            if (out.empty()) return true;
             return sink.write(out.data(), out.size());
           }
           int index = 0;
@@ -684,7 +686,9 @@ class OpenAiRoutes {
           for (const auto& text : step.text)
             out += sseData(chat->chunk({{"content", text}}));
           if (!run.done()) {
-            if (out.empty()) out = ": keep-alive\n\n";
+            // A comment only when nothing came (proxies keep an idle stream open).
+            if (out.empty() && step.events.empty()) out = ": keep-alive\n\n";
+            if (out.empty()) return true;
             return sink.write(out.data(), out.size());
           }
           const RunAnswer& a = run.answer();

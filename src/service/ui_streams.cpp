@@ -369,7 +369,9 @@ void streamResponse(httplib::Response& res, std::shared_ptr<UiStream> stream,
             if (event.seq > stream->resumeAfter) out += frame(event.seq, data);
         }
         if (!run.done()) {
-          if (out.empty()) out = ": heartbeat\n\n";
+          // A comment only when nothing came (proxies keep an idle stream open).
+          if (out.empty() && step.events.empty()) out = ": heartbeat\n\n";
+          if (out.empty()) return true;
           return sink.write(out.data(), out.size());
         }
         for (const auto& data : stream->encoder->finish(run.answer()))
