@@ -183,6 +183,16 @@ try {
   assert.equal(second.newMessages[0].toolCalls[0].function.name, 'get_time');
   assert.match(second.newMessages[2].content, /^get_time says: /);
 
+  // The thread's last run again, whole, then after a frame (Last-Event-ID).
+  const replay = await frames(await fetch(`${base}/v1/ag-ui/ag-1/stream`));
+  const replayTypes = replay.map((f) => JSON.parse(f.data).type);
+  assert.equal(replayTypes[0], 'RUN_STARTED');
+  assert.equal(replayTypes.at(-1), 'RUN_FINISHED');
+  assert.ok(replayTypes.includes('TOOL_CALL_RESULT'), replayTypes.join(' '));
+  const cut = replay[Math.floor(replay.length / 2)];
+  const tail = await frames(await fetch(`${base}/v1/ag-ui/ag-1/stream`, { headers: { 'Last-Event-ID': String(cut.id) } }));
+  assert.deepEqual(tail.map((f) => f.data), replay.filter((f) => f.id > cut.id).map((f) => f.data));
+
   // An approval is an interrupt; resuming it with the answer goes on.
   const approver = new HttpAgent({ url: `${base}/v1/ag-ui`, threadId: 'ag-2' });
   approver.messages = [{ id: 'm1', role: 'user', content: 'delete a.txt' }];
