@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "http_client.hpp"
+#include "parley/cost.hpp"
 #include "parley/errors.hpp"
 #include "parley/run_store.hpp"
 #include "run_databases.hpp"
@@ -92,6 +93,34 @@ TEST_F(ServiceProtocolsTest, StreamsPastTheCapAre503) {
   EXPECT_EQ(ui.status, 503) << ui.body;
   service->stop();  // ends the open stream
   EXPECT_EQ(holder.get().status, 200);
+}
+
+TEST_F(ServiceProtocolsTest, RepliesArePricedByTheTableUpToTheCap) {
+  auto prices = std::make_shared<PriceTable>();
+  ModelPrice price;
+  price.input = 1.0;
+  price.output = 2.0;
+  prices->set("m", price);
+  ServiceOptions options;
+  options.prices = prices;
+  start(options);
+  const json usage = {{"prompt_tokens", 1'000'000}, {"completion_tokens", 500'000}};
+  const HttpReply reply =
+      post("/v1/costs", {{"replies", json::array({{{"model", "m"}, {"usage", usage}},
+                                                  {{"model", "other"}, {"usage", usage}},
+                                                  {{"model", "m"}}})}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const json costs = reply.json()["costs"];
+  ASSERT_EQ(costs.size(), 3u);
+  EXPECT_DOUBLE_EQ(costs[0]["usd"].get<double>(), 2.0);
+  EXPECT_TRUE(costs[1]["usd"].is_null());  // unpriced
+  EXPECT_TRUE(costs[2]["usd"].is_null());  // no usage
+  json many = json::array();
+  for (int i = 0; i < 1001; ++i)
+    many.push_back({{"model", "m"}, {"usage", usage}});
+  const HttpReply refused = post("/v1/costs", {{"replies", many}});
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(refused.json()["error"]["code"], "invalid_replies");
 }
 
 TEST_F(ServiceProtocolsTest, ARunsClientToolsAreCappedAndKept) {

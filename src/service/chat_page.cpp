@@ -292,7 +292,8 @@ function renderMessages() {
     if (m.usage) {
       const u = m.usage;
       div.append(el('div', { class: 'meta usage' }, (m.model ? m.model + ' · ' : '') +
-                    u.prompt_tokens + ' in · ' + u.completion_tokens + ' out tokens'));
+                    u.prompt_tokens + ' in · ' + u.completion_tokens + ' out tokens' +
+                    (m.cost && m.cost.usd !== null ? ' · ' + m.cost.text : '')));
     }
     for (const call of m.tool_calls || []) {
       const name = call.function ? call.function.name : call.name;
@@ -323,11 +324,29 @@ function renderMessages() {
                   content(state.partial, 'assistant')));
   }
   box.scrollTop = box.scrollHeight;
+  priceReplies();
   $('undo').disabled = !state.thread || state.thread.batch === 0;
   $('clear').disabled = !state.thread;
   $('delete-thread').disabled = !state.thread;
   $('stop').classList.toggle('shown', !!state.run);
   renderInterrupt();
+}
+
+// The cost of the replies not priced yet, by the service's price table (POST /v1/costs).
+let pricing = false;
+async function priceReplies() {
+  const todo = state.messages.filter((m) => m.usage && m.model && m.cost === undefined).slice(0, 1000);
+  if (!todo.length || pricing) return;
+  pricing = true;
+  try {
+    const r = await api('POST', '/v1/costs', { replies: todo.map((m) => ({ model: m.model, usage: m.usage })) });
+    todo.forEach((m, i) => { m.cost = r.costs[i]; });
+  } catch (e) {
+    todo.forEach((m) => { m.cost = null; });
+  } finally {
+    pricing = false;
+  }
+  renderMessages();
 }
 
 function lastUserBefore(i) {

@@ -25,6 +25,7 @@
 #include "service/event_feeds.hpp"
 #include "service/metrics.hpp"
 #include "service/openai_endpoints.hpp"
+#include "service/reply_costs.hpp"
 #include "service/thread_titles.hpp"
 #include "service/ui_streams.hpp"
 
@@ -726,6 +727,7 @@ struct Service::Impl {
     service::installOpenAiRoutes(server, {runs, feeds.get(), &options});
     service::installUiStreamRoutes(server, {runs, feeds.get(), &options});
     service::installThreadTitleRoutes(server, {runs, feeds.get(), &options});
+    service::installReplyCostRoutes(server, {runs, feeds.get(), &options});
   }
 };
 

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "parley/cost.hpp"
 #include "parley/logger.hpp"
 #include "parley/run_store.hpp"
 
@@ -89,6 +90,9 @@ struct ServiceOptions {
   // as the run's profile), and how long such a request waits for its run (past it: 504, the run
   // is cancelled).
   std::vector<std::string> models{};
+  // Prices of the models replies name, for POST /v1/costs (the chat page's cost per reply);
+  // null: none known (every reply unpriced).
+  std::shared_ptr<const PriceTable> prices{};
   std::chrono::milliseconds openAiRunTimeout{600'000};
   Logger log{};  // diagnostics; null: stderr
 };

@@ -45,6 +45,7 @@ const script = [
 
 const dir = mkdtempSync(join(tmpdir(), 'parley-page-features-'));
 writeFileSync(join(dir, 'script.jsonl'), script);
+writeFileSync(join(dir, 'prices.toml'), '[prices."parley-mock"]\ninput = 1.0\noutput = 2.0\n');
 writeFileSync(join(dir, 'tools.toml'), [
   '[[tool]]', 'name = "delete_file"', 'description = "Deletes a file"', 'command = ["cat"]',
   'requires_approval = true',
@@ -54,7 +55,7 @@ writeFileSync(join(dir, 'tools.toml'), [
 const mock = await start(parley, ['mock', '--port', '0', '--script', join(dir, 'script.jsonl')]);
 const serve = await start(parley, ['serve', '--db', join(dir, 'page.db'), '--port', '0', '--workers', '1',
                            '--base-url', mock.line, '--model', 'parley-mock', '--api-key', 'sk-page-test',
-                           '--tools-file', join(dir, 'tools.toml')]);
+                           '--tools-file', join(dir, 'tools.toml'), '--prices', join(dir, 'prices.toml')]);
 const base = serve.line;
 const browser = await puppeteer.launch({
   executablePath: chromium,
@@ -110,8 +111,10 @@ try {
   await page.click('.codeblock .copy');
   await page.waitForFunction(() => document.querySelector('.codeblock .copy').textContent === 'copied');
   assert.equal(await page.evaluate(() => navigator.clipboard.readText()), 'console.log(1 < 2)');
-  // Tokens per reply.
-  assert.match(await page.$eval('.msg.assistant .meta.usage', (e) => e.textContent), /\d+ in · \d+ out tokens/);
+  // Tokens and cost per reply (the served price table: 1 and 2 USD per million tokens).
+  await page.waitForFunction(() => /\$0\.0\d+$/.test(document.querySelector('.msg.assistant .meta.usage').textContent));
+  assert.match(await page.$eval('.msg.assistant .meta.usage', (e) => e.textContent),
+               /^parley-mock · \d+ in · \d+ out tokens · \$0\.0\d+$/);
   // The thread took its title from its first prompt.
   await page.waitForFunction(() => document.getElementById('title').textContent === 'markdown please');
   await page.waitForFunction((id) => document.querySelector(`#threads li[data-id="${id}"]`)?.textContent
