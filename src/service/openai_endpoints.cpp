@@ -36,16 +36,6 @@ int64_t unixNow() {
       .count();
 }
 
-// The body as a JSON object, or 400.
-json readBody(const httplib::Request& req) {
-  json value = parseJson(req.body, {}, /*allowExceptions=*/false);
-  if (value.is_discarded() || !value.is_object()) {
-    throw OpenAiError(400, "invalid_request_error", "invalid_json",
-                      "the request body must be a JSON object", "");
-  }
-  return value;
-}
-
 // The profile a request's `model` names: one of the served models (404 model_not_found for
 // another), or any name when the service lists none (its workers live elsewhere).
 std::string profileFor(const json& in, const ServiceOptions& options) {
@@ -445,7 +435,7 @@ class OpenAiRoutes {
   }
 
   void createResponse(const httplib::Request& req, httplib::Response& res) const {
-    const json in = readBody(req);
+    const json in = jsonBody(req);
     auto r = std::make_shared<ResponseState>();
     r->model = profileFor(in, *c_.options);
     ResponseInput input = responseInput(in, c_.runs->options().limits.maxInputMessages);
@@ -631,7 +621,7 @@ class OpenAiRoutes {
   }
 
   void chatCompletions(const httplib::Request& req, httplib::Response& res) const {
-    const json in = readBody(req);
+    const json in = jsonBody(req);
     auto chat = std::make_shared<ChatCompletion>();
     chat->model = profileFor(in, *c_.options);
     std::vector<Message> messages = chatMessages(in, c_.runs->options().limits.maxInputMessages);

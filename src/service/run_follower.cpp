@@ -17,11 +17,6 @@ json OpenAiError::body() const {
             {"code", code}}}};
 }
 
-void sendJson(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
-}
-
 httplib::Server::Handler openAiRoute(
     Logger log, std::function<void(const httplib::Request&, httplib::Response&)> handler) {
   return [log = std::move(log), handler = std::move(handler)](const httplib::Request& req,
@@ -30,6 +25,8 @@ httplib::Server::Handler openAiRoute(
       handler(req, res);
     } catch (const OpenAiError& e) {
       sendJson(res, e.status, e.body());
+    } catch (const ApiError& e) {
+      sendJson(res, e.status, OpenAiError(e.status, e.type, e.code, e.what(), "").body());
     } catch (const ValidationError& e) {
       sendJson(res, 400,
                OpenAiError(400, "invalid_request_error", "invalid_request", e.what(), "").body());

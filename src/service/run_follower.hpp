@@ -23,6 +23,7 @@
 #include "parley/logger.hpp"
 #include "parley/run_store.hpp"
 #include "parley/usage.hpp"
+#include "service/api.hpp"
 #include "service/event_feeds.hpp"
 
 namespace parley::service {
@@ -43,10 +44,8 @@ struct OpenAiError : std::runtime_error {
   nlohmann::json body() const;
 };
 
-void sendJson(httplib::Response& res, int status, const nlohmann::json& body);
-
-// A route whose errors are OpenAI's shape (a store's own message goes to the log only: it may
-// name the database).
+// A route whose errors are OpenAI's shape, with "param" (api.hpp's ApiError is answered as
+// such too; a store's own message goes to the log only: it may name the database).
 httplib::Server::Handler openAiRoute(
     Logger log, std::function<void(const httplib::Request&, httplib::Response&)> handler);
 

@@ -390,7 +390,7 @@ class UiRoutes {
 
   // POST /v1/ui/chat: useChat's request.
   void chat(const httplib::Request& req, httplib::Response& res) const {
-    const json in = body(req);
+    const json in = jsonBody(req);
     const std::string threadId = stringField(in, "id");
     checkId(threadId, "id");
     if (!in.contains("messages") || !in["messages"].is_array() || in["messages"].empty()) {
@@ -468,7 +468,7 @@ class UiRoutes {
 
   // POST /v1/ag-ui: AG-UI's RunAgentInput.
   void agUi(const httplib::Request& req, httplib::Response& res) const {
-    const json in = body(req);
+    const json in = jsonBody(req);
     const std::string threadId = stringField(in, "threadId");
     checkId(threadId, "threadId");
     std::string agUiRun = in.value("runId", "");
@@ -549,15 +549,6 @@ class UiRoutes {
   }
 
  private:
-  static json body(const httplib::Request& req) {
-    json value = parseJson(req.body, {}, false);
-    if (value.is_discarded() || !value.is_object()) {
-      throw OpenAiError(400, "invalid_request_error", "invalid_json",
-                        "the request body must be a JSON object", "");
-    }
-    return value;
-  }
-
   static std::string stringField(const json& in, const char* key) {
     if (!in.contains(key) || !in[key].is_string()) {
       throw OpenAiError(400, "invalid_request_error", "invalid_id",
@@ -567,17 +558,7 @@ class UiRoutes {
   }
 
   void checkId(const std::string& id, const char* what) const {
-    const bool ok = !id.empty() && id.size() <= c_.options->maxIdBytes &&
-                    std::all_of(id.begin(), id.end(), [](char ch) {
-                      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' ||
-                             ch == '_' || ch == '.' || ch == ':';
-                    });
-    if (!ok) {
-      throw OpenAiError(400, "invalid_request_error", "invalid_id",
-                        std::string(what) + " must be 1 to " +
-                            std::to_string(c_.options->maxIdBytes) + " letters, digits and - _ . :",
-                        what);
-    }
+    service::checkId(id, what, c_.options->maxIdBytes);
   }
 
   static std::string messageId(const RunInfo& run) { return "msg-" + run.id; }
