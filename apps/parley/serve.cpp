@@ -21,6 +21,7 @@
 #include "mock/mock_server.hpp"
 #include "parley/run_store.hpp"
 #include "parley/worker.hpp"
+#include "prices_option.hpp"
 #include "service/service.hpp"
 #include "stop_signals.hpp"
 #include "worker_options.hpp"
@@ -72,9 +73,15 @@ int runServe(ServeArgs args) {
                  "demo agent at "
               << demo->baseUrl() << "\n";
   }
+  // The cost per reply the chat page shows: --prices, else the shipped table and the config
+  // file's [prices].
+  options.prices = std::make_shared<const PriceTable>(
+      cliPriceTable(args.worker.pricesFile, configFile(args.worker.endpoint)));
   std::vector<WorkerOptions> workerOptionsList;
   for (int i = 0; i < args.workers; ++i) {
     WorkerOptions w = workerOptions(args.worker);
+    // GET /v1/models: the profiles the workers of this process serve.
+    if (i == 0) options.models = w.profiles->names();
     if (!w.workerId.empty() && args.workers > 1) w.workerId += "-" + std::to_string(i + 1);
     workerOptionsList.push_back(std::move(w));
   }

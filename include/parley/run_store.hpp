@@ -97,6 +97,12 @@ struct SubmitOptions {
   DoubleTextPolicy policy = DoubleTextPolicy::Enqueue;
   std::string traceId{};      // carried by the run's events; "" generates one
   nlohmann::json metadata{};  // an object or null, kept with the run
+  // Tools the client runs itself (the OpenAI-compatible endpoints' `tools`): an array of
+  // {"name", "description", "parameters"} offered to the model beside the worker's tools. A reply
+  // that calls one makes the run wait (kind "client_tools", the calls in `wait.tool_calls`);
+  // the answer {"tool_outputs": {call id: text}} goes on with them as the calls' results. Null:
+  // none; at most 128, each name 1 to 64 of [A-Za-z0-9_-].
+  nlohmann::json clientTools{};
 };
 
 // A run as stored.

@@ -1,5 +1,6 @@
 #include "runs/durable_turn.hpp"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -133,8 +134,18 @@ class JournalRunner {
     std::vector<std::optional<ToolResult>> results(calls.size());
     std::vector<size_t> toRun;
     std::optional<json> waitFor;
+    json clientCalls = json::array();  // calls of the client's tools, which the client runs
     for (size_t i = 0; i < calls.size(); ++i) {
       const ToolCall& call = calls[i];
+      if (isClientTool(call.name)) {
+        if (const json* output = clientOutputFor(call.id)) {
+          results[i] = textResult(call, answerText(*output));
+        } else {
+          clientCalls.push_back(
+              {{"id", call.id}, {"name", call.name}, {"arguments", call.arguments}});
+        }
+        continue;
+      }
       const ToolCallEntry* entry = find(call.id);
       if (entry && entry->phase == ToolCallPhase::Completed) {
         results[i] = textResult(call, entry->text);
@@ -184,6 +195,14 @@ class JournalRunner {
       toRun.push_back(i);
     }
     if (!toRun.empty()) runCalls(calls, toRun, results, stop);
+    if (!clientCalls.empty() && !waitFor) {
+      // The client runs these: the run waits for their outputs (the server's calls of the same
+      // reply ran and are journaled).
+      waitFor = json{{"kind", "client_tools"},
+                     {"tool_call_id", clientCalls[0]["id"]},
+                     {"tool_calls", clientCalls},
+                     {"prompt", "Run the client's tools and send their outputs"}};
+    }
     if (waitFor) {
       UserInteractionRequested asked;
       asked.interactionId = (*waitFor)["tool_call_id"];
@@ -207,6 +226,24 @@ class JournalRunner {
     for (const auto& e : journal_.calls)
       if (e.turn == turn && e.callId == callId) return &e;
     return nullptr;
+  }
+
+  bool isClientTool(const std::string& name) const {
+    const json& tools = run_.options.clientTools;
+    if (!tools.is_array()) return false;
+    return std::any_of(tools.begin(), tools.end(),
+                       [&](const json& t) { return t.value("name", "") == name; });
+  }
+
+  // The output the client sent for a call of its tool (respond() with {"tool_outputs": {id:
+  // text}}), if the run waited for it.
+  const json* clientOutputFor(const std::string& callId) const {
+    if (!run_.response.is_object() || !run_.wait.is_object()) return nullptr;
+    if (run_.wait.value("kind", "") != "client_tools") return nullptr;
+    auto outputs = run_.response.find("tool_outputs");
+    if (outputs == run_.response.end() || !outputs->is_object()) return nullptr;
+    auto found = outputs->find(callId);
+    return found == outputs->end() ? nullptr : &*found;
   }
 
   // The answer respond() stored for this call, if the run waited for it.

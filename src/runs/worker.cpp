@@ -214,7 +214,35 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
 
   // --- one run ------------------------------------------------------------------------------
 
+  // What the model is offered: the worker's tools (narrowed by the run's list), plus the
+  // client's tools (SubmitOptions::clientTools), which the worker never runs.
   std::shared_ptr<ToolRegistry> toolsFor(const RunInfo& run) {
+    auto server = serverToolsFor(run);
+    const json& client = run.options.clientTools;
+    if (!client.is_array() || client.empty()) return server;
+    auto made = std::make_shared<ToolRegistry>();
+    if (server) {
+      for (const std::string& name : server->names()) {
+        auto info = server->find(name);
+        made->add(
+            info->name, info->description, info->schema,
+            [](const json&, ToolContext&) -> json { return nullptr; }, info->options);
+      }
+    }
+    for (const json& tool : client) {
+      const std::string name = tool.value("name", "");
+      if (made->has(name)) {
+        throw ValidationError(
+            "clientTools", "the client tool '" + name + "' has the name of a tool of the worker");
+      }
+      made->add(name, tool.value("description", ""),
+                tool.value("parameters", json{{"type", "object"}}),
+                [](const json&, ToolContext&) -> json { return nullptr; });
+    }
+    return made;
+  }
+
+  std::shared_ptr<ToolRegistry> serverToolsFor(const RunInfo& run) {
     if (!run.options.tools || !options.tools) return options.tools;
     std::vector<std::string> names = *run.options.tools;
     std::sort(names.begin(), names.end());

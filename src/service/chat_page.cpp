@@ -52,9 +52,45 @@ constexpr std::string_view kPage = R"page(<!doctype html>
   #input { flex: 1; font: inherit; padding: 8px; border: 1px solid var(--line); border-radius: 6px;
            resize: vertical; min-height: 42px; }
   #status { font-size: 12px; color: var(--muted); padding: 0 16px 8px; min-height: 1.5em; }
+  #search { width: 100%; margin-top: 8px; font: inherit; padding: 4px 6px;
+            border: 1px solid var(--line); border-radius: 6px; }
+  #more-threads { display: none; }
+  #more-threads.shown { display: inline-block; }
   #token-box { display: none; margin-bottom: 8px; }
   #token-box input { width: 100%; }
   .branches { font-size: 13px; color: var(--muted); }
+  .msg .content { margin: 4px 0 0; overflow-wrap: anywhere; }
+  .msg .content p { margin: 0 0 8px; }
+  .msg .content p:last-child { margin-bottom: 0; }
+  .msg .content code { font: 13px ui-monospace, monospace; background: #f0f0f3; padding: 0 3px;
+                       border-radius: 3px; }
+  .msg .content blockquote { margin: 4px 0; padding-left: 10px; border-left: 3px solid var(--line);
+                             color: var(--muted); }
+  .codeblock { position: relative; margin: 6px 0; }
+  .codeblock pre { margin: 0; padding: 8px; background: #f5f5f7; border-radius: 6px;
+                   overflow-x: auto; white-space: pre; font: 13px/1.4 ui-monospace, monospace; }
+  .codeblock pre code { background: none; padding: 0; }
+  .codeblock .copy { position: absolute; top: 4px; right: 4px; font-size: 12px; padding: 1px 6px; }
+  .msg .meta { font-size: 12px; color: var(--muted); margin-top: 4px; }
+  .msg .actions button.link { font-size: 12px; }
+  #interrupt { display: none; margin: 0 16px 8px; padding: 8px 12px; border: 1px solid #e0b252;
+               background: #fff8e6; border-radius: 8px; }
+  #interrupt.shown { display: block; }
+  #interrupt input { width: 60%; }
+  #menu { display: none; }
+  #stop { display: none; }
+  #stop.shown { display: inline-block; }
+  select#model { font: inherit; padding: 3px; }
+  @media (max-width: 700px) {
+    body { grid-template-columns: 1fr; }
+    aside { display: none; position: fixed; z-index: 10; top: 0; bottom: 0; left: 0;
+            width: min(85vw, 300px); background: var(--bg); box-shadow: 0 0 24px rgba(0,0,0,.25); }
+    body.menu-open aside { display: block; }
+    #menu { display: inline-block; }
+    header { padding: 8px; }
+    #messages { padding: 8px; }
+    form#prompt { padding: 8px; }
+  }
 </style>
 </head>
 <body>
@@ -62,27 +98,41 @@ constexpr std::string_view kPage = R"page(<!doctype html>
   <div id="token-box"><label>Token <input id="token" type="password" autocomplete="off"></label>
     <button id="save-token">Use</button></div>
   <button id="new-thread">New thread</button>
+  <button id="delete-thread" disabled title="Delete the open thread">Delete</button>
+  <input id="search" type="search" placeholder="Search threads" autocomplete="off">
   <ul id="threads"></ul>
+  <button id="more-threads" class="link">More</button>
 </aside>
 <main>
   <header>
+    <button id="menu" title="Threads" aria-label="Threads">&#9776;</button>
     <h1 id="title">parley</h1>
+    <button id="rename" class="link" disabled title="Rename the thread">rename</button>
     <span class="branches" id="branches"></span>
     <span style="flex:1"></span>
     <button id="clear" disabled title="Clear the context (a context operation)">Clear context</button>
     <button id="undo" disabled title="Undo the last context operation">Undo</button>
   </header>
   <div id="messages"></div>
+  <div id="interrupt"><div id="interrupt-prompt"></div>
+    <span id="interrupt-approval"><button id="approve">Approve</button> <button id="deny">Deny</button></span>
+    <span id="interrupt-answer"><input id="answer" autocomplete="off"> <button id="send-answer">Answer</button></span></div>
   <div id="status"></div>
   <form id="prompt"><textarea id="input" placeholder="Ask something" disabled></textarea>
-    <button id="send" disabled>Send</button></form>
+    <select id="model" title="The model (a profile of the workers)"></select>
+    <button id="send" disabled>Send</button>
+    <button id="stop" type="button" title="Stop the reply (cancels the run)">Stop</button></form>
 </main>
 <script>
 'use strict';
 const $ = (id) => document.getElementById(id);
 const state = { token: sessionStorage.getItem('parley.token') || '', id: null, thread: null,
                 messages: [], known: 0, partial: '', after: 0, source: null, threads: [],
-                pending: [] };
+                pending: [], run: null, waiting: null, shown: 50 };
+// The thread list: read in pages of 1 000 (at most kMaxThreadsRead), shown newest first (by the
+// last turn), filtered by the search box, 50 at a time.
+const kMaxThreadsRead = 5000;
+const kThreadsShown = 50;
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -114,6 +164,101 @@ function saveStream() {
                          JSON.stringify({ after: state.after, partial: state.partial }));
 }
 
+// Markdown to DOM nodes, never to HTML: text only ever becomes text nodes, so no markup a model
+// or a tool writes can run; only these constructs become elements: fenced code blocks (with a
+// copy button), headings, lists, block quotes, paragraphs, and inline `code`, **bold**,
+// *italic* and [links](http or https URLs only).
+const kListItem = /^\s*(?:[-*+]|\d+[.)])\s+/;
+function isBlockStart(line) {
+  return /^\s*```/.test(line) || /^#{1,6}\s/.test(line) || kListItem.test(line) || /^>/.test(line);
+}
+function markdown(text) {
+  const root = document.createElement('div');
+  const lines = text.split('\n');
+  let i = 0;
+  while (i < lines.length) {
+    const line = lines[i];
+    const fence = /^\s*```\s*([\w+#.-]*)\s*$/.exec(line);
+    if (fence) {
+      const code = [];
+      for (++i; i < lines.length && !/^\s*```\s*$/.test(lines[i]); ++i) code.push(lines[i]);
+      ++i;
+      root.append(codeBlock(code.join('\n'), fence[1]));
+      continue;
+    }
+    const heading = /^(#{1,6})\s+(.*)$/.exec(line);
+    if (heading) {
+      const h = document.createElement('h' + Math.min(heading[1].length + 2, 6));
+      inline(h, heading[2]);
+      root.append(h);
+      ++i;
+      continue;
+    }
+    if (kListItem.test(line)) {
+      const list = document.createElement(/^\s*\d/.test(line) ? 'ol' : 'ul');
+      for (; i < lines.length && kListItem.test(lines[i]); ++i) {
+        const li = document.createElement('li');
+        inline(li, lines[i].replace(kListItem, ''));
+        list.append(li);
+      }
+      root.append(list);
+      continue;
+    }
+    if (/^>/.test(line)) {
+      const quote = [];
+      while (i < lines.length && /^>/.test(lines[i])) quote.push(lines[i++].replace(/^>\s?/, ''));
+      const q = document.createElement('blockquote');
+      q.append(...markdown(quote.join('\n')).childNodes);
+      root.append(q);
+      continue;
+    }
+    if (!line.trim()) { ++i; continue; }
+    const p = document.createElement('p');
+    for (let first = true; i < lines.length && lines[i].trim() && (first || !isBlockStart(lines[i])); first = false) {
+      if (!first) p.append(document.createElement('br'));
+      inline(p, lines[i++]);
+    }
+    root.append(p);
+  }
+  return root;
+}
+function inline(parent, text) {
+  const re = /(`+)([^`]+?)\1|\*\*([^*]+)\*\*|\*([^*\s][^*]*)\*|\[([^\]]+)\]\(([^)\s]+)\)/g;
+  let last = 0;
+  for (let m; (m = re.exec(text));) {
+    if (m.index > last) parent.append(text.slice(last, m.index));
+    if (m[1]) {
+      parent.append(el('code', {}, m[2]));
+    } else if (m[3] !== undefined || m[4] !== undefined) {
+      const e = document.createElement(m[3] !== undefined ? 'strong' : 'em');
+      inline(e, m[3] !== undefined ? m[3] : m[4]);
+      parent.append(e);
+    } else if (/^https?:\/\//i.test(m[6])) {
+      parent.append(el('a', { href: m[6], rel: 'noopener noreferrer nofollow', target: '_blank' }, m[5]));
+    } else {
+      parent.append(m[0]);  // any other scheme (javascript:, data:) stays text
+    }
+    last = re.lastIndex;
+  }
+  if (last < text.length) parent.append(text.slice(last));
+}
+function codeBlock(code, lang) {
+  const copy = el('button', { class: 'copy', type: 'button', title: 'Copy the code' }, 'copy');
+  copy.onclick = async () => {
+    try { await navigator.clipboard.writeText(code); copy.textContent = 'copied'; }
+    catch { copy.textContent = 'copy failed'; }
+    setTimeout(() => { copy.textContent = 'copy'; }, 1500);
+  };
+  return el('div', { class: 'codeblock' }, copy,
+            el('pre', {}, el('code', lang ? { 'data-lang': lang } : {}, code)));
+}
+function content(text, role) {
+  if (role !== 'assistant') return el('pre', { class: 'content' }, text);
+  const box = markdown(text);
+  box.className = 'content';
+  return box;
+}
+
 function pretty(args) { try { return JSON.stringify(JSON.parse(args), null, 2); } catch { return args; } }
 
 function renderMessages() {
@@ -126,11 +271,30 @@ function renderMessages() {
     const role = m.role;
     const div = el('div', { class: 'msg ' + role, 'data-index': m.index });
     if (m.streamed !== undefined) div.setAttribute('data-streamed', m.streamed);
-    div.append(el('div', { class: 'role' }, el('span', {}, role),
-                  el('button', { class: 'link fork', title: 'Fork the thread after this message',
-                                 onclick: () => fork(m.index + 1) }, 'fork here')));
+    const actions = el('span', { class: 'actions' },
+                       el('button', { class: 'link fork', title: 'Fork the thread after this message',
+                                      onclick: () => fork(m.index + 1) }, 'fork here'));
     const text = typeof m.content === 'string' ? m.content : (m.content ? JSON.stringify(m.content) : '');
-    if (text) div.append(el('pre', { class: 'content' }, text));
+    if (role === 'user') {
+      // Both make a fork before this message and send again: the thread itself is never rewritten.
+      actions.append(el('button', { class: 'link edit', title: 'Edit this message (a fork)',
+                                    onclick: () => edit(m, text) }, 'edit'));
+    }
+    if (role === 'assistant' && !(m.tool_calls || []).length) {
+      const asked = lastUserBefore(i);
+      if (asked) {
+        actions.append(el('button', { class: 'link regenerate', title: 'Answer again (a fork)',
+                                      onclick: () => resend(asked.index, asked.content) }, 'regenerate'));
+      }
+    }
+    div.append(el('div', { class: 'role' }, el('span', {}, role), actions));
+    if (text) div.append(content(text, role));
+    if (m.usage) {
+      const u = m.usage;
+      div.append(el('div', { class: 'meta usage' }, (m.model ? m.model + ' · ' : '') +
+                    u.prompt_tokens + ' in · ' + u.completion_tokens + ' out tokens' +
+                    (m.cost && m.cost.usd !== null ? ' · ' + m.cost.text : '')));
+    }
     for (const call of m.tool_calls || []) {
       const name = call.function ? call.function.name : call.name;
       const args = call.function ? call.function.arguments : call.arguments;
@@ -157,24 +321,87 @@ function renderMessages() {
   if (state.partial) {
     box.append(el('div', { class: 'msg assistant streaming', id: 'partial' },
                   el('div', { class: 'role' }, 'assistant (streaming)'),
-                  el('pre', { class: 'content' }, state.partial)));
+                  content(state.partial, 'assistant')));
   }
   box.scrollTop = box.scrollHeight;
+  priceReplies();
   $('undo').disabled = !state.thread || state.thread.batch === 0;
   $('clear').disabled = !state.thread;
+  $('delete-thread').disabled = !state.thread;
+  $('stop').classList.toggle('shown', !!state.run);
+  renderInterrupt();
+}
+
+// The cost of the replies not priced yet, by the service's price table (POST /v1/costs).
+let pricing = false;
+async function priceReplies() {
+  const todo = state.messages.filter((m) => m.usage && m.model && m.cost === undefined).slice(0, 1000);
+  if (!todo.length || pricing) return;
+  pricing = true;
+  try {
+    const r = await api('POST', '/v1/costs', { replies: todo.map((m) => ({ model: m.model, usage: m.usage })) });
+    todo.forEach((m, i) => { m.cost = r.costs[i]; });
+  } catch (e) {
+    todo.forEach((m) => { m.cost = null; });
+  } finally {
+    pricing = false;
+  }
+  renderMessages();
+}
+
+function lastUserBefore(i) {
+  for (let j = i - 1; j >= 0; --j) if (state.messages[j].role === 'user') return state.messages[j];
+  return null;
+}
+
+// What the run waits for (a tool approval, a question), answered here.
+function renderInterrupt() {
+  const w = state.waiting;
+  $('interrupt').classList.toggle('shown', !!w);
+  if (!w) return;
+  $('interrupt-prompt').textContent = w.prompt || ('The run waits for ' + (w.tool || 'an answer'));
+  $('interrupt-approval').style.display = w.kind === 'approval' ? '' : 'none';
+  $('interrupt-answer').style.display = w.kind === 'approval' ? 'none' : '';
+}
+
+async function respond(response) {
+  const run = state.waiting && state.waiting.run;
+  if (!run) return;
+  try {
+    await api('POST', '/v1/runs/' + encodeURIComponent(run) + '/respond', { response });
+    state.waiting = null;
+    renderInterrupt();
+  } catch (e) { status(e.message); }
 }
 
 function renderThreads() {
   const list = $('threads');
   list.replaceChildren();
-  const roots = state.threads.filter((t) => !t.parent_id || !state.threads.some((p) => p.id === t.parent_id));
+  const query = $('search').value.trim().toLowerCase();
+  const matches = (t) => !query || (t.title || '').toLowerCase().includes(query) || t.id.toLowerCase().includes(query);
+  const byId = new Map(state.threads.map((t) => [t.id, t]));
+  const newest = (a, b) => (b.updated_at || '').localeCompare(a.updated_at || '');
+  const children = new Map();
+  for (const t of state.threads) {
+    if (t.parent_id && byId.has(t.parent_id)) {
+      if (!children.has(t.parent_id)) children.set(t.parent_id, []);
+      children.get(t.parent_id).push(t);
+    }
+  }
+  // A searched thread is shown on its own; else forks under their parent.
+  const roots = state.threads.filter((t) => query ? matches(t) : !t.parent_id || !byId.has(t.parent_id)).sort(newest);
+  let count = 0;
   const add = (t, depth) => {
+    if (count >= state.shown) return;
+    ++count;
     list.append(el('li', { class: (depth ? 'fork' : '') + (t.id === state.id ? ' current' : ''),
                            'data-id': t.id, title: t.id, onclick: () => open(t.id) },
                    (t.title || t.id) + ' (' + t.message_count + ')'));
-    for (const c of state.threads.filter((x) => x.parent_id === t.id)) add(c, depth + 1);
+    if (!query) for (const c of (children.get(t.id) || []).sort(newest)) add(c, depth + 1);
   };
   roots.forEach((t) => add(t, 0));
+  $('more-threads').classList.toggle('shown', count >= state.shown && roots.length > 0 &&
+                                              list.children.length < state.threads.length);
   // Branches of the open thread: its parent and its forks.
   const b = $('branches');
   b.replaceChildren();
@@ -192,7 +419,13 @@ function renderThreads() {
 
 async function loadThreads() {
   try {
-    state.threads = (await api('GET', '/v1/threads?limit=200')).data;
+    const all = [];
+    for (let offset = 0; offset < kMaxThreadsRead; offset += 1000) {
+      const page = await api('GET', '/v1/threads?limit=1000&offset=' + offset);
+      all.push(...page.data);
+      if (!page.has_more) break;
+    }
+    state.threads = all;
   } catch (e) { status(e.message); }
   renderThreads();
 }
@@ -202,6 +435,7 @@ function setThread(t) {
   state.messages = t.messages;
   state.known = t.storage_size;
   $('title').textContent = t.title || t.id;
+  $('rename').disabled = false;
 }
 
 function onEvent(type, e) {
@@ -223,13 +457,23 @@ function onEvent(type, e) {
     }
   } else if (type === 'run_completed' || type === 'run_cancelled') {
     state.partial = '';
+    state.run = null;
+    state.waiting = null;
     status(type === 'run_completed' ? 'done' : 'cancelled');
     loadThreads();
   } else if (type === 'llm_execution_failed' && !p.cancelled) {
     state.partial = '';
+    state.run = null;
+    state.waiting = null;
     status('failed: ' + (p.error || ''));
   } else if (type === 'run_queued' || type === 'run_started') {
+    state.run = data.run;
     status(type === 'run_queued' ? 'queued' : 'working');
+  } else if (type === 'run_waiting') {
+    state.waiting = Object.assign({ run: data.run }, p.wait || {});
+    status('waiting for you');
+  } else if (type === 'run_responded') {
+    state.waiting = null;
   } else if (type === 'tool_execution_request') {
     status('calling ' + p.tool_name);
   }
@@ -253,9 +497,12 @@ function connect() {
 }
 
 async function open(id) {
+  document.body.classList.remove('menu-open');
   if (state.source) { state.source.close(); state.source = null; }
   state.id = id;
   state.pending = [];
+  state.run = null;
+  state.waiting = null;
   if (location.hash !== '#t=' + encodeURIComponent(id)) history.replaceState(null, '', '#t=' + encodeURIComponent(id));
   const saved = JSON.parse(sessionStorage.getItem('parley.stream.' + id) || 'null');
   state.after = saved ? saved.after : 0;
@@ -278,6 +525,29 @@ async function fork(position) {
   } catch (e) { status(e.message); }
 }
 
+async function submit(id, input) {
+  const body = { input, policy: 'enqueue' };
+  if ($('model').value) body.profile = $('model').value;
+  await api('POST', '/v1/threads/' + encodeURIComponent(id) + '/runs', body);
+}
+
+// A fork holding the messages before storage index `index`, then `text` sent on it.
+async function resend(index, text) {
+  try {
+    const t = await api('POST', '/v1/threads/' + encodeURIComponent(state.id) + '/fork', { position: index });
+    await loadThreads();
+    await open(t.id);
+    state.pending.push(text);
+    renderMessages();
+    await submit(t.id, text);
+  } catch (e) { status(e.message); }
+}
+
+function edit(m, text) {
+  const changed = prompt('Edit the message (the thread forks before it):', text);
+  if (changed && changed.trim()) resend(m.index, changed.trim());
+}
+
 async function operate(op) {
   try {
     setThread(await api('POST', '/v1/threads/' + encodeURIComponent(state.id) + '/operations', op));
@@ -292,6 +562,42 @@ $('new-thread').onclick = async () => {
     await open(t.id);
   } catch (e) { status(e.message); }
 };
+$('delete-thread').onclick = async () => {
+  if (!state.id || !confirm('Delete this thread, its runs and its events?')) return;
+  try {
+    await api('DELETE', '/v1/threads/' + encodeURIComponent(state.id));
+    if (state.source) { state.source.close(); state.source = null; }
+    state.id = null;
+    state.thread = null;
+    state.messages = [];
+    history.replaceState(null, '', '#');
+    $('title').textContent = 'parley';
+    $('input').disabled = true;
+    $('send').disabled = true;
+    renderMessages();
+    await loadThreads();
+  } catch (e) { status(e.message); }
+};
+$('menu').onclick = () => document.body.classList.toggle('menu-open');
+$('search').oninput = () => { state.shown = kThreadsShown; renderThreads(); };
+$('more-threads').onclick = () => { state.shown += kThreadsShown; renderThreads(); };
+$('rename').onclick = async () => {
+  const title = prompt('Rename the thread:', (state.thread && state.thread.title) || '');
+  if (title === null || !state.id) return;
+  try {
+    const t = await api('PATCH', '/v1/threads/' + encodeURIComponent(state.id), { title: title.trim() });
+    state.thread.title = t.title;
+    $('title').textContent = t.title || t.id;
+    await loadThreads();
+  } catch (e) { status(e.message); }
+};
+$('stop').onclick = async () => {
+  if (!state.run) return;
+  try { await api('POST', '/v1/runs/' + encodeURIComponent(state.run) + '/cancel', {}); } catch (e) { status(e.message); }
+};
+$('approve').onclick = () => respond({ approved: true });
+$('deny').onclick = () => respond({ approved: false });
+$('send-answer').onclick = () => { if ($('answer').value.trim()) respond($('answer').value.trim()); };
 $('undo').onclick = () => operate({ operation: 'undo' });
 $('clear').onclick = () => operate({ operation: 'clear' });
 $('save-token').onclick = () => {
@@ -309,7 +615,13 @@ $('prompt').onsubmit = async (ev) => {
   state.pending.push(input);  // before the run exists, so its message_added cannot come first
   renderMessages();
   try {
-    await api('POST', '/v1/threads/' + encodeURIComponent(state.id) + '/runs', { input, policy: 'enqueue' });
+    if (state.thread && !state.thread.title && !state.messages.length) {
+      // An untitled thread takes its title from its first prompt.
+      setThread(Object.assign(state.thread, await api('PATCH', '/v1/threads/' + encodeURIComponent(state.id),
+                                                     { title_from: input }), { messages: state.messages }));
+      loadThreads();
+    }
+    await submit(state.id, input);
   } catch (e) {
     state.pending.splice(state.pending.indexOf(input), 1);
     renderMessages();
@@ -320,7 +632,22 @@ $('input').addEventListener('keydown', (ev) => {
   if (ev.key === 'Enter' && !ev.shiftKey) { ev.preventDefault(); $('prompt').requestSubmit(); }
 });
 
+async function loadModels() {
+  try {
+    const models = (await api('GET', '/v1/models')).data;
+    $('model').replaceChildren(...models.map((m) => el('option', { value: m.id }, m.id)));
+    $('model').style.display = models.length > 1 ? '' : 'none';
+  } catch (e) { $('model').style.display = 'none'; }
+}
+
+// Back, forward and a link to #t=ID open that thread.
+window.addEventListener('hashchange', () => {
+  const m = /^#t=(.+)$/.exec(location.hash);
+  if (m && decodeURIComponent(m[1]) !== state.id) open(decodeURIComponent(m[1]));
+});
+
 (async () => {
+  await loadModels();
   await loadThreads();
   const m = /^#t=(.+)$/.exec(location.hash);
   if (m) await open(decodeURIComponent(m[1]));

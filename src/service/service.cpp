@@ -15,8 +15,12 @@
 #include "service/agent_protocol.hpp"
 #include "service/api.hpp"
 #include "service/chat_page.hpp"
+#include "service/openai_endpoints.hpp"
+#include "service/reply_costs.hpp"
 #include "service/routes.hpp"
 #include "service/service_state.hpp"
+#include "service/thread_titles.hpp"
+#include "service/ui_streams.hpp"
 
 namespace parley {
 
@@ -120,9 +124,12 @@ struct Service::Impl {
     limits.maxHeadBytes = options.maxHeadBytes;
     limits.maxHeaders = options.maxHeaders;
     limits.idleTimeout = options.keepAlive;
+    // The Agent Protocol's streams and waits, the OpenAI-compatible routes and the UI streams
+    // follow a run: long-lived too.
     limits.longLived = [](std::string_view method, std::string_view target) {
-      return isLongLivedRequest(method, target) ||
-             AgentProtocol::longLived(method, target.substr(0, target.find('?')));
+      const std::string_view path = target.substr(0, target.find('?'));
+      return isLongLivedRequest(method, target) || AgentProtocol::longLived(method, path) ||
+             isOpenAiLongLived(method, path) || isUiStreamLongLived(method, path);
     };
     server = std::make_unique<http::Server>(limits);
     auto& server = *this->server;
@@ -181,6 +188,11 @@ struct Service::Impl {
         AgentProtocolContext{state.runs, state.feeds.get(), &state.metrics, &options,
                              [this](const std::string& line) { state.log(line); }});
     agentProtocol->install(server);
+    const EndpointContext endpoints{state.runs, state.feeds.get(), &state.options};
+    installOpenAiRoutes(server, endpoints);
+    installUiStreamRoutes(server, endpoints);
+    installThreadTitleRoutes(server, endpoints);
+    installReplyCostRoutes(server, endpoints);
   }
 };
 
@@ -223,6 +235,9 @@ Service::Service(std::shared_ptr<RunStore> runs, ServiceOptions options) {
   if (options.maxPage == 0) throw ValidationError("maxPage", "must be positive");
   if (options.maxIdBytes == 0) throw ValidationError("maxIdBytes", "must be positive");
   if (options.heartbeat.count() <= 0) throw ValidationError("heartbeat", "must be positive");
+  if (options.openAiRunTimeout.count() <= 0) {
+    throw ValidationError("openAiRunTimeout", "must be positive");
+  }
   if (options.ratePerSecond < 0) throw ValidationError("ratePerSecond", "must not be negative");
   impl_ = std::make_unique<Impl>(std::move(runs), std::move(options));
   impl_->install();

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "parley/cost.hpp"
 #include "parley/logger.hpp"
 #include "parley/run_store.hpp"
 
@@ -84,6 +85,15 @@ struct ServiceOptions {
   // /healthz checks the whole database (SQLite: PRAGMA quick_check) at most this often, and
   // answers from the last check meanwhile (a cheap read is done every time).
   std::chrono::milliseconds integrityCheckEvery{60'000};
+  // The OpenAI-compatible endpoints (docs/service.md): the profiles the workers serve, which
+  // GET /v1/models lists and a request's `model` must name (empty: any name goes to the workers
+  // as the run's profile), and how long such a request waits for its run (past it: 504, the run
+  // is cancelled).
+  std::vector<std::string> models{};
+  // Prices of the models replies name, for POST /v1/costs (the chat page's cost per reply);
+  // null: none known (every reply unpriced).
+  std::shared_ptr<const PriceTable> prices{};
+  std::chrono::milliseconds openAiRunTimeout{600'000};
   Logger log{};  // diagnostics; null: stderr
 };
 

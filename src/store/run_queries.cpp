@@ -1,5 +1,8 @@
 #include "store/run_queries.hpp"
 
+#include <algorithm>
+#include <cctype>
+
 namespace parley::detail {
 
 using json = nlohmann::json;
@@ -63,6 +66,7 @@ SubmitOptions optionsFromJson(const json& value) {
   options.maxIterations = value.value("max_iterations", value.value("maxIterations", 0));
   options.stream = value.value("stream", false);
   options.metadata = value.value("metadata", json());
+  options.clientTools = value.value("client_tools", json());
   return options;
 }
 
@@ -95,6 +99,7 @@ json optionsJson(const SubmitOptions& options) {
   if (options.maxIterations) out["max_iterations"] = options.maxIterations;
   if (options.stream) out["stream"] = true;
   if (!options.metadata.is_null()) out["metadata"] = options.metadata;
+  if (!options.clientTools.is_null()) out["client_tools"] = options.clientTools;
   return out;
 }
 
@@ -353,6 +358,31 @@ std::vector<EventRow> eventRows(const Lease& lease, std::span<const EventInput> 
   return rows;
 }
 
+// SubmitOptions::clientTools: null, or up to 128 {"name", "description", "parameters"}.
+void checkClientTools(const json& tools) {
+  if (tools.is_null()) return;
+  constexpr size_t kMaxClientTools = 128;
+  if (!tools.is_array() || tools.size() > kMaxClientTools) {
+    throw ValidationError("options.clientTools", "must be an array of at most 128 tools");
+  }
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string field = "options.clientTools[" + std::to_string(i) + "]";
+    const json& tool = tools[i];
+    if (!tool.is_object() || !tool.contains("name") || !tool["name"].is_string()) {
+      throw ValidationError(field + ".name", "must be a string");
+    }
+    const auto name = tool["name"].get<std::string>();
+    const bool ok =
+        !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+        });
+    if (!ok) throw ValidationError(field + ".name", "must be 1 to 64 of A-Z a-z 0-9 _ -");
+    if (tool.contains("parameters") && !tool["parameters"].is_object()) {
+      throw ValidationError(field + ".parameters", "must be a JSON Schema object");
+    }
+  }
+}
+
 void checkOptions(const SubmitOptions& options, const RunStoreLimits& limits) {
   if (!options.id.empty()) checkId(options.id, "options.id");
   if (!options.traceId.empty()) checkId(options.traceId, "options.traceId");
@@ -371,6 +401,7 @@ void checkOptions(const SubmitOptions& options, const RunStoreLimits& limits) {
   if (!options.metadata.is_null() && !options.metadata.is_object()) {
     throw ValidationError("options.metadata", "must be a JSON object or null");
   }
+  checkClientTools(options.clientTools);
 }
 
 }  // namespace parley::detail
