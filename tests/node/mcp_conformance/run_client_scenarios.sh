@@ -11,10 +11,16 @@ shift 2
 node="$dir/node_modules/.bin/node"
 suite="$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 scenarios=$("$node" "$suite" list --client --spec-version "$revision" | sed -n 's/^  - \([^ ]*\).*/\1/p')
+# Suites from 0.2 run a scenario at the revision asked for (and tell the client with
+# MCP_CONFORMANCE_PROTOCOL_VERSION); 0.1 has one revision per scenario and no such option.
+at=()
+if "$node" "$suite" client --help | grep -q -- --spec-version; then
+  at=(--spec-version "$revision")
+fi
 passed=0
 failed=()
 for scenario in $scenarios; do
-  if "$node" "$suite" client --command "$*" --scenario "$scenario" --timeout 60000 \
+  if "$node" "$suite" client --command "$*" --scenario "$scenario" "${at[@]}" --timeout 60000 \
     -o "$dir/results" >"$dir/last.log" 2>&1; then
     passed=$((passed + 1))
     echo "passed: $scenario"
