@@ -1008,6 +1008,20 @@ TEST(McpOAuth, ATokenAnswerPastTheCapIsRefused) {
   EXPECT_EQ(error.find("xxxxxxxx"), std::string::npos) << "the token leaked into: " << error;
 }
 
+TEST(McpOAuth, ASignInFromAnotherIssuerIsRefusedBeforeTheCodeIsRedeemed) {
+  for (const char* variant : {"iss-wrong", "iss-missing"}) {
+    OAuthServer server(variant);
+    int signIns = 0;
+    McpClient client(signingIn(server, &signIns));
+    std::string error = errorOf<ProtocolError>([&] { client.connect(); });
+    EXPECT_NE(error.find(std::string(variant) == "iss-wrong" ? "from issuer https://attacker"
+                                                             : "without the iss"),
+              std::string::npos)
+        << variant << ": " << error;
+    EXPECT_EQ(signIns, 1);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The 2026-07-28 revision (stateless) and the negotiation between the eras
 

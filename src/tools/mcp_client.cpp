@@ -730,7 +730,7 @@ struct McpClient::Impl {
         fresh->requestMeta = nullptr;
         return chosen;
       }
-      if (chosen == version) break;
+      // The same version again: once (a server may refuse a first request it would take).
       version = chosen;
     }
     throw ProtocolError(who() + " refused protocol version " + version +

@@ -13,7 +13,8 @@
 //                                     {"bad": true} answers structuredContent that does not match
 //   node test_server.mjs oauth MODE   HTTP on a free port (printed as "port N" on stdout) that
 //                                     needs an OAuth sign-in; MODE: ok, big-metadata, slow-metadata,
-//                                     big-token. "ok" rejects the first access token once after
+//                                     big-token, iss-wrong (the redirect names another issuer),
+//                                     iss-missing (iss promised, not sent). "ok" rejects the first access token once after
 //                                     it was used, so that the client refreshes it; GET /stats
 //                                     tells how many authorizations and refreshes it saw.
 //   node test_server.mjs annotated    stdio; tools "read" (readOnlyHint), "safe" (destructiveHint
@@ -155,6 +156,7 @@ if (mode === 'relay') {
         issuer: base, authorization_endpoint: `${base}/authorize`, token_endpoint: `${base}/token`,
         registration_endpoint: `${base}/register`, response_types_supported: ['code'],
         code_challenge_methods_supported: ['S256'], token_endpoint_auth_methods_supported: ['none'],
+        ...(variant === 'iss-missing' ? { authorization_response_iss_parameter_supported: true } : {}),
       });
     }
     if (url.pathname === '/register') {
@@ -166,6 +168,7 @@ if (mode === 'relay') {
       const back = new URL(url.searchParams.get('redirect_uri'));
       back.searchParams.set('code', 'the-code');
       back.searchParams.set('state', url.searchParams.get('state'));
+      if (variant === 'iss-wrong') back.searchParams.set('iss', 'https://attacker.example');
       response.writeHead(302, { Location: back.toString() });
       return response.end();
     }
