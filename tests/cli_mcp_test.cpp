@@ -114,7 +114,10 @@ TEST_F(CliMcpTest, BadConfigNamesTheKey) {
   const std::vector<Case> cases = {
       {"timeout = 5", "mcp.ev.timeout: unknown key (command, env, cwd, url,"},
       {"timeout_ms = -1", "mcp.ev.timeout_ms: must be a positive integer"},
-      {"approve = \"sometimes\"", "mcp.ev.approve: must be \"always\", \"never\" or a list"},
+      {"approve = \"sometimes\"",
+       "mcp.ev.approve: must be \"always\", \"never\", \"destructive\" or a list"},
+      {"protocol = \"2030-01-01\"",
+       "mcp.ev.protocol: \"2030-01-01\" is not one of auto, 2026-07-28"},
       {"allow = \"echo\"", "mcp.ev.allow: must be an array of strings"},
       {"env = { A = 1 }", "mcp.ev.env.A: must be a string"},
       {"url = \"http://127.0.0.1:1/mcp\"", "mcp.ev: give exactly one of command"},

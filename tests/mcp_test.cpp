@@ -880,16 +880,16 @@ TEST(McpHostile, ToolDefinitionsAreCappedInBytes) {
   EXPECT_EQ(enough.listTools().size(), 12u);
 }
 
-// The OAuth test server over HTTP; it prints "port N" when it listens.
-class OAuthServer {
+// A test server over HTTP (test_server.mjs MODE ARG); it prints "port N" when it listens.
+class HttpTestServer {
  public:
-  explicit OAuthServer(const std::string& variant) {
+  HttpTestServer(const std::string& mode, const std::string& variant) {
     int out[2];
     if (::pipe2(out, O_CLOEXEC) != 0) return;
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-    std::vector<std::string> args = {PARLEY_NODE, kTestServer, "oauth", variant};
+    std::vector<std::string> args = {PARLEY_NODE, kTestServer, mode, variant};
     std::vector<char*> argv;
     for (auto& a : args)
       argv.push_back(a.data());
@@ -907,7 +907,7 @@ class OAuthServer {
     ::close(out[0]);
     if (text.rfind("port ", 0) == 0) port_ = std::stoi(text.substr(5));
   }
-  ~OAuthServer() {
+  ~HttpTestServer() {
     if (pid_ > 0) {
       ::kill(pid_, SIGKILL);
       int status;
@@ -920,6 +920,11 @@ class OAuthServer {
  private:
   pid_t pid_ = -1;
   int port_ = 0;
+};
+
+class OAuthServer : public HttpTestServer {
+ public:
+  explicit OAuthServer(const std::string& variant) : HttpTestServer("oauth", variant) {}
 };
 
 McpServerOptions signingIn(const OAuthServer& server, int* signIns) {
@@ -1001,6 +1006,169 @@ TEST(McpOAuth, ATokenAnswerPastTheCapIsRefused) {
   std::string error = errorOf<ProtocolError>([&] { client.connect(); });
   EXPECT_NE(error.find("(maxDocumentBytes)"), std::string::npos) << error;
   EXPECT_EQ(error.find("xxxxxxxx"), std::string::npos) << "the token leaked into: " << error;
+}
+
+TEST(McpOAuth, ASignInFromAnotherIssuerIsRefusedBeforeTheCodeIsRedeemed) {
+  for (const char* variant : {"iss-wrong", "iss-missing"}) {
+    OAuthServer server(variant);
+    int signIns = 0;
+    McpClient client(signingIn(server, &signIns));
+    std::string error = errorOf<ProtocolError>([&] { client.connect(); });
+    EXPECT_NE(error.find(std::string(variant) == "iss-wrong" ? "from issuer https://attacker"
+                                                             : "without the iss"),
+              std::string::npos)
+        << variant << ": " << error;
+    EXPECT_EQ(signIns, 1);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The 2026-07-28 revision (stateless) and the negotiation between the eras
+
+McpServerOptions modern(const std::string& versions = "2026-07-28") {
+  McpServerOptions options = testServer("modern");
+  options.command.push_back(versions);
+  return options;
+}
+
+McpElicitationHandler answerName(const std::string& name, std::vector<McpElicitation>* asked) {
+  return [name, asked](const McpElicitation& request, std::stop_token) {
+    if (asked) asked->push_back(request);
+    McpElicitationAnswer answer;
+    answer.action = McpElicitationAnswer::Action::Accept;
+    answer.content = {{"name", name}};
+    return answer;
+  };
+}
+
+TEST(McpModern, AutoSpeaksTheStatelessRevisionWithMetaOnEveryRequest) {
+  McpServerOptions options = modern("2026-07-28,2025-11-25");
+  options.roots = {{"file:///srv", "srv"}};
+  McpClient client(options);
+  McpServerInfo info = client.serverInfo();
+  EXPECT_EQ(info.protocolVersion, "2026-07-28");
+  EXPECT_TRUE(info.stateless);
+  EXPECT_EQ(info.name, "parley-modern");
+  EXPECT_EQ(info.instructions, "A stateless test server.");
+  EXPECT_EQ(info.supportedVersions, (std::vector<std::string>{"2026-07-28", "2025-11-25"}));
+  ASSERT_EQ(client.listTools().size(), 4u);  // the server refuses a request without _meta
+  json seen = json::parse(client.callTool("meta", json::object()).forModel().get<std::string>());
+  EXPECT_EQ(seen["meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28") << seen.dump();
+  EXPECT_EQ(seen["meta"]["io.modelcontextprotocol/clientCapabilities"],
+            json({{"roots", {{"listChanged", false}}}}))
+      << seen.dump();
+  EXPECT_EQ(seen["meta"]["io.modelcontextprotocol/clientInfo"]["name"], "parley");
+  client.ping();  // no ping in 2026-07-28: server/discover answers instead
+}
+
+TEST(McpModern, AnInputRequiredResultIsAnsweredAndTheCallSentAgainWithItsState) {
+  McpServerOptions options = modern();
+  std::vector<McpElicitation> asked;
+  options.onElicitation = answerName("Ada", &asked);
+  options.roots = {{"file:///srv/docs", "docs"}};
+  McpClient client(options);
+  EXPECT_EQ(client.callTool("ask", json::object()).forModel(), "Hello, Ada");
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0].message, "Your name?");
+  EXPECT_EQ(client.callTool("roots", json::object()).forModel(),
+            R"({"roots":[{"name":"docs","uri":"file:///srv/docs"}]})");
+  // A call's own handler answers instead of the server's.
+  McpCallOptions call;
+  call.onElicitation = answerName("Grace", nullptr);
+  EXPECT_EQ(client.callTool("ask", json::object(), call).forModel(), "Hello, Grace");
+  EXPECT_EQ(asked.size(), 1u);
+}
+
+TEST(McpModern, InputRoundsAndRequestsAreCapped) {
+  McpServerOptions options = modern();
+  options.maxInputRounds = 3;
+  McpClient client(options);
+  std::string error = errorOf<ProtocolError>([&] { client.callTool("forever", json::object()); });
+  EXPECT_NE(error.find("after 3 rounds of tools/call (maxInputRounds)"), std::string::npos)
+      << error;
+  // Asked for elicitation without offering it: an error naming the request, nothing sent.
+  error = errorOf<ProtocolError>([&] { client.callTool("ask", json::object()); });
+  EXPECT_NE(error.find("input request \"who\" (elicitation/create): this client did not offer "
+                       "elicitation"),
+            std::string::npos)
+      << error;
+}
+
+TEST(McpModern, AutoFallsBackToInitializeForA2025Server) {
+  McpClient client(testServer("relay"));  // answers server/discover with -32601
+  McpServerInfo info = client.serverInfo();
+  EXPECT_EQ(info.protocolVersion, "2025-11-25");
+  EXPECT_FALSE(info.stateless);
+  EXPECT_TRUE(info.supportedVersions.empty());
+
+  McpServerOptions quiet = testServer("quiet");  // never answers server/discover
+  quiet.discoverTimeout = 300ms;
+  McpClient silent(quiet);
+  EXPECT_EQ(silent.serverInfo().protocolVersion, "2025-11-25");
+  EXPECT_EQ(silent.callTool("hello", json::object()).forModel(), "hello");
+  EXPECT_EQ(silent.stats().cancellationsSent, 0);  // server/discover is not cancelled
+}
+
+TEST(McpModern, APinnedRevisionIsTheOnlyOneTried) {
+  McpServerOptions legacy = modern();
+  legacy.protocol = "2025-11-25";  // initialize, which this server refuses
+  std::string error = errorOf<McpError>([&] { McpClient(legacy).connect(); });
+  EXPECT_NE(error.find("initialize is gone"), std::string::npos) << error;
+
+  McpServerOptions pinned = testServer("relay");
+  pinned.protocol = "2026-07-28";
+  error = errorOf<ProtocolError>([&] { McpClient(pinned).connect(); });
+  EXPECT_NE(error.find("does not speak protocol version 2026-07-28"), std::string::npos) << error;
+
+  McpServerOptions unknown = modern("2027-01-01");
+  error = errorOf<ProtocolError>([&] { McpClient(unknown).connect(); });
+  EXPECT_NE(error.find("speaks none of parley's protocol versions"), std::string::npos) << error;
+
+  McpServerOptions bad = modern();
+  bad.protocol = "2026-01-01";
+  error = errorOf<ValidationError>([&] { McpClient client(bad); });
+  EXPECT_NE(error.find("protocol"), std::string::npos) << error;
+}
+
+TEST(McpModern, OverHttpRequestsCarryTheStandardHeadersAndNoSession) {
+  HttpTestServer server("modern-http", "2026-07-28");
+  ASSERT_GT(server.port(), 0);
+  McpServerOptions options;
+  options.name = "modern-http";
+  options.url = server.url();
+  McpClient client(options);
+  EXPECT_TRUE(client.serverInfo().stateless);
+  json seen = json::parse(client.callTool("meta", json::object()).forModel().get<std::string>());
+  EXPECT_EQ(seen["headers"], json({{"mcp-method", "tools/call"},
+                                   {"mcp-name", "meta"},
+                                   {"mcp-protocol-version", "2026-07-28"}}))
+      << seen.dump();  // the session id the server sent is not sent back
+  options.onElicitation = answerName("Ada", nullptr);
+  McpClient asking(options);
+  EXPECT_EQ(asking.callTool("ask", json::object()).forModel(), "Hello, Ada");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tool annotations and approval
+
+TEST(McpAnnotations, TheDestructivePolicyAsksForToolsNotMarkedSafe) {
+  auto flags = [](McpApproval approval) {
+    ToolRegistry registry;
+    McpServerOptions options = testServer("annotated");
+    options.approval = approval;
+    registry.addMcpServer("annotated", options);
+    std::string out;
+    for (const char* name : {"read", "safe", "plain", "wipe"}) {
+      auto info = registry.find(name);
+      if (!info) return std::string("missing ") + name;
+      out += std::string(name) + (info->options.requiresApproval ? "+ask" : "") +
+             (info->options.idempotent ? "+idem" : "") + " ";
+    }
+    return out;
+  };
+  EXPECT_EQ(flags(McpApproval::Destructive), "read+idem safe+idem plain+ask wipe+ask ");
+  EXPECT_EQ(flags(McpApproval::Never), "read+idem safe+idem plain wipe ");
+  EXPECT_EQ(flags(McpApproval::Always), "read+ask+idem safe+ask+idem plain+ask wipe+ask ");
 }
 
 }  // namespace

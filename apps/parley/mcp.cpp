@@ -55,8 +55,7 @@ int listTools(const McpArgs& args) {
       note = " (not in allow)";
     else if (listed(options.deny, tool.name))
       note = " (denied)";
-    else if (options.approval == McpApproval::Always ||
-             (options.approval == McpApproval::Listed && listed(options.approveTools, tool.name)))
+    else if (mcpToolNeedsApproval(options, tool))
       note = " (needs approval)";
     const std::string description =
         preview(tool.description.empty() ? tool.title : tool.description, 100);

@@ -18,7 +18,7 @@ namespace {
 
 constexpr const char* kKeys =
     "command, env, cwd, url, bearer_token_env, headers, allow, deny, approve, timeout_ms, prefix, "
-    "oauth, oauth_client_id, oauth_client_secret_env, oauth_scopes, oauth_redirect_port";
+    "oauth, oauth_client_id, oauth_client_secret_env, oauth_scopes, oauth_redirect_port, protocol";
 
 constexpr std::chrono::minutes kSignInWait{5};  // a person signing in with a browser
 
@@ -130,8 +130,12 @@ McpServerOptions readMcpServer(const std::string& file, const std::string& name)
           options.approval = McpApproval::Always;
         else if (*text == "never")
           options.approval = McpApproval::Never;
+        else if (*text == "destructive")
+          options.approval = McpApproval::Destructive;
         else
-          throw ValidationError(field, "must be \"always\", \"never\" or a list of tool names");
+          throw ValidationError(field,
+                                "must be \"always\", \"never\", \"destructive\" or a list of "
+                                "tool names");
       } else {
         options.approval = McpApproval::Listed;
         options.approveTools = strings(node, field, false);
@@ -162,6 +166,10 @@ McpServerOptions readMcpServer(const std::string& file, const std::string& name)
       if (!port || *port < 1 || *port > 65535)
         throw ValidationError(field, "must be a port number (1-65535)");
       options.oauth.redirectUri = "http://127.0.0.1:" + std::to_string(*port) + "/callback";
+    } else if (k == "protocol") {
+      auto text = node.value<std::string>();
+      if (!text) throw ValidationError(field, "must be a string (\"auto\" or a revision)");
+      options.protocol = *text;  // McpClient checks it against the revisions parley speaks
     } else if (k == "prefix") {
       auto flag = node.value<bool>();
       if (!flag) throw ValidationError(field, "must be true or false");
@@ -324,6 +332,18 @@ void addMcpServers(ToolRegistry& registry, const std::vector<std::string>& serve
     McpRegistration added = registry.addMcpServer(name, std::move(options));
     for (const std::string& skipped : added.skipped)
       notes << "parley: note: mcp." << name << ": skipped " << skipped << "\n";
+    // "destructive": which tools need approval is known once they are listed.
+    std::string held;
+    for (const std::string& tool : added.tools) {
+      auto info = registry.find(tool);
+      if (!info || !info->options.requiresApproval) continue;
+      registry.remove(tool);
+      held += (held.empty() ? "" : ", ") + tool;
+    }
+    if (!held.empty())
+      notes << "parley: note: mcp." << name << ": " << preview(held, 400)
+            << " need approval (approve = \"destructive\": not marked read-only or "
+               "non-destructive), which this command cannot ask for; not offered\n";
   }
 }
 

@@ -1,12 +1,12 @@
 // A Model Context Protocol client: the tools of an MCP server (a child process spoken to over
 // stdio, or a Streamable HTTP endpoint) offered to the model like any other tool.
 //
-// McpClient speaks JSON-RPC 2.0 to one server: the handshake (`initialize` with protocol version
-// negotiation, then `notifications/initialized`), `tools/list` with paging, `tools/call` with
-// progress notifications and cancellation (`notifications/cancelled`), `ping` both ways, and the
-// optional `resources/list|read` and `prompts/list|get`. ToolRegistry::addMcpServer() (tools.hpp)
-// registers a server's tools in a registry. What the protocol leaves open and how parley settles
-// it is in docs/mcp.md.
+// McpClient speaks JSON-RPC 2.0 to one server: the revision chosen (2026-07-28's stateless
+// `server/discover`, else the `initialize` handshake with `notifications/initialized`),
+// `tools/list` with paging, `tools/call` with progress notifications and cancellation
+// (`notifications/cancelled`), `ping` both ways, and the optional `resources/list|read` and
+// `prompts/list|get`. ToolRegistry::addMcpServer() (tools.hpp) registers a server's tools in a
+// registry. What the protocol leaves open and how parley settles it is in docs/mcp.md.
 //
 // Limits: every message from the server is capped (maxMessageBytes, maxJsonDepth), and so are
 // the tools listed (maxTools, maxToolBytes, maxListPages), the server's requests (elicitation
@@ -33,10 +33,15 @@
 
 namespace parley {
 
-// The protocol revisions this client speaks, newest first. It asks for the first; a server may
-// answer with any of them, and one that answers with another is refused (ProtocolError).
-inline const std::vector<std::string> kMcpProtocolVersions = {"2025-11-25", "2025-06-18",
-                                                              "2025-03-26", "2024-11-05"};
+// The protocol revisions this client speaks, newest first. 2026-07-28 is stateless ("modern":
+// no initialize, the version and capabilities in every request's _meta, server/discover); the
+// others begin with the initialize handshake ("legacy"). McpServerOptions::protocol picks one, or
+// "auto": the newest the server speaks too (docs/mcp.md, "Revisions and negotiation").
+inline const std::vector<std::string> kMcpProtocolVersions = {
+    "2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"};
+
+// True for a stateless revision (2026-07-28 and later).
+bool mcpStatelessVersion(const std::string& version);
 
 // At most this many MCP servers per ToolRegistry (ToolRegistry::addMcpServer()).
 inline constexpr std::size_t kMaxMcpServersPerRegistry = 16;
@@ -58,7 +63,23 @@ enum class McpApproval {
   Never,   // no tool needs approval (the default)
   Always,  // every tool needs approval
   Listed,  // the tools named in McpServerOptions::approveTools need approval
+  // A tool needs approval unless its annotations say it only reads (readOnlyHint: true) or does
+  // nothing destructive (destructiveHint: false); the specification's defaults make a tool
+  // without annotations destructive. Annotations are the server's word: a server that lies
+  // about them escapes this policy (use Always for a server you do not trust).
+  Destructive,
 };
+
+struct McpServerOptions;
+struct McpTool;
+
+// Whether `tool` needs a person's approval under the server's policy (McpServerOptions::approval,
+// approveTools, the tool's annotations). ToolRegistry::addMcpServer() sets
+// ToolOptions::requiresApproval from it.
+bool mcpToolNeedsApproval(const McpServerOptions& options, const McpTool& tool);
+// Whether calling `tool` twice does no harm by its annotations (readOnlyHint or idempotentHint
+// true): ToolOptions::idempotent, so a durable run whose worker died mid-call runs it again.
+bool mcpToolIsIdempotent(const McpTool& tool);
 
 // A progress notification for a tools/call in flight.
 struct McpProgress {
@@ -194,6 +215,16 @@ struct McpServerOptions {
   std::map<std::string, std::string> headers;  // extra request headers
   McpOAuthOptions oauth;                       // sign-in when the server asks for it
 
+  // --- the protocol revision ----------------------------------------------------------------
+  // "auto": server/discover first (2026-07-28); a server that answers it is spoken to statelessly
+  // in the newest revision both speak, one that does not (an error that is not a 2026 error, or
+  // no answer within discoverTimeout) gets the initialize handshake of 2025-11-25. Or one of
+  // kMcpProtocolVersions, and nothing else is tried.
+  std::string protocol = "auto";
+  // "auto": how long a server may take to answer server/discover before it is taken for one of
+  // the 2025 era (over stdio such a server may never answer a request before initialize).
+  std::chrono::milliseconds discoverTimeout{5'000};
+
   // --- what the client offers the server (declared in initialize) -----------------------------
   McpElicitationHandler onElicitation;  // set: capability "elicitation" (form and url)
   McpSamplingHandler onSampling;        // set: capability "sampling"
@@ -235,6 +266,11 @@ struct McpServerOptions {
   std::size_t maxSamplingBytes = std::size_t{1} << 20;
   std::size_t maxSamplingMessages = 64;
   int samplingMaxTokens = 4096;
+  // 2026-07-28 multi round-trip requests: a tools/call, resources/read or prompts/get answered
+  // with input_required is sent again with the answers at most maxInputRounds times, and one such
+  // result may ask for at most maxInputRequests things (more: ProtocolError).
+  int maxInputRounds = 8;
+  std::size_t maxInputRequests = 8;
   // Restarts in a row without a successful request in between; then the server is given up on
   // and every call of its tools is an error result.
   int maxRestarts = 3;
@@ -243,9 +279,11 @@ struct McpServerOptions {
   std::chrono::milliseconds shutdownGrace{2'000};
 };
 
-// What the server said about itself in the handshake.
+// What the server said about itself in the handshake (or in server/discover).
 struct McpServerInfo {
   std::string protocolVersion;  // as negotiated
+  bool stateless = false;       // protocolVersion is 2026-07-28 or later: no initialize, no session
+  std::vector<std::string> supportedVersions;  // server/discover's list; empty for the 2025 era
   std::string name;
   std::string version;
   std::string instructions;
@@ -284,6 +322,9 @@ struct McpListResult {
 struct McpCallOptions {
   std::optional<std::chrono::milliseconds> timeout;  // default: McpServerOptions::toolTimeout
   std::stop_token cancel;  // requesting it cancels the call (notifications/cancelled)
+  // Answers this call's 2026-07-28 elicitations (input_required) instead of
+  // McpServerOptions::onElicitation, which must be set for the capability to be offered.
+  McpElicitationHandler onElicitation;
 };
 
 class McpClient;
@@ -319,16 +360,19 @@ class McpClient {
 
   const McpServerOptions& options() const noexcept;
 
-  // Starts the server and completes the handshake now, if not done yet.
+  // Starts the server and completes the handshake now, if not done yet (2026-07-28: the
+  // server/discover that chooses the revision).
   void connect();
   McpServerInfo serverInfo();  // connects first
 
   // All pages of tools/list (at most maxListPages pages and maxTools tools, else ProtocolError).
   std::vector<McpTool> listTools();
-  // tools/call. A result with isError is returned, not thrown.
+  // tools/call. A result with isError is returned, not thrown. A 2026-07-28 input_required
+  // result is answered (onElicitation, onSampling, roots) and the call sent again with the answers
+  // and the server's requestState, up to maxInputRounds times.
   McpToolResult callTool(const std::string& name, const nlohmann::json& arguments,
                          const McpCallOptions& options = {});
-  void ping();
+  void ping();  // 2026-07-28 has no ping: server/discover instead
 
   McpListResult listResources();
   nlohmann::json readResource(const std::string& uri);  // the result object: {"contents":[...]}

@@ -39,6 +39,16 @@ struct ToolExecutorState;  // an executor's cap, pool and sleeper (tools.cpp)
 struct McpAttachment;      // an MCP server whose tools a registry holds (mcp_tools.cpp)
 }  // namespace detail
 
+struct ToolContext;
+
+// How a tool asks a person through its caller (ToolExecutorOptions::ask): a durable run makes
+// the question its own (the run waits; the answer comes later, from any process). `question` is
+// an object ({"kind": "elicitation", ...}, docs/mcp.md). Returns the answer when the caller has
+// one; otherwise throws CancelledError after noting the question, and the caller discards the
+// call's result, asks, and runs the call again with the answer at hand.
+using ToolAsk =
+    std::function<nlohmann::json(const ToolContext& call, const nlohmann::json& question)>;
+
 // What a handler learns about the call it serves. The executor owns it; a handler may keep a
 // reference only until it returns.
 struct ToolContext {
@@ -50,6 +60,7 @@ struct ToolContext {
   std::stop_token stopToken;
   std::chrono::steady_clock::time_point deadline;  // of this attempt
   int attempt = 1;                                 // 1 for the first try, 2 for the first retry
+  ToolAsk ask;  // the executor's ToolExecutorOptions::ask; null: the tool asks in its own way
 
   bool stopRequested() const noexcept { return stopToken.stop_requested(); }
 };
@@ -229,6 +240,8 @@ struct ToolExecutorOptions {
   // handler that never returns holds one thread and starves nobody.
   std::shared_ptr<ThreadPool> pool{};
   ToolSleeper sleep{};  // retry delays; null: a real, cancellable wait
+  // Given to every call's ToolContext::ask (a durable run's questions); null: none.
+  ToolAsk ask{};
 };
 
 // Checks and runs tool calls against a registry.

@@ -16,7 +16,8 @@
 // - waits are run state: a call of a tool that requiresApproval, or of the human tool
 //   (WorkerOptions::humanTool), makes the run wait (RunStore::wait) and frees the worker; the
 //   answer (RunStore::respond) makes the run claimable again, by any worker, which goes on
-//   from the journal;
+//   from the journal; so does a tool that asks a person through ToolContext::ask (an MCP
+//   server's form: wait kind "elicitation", the call run again with the answer; docs/mcp.md);
 // - a heartbeat renews every lease the worker holds and carries out cancel requests: cancel and
 //   rollback stop the run at once (rollback also hides the run's turns from the thread's view,
 //   as a new batch), interrupt stops it after its next whole turn.

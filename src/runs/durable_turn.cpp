@@ -1,6 +1,9 @@
 #include "runs/durable_turn.hpp"
 
 #include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -107,6 +110,40 @@ class LeaseSink : public TurnSink {
   RunStore::Version version_;
 };
 
+// At most this many questions a tool (an MCP server's forms) may ask in one call of a durable
+// run; each one is a wait of the run and a run of the call again with the answers so far.
+constexpr std::size_t kMaxQuestionsPerCall = 16;
+
+// The questions tools ask through ToolContext::ask during a durable run (an MCP server's
+// elicitation): shared with the handlers, which may outlive the runner when abandoned.
+struct RunQuestions {
+  std::mutex mutex;
+  std::string callId;                           // the call the run waited for, if it asked
+  std::vector<std::pair<json, json>> answered;  // that call's questions and their answers
+  std::map<std::string, json> pending;          // call id -> its first unanswered question
+
+  // The run waited for call `id`'s question and has the answer (RunInfo::wait, ::response).
+  void resume(const RunInfo& run) {
+    if (!run.wait.is_object() || run.wait.value("kind", "") != "elicitation") return;
+    callId = run.wait.value("tool_call_id", "");
+    if (auto before = run.wait.find("answered"); before != run.wait.end() && before->is_array())
+      for (const json& pair : *before)
+        if (pair.is_object())
+          answered.emplace_back(pair.value("question", json()), pair.value("answer", json()));
+    if (!run.response.is_null())
+      answered.emplace_back(run.wait.value("question", json()), run.response);
+  }
+
+  json ask(const std::string& id, const json& question) {
+    std::lock_guard lock(mutex);
+    if (id == callId)
+      for (const auto& [asked, answer] : answered)
+        if (asked == question) return answer;
+    pending.emplace(id, question);  // the first question of the call is the one asked
+    throw CancelledError("the run asks a person and runs the call again with the answer");
+  }
+};
+
 // The tool calls of a durable run, consulting its journal.
 class JournalRunner {
  public:
@@ -121,9 +158,13 @@ class JournalRunner {
         allowed_(std::move(allowed)),
         all_(std::move(all)),
         humanTool_(std::move(humanTool)) {
+    questions_->resume(run_);
     if (all_) {
       ToolExecutorOptions o;
       o.maxConcurrent = maxConcurrent;
+      o.ask = [questions = questions_](const ToolContext& call, const json& question) {
+        return questions->ask(call.toolCallId, question);
+      };
       executor_ = std::make_unique<ToolExecutor>(all_, o);
     }
   }
@@ -163,7 +204,11 @@ class JournalRunner {
         continue;
       }
       const auto info = all_->find(call.name);
-      if (entry && entry->phase == ToolCallPhase::Started && info && !info->options.idempotent) {
+      // The call stopped at a question of its own: it runs again with the answer (approved
+      // before it ran, if it needed approval).
+      const bool asked = call.id == questions_->callId;
+      if (entry && entry->phase == ToolCallPhase::Started && info && !info->options.idempotent &&
+          !asked) {
         results[i] = errorResult(
             call, ToolErrorKind::HandlerFailed,
             "the call may have run: it was started before its worker stopped and its result was "
@@ -173,7 +218,7 @@ class JournalRunner {
         continue;
       }
       const bool human = call.name == humanTool_;
-      if (human || (info && info->options.requiresApproval)) {
+      if (!asked && (human || (info && info->options.requiresApproval))) {
         const json* answer = answerFor(call.id);
         if (!answer) {
           if (!waitFor) waitFor = waitDescription(call, human);
@@ -195,6 +240,7 @@ class JournalRunner {
       toRun.push_back(i);
     }
     if (!toRun.empty()) runCalls(calls, toRun, results, stop);
+    if (!waitFor) waitFor = questionWait(calls, results);
     if (!clientCalls.empty() && !waitFor) {
       // The client runs these: the run waits for their outputs (the server's calls of the same
       // reply ran and are journaled).
@@ -246,9 +292,44 @@ class JournalRunner {
     return found == outputs->end() ? nullptr : &*found;
   }
 
-  // The answer respond() stored for this call, if the run waited for it.
+  // A call that asked a question (ToolContext::ask): the run waits for it, with the call's
+  // questions answered so far, and runs the call again once answered. Past kMaxQuestionsPerCall
+  // the call fails instead.
+  std::optional<json> questionWait(const std::vector<ToolCall>& calls,
+                                   std::vector<std::optional<ToolResult>>& results) {
+    std::lock_guard lock(questions_->mutex);
+    for (size_t i = 0; i < calls.size(); ++i) {
+      auto found = questions_->pending.find(calls[i].id);
+      if (found == questions_->pending.end()) continue;
+      json answered = json::array();
+      if (calls[i].id == questions_->callId)
+        for (const auto& [question, answer] : questions_->answered)
+          answered.push_back({{"question", question}, {"answer", answer}});
+      if (answered.size() >= kMaxQuestionsPerCall) {
+        results[i] =
+            errorResult(calls[i], ToolErrorKind::HandlerFailed,
+                        "the tool asked more than " + std::to_string(kMaxQuestionsPerCall) +
+                            " questions in one call; it was stopped");
+        record(calls[i], ToolCallPhase::Failed, results[i]->error);
+        continue;
+      }
+      const json& question = found->second;
+      return json{{"kind", "elicitation"},
+                  {"tool_call_id", calls[i].id},
+                  {"tool", calls[i].name},
+                  {"arguments", calls[i].arguments},
+                  {"prompt", question.value("message", "")},
+                  {"question", question},
+                  {"answered", std::move(answered)}};
+    }
+    return std::nullopt;
+  }
+
+  // The answer respond() stored for this call, if the run waited for it (an approval or the
+  // human tool; a tool's own question is RunQuestions').
   const json* answerFor(const std::string& callId) const {
     if (run_.response.is_null() || !run_.wait.is_object()) return nullptr;
+    if (run_.wait.value("kind", "") == "elicitation") return nullptr;
     // "toolCallId": the spelling of runs that waited before the store's schema version 6.
     if (run_.wait.value("tool_call_id", run_.wait.value("toolCallId", "")) != callId)
       return nullptr;
@@ -299,6 +380,8 @@ class JournalRunner {
     std::vector<ToolResult> done = executor_->executeAll(batch, stop);
     for (size_t k = 0; k < toRun.size(); ++k) {
       ToolResult& r = done[k];
+      // A call that asked a question stays "started": it runs again once the run has the answer.
+      if (asked(r.toolCallId)) continue;
       // A call cut short by a stop stays "started": whoever goes on decides from the tool.
       if (r.errorKind == ToolErrorKind::Cancelled) continue;
       if (r.success) {
@@ -324,6 +407,11 @@ class JournalRunner {
       results[toRun[k]] = std::move(done[k]);
   }
 
+  bool asked(const std::string& callId) {
+    std::lock_guard lock(questions_->mutex);
+    return questions_->pending.count(callId) > 0;
+  }
+
   RunStore& runs_;
   ActiveRun& active_;
   RunEvents& events_;
@@ -333,6 +421,7 @@ class JournalRunner {
   std::shared_ptr<ToolRegistry> all_;
   std::unique_ptr<ToolExecutor> executor_;
   std::string humanTool_;
+  std::shared_ptr<RunQuestions> questions_ = std::make_shared<RunQuestions>();
 };
 
 }  // namespace

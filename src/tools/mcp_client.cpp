@@ -22,6 +22,10 @@ namespace parley {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+bool mcpStatelessVersion(const std::string& version) {
+  return version >= "2026-07-28";  // dates compare as text
+}
+
 McpError::McpError(int code, std::string message, json data)
     : Error(message + " (JSON-RPC error " + std::to_string(code) + ")"),
       code_(code),
@@ -115,6 +119,9 @@ struct Connection : std::enable_shared_from_this<Connection> {
   bool alive = true;
   std::exception_ptr death;
   McpServerInfo info;
+  // 2026-07-28: the _meta every request carries (version, capabilities, client); null before
+  // the revision is chosen and for the 2025 era.
+  json requestMeta;
 
   ~Connection() {
     if (transport) transport->close();
@@ -123,6 +130,34 @@ struct Connection : std::enable_shared_from_this<Connection> {
 
 bool validToolName(const std::string& name) {
   return !name.empty();
+}
+
+constexpr int kUnsupportedProtocolVersion = -32022;  // 2026-07-28's UnsupportedProtocolVersionError
+constexpr const char* kMetaVersion = "io.modelcontextprotocol/protocolVersion";
+constexpr const char* kMetaCapabilities = "io.modelcontextprotocol/clientCapabilities";
+constexpr const char* kMetaClient = "io.modelcontextprotocol/clientInfo";
+
+// The versions of `offered` (a server's list) this client speaks, in this client's order (newest
+// first). Entries that are not strings are skipped; at most kMcpProtocolVersions.size() kept.
+std::vector<std::string> common(const json& offered) {
+  std::vector<std::string> out;
+  if (!offered.is_array()) return out;
+  for (const std::string& version : kMcpProtocolVersions) {
+    for (const json& item : offered)
+      if (item.is_string() && item.get_ref<const std::string&>() == version) {
+        out.push_back(version);
+        break;
+      }
+  }
+  return out;
+}
+
+// The JSON-RPC error in an HTTP error's body (a 2026-07-28 server answers a version it does not
+// speak with 400 and UnsupportedProtocolVersionError), or null.
+json rpcErrorOf(const HttpError& e) {
+  json body = parseJson(e.details().body, {.maxDepth = 16}, false);
+  if (body.is_object() && body.contains("error") && body["error"].is_object()) return body["error"];
+  return nullptr;
 }
 
 }  // namespace
@@ -172,6 +207,10 @@ struct McpClient::Impl {
   int nonJsonBefore = 0;  // non-JSON lines of connections that are gone
   std::string lastStderr;
   std::function<void()> toolsChanged;
+  // The calls in flight with a handler of their own (McpCallOptions::onElicitation), for the
+  // 2025 era's elicitation/create, which names no call: with exactly one, it answers.
+  std::list<std::shared_ptr<const McpElicitationHandler>> callElicitors;  // mutex
+  bool knownLegacy = false;  // HTTP, "auto": the server did not answer server/discover before
 
   std::string who() const { return "MCP server \"" + options.name + "\""; }
 
@@ -256,13 +295,7 @@ struct McpClient::Impl {
     if (method == "ping") {
       reply["result"] = json::object();
     } else if (method == "roots/list" && !options.roots.empty()) {
-      json roots = json::array();
-      for (const McpRoot& root : options.roots) {
-        json item = {{"uri", root.uri}};
-        if (!root.name.empty()) item["name"] = root.name;
-        roots.push_back(std::move(item));
-      }
-      reply["result"] = {{"roots", std::move(roots)}};
+      reply["result"] = {{"roots", rootsJson()}};
     } else if ((method == "elicitation/create" && options.onElicitation) ||
                (method == "sampling/createMessage" && options.onSampling)) {
       std::string problem = method == "elicitation/create"
@@ -304,14 +337,20 @@ struct McpClient::Impl {
     if (serverCalls.size() >= static_cast<std::size_t>(options.maxServerRequestsInFlight))
       return false;
     std::shared_ptr<Connection> held = connection.shared_from_this();
+    std::shared_ptr<const McpElicitationHandler> elicit;
+    {
+      std::lock_guard state(mutex);
+      if (callElicitors.size() == 1) elicit = callElicitors.front();
+    }
+    if (!elicit) elicit = std::make_shared<const McpElicitationHandler>(options.onElicitation);
     ServerCall& call = serverCalls.emplace_back();
     call.id = id;
-    call.thread =
-        std::jthread([this, held, id, method, params, done = call.done](std::stop_token stop) {
+    call.thread = std::jthread(
+        [this, held, id, method, params, elicit, done = call.done](std::stop_token stop) {
           json reply;
           try {
             json result = method == "elicitation/create"
-                              ? detail::runElicitation(params, options, stop)
+                              ? detail::runElicitation(params, options, *elicit, stop)
                               : detail::runSampling(params, options, stop);
             reply = {{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}};
           } catch (const CancelledError& e) {
@@ -428,11 +467,23 @@ struct McpClient::Impl {
       connection->pending.emplace(id, pending);
     }
     if (!tool.empty()) params["_meta"]["progressToken"] = id;
+    detail::McpRouting routing;
+    if (!connection->requestMeta.is_null()) {
+      // 2026-07-28: every request says its version and the client's capabilities.
+      if (!params.is_object()) params = json::object();
+      for (const auto& [key, value] : connection->requestMeta.items())
+        params["_meta"][key] = value;
+      routing.method = method;
+      if (method == "tools/call" || method == "prompts/get")
+        routing.name = stringField(params, "name");
+      else if (method == "resources/read")
+        routing.name = stringField(params, "uri");
+    }
     json message = {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}};
     if (!params.is_null()) message["params"] = std::move(params);
     try {
       connection->transport->send(message.dump(-1, ' ', false, json::error_handler_t::replace), id,
-                                  deadline);
+                                  deadline, routing);
     } catch (...) {
       std::lock_guard lock(mutex);
       connection->pending.erase(id);
@@ -453,8 +504,12 @@ struct McpClient::Impl {
     bool cancelled = cancel.stop_requested();
     lock.unlock();
     connection->transport->abandon(id);
-    // The specification forbids cancelling initialize; the connection is dropped instead.
-    if (method != "initialize") {
+    // The specification forbids cancelling initialize; the connection is dropped instead. A
+    // server/discover that got no answer is not cancelled either: it may be a 2025-era server that
+    // is waiting for initialize. Over 2026-07-28 HTTP, closing the stream (abandon()) is the
+    // cancellation.
+    bool statelessHttp = !connection->requestMeta.is_null() && options.command.empty();
+    if (method != "initialize" && method != "server/discover" && !statelessHttp) {
       json notice = {
           {"jsonrpc", "2.0"},
           {"method", "notifications/cancelled"},
@@ -555,13 +610,137 @@ struct McpClient::Impl {
     events.onClosed = [this, raw](std::exception_ptr why) { died(*raw, std::move(why)); };
     fresh->transport->start(std::move(events));
 
+    const std::string& wanted = options.protocol;
+    std::string legacyVersion = "2025-11-25";
+    if (wanted != "auto" && !mcpStatelessVersion(wanted)) {
+      legacyVersion = wanted;
+    } else if (wanted != "auto" || !knownLegacy) {
+      std::optional<std::string> legacy = discover(fresh);
+      if (!legacy) return;  // stateless from now on
+      legacyVersion = *legacy;
+      if (!options.command.empty()) {
+        // A stdio server that did not answer server/discover is still reading it; initialize
+        // follows on the same connection (the specification's fallback).
+      } else {
+        std::lock_guard lock(mutex);
+        knownLegacy = true;  // an HTTP origin's era is kept: no probe on the next connection
+      }
+      fresh->transport->useProtocol("", false);
+    }
+    initialize(fresh, legacyVersion);
+  }
+
+  json clientCapabilities() const {
     json capabilities = json::object();
     if (options.onElicitation)
       capabilities["elicitation"] = {{"form", json::object()}, {"url", json::object()}};
     if (options.onSampling) capabilities["sampling"] = json::object();
     if (!options.roots.empty()) capabilities["roots"] = {{"listChanged", false}};
-    json params = {{"protocolVersion", kMcpProtocolVersions.front()},
-                   {"capabilities", std::move(capabilities)},
+    return capabilities;
+  }
+
+  // 2026-07-28: server/discover in the newest stateless revision asked for, again in the one the
+  // server names when it answers UnsupportedProtocolVersionError. Returns nullopt when the
+  // connection is stateless from now on; else the 2025-era version to initialize with (only
+  // with protocol "auto": a pinned 2026 revision the server does not answer is an error).
+  std::optional<std::string> discover(const std::shared_ptr<Connection>& fresh) {
+    const bool pinned = options.protocol != "auto";
+    std::string version = pinned ? options.protocol : kMcpProtocolVersions.front();
+    const bool stdio = !options.command.empty();
+    std::chrono::milliseconds wait = stdio && !pinned
+                                         ? std::min(options.discoverTimeout, options.requestTimeout)
+                                         : options.requestTimeout;
+    auto legacyOr = [&](const std::string& why) -> std::optional<std::string> {
+      if (pinned)
+        throw ProtocolError(who() + " does not speak protocol version " + version + ": " + why);
+      return std::string("2025-11-25");
+    };
+    // The versions a modern error or a discover result names: the newest both speak.
+    auto choose = [&](const json& offered, const std::string& where) -> std::string {
+      std::vector<std::string> both = common(offered);
+      if (pinned) {
+        if (std::find(both.begin(), both.end(), version) != both.end()) return version;
+        throw ProtocolError(who() + " does not speak protocol version " + version + " (" + where +
+                            " names " + offered.dump() + ")");
+      }
+      if (both.empty())
+        throw ProtocolError(who() + " speaks none of parley's protocol versions (" + where +
+                            " names " + offered.dump() + ")");
+      return both.front();
+    };
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      fresh->requestMeta = {{kMetaVersion, version},
+                            {kMetaCapabilities, clientCapabilities()},
+                            {kMetaClient, {{"name", "parley"}, {"version", PARLEY_VERSION}}}};
+      fresh->transport->useProtocol(version, true);
+      json supported;
+      try {
+        json result =
+            requestOn(fresh, "server/discover", json::object(), Clock::now() + wait, {}, "");
+        if (!result.is_object() || !result.contains("supportedVersions"))
+          return legacyOr("its server/discover result has no supportedVersions");
+        std::string chosen = choose(result["supportedVersions"], "server/discover");
+        if (!mcpStatelessVersion(chosen)) {
+          fresh->requestMeta = nullptr;
+          return chosen;  // only the 2025 era in common ("auto")
+        }
+        if (chosen != version) {
+          version = chosen;
+          continue;  // discover again in the version both speak
+        }
+        McpServerInfo& info = fresh->info;
+        info.protocolVersion = version;
+        info.stateless = true;
+        info.supportedVersions.clear();
+        for (const json& item : result["supportedVersions"])
+          if (item.is_string() && info.supportedVersions.size() < 32)
+            info.supportedVersions.push_back(item.get<std::string>());
+        // serverInfo belongs in _meta; some servers of the drafts put it beside.
+        json meta = result.value("_meta", json::object());
+        json server =
+            meta.is_object() ? meta.value("io.modelcontextprotocol/serverInfo", json()) : json();
+        if (!server.is_object()) server = result.value("serverInfo", json());
+        if (server.is_object()) {
+          info.name = stringField(server, "name");
+          info.version = stringField(server, "version");
+        }
+        info.instructions = stringField(result, "instructions");
+        if (auto caps = result.find("capabilities"); caps != result.end() && caps->is_object())
+          info.capabilities = *caps;
+        return std::nullopt;
+      } catch (const McpError& e) {
+        if (e.code() != kUnsupportedProtocolVersion) return legacyOr(e.what());
+        supported = e.data().is_object() ? e.data().value("supported", json()) : json();
+      } catch (const HttpError& e) {
+        json error = rpcErrorOf(e);
+        if (!error.is_object() || error.value("code", 0) != kUnsupportedProtocolVersion)
+          return legacyOr(e.what());
+        json data = error.value("data", json());
+        supported = data.is_object() ? data.value("supported", json()) : json();
+      } catch (const TimeoutError& e) {
+        // Over stdio a 2025-era server may keep quiet before initialize; over HTTP a timeout is
+        // a timeout.
+        if (!stdio) throw;
+        return legacyOr(e.what());
+      }
+      // UnsupportedProtocolVersionError: a 2026-era server; never fall back to initialize
+      // unless it names only 2025-era versions.
+      std::string chosen = choose(supported, "its UnsupportedProtocolVersionError");
+      if (!mcpStatelessVersion(chosen)) {
+        fresh->requestMeta = nullptr;
+        return chosen;
+      }
+      // The same version again: once (a server may refuse a first request it would take).
+      version = chosen;
+    }
+    throw ProtocolError(who() + " refused protocol version " + version +
+                        " that it names as supported");
+  }
+
+  void initialize(const std::shared_ptr<Connection>& fresh, const std::string& version) {
+    fresh->requestMeta = nullptr;
+    json params = {{"protocolVersion", version},
+                   {"capabilities", clientCapabilities()},
                    {"clientInfo", {{"name", "parley"}, {"version", PARLEY_VERSION}}}};
     json result;
     try {
@@ -579,13 +758,14 @@ struct McpClient::Impl {
       throw ProtocolError(who() + ": the initialize result is not an object");
     McpServerInfo& info = fresh->info;
     info.protocolVersion = stringField(result, "protocolVersion");
-    if (std::find(kMcpProtocolVersions.begin(), kMcpProtocolVersions.end(), info.protocolVersion) ==
-        kMcpProtocolVersions.end()) {
+    if (mcpStatelessVersion(info.protocolVersion) ||
+        std::find(kMcpProtocolVersions.begin(), kMcpProtocolVersions.end(), info.protocolVersion) ==
+            kMcpProtocolVersions.end()) {
       std::string known;
-      for (const std::string& version : kMcpProtocolVersions)
-        known += (known.empty() ? "" : ", ") + version;
+      for (const std::string& each : kMcpProtocolVersions)
+        if (!mcpStatelessVersion(each)) known += (known.empty() ? "" : ", ") + each;
       throw ProtocolError(who() + " speaks protocol version \"" + info.protocolVersion +
-                          "\"; parley speaks " + known);
+                          "\" in initialize; parley speaks " + known + " there");
     }
     if (auto server = result.find("serverInfo"); server != result.end() && server->is_object()) {
       info.name = stringField(*server, "name");
@@ -616,6 +796,86 @@ struct McpClient::Impl {
     std::shared_ptr<Connection> connection = connected();
     return requestOn(connection, method, std::move(params), Clock::now() + timeout,
                      std::move(cancel), tool);
+  }
+
+  // A request whose result may be 2026-07-28's input_required (tools/call, resources/read,
+  // prompts/get): the server's requests are answered and the request sent again, with the
+  // answers and the server's requestState exactly as it came, as a new request.
+  json complete(const std::string& method, json params, std::chrono::milliseconds timeout,
+                std::stop_token cancel, const std::string& tool,
+                const McpElicitationHandler& elicit) {
+    const json base = params;
+    for (int round = 0;; ++round) {
+      json result = request(method, std::move(params), timeout, cancel, tool);
+      std::string type = result.is_object() ? stringField(result, "resultType") : std::string();
+      if (type.empty() || type == "complete") return result;  // the 2025 era sends none
+      if (type != "input_required")
+        throw ProtocolError(who() + ": " + method + " answered with resultType " +
+                            detail::mcpExcerpt(type, 40));
+      if (round >= options.maxInputRounds)
+        throw ProtocolError(who() + " still asks for input after " +
+                            std::to_string(options.maxInputRounds) + " rounds of " + method +
+                            " (maxInputRounds)");
+      auto requests = result.find("inputRequests");
+      auto state = result.find("requestState");
+      if (requests == result.end() && state == result.end())
+        throw ProtocolError(who() + ": an input_required result of " + method +
+                            " has neither inputRequests nor requestState");
+      params = base;
+      if (requests != result.end())
+        params["inputResponses"] = answerInputRequests(*requests, cancel, elicit);
+      if (state != result.end()) {
+        if (!state->is_string())
+          throw ProtocolError(who() + ": the requestState of " + method + " is not a string");
+        params["requestState"] = std::move(*state);
+      }
+    }
+  }
+
+  // The answers to an input_required result's inputRequests, under the same keys.
+  json answerInputRequests(const json& requests, std::stop_token cancel,
+                           const McpElicitationHandler& elicit) {
+    if (!requests.is_object()) throw ProtocolError(who() + ": inputRequests is not an object");
+    if (requests.size() > options.maxInputRequests)
+      throw ProtocolError(who() + " asks for " + std::to_string(requests.size()) +
+                          " inputs at once, more than " + std::to_string(options.maxInputRequests) +
+                          " (maxInputRequests)");
+    json answers = json::object();
+    for (const auto& [key, asked] : requests.items()) {
+      std::string method = asked.is_object() ? stringField(asked, "method") : std::string();
+      json params = asked.is_object() ? asked.value("params", json::object()) : json();
+      auto refuse = [&](const std::string& why) {
+        return ProtocolError(who() + ": input request \"" + key + "\" (" +
+                             (method.empty() ? std::string("no method") : method) + "): " + why);
+      };
+      if (method == "elicitation/create") {
+        if (!elicit) throw refuse("this client did not offer elicitation");
+        std::string problem = detail::checkElicitation(params, options);
+        if (!problem.empty()) throw refuse(problem);
+        answers[key] = detail::runElicitation(params, options, elicit, cancel);
+      } else if (method == "sampling/createMessage") {
+        if (!options.onSampling) throw refuse("this client did not offer sampling");
+        std::string problem = detail::checkSampling(params, options);
+        if (!problem.empty()) throw refuse(problem);
+        answers[key] = detail::runSampling(params, options, cancel);
+      } else if (method == "roots/list") {
+        if (options.roots.empty()) throw refuse("this client did not offer roots");
+        answers[key] = {{"roots", rootsJson()}};
+      } else {
+        throw refuse("not a request a server may make of a client");
+      }
+    }
+    return answers;
+  }
+
+  json rootsJson() const {
+    json roots = json::array();
+    for (const McpRoot& root : options.roots) {
+      json item = {{"uri", root.uri}};
+      if (!root.name.empty()) item["name"] = root.name;
+      roots.push_back(std::move(item));
+    }
+    return roots;
   }
 
   // All pages of a */list request; `key` names the array in each page.
@@ -674,6 +934,18 @@ void checkOptions(const McpServerOptions& options) {
   positive(options.maxNonJsonLines >= 0, "maxNonJsonLines", "must not be negative");
   positive(options.maxRestarts >= 0, "maxRestarts", "must not be negative");
   positive(options.shutdownGrace.count() >= 0, "shutdownGrace", "must not be negative");
+  positive(options.discoverTimeout.count() > 0, "discoverTimeout", "must be greater than zero");
+  positive(options.maxInputRounds >= 0, "maxInputRounds", "must not be negative");
+  positive(options.maxInputRequests > 0, "maxInputRequests", "must be greater than zero");
+  if (options.protocol != "auto" &&
+      std::find(kMcpProtocolVersions.begin(), kMcpProtocolVersions.end(), options.protocol) ==
+          kMcpProtocolVersions.end()) {
+    std::string known = "auto";
+    for (const std::string& version : kMcpProtocolVersions)
+      known += ", " + version;
+    throw ValidationError("mcp." + options.name + ".protocol",
+                          "\"" + options.protocol + "\" is not one of " + known);
+  }
 }
 
 }  // namespace
@@ -737,9 +1009,31 @@ std::vector<McpTool> McpClient::listTools() {
 McpToolResult McpClient::callTool(const std::string& name, const json& arguments,
                                   const McpCallOptions& options) {
   json params = {{"name", name}, {"arguments", arguments.is_null() ? json::object() : arguments}};
+  // A call with its own elicitation handler answers the 2025 era's elicitation/create while it
+  // is the only such call in flight.
+  std::list<std::shared_ptr<const McpElicitationHandler>>::iterator own;
+  bool registered = false;
+  if (options.onElicitation && impl_->options.onElicitation) {
+    std::lock_guard lock(impl_->mutex);
+    own = impl_->callElicitors.insert(
+        impl_->callElicitors.end(),
+        std::make_shared<const McpElicitationHandler>(options.onElicitation));
+    registered = true;
+  }
+  struct Unregister {
+    Impl* impl;
+    bool registered;
+    std::list<std::shared_ptr<const McpElicitationHandler>>::iterator own;
+    ~Unregister() {
+      if (!registered) return;
+      std::lock_guard lock(impl->mutex);
+      impl->callElicitors.erase(own);
+    }
+  } unregister{impl_.get(), registered, own};
   json result =
-      impl_->request("tools/call", std::move(params),
-                     options.timeout.value_or(impl_->options.toolTimeout), options.cancel, name);
+      impl_->complete("tools/call", std::move(params),
+                      options.timeout.value_or(impl_->options.toolTimeout), options.cancel, name,
+                      options.onElicitation ? options.onElicitation : impl_->options.onElicitation);
   if (!result.is_object())
     throw ProtocolError(impl_->who() + ": the tools/call result is not an object");
   McpToolResult out;
@@ -772,7 +1066,10 @@ McpToolResult McpClient::callTool(const std::string& name, const json& arguments
 }
 
 void McpClient::ping() {
-  impl_->request("ping", nullptr, impl_->options.requestTimeout);
+  // 2026-07-28 removed ping; server/discover is the cheap request every server answers.
+  bool stateless = impl_->connected()->info.stateless;
+  impl_->request(stateless ? "server/discover" : "ping", stateless ? json::object() : json(),
+                 impl_->options.requestTimeout);
 }
 
 McpListResult McpClient::listResources() {
@@ -780,7 +1077,8 @@ McpListResult McpClient::listResources() {
 }
 
 json McpClient::readResource(const std::string& uri) {
-  return impl_->request("resources/read", {{"uri", uri}}, impl_->options.requestTimeout);
+  return impl_->complete("resources/read", {{"uri", uri}}, impl_->options.requestTimeout, {}, "",
+                         impl_->options.onElicitation);
 }
 
 McpListResult McpClient::listPrompts() {
@@ -791,7 +1089,8 @@ json McpClient::getPrompt(const std::string& name,
                           const std::map<std::string, std::string>& arguments) {
   json params = {{"name", name}};
   if (!arguments.empty()) params["arguments"] = arguments;
-  return impl_->request("prompts/get", std::move(params), impl_->options.requestTimeout);
+  return impl_->complete("prompts/get", std::move(params), impl_->options.requestTimeout, {}, "",
+                         impl_->options.onElicitation);
 }
 
 void McpClient::onToolsChanged(std::function<void()> callback) {

@@ -157,7 +157,8 @@ json withElicitationDefaults(const json& schema, json content) {
   return content;
 }
 
-json runElicitation(const json& params, const McpServerOptions& options, std::stop_token stop) {
+json runElicitation(const json& params, const McpServerOptions& options,
+                    const McpElicitationHandler& handler, std::stop_token stop) {
   McpElicitation request;
   request.server = options.name;
   request.mode = params.contains("mode") ? stringField(params, "mode") : "form";
@@ -168,7 +169,7 @@ json runElicitation(const json& params, const McpServerOptions& options, std::st
   } else {
     request.requestedSchema = params["requestedSchema"];
   }
-  McpElicitationAnswer answer = options.onElicitation(request, stop);
+  McpElicitationAnswer answer = handler(request, stop);
   if (stop.stop_requested()) throw CancelledError("the elicitation was cancelled");
   switch (answer.action) {
     case McpElicitationAnswer::Action::Decline:

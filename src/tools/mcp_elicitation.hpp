@@ -21,8 +21,9 @@ std::string checkSampling(const nlohmann::json& params, const McpServerOptions& 
 // Calls the handler and returns the result to send. Form answers get the schema's defaults for
 // what they leave out (SEP-1034) and are checked against the schema. Throws CancelledError when
 // the handler declined a sampling request, another Error for an answer that is not valid.
+// `handler` asks (the options' onElicitation, or a call's own: McpCallOptions::onElicitation).
 nlohmann::json runElicitation(const nlohmann::json& params, const McpServerOptions& options,
-                              std::stop_token stop);
+                              const McpElicitationHandler& handler, std::stop_token stop);
 nlohmann::json runSampling(const nlohmann::json& params, const McpServerOptions& options,
                            std::stop_token stop);
 

@@ -9,6 +9,11 @@
 // error="insufficient_scope", goes to McpOAuth (mcp_oauth.hpp) when sign-in is configured, and
 // the message is sent again with the new token.
 //
+// 2026-07-28 (stateless, useProtocol()): no session id is kept, no GET stream opened, no DELETE
+// sent and a broken stream is not resumed (the request fails); every request carries
+// MCP-Protocol-Version, Mcp-Method and, for tools/call, resources/read and prompts/get, Mcp-Name
+// (base64 in the specification's =?base64?...?= form when it is not plain visible ASCII).
+//
 // Each POST runs on a thread of its own (the requests in flight are bounded by the callers),
 // over a pool of libcurl handles kept for reuse so connections stay alive between calls. A
 // transfer is ended at once (close(), abandon()) by waking its multi handle.
@@ -26,6 +31,7 @@
 #include "model/blanks.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
+#include "parley/part.hpp"
 #include "parley/sse.hpp"
 #include "tools/mcp_oauth.hpp"
 #include "tools/mcp_transport.hpp"
@@ -45,6 +51,20 @@ std::string lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return text;
+}
+
+// A header value as 2026-07-28 requires it: as is when it is visible ASCII with inner spaces
+// only, else (and when it looks like the sentinel itself) =?base64?...?=.
+std::string headerValue(const std::string& value) {
+  bool plain =
+      !value.empty() && value.front() != ' ' && value.back() != ' ' &&
+      std::all_of(value.begin(), value.end(), [](char c) {
+        return static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x7f;
+      });
+  bool sentinel = value.rfind("=?base64?", 0) == 0 && value.size() >= 11 &&
+                  value.compare(value.size() - 2, 2, "?=") == 0;
+  if (plain && !sentinel) return value;
+  return "=?base64?" + base64Encode(value) + "?=";
 }
 
 struct HeaderList {
@@ -88,6 +108,7 @@ struct Exchange {
 
   Kind kind = Kind::Request;
   std::optional<int64_t> requestId;
+  McpRouting routing;  // stateless revisions: the Mcp-Method and Mcp-Name headers
   std::atomic<bool> aborted{false};
   CURLM* multi = nullptr;  // set while the transfer runs (under the transport's mutex)
 
@@ -113,8 +134,8 @@ class HttpTransport final : public McpTransport {
 
   void start(McpTransportEvents events) override { events_ = std::move(events); }
 
-  void send(const std::string& text, std::optional<int64_t> requestId,
-            Clock::time_point deadline) override {
+  void send(const std::string& text, std::optional<int64_t> requestId, Clock::time_point deadline,
+            const McpRouting& routing) override {
     if (closing_.load())
       throw ConnectionError("MCP server \"" + options_.name + "\": the connection is closed");
     if (!requestId) {
@@ -124,8 +145,8 @@ class HttpTransport final : public McpTransport {
     std::lock_guard lock(mutex_);
     reapWorkers();
     auto done = std::make_shared<std::atomic<bool>>(false);
-    workers_.push_back({std::thread([this, text, id = *requestId, done] {
-                          runRequest(text, id);
+    workers_.push_back({std::thread([this, text, id = *requestId, routing, done] {
+                          runRequest(text, id, routing);
                           done->store(true);
                         }),
                         done});
@@ -142,6 +163,13 @@ class HttpTransport final : public McpTransport {
     for (Exchange* exchange : active_) {
       if (exchange->requestId == id) abortLocked(*exchange);
     }
+  }
+
+  void useProtocol(const std::string& protocolVersion, bool stateless) override {
+    std::lock_guard lock(mutex_);
+    protocolVersion_ = protocolVersion;
+    stateless_ = stateless;
+    sessionId_.clear();
   }
 
   void handshakeDone(const std::string& protocolVersion) override {
@@ -207,6 +235,11 @@ class HttpTransport final : public McpTransport {
     return sessionId_;
   }
 
+  bool stateless() const {
+    std::lock_guard lock(mutex_);
+    return stateless_;
+  }
+
   void reapWorkers() {  // mutex_ held
     for (auto it = workers_.begin(); it != workers_.end();) {
       if (it->done->load()) {
@@ -263,7 +296,9 @@ class HttpTransport final : public McpTransport {
     std::string name = lower(std::string(line.substr(0, colon)));
     if (name == "mcp-session-id") {
       std::lock_guard lock(context->transport->mutex_);
-      context->transport->sessionId_ = std::string(trimBlanks(line.substr(colon + 1)));
+      // 2026-07-28 has no sessions: an id a server sends anyway is not sent back.
+      if (!context->transport->stateless_)
+        context->transport->sessionId_ = std::string(trimBlanks(line.substr(colon + 1)));
     } else if (name == "www-authenticate" && context->exchange->wwwAuthenticate.size() < 4096) {
       context->exchange->wwwAuthenticate = std::string(trimBlanks(line.substr(colon + 1)));
     }
@@ -347,6 +382,11 @@ class HttpTransport final : public McpTransport {
       std::lock_guard lock(mutex_);
       if (!sessionId_.empty()) headers.add("Mcp-Session-Id: " + sessionId_);
       if (!protocolVersion_.empty()) headers.add("MCP-Protocol-Version: " + protocolVersion_);
+    }
+    if (!exchange.routing.method.empty()) {
+      headers.add("Mcp-Method: " + headerValue(exchange.routing.method));
+      if (!exchange.routing.name.empty())
+        headers.add("Mcp-Name: " + headerValue(exchange.routing.name));
     }
     if (!lastEventId.empty()) headers.add("Last-Event-ID: " + lastEventId);
     exchange.sentAuthorization =
@@ -499,12 +539,13 @@ class HttpTransport final : public McpTransport {
   }
 
   // A request's POST, and the resumption of its stream if it breaks before the answer.
-  void runRequest(const std::string& text, int64_t id) {
+  void runRequest(const std::string& text, int64_t id, const McpRouting& routing) {
     try {
       int attempts = 0;
       for (;;) {
         Exchange exchange;
         exchange.requestId = id;
+        exchange.routing = routing;
         perform("POST", text, exchange, std::nullopt, {});
         if (exchange.aborted.load() || exchange.answered) return;
         if (!exchange.failure && signInAgain(exchange, attempts)) continue;
@@ -533,8 +574,10 @@ class HttpTransport final : public McpTransport {
                   (exchange.body.empty() ? "an empty body"
                                          : "something else: " + mcpExcerpt(exchange.body)))));
     }
-    // The stream ended before the answer: resume it where it broke, if the server gave ids.
-    for (int resume = 0; resume < kMaxResumes && !exchange.lastEventId.empty(); ++resume) {
+    // The stream ended before the answer: resume it where it broke, if the server gave ids
+    // (2026-07-28 has no resumption: the request is lost).
+    bool resumable = !exchange.lastEventId.empty() && !stateless();
+    for (int resume = 0; resume < kMaxResumes && resumable; ++resume) {
       if (!waitBeforeRetry(exchange.retryMs ? milliseconds(*exchange.retryMs) : kDefaultRetry))
         return;
       Exchange again;
@@ -596,6 +639,7 @@ class HttpTransport final : public McpTransport {
   std::vector<std::unique_ptr<Handle>> idle_;
   std::string sessionId_;
   std::string protocolVersion_;
+  bool stateless_ = false;          // a 2026-07-28 revision (useProtocol())
   bool getStreamAnswered_ = false;  // the server's GET stream has a status line (or ended)
   std::atomic<bool> closing_{false};
   std::atomic<bool> closedEventSent_{false};

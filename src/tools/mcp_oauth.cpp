@@ -70,7 +70,6 @@ std::string randomToken(std::size_t bytes) {
   return base64Url(buffer);
 }
 
-
 std::string percentDecode(std::string_view text) {
   std::string out;
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -372,6 +371,10 @@ struct McpOAuth::State {
   std::string authorizationEndpoint, tokenEndpoint, registrationEndpoint;
   std::vector<std::string> authMethods;  // token_endpoint_auth_methods_supported
   bool cimdSupported = false;
+  // RFC 9207: the issuer the metadata was found for, and whether it promises `iss` in the
+  // authorization response ("" when the 2025-03-26 fallbacks were used).
+  std::string issuer;
+  bool issSupported = false;
 
   // The client and its tokens (kept in the token file when there is one).
   std::string clientId, clientSecret, authMethod;
@@ -416,7 +419,16 @@ struct McpOAuth::State {
     return firstDocument(urls, "authorization server metadata", cancel);
   }
 
-  void takeMetadata(const json& metadata, const std::string& where) {
+  // `fromResource`: `where` is an issuer the protected resource named (RFC 8414 section 3.3: the
+  // metadata's issuer must be the same string), not the 2025-03-26 fallback of the origin.
+  void takeMetadata(const json& metadata, const std::string& where, bool fromResource) {
+    std::string named = stringOf(metadata, "issuer");
+    if (fromResource && metadata.contains("issuer") && named != where)
+      throw ProtocolError(who() + ": the authorization server metadata found for " +
+                          where.substr(0, 200) + " names another issuer, " + named.substr(0, 200));
+    issuer = fromResource ? where : std::string();
+    auto iss = metadata.find("authorization_response_iss_parameter_supported");
+    issSupported = iss != metadata.end() && iss->is_boolean() && iss->get<bool>();
     authorizationEndpoint = stringOf(metadata, "authorization_endpoint");
     tokenEndpoint = stringOf(metadata, "token_endpoint");
     registrationEndpoint = stringOf(metadata, "registration_endpoint");
@@ -472,11 +484,11 @@ struct McpOAuth::State {
       if (!metadata)
         throw ProtocolError(who() + ": no authorization server metadata for " +
                             issuers.front().substr(0, 200));
-      takeMetadata(*metadata, issuers.front());
+      takeMetadata(*metadata, issuers.front(), true);
     } else {
       // 2025-03-26: the MCP server's origin is the authorization server.
       if (std::optional<json> metadata = authorizationServerMetadata(server.origin, cancel)) {
-        takeMetadata(*metadata, server.origin);
+        takeMetadata(*metadata, server.origin, false);
       } else {
         authorizationEndpoint = server.origin + "/authorize";
         tokenEndpoint = server.origin + "/token";
@@ -525,7 +537,10 @@ struct McpOAuth::State {
                     {"redirect_uris", {options.redirectUri}},
                     {"grant_types", {"authorization_code", "refresh_token"}},
                     {"response_types", {"code"}},
-                    {"token_endpoint_auth_method", wanted}};
+                    {"token_endpoint_auth_method", wanted},
+                    // A program on the user's machine with a loopback redirect (OpenID Connect's
+                    // "native"; 2026-07-28 asks for it, SEP-837; earlier servers ignore it).
+                    {"application_type", "native"}};
     Reply reply = httpExchange("POST", registrationEndpoint,
                                {"Content-Type: application/json", "Accept: application/json"},
                                request.dump(), options.maxDocumentBytes, options.httpTimeout,
@@ -664,6 +679,15 @@ struct McpOAuth::State {
                           ": the sign-in came back with another state (a forged redirect?)");
     if (answer["code"].empty())
       throw ProtocolError(who() + ": the sign-in came back without an authorization code");
+    // RFC 9207 (2026-07-28): an `iss` must be the issuer asked, compared as a string; a server
+    // that promises one must send it. Either failure may be a mix-up attack: no code is redeemed.
+    if (answer.contains("iss") && !issuer.empty() && answer["iss"] != issuer)
+      throw ProtocolError(who() + ": the sign-in came back from issuer " +
+                          answer["iss"].substr(0, 200) + ", not " + issuer.substr(0, 200));
+    if (!answer.contains("iss") && issSupported)
+      throw ProtocolError(who() +
+                          ": the sign-in came back without the iss its authorization server "
+                          "promises (authorization_response_iss_parameter_supported)");
     tokenRequest({{"grant_type", "authorization_code"},
                   {"code", answer["code"]},
                   {"redirect_uri", options.redirectUri},

@@ -98,10 +98,11 @@ class StdioTransport final : public McpTransport {
   void sendAnswer(const std::string& text) override {
     // The reading thread must not block long on a server that sends requests and does not
     // read: TimeoutError after kAnswerWait ends the connection (mcp_client.cpp).
-    send(text, std::nullopt, Clock::now() + kAnswerWait);
+    send(text, std::nullopt, Clock::now() + kAnswerWait, {});
   }
 
-  void send(const std::string& text, std::optional<int64_t>, Clock::time_point deadline) override {
+  void send(const std::string& text, std::optional<int64_t>, Clock::time_point deadline,
+            const McpRouting& /*headers are HTTP's*/) override {
     // Waiting for another writer counts against the deadline too.
     std::unique_lock lock(writeMutex_, std::defer_lock);
     if (!lock.try_lock_until(deadline))

@@ -45,10 +45,81 @@ std::string exposedName(const McpServerOptions& options, const std::string& tool
   return name;
 }
 
+// A boolean annotation of a tool, or `otherwise` when absent or not a boolean.
+bool hint(const McpTool& tool, const char* name, bool otherwise) {
+  if (!tool.annotations.is_object()) return otherwise;
+  auto found = tool.annotations.find(name);
+  return found != tool.annotations.end() && found->is_boolean() ? found->get<bool>() : otherwise;
+}
+
+}  // namespace
+
+bool mcpToolNeedsApproval(const McpServerOptions& options, const McpTool& tool) {
+  switch (options.approval) {
+    case McpApproval::Never:
+      return false;
+    case McpApproval::Always:
+      return true;
+    case McpApproval::Listed:
+      return contains(options.approveTools, tool.name);
+    case McpApproval::Destructive:
+      // The specification's defaults: readOnlyHint false, destructiveHint true.
+      return !hint(tool, "readOnlyHint", false) && hint(tool, "destructiveHint", true);
+  }
+  return true;
+}
+
+bool mcpToolIsIdempotent(const McpTool& tool) {
+  return hint(tool, "readOnlyHint", false) || hint(tool, "idempotentHint", false);
+}
+
+namespace {
+
 // The executor requests the stop token at the call's deadline and reports the timeout itself;
 // the call's own timeout is a backstop a little later, so that the stop token is what ends it
 // (and the server is told) rather than a race between the two.
 constexpr std::chrono::milliseconds kBackstop{1000};
+
+// A form or page as a question for ToolContext::ask (a durable run's own question).
+json elicitationQuestion(const McpElicitation& request) {
+  json question = {{"kind", "elicitation"},
+                   {"server", request.server},
+                   {"mode", request.mode},
+                   {"message", request.message}};
+  if (request.mode == "url")
+    question["url"] = request.url;
+  else
+    question["requestedSchema"] = request.requestedSchema;
+  return question;
+}
+
+// The caller's answer: {"action": "accept", "content": {...}}, {"action": "decline"} or
+// {"action": "cancel"}. The form's own check (mcp_elicitation.cpp) follows.
+McpElicitationAnswer elicitationAnswer(const json& answer) {
+  std::string action =
+      answer.is_object() && answer.contains("action") && answer["action"].is_string()
+          ? answer["action"].get<std::string>()
+          : std::string();
+  McpElicitationAnswer out;
+  if (action == "accept") {
+    out.action = McpElicitationAnswer::Action::Accept;
+    if (auto content = answer.find("content"); content != answer.end()) {
+      if (!content->is_object())
+        throw ValidationError("response.content", "must be an object of the form's values");
+      out.content = *content;
+    }
+  } else if (action == "decline") {
+    out.action = McpElicitationAnswer::Action::Decline;
+  } else if (action == "cancel") {
+    out.action = McpElicitationAnswer::Action::Cancel;
+  } else {
+    throw ValidationError("response",
+                          "the answer to a server's form must be an object with "
+                          "\"action\": \"accept\" (and \"content\"), \"decline\" "
+                          "or \"cancel\"");
+  }
+  return out;
+}
 
 ToolHandler mcpHandler(std::weak_ptr<McpClient> weak, std::string server, std::string tool,
                        bool structured) {
@@ -58,6 +129,12 @@ ToolHandler mcpHandler(std::weak_ptr<McpClient> weak, std::string server, std::s
     if (!client) throw std::runtime_error("the MCP server \"" + server + "\" is closed");
     McpCallOptions call;
     call.cancel = context.stopToken;
+    if (context.ask) {
+      // The caller asks (a durable run: the run waits for the answer and runs the call again).
+      call.onElicitation = [asking = context](const McpElicitation& request, std::stop_token) {
+        return elicitationAnswer(asking.ask(asking, elicitationQuestion(request)));
+      };
+    }
     call.timeout =
         kBackstop +
         std::max(std::chrono::milliseconds(0),
@@ -89,9 +166,8 @@ std::vector<std::string> addTools(ToolRegistry& registry, const std::shared_ptr<
     if (contains(options.deny, tool.name)) continue;
     ToolOptions toolOptions;
     toolOptions.timeout = options.toolTimeout;
-    toolOptions.requiresApproval =
-        options.approval == McpApproval::Always ||
-        (options.approval == McpApproval::Listed && contains(options.approveTools, tool.name));
+    toolOptions.requiresApproval = mcpToolNeedsApproval(options, tool);
+    toolOptions.idempotent = mcpToolIsIdempotent(tool);
     std::string description = tool.description.empty() ? tool.title : tool.description;
     std::string name = exposedName(options, tool.name);
     try {

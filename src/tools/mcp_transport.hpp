@@ -41,6 +41,13 @@ struct McpTransportEvents {
   std::function<void(std::exception_ptr why)> onClosed;
 };
 
+// 2026-07-28 over HTTP: what a request's Mcp-Method and Mcp-Name headers say (the body's
+// method, and its params.name or params.uri).
+struct McpRouting {
+  std::string method;
+  std::string name;
+};
+
 class McpTransport {
  public:
   virtual ~McpTransport() = default;
@@ -49,8 +56,10 @@ class McpTransport {
   virtual void start(McpTransportEvents events) = 0;
   // Sends one message; `requestId` is set for a request (HTTP answers it on the same POST).
   // Throws ConnectionError, or TimeoutError when it could not be written by `deadline`.
+  // `routing`: the request's headers when the revision is stateless (HTTP only).
   virtual void send(const std::string& text, std::optional<int64_t> requestId,
-                    std::chrono::steady_clock::time_point deadline) = 0;
+                    std::chrono::steady_clock::time_point deadline,
+                    const McpRouting& routing = {}) = 0;
   // Sends an answer to one of the server's requests from inside onMessage, without waiting long
   // (stdio: one attempt that does not block; HTTP: a POST bounded by kAnswerWait): a server that
   // sends requests but does not read the answers must not hold the reading thread. Throws
@@ -61,6 +70,10 @@ class McpTransport {
   // The handshake succeeded with this protocol version (HTTP: sent as a header from now on, and
   // the server's GET stream is opened).
   virtual void handshakeDone(const std::string& /*protocolVersion*/) {}
+  // The requests that follow speak this revision; `stateless` (2026-07-28): HTTP sends it as
+  // MCP-Protocol-Version from now on, keeps no session and opens no GET stream. Called before
+  // server/discover, and again to go back to the 2025 era's handshake ("", false).
+  virtual void useProtocol(const std::string& /*protocolVersion*/, bool /*stateless*/) {}
   // Ends the connection and waits for the transport's threads (bounded: stdio kills the child
   // after McpServerOptions::shutdownGrace twice over). Idempotent.
   virtual void close() = 0;

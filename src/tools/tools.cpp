@@ -286,12 +286,13 @@ struct Attempt {
 }  // namespace
 
 struct detail::ToolExecutorState {
-  ToolExecutorState(int capacity, std::shared_ptr<ThreadPool> p, ToolSleeper s)
-      : gate(capacity), pool(std::move(p)), sleep(std::move(s)) {}
+  ToolExecutorState(int capacity, std::shared_ptr<ThreadPool> p, ToolSleeper s, ToolAsk a)
+      : gate(capacity), pool(std::move(p)), sleep(std::move(s)), ask(std::move(a)) {}
 
   Gate gate;
   std::shared_ptr<ThreadPool> pool;
   ToolSleeper sleep;
+  ToolAsk ask;
 };
 
 namespace {
@@ -305,7 +306,7 @@ static Outcome runAttempt(ThreadPool& pool, const ToolPtr& tool,
                           const std::shared_ptr<const json>& args, const ToolCall& call,
                           int attemptNumber, std::stop_token cancel,
                           std::chrono::milliseconds timeout,
-                          std::optional<Clock::time_point> callDeadline) {
+                          std::optional<Clock::time_point> callDeadline, const ToolAsk& ask) {
   auto attempt = std::make_shared<Attempt>();
   Clock::time_point deadline = detail::deadlineAfter(Clock::now(), timeout);
   if (callDeadline && *callDeadline < deadline) {
@@ -313,7 +314,7 @@ static Outcome runAttempt(ThreadPool& pool, const ToolPtr& tool,
     timeout = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
   }
   attempt->context =
-      ToolContext{call.id, call.name, attempt->stop.get_token(), deadline, attemptNumber};
+      ToolContext{call.id, call.name, attempt->stop.get_token(), deadline, attemptNumber, ask};
   try {
     pool.submit([attempt, tool, args] {
       Outcome outcome;
@@ -419,8 +420,9 @@ static ToolResult runCall(detail::ToolExecutorState& state, const ToolRegistry& 
     if (cancel.stop_requested())
       return finish(
           {ToolErrorKind::Cancelled, nullptr, "tool \"" + tool->name + "\" was cancelled"});
-    Outcome outcome = runAttempt(*state.pool, tool, args, call, attempt, cancel,
-                                 limits.timeout.value_or(tool->options.timeout), limits.deadline);
+    Outcome outcome =
+        runAttempt(*state.pool, tool, args, call, attempt, cancel,
+                   limits.timeout.value_or(tool->options.timeout), limits.deadline, state.ask);
     bool retryable =
         outcome.kind == ToolErrorKind::HandlerFailed || outcome.kind == ToolErrorKind::Timeout;
     if (!retryable || attempt > limits.retries.value_or(tool->options.retries) ||
@@ -462,8 +464,9 @@ ToolExecutor::ToolExecutor(std::shared_ptr<const ToolRegistry> registry,
   if (options.maxConcurrent < 1)
     throw ValidationError("toolExecutor.maxConcurrent", "must be at least 1");
   if (!options.pool) options.pool = ThreadPool::shared();
-  state_ = std::make_shared<detail::ToolExecutorState>(
-      options.maxConcurrent, std::move(options.pool), std::move(options.sleep));
+  state_ =
+      std::make_shared<detail::ToolExecutorState>(options.maxConcurrent, std::move(options.pool),
+                                                  std::move(options.sleep), std::move(options.ask));
 }
 
 ToolExecutor::~ToolExecutor() = default;

@@ -1,5 +1,9 @@
 // MCP servers that misbehave or ask the client for things, for tests/mcp_test.cpp. No npm
-// package: plain JSON-RPC over stdio or node:http, written from the specification (2025-11-25).
+// package: plain JSON-RPC over stdio or node:http, written from the specification (2025-11-25;
+// the "modern" modes from 2026-07-28, no npm server speaking it yet).
+//
+// The 2025-era stdio modes answer server/discover with -32601 (method not found), as the SDKs do
+// before initialize, except "quiet", which never answers it.
 //
 //   node test_server.mjs relay        stdio; tool "relay" {method, params} sends that request to
 //                                     the client and returns its answer (result or error) as text
@@ -9,9 +13,23 @@
 //                                     {"bad": true} answers structuredContent that does not match
 //   node test_server.mjs oauth MODE   HTTP on a free port (printed as "port N" on stdout) that
 //                                     needs an OAuth sign-in; MODE: ok, big-metadata, slow-metadata,
-//                                     big-token. "ok" rejects the first access token once after
+//                                     big-token, iss-wrong (the redirect names another issuer),
+//                                     iss-missing (iss promised, not sent). "ok" rejects the first access token once after
 //                                     it was used, so that the client refreshes it; GET /stats
 //                                     tells how many authorizations and refreshes it saw.
+//   node test_server.mjs annotated    stdio; tools "read" (readOnlyHint), "safe" (destructiveHint
+//                                     false, idempotentHint), "plain" (no annotations), "wipe"
+//                                     (destructiveHint true, readOnlyHint false)
+//   node test_server.mjs quiet        stdio, 2025 era; tool "hello"; never answers server/discover
+//   node test_server.mjs modern [VERSIONS]       stdio, 2026-07-28 (stateless): server/discover,
+//                                     _meta required on every request (-32022 otherwise), no
+//                                     initialize; VERSIONS (comma-separated) is what it supports.
+//                                     Tools: "meta" returns the request's _meta; "ask" answers
+//                                     input_required (an elicitation and requestState) until the
+//                                     retry carries the answer; "roots" asks for roots/list;
+//                                     "forever" asks again on every round.
+//   node test_server.mjs modern-http [VERSIONS]  the same over HTTP on a free port ("port N");
+//                                     "meta" also returns the Mcp-* headers of its request.
 import http from 'node:http';
 import fs from 'node:fs';
 import readline from 'node:readline';
@@ -52,6 +70,10 @@ function stdioServer(onRequest) {
       return;
     }
     if (message.id === undefined) return;  // a notification
+    if (message.method === 'server/discover') {
+      if (mode === 'quiet') return;
+      return send({ jsonrpc: '2.0', id: message.id, error: { code: -32601, message: 'Method not found' } });
+    }
     if (message.method === 'initialize') return send(initializeResult(message.id, message.params?.protocolVersion));
     if (message.method === 'ping') return send({ jsonrpc: '2.0', id: message.id, result: {} });
     onRequest(message, ask);
@@ -134,6 +156,7 @@ if (mode === 'relay') {
         issuer: base, authorization_endpoint: `${base}/authorize`, token_endpoint: `${base}/token`,
         registration_endpoint: `${base}/register`, response_types_supported: ['code'],
         code_challenge_methods_supported: ['S256'], token_endpoint_auth_methods_supported: ['none'],
+        ...(variant === 'iss-missing' ? { authorization_response_iss_parameter_supported: true } : {}),
       });
     }
     if (url.pathname === '/register') {
@@ -145,6 +168,7 @@ if (mode === 'relay') {
       const back = new URL(url.searchParams.get('redirect_uri'));
       back.searchParams.set('code', 'the-code');
       back.searchParams.set('state', url.searchParams.get('state'));
+      if (variant === 'iss-wrong') back.searchParams.set('iss', 'https://attacker.example');
       response.writeHead(302, { Location: back.toString() });
       return response.end();
     }
@@ -182,6 +206,89 @@ if (mode === 'relay') {
     base = `http://127.0.0.1:${server.address().port}`;
     fs.writeSync(1, `port ${server.address().port}\n`);
   });
+} else if (mode === 'annotated') {
+  const tools = [
+    tool('read', { annotations: { readOnlyHint: true } }),
+    tool('safe', { annotations: { destructiveHint: false, idempotentHint: true } }),
+    tool('plain'),
+    tool('wipe', { annotations: { readOnlyHint: false, destructiveHint: true, openWorldHint: false } }),
+  ];
+  stdioServer((message) => {
+    if (message.method === 'tools/list') return send({ jsonrpc: '2.0', id: message.id, result: { tools } });
+    send(text(message.id, `ran ${message.params?.name}`));
+  });
+} else if (mode === 'quiet') {
+  stdioServer((message) => {
+    if (message.method === 'tools/list') return send({ jsonrpc: '2.0', id: message.id, result: { tools: [tool('hello')] } });
+    send(text(message.id, 'hello'));
+  });
+} else if (mode === 'modern' || mode === 'modern-http') {
+  const supported = (process.argv[3] || '2026-07-28').split(',');
+  const complete = (result) => ({ resultType: 'complete', ...result });
+  const cacheable = (result) => complete({ ttlMs: 60000, cacheScope: 'private', ...result });
+  const form = { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] };
+  // One request in, one response out: no state between requests but what requestState carries.
+  const answer = (message, headers) => {
+    const reply = (result) => ({ jsonrpc: '2.0', id: message.id, result });
+    const fail = (code, text, data) => ({ jsonrpc: '2.0', id: message.id, error: { code, message: text, data } });
+    if (message.method === 'initialize') return fail(-32601, `initialize is gone: this server speaks ${supported.join(', ')}`);
+    const meta = message.params?._meta || {};
+    const version = meta['io.modelcontextprotocol/protocolVersion'];
+    if (!supported.includes(version)) return fail(-32022, 'Unsupported protocol version', { supported, requested: version ?? null });
+    if (typeof meta['io.modelcontextprotocol/clientCapabilities'] !== 'object') return fail(-32602, 'no clientCapabilities in _meta');
+    if (message.method === 'server/discover') {
+      return reply(cacheable({ supportedVersions: supported, capabilities: { tools: {} }, instructions: 'A stateless test server.', _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'parley-modern', version: '1.0.0' } } }));
+    }
+    if (message.method === 'tools/list') return reply(cacheable({ tools: [tool('meta'), tool('ask'), tool('roots'), tool('forever')] }));
+    if (message.method !== 'tools/call') return fail(-32601, 'Method not found');
+    const { name } = message.params;
+    const responses = message.params.inputResponses || {};
+    const state = message.params.requestState;
+    if (name === 'meta') return reply(complete({ content: [{ type: 'text', text: JSON.stringify({ meta, headers }) }] }));
+    if (name === 'ask') {
+      const given = responses.who;
+      if (given?.action === 'accept' && state === 'opaque:ask:1') {
+        return reply(complete({ content: [{ type: 'text', text: `Hello, ${given.content.name}` }] }));
+      }
+      if (given && given.action !== 'accept') return reply(complete({ content: [{ type: 'text', text: `no name (${given.action})` }] }));
+      return reply({ resultType: 'input_required', requestState: 'opaque:ask:1', inputRequests: { who: { method: 'elicitation/create', params: { mode: 'form', message: 'Your name?', requestedSchema: form } } } });
+    }
+    if (name === 'roots') {
+      if (responses.r) return reply(complete({ content: [{ type: 'text', text: JSON.stringify(responses.r) }] }));
+      return reply({ resultType: 'input_required', inputRequests: { r: { method: 'roots/list', params: {} } } });
+    }
+    if (name === 'forever') return reply({ resultType: 'input_required', requestState: `again-${Math.random()}` });
+    return fail(-32602, `no tool ${name}`);
+  };
+  if (mode === 'modern') {
+    const lines = readline.createInterface({ input: process.stdin });
+    lines.on('line', (line) => {
+      let message;
+      try { message = JSON.parse(line); } catch { return; }
+      if (message.id === undefined || message.method === undefined) return;
+      send(answer(message, {}));
+    });
+    lines.on('close', () => process.exit(0));
+  } else {
+    const server = http.createServer((request, response) => {
+      let data = '';
+      request.on('data', (chunk) => { data += chunk; });
+      request.on('end', () => {
+        if (request.method !== 'POST') { response.writeHead(405); return response.end(); }
+        const message = JSON.parse(data || '{}');
+        if (message.id === undefined) { response.writeHead(202); return response.end(); }
+        const headers = {};
+        for (const key of ['mcp-method', 'mcp-name', 'mcp-protocol-version', 'mcp-session-id']) {
+          if (request.headers[key] !== undefined) headers[key] = request.headers[key];
+        }
+        const reply = answer(message, headers);
+        const status = reply.error?.code === -32022 ? 400 : 200;
+        response.writeHead(status, { 'Content-Type': 'application/json', 'Mcp-Session-Id': 'not-in-2026' });
+        response.end(JSON.stringify(reply));
+      });
+    });
+    server.listen(0, '127.0.0.1', () => fs.writeSync(1, `port ${server.address().port}\n`));
+  }
 } else {
   process.stderr.write(`unknown mode ${mode}\n`);
   process.exit(2);
