@@ -184,6 +184,30 @@ TEST(GeminiProtocol, ReadsAStreamJoiningPiecesAndKeepingTheSignature) {
   EXPECT_EQ(r.usage->raw["completion_tokens_details"]["reasoning_tokens"], 7);
 }
 
+// The usual chunks are read without a json value (simdjson); a chunk with anything else takes the
+// full path. Both read the same reply.
+TEST(GeminiProtocol, TheFastAndTheFullPathReadTheSame) {
+  std::vector<std::string> full;
+  for (const std::string& chunk : kTextStream)
+    full.push_back(R"({"promptFeedback":{},)" + chunk.substr(1));  // a key the fast path skips
+  const ChatResult fast = readStream(kTextStream);
+  const ChatResult slow = readStream(full);
+  EXPECT_EQ(fast.message, slow.message);
+  EXPECT_EQ(fast.usage->raw, slow.usage->raw);
+  EXPECT_EQ(fast.id, slow.id);
+  // An escape and a non-ASCII piece read alike.
+  const std::string escaped =
+      R"({"candidates":[{"content":{"parts":[{"text":"a\"b\u00e9 \n"}],"role":"model"},"index":0}]})";
+  const std::string end =
+      R"({"candidates":[{"content":{"parts":[{"text":"."}]},"finishReason":"STOP","index":0}]})";
+  EXPECT_EQ(readStream({escaped, end}).message.content, "a\"b\u00e9 \n.");
+  // A long stream of pieces costs no copy of the text so far per piece (joined once).
+  std::vector<std::string> many(
+      5000, R"({"candidates":[{"content":{"parts":[{"text":"word "}]},"index":0}]})");
+  many.push_back(end);
+  EXPECT_EQ(readStream(many).message.content.size(), 5000u * 5 + 1);
+}
+
 TEST(GeminiProtocol, ReadsParallelCallsWithAndWithoutIds) {
   const ChatResult r = resultFromGeminiResponse(
       R"({"candidates":[{"content":{"parts":[{"functionCall":{"name":"a","args":{"z":1,"a":2}},"thoughtSignature":"S"},{"functionCall":{"id":"c2","name":"b"}}],"role":"model"},"finishReason":"STOP","index":0}]})");

@@ -2,6 +2,10 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <simdjson.h>
 
 #include "client/gemini_request.hpp"
 #include "client/http_transport.hpp"
@@ -95,14 +99,44 @@ bool isThought(const ojson& part) {
 struct GeminiAssembler::State {
   StreamDelta delta;
   ojson parts = ojson::array();
-  bool textOpen = false;  // parts.back() is a text part the next piece may join
+  // parts.back() is a text part the next piece may join; its text so far is `openText` (written
+  // into the part when another part starts or the reply ends: appending to it in place would copy
+  // the whole text at every piece).
+  bool textOpen = false;
+  std::string openText;
   std::vector<ToolCall> calls;
   size_t serverCalls = 0;
   std::string content, reasoning;
   std::string finishReason, finishMessage, blockReason, blockMessage;
-  ojson usage;
+  std::string usageText;  // the last usageMetadata object, as sent
   std::string id, model;
   bool stopped = false;
+
+  void closeText() {
+    if (!textOpen) return;
+    parts.back()["text"] = std::move(openText);
+    openText.clear();
+    textOpen = false;
+  }
+
+  // A text piece (a thought when `thought`), with the signature it carries if any.
+  void addText(std::string_view text, bool thought, const ojson* signature) {
+    (thought ? reasoning : content) += text;
+    (thought ? delta.reasoning : delta.content) += text;
+    if (textOpen && isThought(parts.back()) == thought &&
+        !parts.back().contains("thoughtSignature")) {
+      openText += text;
+      if (signature) parts.back()["thoughtSignature"] = *signature;
+      return;
+    }
+    ojson part;
+    part["text"] = "";
+    if (thought) part["thought"] = true;
+    if (signature) part["thoughtSignature"] = *signature;
+    push(part);
+    openText.assign(text);
+    textOpen = true;
+  }
 
   void addPart(const ojson& part) {
     if (!part.is_object()) throw ProtocolError("a part of the reply is not a JSON object");
@@ -125,20 +159,9 @@ struct GeminiAssembler::State {
     }
     if (plainText(part)) {
       const std::string& text = part["text"].get_ref<const std::string&>();
-      if (text.empty() && !part.contains("thoughtSignature")) return;  // carries nothing
-      const bool thought = isThought(part);
-      (thought ? reasoning : content) += text;
-      (thought ? delta.reasoning : delta.content) += text;
-      ojson& last = parts.empty() ? parts : parts.back();
-      if (textOpen && isThought(last) == thought && !last.contains("thoughtSignature")) {
-        last["text"] = last["text"].get<std::string>() + text;
-        if (auto sig = part.find("thoughtSignature"); sig != part.end()) {
-          last["thoughtSignature"] = *sig;
-        }
-        return;
-      }
-      push(part);
-      textOpen = true;
+      auto sig = part.find("thoughtSignature");
+      if (text.empty() && sig == part.end()) return;  // carries nothing
+      addText(text, isThought(part), sig == part.end() ? nullptr : &*sig);
       return;
     }
     if (auto code = part.find("executableCode"); code != part.end()) {
@@ -157,11 +180,90 @@ struct GeminiAssembler::State {
     if (parts.size() >= kMaxReplyItems) {
       throw ProtocolError("the reply has more than " + std::to_string(kMaxReplyItems) + " parts");
     }
+    closeText();
     parts.push_back(part);
-    textOpen = false;
   }
 
+  // Nearly every chunk of a stream is candidate 0's text and the totals so far: read those with
+  // simdjson, without building a json value. Returns false (nothing done) for any other chunk,
+  // which takes the full path.
+  bool fastChunk(std::string_view data) {
+    padded.resize(data.size() + simdjson::SIMDJSON_PADDING);
+    std::memcpy(padded.data(), data.data(), data.size());
+    pieces.clear();
+    std::string_view newId, newModel, newUsage;
+    try {
+      simdjson::ondemand::document doc = parser.iterate(padded.data(), data.size(), padded.size());
+      for (auto field : doc.get_object()) {
+        const std::string_view key = field.unescaped_key();
+        if (key == "candidates") {
+          int count = 0;
+          for (auto candidate : field.value().get_array()) {
+            if (++count > 1) return false;
+            for (auto cf : candidate.get_object()) {
+              const std::string_view ck = cf.unescaped_key();
+              if (ck == "index") {
+                if (int64_t(cf.value().get_int64()) != 0) return false;
+              } else if (ck == "content") {
+                for (auto content : cf.value().get_object()) {
+                  const std::string_view k = content.unescaped_key();
+                  if (k == "role") continue;
+                  if (k != "parts") return false;
+                  for (auto part : content.value().get_array()) {
+                    Piece piece;
+                    bool text = false;
+                    for (auto pf : part.get_object()) {
+                      const std::string_view pk = pf.unescaped_key();
+                      if (pk == "text") {
+                        piece.text = pf.value().get_string();
+                        text = true;
+                      } else if (pk == "thought") {
+                        piece.thought = pf.value().get_bool();
+                      } else {
+                        return false;  // a signature, a call, ...: the full path
+                      }
+                    }
+                    if (!text) return false;
+                    pieces.push_back(piece);
+                  }
+                }
+              } else {
+                return false;  // finishReason, safetyRatings, ...
+              }
+            }
+          }
+        } else if (key == "usageMetadata") {
+          newUsage = simdjson::ondemand::object(field.value().get_object()).raw_json();
+        } else if (key == "modelVersion") {
+          newModel = field.value().get_string();
+        } else if (key == "responseId") {
+          newId = field.value().get_string();
+        } else {
+          return false;
+        }
+      }
+    } catch (const simdjson::simdjson_error&) {
+      return false;  // the full path reports it
+    }
+    for (const Piece& piece : pieces) {
+      if (!piece.text.empty()) addText(piece.text, piece.thought, nullptr);
+    }
+    if (!newId.empty()) id.assign(newId);
+    if (!newModel.empty()) model.assign(newModel);
+    if (!newUsage.empty()) usageText.assign(newUsage);
+    return true;
+  }
+
+  struct Piece {
+    std::string_view text;
+    bool thought = false;
+  };
+  std::vector<Piece> pieces;
+  simdjson::ondemand::parser parser;
+  std::string padded;
+
   TokenUsage tokenUsage() const {
+    const ojson usage = parseOrderedJson(usageText, {}, false);
     const int64_t thoughts = count(usage, "thoughtsTokenCount");
     TokenUsage u =
         normalisedUsage(count(usage, "promptTokenCount") + count(usage, "toolUsePromptTokenCount"),
@@ -181,6 +283,7 @@ bool GeminiAssembler::sawStop() const noexcept {
 const StreamDelta& GeminiAssembler::addEvent(std::string_view data, int status) {
   State& s = *state_;
   s.delta.clear();
+  if (s.fastChunk(data)) return s.delta;
   // Ordered: a call's args keep their keys in the order the model wrote them.
   const ojson value = parseOrderedJson(data, {}, false);
   if (value.is_discarded() || !value.is_object()) {
@@ -190,7 +293,7 @@ const StreamDelta& GeminiAssembler::addEvent(std::string_view data, int status) 
   if (const std::string id = stringOf(value, "responseId"); !id.empty()) s.id = id;
   if (const std::string model = stringOf(value, "modelVersion"); !model.empty()) s.model = model;
   if (auto usage = value.find("usageMetadata"); usage != value.end() && usage->is_object()) {
-    s.usage = *usage;  // each chunk repeats the totals so far
+    s.usageText = usage->dump();  // each chunk repeats the totals so far
   }
   if (auto feedback = value.find("promptFeedback");
       feedback != value.end() && feedback->is_object()) {
@@ -221,7 +324,7 @@ const StreamDelta& GeminiAssembler::addEvent(std::string_view data, int status) 
       }
     }
   }
-  if (!s.delta.finishReason.empty() && !s.usage.is_null()) s.delta.usage = s.tokenUsage();
+  if (!s.delta.finishReason.empty() && !s.usageText.empty()) s.delta.usage = s.tokenUsage();
   return s.delta;
 }
 
@@ -230,6 +333,7 @@ ChatResult GeminiAssembler::finish() {
   if (!s.stopped) {
     throw ProtocolError("the stream ended before a finishReason (the reply was cut short)");
   }
+  s.closeText();
   ChatResult result;
   Message& m = result.message;
   m.role = Role::Assistant;
@@ -254,7 +358,7 @@ ChatResult GeminiAssembler::finish() {
         normaliseFinishReason(finishReasonOf(s.finishReason), !m.toolCalls.empty());
   }
   result.reportedFinishReason = reported;
-  if (!s.usage.is_null()) result.usage = s.tokenUsage();
+  if (!s.usageText.empty()) result.usage = s.tokenUsage();
   result.id = s.id;
   result.model = s.model;
   result.raw = completionObject(result, 0);
