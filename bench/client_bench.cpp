@@ -27,6 +27,7 @@
 #include "client/request_body.hpp"
 #include "client/responses_reply.hpp"
 #include "client/stream_assembler.hpp"
+#include "mock/gemini_replies.hpp"
 #include "mock/mock_server.hpp"
 #include "mock/protocol_replies.hpp"
 #include "parley/errors.hpp"
@@ -104,6 +105,8 @@ const std::string& protocolStream(mock::WireProtocol protocol) {
     };
     if (p == mock::WireProtocol::Anthropic) {
       mock::forEachAnthropicEvent(r, false, append);
+    } else if (p == mock::WireProtocol::Gemini) {
+      mock::forEachGeminiEvent(r, false, append);
     } else {
       mock::forEachResponsesEvent(r, false, append);
     }
@@ -111,7 +114,10 @@ const std::string& protocolStream(mock::WireProtocol protocol) {
   };
   static const std::string responses = render(mock::WireProtocol::Responses);
   static const std::string anthropic = render(mock::WireProtocol::Anthropic);
-  return protocol == mock::WireProtocol::Anthropic ? anthropic : responses;
+  static const std::string gemini = render(mock::WireProtocol::Gemini);
+  return protocol == mock::WireProtocol::Anthropic ? anthropic
+         : protocol == mock::WireProtocol::Gemini  ? gemini
+                                                   : responses;
 }
 
 nlohmann::json rawPieces(const std::string& s) {
@@ -134,7 +140,9 @@ nlohmann::json streamScript() {
                               {"raw", rawPieces(protocolStream(mock::WireProtocol::Responses))}};
   nlohmann::json anthropic = {{"match", {{"user_contains", "anthropic stream"}}},
                               {"raw", rawPieces(protocolStream(mock::WireProtocol::Anthropic))}};
-  return nlohmann::json::array({cancel, responses, anthropic, stream, plain});
+  nlohmann::json gemini = {{"match", {{"user_contains", "gemini stream"}}},
+                           {"raw", rawPieces(protocolStream(mock::WireProtocol::Gemini))}};
+  return nlohmann::json::array({cancel, responses, anthropic, gemini, stream, plain});
 }
 
 std::vector<Message> history(size_t n) {
@@ -322,11 +330,14 @@ void BM_StreamLoopback(benchmark::State& state) {
 BENCHMARK(BM_StreamLoopback)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // generateStream() of the same reply in each protocol from the mock: 0 Chat Completions (the
-// benchmark stream above), 1 OpenAI Responses, 2 Anthropic Messages. bench/stream/run.sh runs it
-// beside the official npm SDK of each protocol reading the same stream.
+// benchmark stream above), 1 OpenAI Responses, 2 Anthropic Messages, 3 Gemini. bench/stream/run.sh
+// runs it beside the official npm SDK of each protocol reading the same stream.
 void BM_ProtocolStreamLoopback(benchmark::State& state) {
   static const Protocol kProtocols[] = {Protocol::OpenAiChat, Protocol::OpenAiResponses,
-                                        Protocol::Anthropic};
+                                        Protocol::Anthropic, Protocol::Gemini};
+  static const mock::WireProtocol kWire[] = {
+      mock::WireProtocol::Chat, mock::WireProtocol::Responses, mock::WireProtocol::Anthropic,
+      mock::WireProtocol::Gemini};
   const Protocol protocol = kProtocols[state.range(0)];
   ClientOptions options;
   options.protocol = protocol;
@@ -336,6 +347,7 @@ void BM_ProtocolStreamLoopback(benchmark::State& state) {
   ChatRequest request;
   request.messages = {Message::user(protocol == Protocol::Anthropic         ? "anthropic stream"
                                     : protocol == Protocol::OpenAiResponses ? "responses stream"
+                                    : protocol == Protocol::Gemini          ? "gemini stream"
                                                                             : "stream please")};
   size_t chunks = 0;
   size_t contentBytes = 0;
@@ -349,19 +361,16 @@ void BM_ProtocolStreamLoopback(benchmark::State& state) {
     benchmark::DoNotOptimize(r);
   }
   if (contentBytes == 0) state.SkipWithError("the stream assembled no content");
-  const size_t bytes =
-      protocol == Protocol::OpenAiChat
-          ? benchStream().size()
-          : protocolStream(protocol == Protocol::Anthropic ? mock::WireProtocol::Anthropic
-                                                           : mock::WireProtocol::Responses)
-                .size();
+  const size_t bytes = protocol == Protocol::OpenAiChat
+                           ? benchStream().size()
+                           : protocolStream(kWire[state.range(0)]).size();
   state.SetLabel(std::string(toString(protocol)));
   state.counters["chunks/s"] = benchmark::Counter(static_cast<double>(chunks),
                                                   benchmark::Counter::kIsIterationInvariantRate);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
 }
 BENCHMARK(BM_ProtocolStreamLoopback)
-    ->DenseRange(0, 2)
+    ->DenseRange(0, 3)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
@@ -410,6 +419,7 @@ int main(int argc, char** argv) {
       std::cout << "stream: " << streamChunks() + 3 << " chunks, " << benchStream().size()
                 << " bytes; responses " << protocolStream(mock::WireProtocol::Responses).size()
                 << " bytes; anthropic " << protocolStream(mock::WireProtocol::Anthropic).size()
+                << " bytes; gemini " << protocolStream(mock::WireProtocol::Gemini).size()
                 << " bytes\n";
       return out ? 0 : 1;
     }

@@ -26,7 +26,7 @@ declare -A public_layer=(
   [errors]=model [event_names]=model [logger]=model [message]=model [server_tools]=model [part]=model [iso_time]=model [usage]=model [cache_diagnostic]=model [detail/persistent_vector]=model
   [version]=model [json]=model [sse]=model [toml]=model
   [llm]=client [openai_client]=client [profiles]=client [transport]=client
-  [anthropic_client]=client [responses_client]=client [protocol]=client
+  [anthropic_client]=client [gemini_client]=client [responses_client]=client [protocol]=client
   [tools]=tools [thread_pool]=tools [command_tools]=tools [mcp]=tools [tool_schema]=tools
   [tokens]=tokens [bpe]=tokens
   [store]=store [run_store]=store [run_request]=store [postgres_store]=store

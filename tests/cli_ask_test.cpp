@@ -76,7 +76,7 @@ TEST_F(AskTest, JsonPrintsMessageFinishReasonAndUsage) {
 TEST_F(AskTest, EveryProtocolPrintsTheSameJsonObject) {
   serve(
       R"({"reply": {"reasoning_content": "Greet.", "content": "Hi {{last_user}}", "usage": {"prompt_tokens": 9, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 4}}}})");
-  for (const char* protocol : {"openai-chat", "openai-responses", "anthropic"}) {
+  for (const char* protocol : {"openai-chat", "openai-responses", "anthropic", "gemini"}) {
     for (const char* mode : {"--stream", "--no-stream"}) {
       SCOPED_TRACE(std::string(protocol) + " " + mode);
       server_->clearRequests();
@@ -92,9 +92,13 @@ TEST_F(AskTest, EveryProtocolPrintsTheSameJsonObject) {
       EXPECT_EQ(out["usage"]["total_tokens"], 11);
       EXPECT_EQ(out["usage"]["prompt_tokens_details"]["cached_tokens"], 4);
       const std::string path = server_->requests().at(0)["path"];
+      const bool streamed = std::string(mode) == "--stream";
       EXPECT_EQ(path, std::string(protocol) == "anthropic"          ? "/v1/messages"
                       : std::string(protocol) == "openai-responses" ? "/v1/responses"
-                                                                    : "/v1/chat/completions");
+                      : std::string(protocol) == "gemini"
+                          ? (streamed ? "/v1/models/m1:streamGenerateContent"
+                                      : "/v1/models/m1:generateContent")
+                          : "/v1/chat/completions");
     }
   }
   CliRun bad = ask({"--base-url", server_->baseUrl(), "--protocol", "carrier-pigeon", "x"});
@@ -498,6 +502,38 @@ TEST_F(AskTest, AProfilesRemoteTokenCountingCountsAtTheEndpoint) {
             "KEY=sk");
   ASSERT_EQ(run.exitCode, 0) << run.err;
   EXPECT_EQ(paths(), (std::vector<std::string>{"/v1/messages"}));
+}
+
+// A Gemini profile with remote counting counts at countTokens first; a blocked reply is a
+// refusal (exit 4) with the reason Gemini gave.
+TEST_F(AskTest, AGeminiProfileCountsAtCountTokensAndReportsABlock) {
+  serve(
+      R"({"match": {"user_contains": "forbidden"}, "reply": {"content": "", "finish_reason": "content_filter"}}
+{"reply": {"content": "ok"}})");
+  std::filesystem::create_directories(dir_);
+  const auto config = dir_ / "config.toml";
+  std::ofstream(config) << "[profiles.g]\nbase_url = \"" << server_->baseUrl()
+                        << "\"\nprotocol = \"gemini\"\nmodel = \"m1\"\napi_key_env = \"KEY\"\n"
+                        << "token_counting = \"remote\"\n";
+  const std::string prices = (dir_ / "prices.toml").string();
+  std::ofstream(prices) << "[prices.\"m1\"]\ninput = 1\noutput = 1\n";
+  CliRun run = ask({"--config", config.string(), "--profile", "g", "--prices", prices, "--max-cost",
+                    "1", "--no-save", "--no-stream", "hi"},
+                   "KEY=sk-g");
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_EQ(run.out, "ok\n");
+  const std::vector<json> requests = server_->requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0]["path"], "/v1/models/m1:countTokens");
+  EXPECT_EQ(requests[0]["headers"]["x-goog-api-key"], "sk-g");
+  EXPECT_EQ(requests[0]["body"]["generateContentRequest"]["contents"][0]["parts"][0]["text"], "hi");
+  EXPECT_EQ(requests[1]["path"], "/v1/models/m1:generateContent");
+  run = ask({"--config", config.string(), "--profile", "g", "--no-save", "--json", "forbidden"},
+            "KEY=sk-g");
+  EXPECT_EQ(run.exitCode, 4) << run.err;
+  EXPECT_NE(json::parse(run.out)["refusal"].get<std::string>().find("finishReason SAFETY"),
+            std::string::npos)
+      << run.out;
 }
 
 // Without --prices: the shipped table, with the config file's [prices] over it.

@@ -1,4 +1,4 @@
-// The three protocols end to end against `parley mock`, which answers each in the protocol the
+// The four protocols end to end against `parley mock`, which answers each in the protocol the
 // request came in from the same script: a tool loop of two calls over each, streamed and not,
 // where the mock refuses (400, as the real APIs do) a follow-up that lacks the thinking signature
 // or the encrypted reasoning item; a conversation moved from one protocol to another; bad streams.
@@ -74,6 +74,10 @@ class ProtocolsAgainstMock : public ::testing::TestWithParam<Case> {
     if (protocol == Protocol::Anthropic) {
       o.request.extra = {{"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}}};
     }
+    // Gemini: thoughts shown; the mock insists on the signatures as Gemini 3 does.
+    if (protocol == Protocol::Gemini) {
+      o.request.extra = {{"generationConfig", {{"thinkingConfig", {{"includeThoughts", true}}}}}};
+    }
     return o;
   }
 
@@ -106,10 +110,15 @@ TEST_P(ProtocolsAgainstMock, ToolLoopOfTwoCallsKeepsWhatTheProviderSent) {
   ASSERT_EQ(requests.size(), 3u);
   const char* path = protocol == Protocol::Anthropic         ? "/v1/messages"
                      : protocol == Protocol::OpenAiResponses ? "/v1/responses"
-                                                             : "/v1/chat/completions";
+                     : protocol == Protocol::Gemini
+                         ? (stream ? "/v1/models/mock-model:streamGenerateContent"
+                                   : "/v1/models/mock-model:generateContent")
+                         : "/v1/chat/completions";
   for (const json& r : requests) {
     EXPECT_EQ(r["path"], path);
-    EXPECT_EQ(r["body"].value("stream", false), stream);
+    if (protocol != Protocol::Gemini) {
+      EXPECT_EQ(r["body"].value("stream", false), stream);
+    }
   }
   const json& second = requests[1];
   switch (protocol) {
@@ -131,6 +140,20 @@ TEST_P(ProtocolsAgainstMock, ToolLoopOfTwoCallsKeepsWhatTheProviderSent) {
     case Protocol::OpenAiChat:
       EXPECT_EQ(second["body"]["messages"][2]["reasoning_content"], "Oslo first.");
       break;
+    case Protocol::Gemini: {
+      EXPECT_EQ(second["headers"]["x-goog-api-key"], "sk-test");
+      EXPECT_FALSE(second["headers"].contains("authorization"));
+      EXPECT_EQ(second["body"]["systemInstruction"]["parts"][0]["text"], "Be terse.");
+      // The model turn goes back as Gemini sent it: the thought, the text, the signed call.
+      const json& parts = second["body"]["contents"][1]["parts"];
+      EXPECT_EQ(parts, view[2].extra["gemini_parts"]);
+      ASSERT_EQ(parts.size(), 3u);
+      EXPECT_EQ(parts[0]["thought"], true);
+      EXPECT_FALSE(parts[2].value("thoughtSignature", "").empty());
+      EXPECT_EQ(second["body"]["contents"][2]["parts"][0]["functionResponse"]["response"]["output"],
+                "Oslo -3C");
+      break;
+    }
   }
 
   // The store keeps what the provider sent (the message JSON is opaque to it): reloaded, the
@@ -159,7 +182,10 @@ TEST_P(ProtocolsAgainstMock, ImageAndDocumentPartsReachTheServer) {
   const Message prompt = Message::user({Part::text("What is this?"), Part::imageBytes(png),
                                         Part::fileBytes("%PDF-1.4 x", "spec.pdf")});
   RunResult result = c.run(std::vector<Message>{prompt});
-  EXPECT_EQ(result.content, "saw image/png 3x2, application/pdf spec.pdf");
+  // Gemini's inlineData has no file name (docs/protocols.md).
+  EXPECT_EQ(result.content, protocol == Protocol::Gemini
+                                ? "saw image/png 3x2, application/pdf"
+                                : "saw image/png 3x2, application/pdf spec.pdf");
   EXPECT_EQ(c.getMessages()[1], prompt);
   const std::vector<json> requests = server_->requests();
   ASSERT_EQ(requests.size(), 1u);
@@ -174,7 +200,7 @@ TEST_P(ProtocolsAgainstMock, AudioWhereTheProtocolHasNoneIsRefusedBeforeSending)
   ConversationManager c(conversation(protocol, stream));
   const std::string wav = std::string("RIFF\x24\x00\x00\x00WAVEfmt ", 16) + std::string(28, 'a');
   const Message prompt = Message::user({Part::text("Listen"), Part::audioBytes(wav)});
-  if (protocol == Protocol::OpenAiChat) {
+  if (protocol == Protocol::OpenAiChat || protocol == Protocol::Gemini) {
     EXPECT_EQ(c.run(std::vector<Message>{prompt}).content, "heard audio/wav");
     return;
   }
@@ -210,7 +236,8 @@ INSTANTIATE_TEST_SUITE_P(
     EachProtocol, ProtocolsAgainstMock,
     ::testing::Values(Case{Protocol::OpenAiChat, false}, Case{Protocol::OpenAiChat, true},
                       Case{Protocol::OpenAiResponses, false}, Case{Protocol::OpenAiResponses, true},
-                      Case{Protocol::Anthropic, false}, Case{Protocol::Anthropic, true}),
+                      Case{Protocol::Anthropic, false}, Case{Protocol::Anthropic, true},
+                      Case{Protocol::Gemini, false}, Case{Protocol::Gemini, true}),
     caseName);
 
 class ProtocolMock : public ProtocolsAgainstMock {};
@@ -250,6 +277,31 @@ TEST_F(ProtocolMock, AnthropicRefusesAToolTurnWithoutItsThinkingSignature) {
   EXPECT_EQ(statusOfFollowUp(*client, request, [](Message&) {}), 200);
 }
 
+TEST_F(ProtocolMock, GeminiRefusesACallTurnThatLostItsSignature) {
+  serve(kTwoCalls);
+  auto client = makeClient(endpoint(Protocol::Gemini));
+  ChatRequest request;
+  request.messages = {Message::user("Weather?")};
+  request.tools = json::parse(R"([{"type":"function","function":{"name":"get_weather"}}])");
+  // The signature lost from the kept parts, or forged: refused, as Gemini 3 refuses them.
+  EXPECT_EQ(statusOfFollowUp(*client, request,
+                             [](Message& m) {
+                               for (auto& p : m.extra["gemini_parts"])
+                                 p.erase("thoughtSignature");
+                             }),
+            400);
+  server_->setScript(mock::readScript(kTwoCalls));
+  EXPECT_EQ(statusOfFollowUp(*client, request,
+                             [](Message& m) {
+                               for (auto& p : m.extra["gemini_parts"])
+                                 if (p.contains("thoughtSignature"))
+                                   p["thoughtSignature"] = "forged";
+                             }),
+            400);
+  server_->setScript(mock::readScript(kTwoCalls));
+  EXPECT_EQ(statusOfFollowUp(*client, request, [](Message&) {}), 200);
+}
+
 TEST_F(ProtocolMock, ResponsesRefusesACallWithoutItsReasoningItem) {
   serve(kTwoCalls);
   auto client = makeClient(endpoint(Protocol::OpenAiResponses));
@@ -276,7 +328,7 @@ TEST_F(ProtocolMock, AConversationMovesFromOneProtocolToAnother) {
   ASSERT_EQ(anthropicTurn.size(), 5u);
   ASSERT_TRUE(anthropicTurn[2].extra.contains("thinking_blocks"));
 
-  for (Protocol next : {Protocol::OpenAiChat, Protocol::OpenAiResponses}) {
+  for (Protocol next : {Protocol::OpenAiChat, Protocol::OpenAiResponses, Protocol::Gemini}) {
     SCOPED_TRACE(std::string(toString(next)));
     server_->clearRequests();
     ChatRequest request;
@@ -297,8 +349,52 @@ TEST_F(ProtocolMock, AConversationMovesFromOneProtocolToAnother) {
   }
 }
 
+// One thread, each turn (a tool call, its result, the answer) on the next protocol, through all
+// four and back, thinking on where the protocol has it: no mock refuses a request, though each
+// enforces its provider's rules on what the turns before sent.
+TEST_F(ProtocolMock, AThreadMovesThroughAllFourProtocolsWithoutA4xx) {
+  serve(R"(
+{"match": {"last_role": "tool"}, "reply": {"reasoning_content": "Answer.", "content": "Done: {{tool_results}}"}}
+{"reply": {"reasoning_content": "Look it up.", "content": "Checking.", "tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}, {"name": "get_weather", "arguments": {"city": "Rome"}}]}}
+)");
+  std::vector<Message> thread = {Message::system("Be terse.")};
+  int round = 0;
+  for (Protocol p :
+       {Protocol::Anthropic, Protocol::Gemini, Protocol::OpenAiResponses, Protocol::OpenAiChat,
+        Protocol::Gemini, Protocol::Anthropic, Protocol::OpenAiResponses, Protocol::Gemini}) {
+    SCOPED_TRACE(std::string(toString(p)) + " round " + std::to_string(++round));
+    auto client = makeClient(endpoint(p));
+    ChatRequest request;
+    request.tools = json::parse(R"([{"type":"function","function":{"name":"get_weather",
+        "parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}])");
+    if (p == Protocol::Anthropic) {
+      request.extra = {{"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}}};
+    }
+    if (p == Protocol::Gemini) {
+      request.extra = {{"generationConfig", {{"thinkingConfig", {{"includeThoughts", true}}}}}};
+    }
+    thread.push_back(Message::user("weather, round " + std::to_string(round)));
+    request.messages = thread;
+    ChatResult calls;
+    ASSERT_NO_THROW(calls = client->generate(request));
+    ASSERT_EQ(calls.message.toolCalls.size(), 2u);
+    thread.push_back(calls.message);
+    for (const ToolCall& call : calls.message.toolCalls) {
+      thread.push_back(Message::tool(
+          call.id, json::parse(call.arguments)["city"].get<std::string>() + " sunny"));
+    }
+    request.messages = thread;
+    request.stream = round % 2 == 0;
+    ChatResult answer;
+    ASSERT_NO_THROW(answer = client->generate(request));
+    EXPECT_EQ(answer.message.content, "Done: Oslo sunny; Rome sunny");
+    thread.push_back(answer.message);
+  }
+}
+
 TEST_F(ProtocolMock, ErrorEventsInEachProtocolAreHttpErrors) {
-  for (Protocol p : {Protocol::OpenAiChat, Protocol::OpenAiResponses, Protocol::Anthropic}) {
+  for (Protocol p :
+       {Protocol::OpenAiChat, Protocol::OpenAiResponses, Protocol::Anthropic, Protocol::Gemini}) {
     SCOPED_TRACE(std::string(toString(p)));
     serve(
         R"({"reply": {"content": "a b c d"}, "stream": {"error_after": 2, "error": {"type": "invalid_request_error", "message": "mock stream error", "code": "bad"}}})");

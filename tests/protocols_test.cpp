@@ -882,16 +882,22 @@ TEST(ProviderFields, EachRuleSendsItsFieldOnlyWhereItBelongs) {
   const ClientOptions deepseek = endpoint(Protocol::OpenAiChat, "https://api.deepseek.com/v1");
   const ClientOptions responses = endpoint(Protocol::OpenAiResponses);
   const ClientOptions anthropic = endpoint(Protocol::Anthropic);
+  const ClientOptions gemini = endpoint(Protocol::Gemini);
   struct Expect {
     std::string_view key;
-    bool chat, deepseek, responses, anthropic;
+    bool chat, deepseek, responses, anthropic, gemini;
   };
   const Expect expected[] = {
-      {kReasoningContent, true, false, false, false}, {kReasoningDetails, true, true, false, false},
-      {kThinkingBlocks, false, false, false, true},   {kReasoningItems, false, false, true, false},
-      {kResponseItemIds, false, false, true, false},  {kCacheControl, false, false, false, true},
-      {kAnthropicContent, false, false, false, true}, {kResponseOutput, false, false, true, false},
-      {kStopDetails, false, false, false, false},
+      {kReasoningContent, true, false, false, false, false},
+      {kReasoningDetails, true, true, false, false, false},
+      {kThinkingBlocks, false, false, false, true, false},
+      {kReasoningItems, false, false, true, false, false},
+      {kResponseItemIds, false, false, true, false, false},
+      {kCacheControl, false, false, false, true, false},
+      {kAnthropicContent, false, false, false, true, false},
+      {kResponseOutput, false, false, true, false, false},
+      {kGeminiParts, false, false, false, false, true},
+      {kStopDetails, false, false, false, false, false},
   };
   ASSERT_EQ(providerFieldRules().size(), std::size(expected));
   for (const Expect& e : expected) {
@@ -900,6 +906,7 @@ TEST(ProviderFields, EachRuleSendsItsFieldOnlyWhereItBelongs) {
     EXPECT_EQ(sendsField(e.key, deepseek), e.deepseek);
     EXPECT_EQ(sendsField(e.key, responses), e.responses);
     EXPECT_EQ(sendsField(e.key, anthropic), e.anthropic);
+    EXPECT_EQ(sendsField(e.key, gemini), e.gemini);
   }
   for (const ProviderFieldRule& rule : providerFieldRules())
     EXPECT_EQ(rule.docs.rfind("https://", 0), 0u) << rule.key;

@@ -1,7 +1,7 @@
 // The conformance corpus (docs/protocols.md, "Conformance corpus"): responses recorded from the
-// real Anthropic, OpenAI, Azure, xAI, DeepSeek, Groq, Mistral, Moonshot, Alibaba and Perplexity
-// APIs (tests/data/provider_corpus/), each served byte for byte over loopback by the mock's `raw`
-// rule, streamed (SSE framed as each provider sends it) or whole, to the library and to
+// real Anthropic, OpenAI, Azure, xAI, DeepSeek, Groq, Mistral, Moonshot, Alibaba, Perplexity and
+// Gemini APIs (tests/data/provider_corpus/), each served byte for byte over loopback by the mock's
+// `raw` rule, streamed (SSE framed as each provider sends it) or whole, to the library and to
 // `parley ask`. Each is checked against tests/data/provider_corpus/expected.json, written from the
 // recordings by an independent reader (expected.py): the text, the client and provider-run tool
 // calls, the usage, the finish reason, the outcome (reply, refusal, provider error), and the
@@ -50,6 +50,7 @@ Protocol protocolOf(const json& c) {
   const std::string p = c["protocol"];
   return p == "anthropic"   ? Protocol::Anthropic
          : p == "responses" ? Protocol::OpenAiResponses
+         : p == "gemini"    ? Protocol::Gemini
                             : Protocol::OpenAiChat;
 }
 
@@ -62,7 +63,8 @@ std::string servedBytes(const json& c) {
   std::string out;
   std::istringstream lines(raw);
   std::string line;
-  const bool named = protocolOf(c) != Protocol::OpenAiChat;
+  const bool gemini = protocolOf(c) == Protocol::Gemini;
+  const bool named = protocolOf(c) != Protocol::OpenAiChat && !gemini;
   // A file of several steps' streams: `segment` picks one (each starts with response.created).
   const int wanted = c.value("segment", 0);
   int segment = -1;
@@ -72,9 +74,10 @@ std::string servedBytes(const json& c) {
     if (segment < 0 || (c.contains("segment") && type == "response.created")) ++segment;
     if (segment != wanted) continue;
     if (named) out += "event: " + type + "\n";
-    out += "data: " + line + "\n\n";
+    // Gemini frames each chunk as a data line ended by CRLFs, and sends no [DONE].
+    out += "data: " + line + (gemini ? "\r\n\r\n" : "\n\n");
   }
-  if (!named) out += "data: [DONE]\n\n";
+  if (!named && !gemini) out += "data: [DONE]\n\n";
   return out;
 }
 
@@ -171,6 +174,26 @@ std::vector<std::string> checkNextRequest(const json& c, const json& body) {
       }
       break;
     }
+    case Protocol::Gemini: {
+      // The model turn: the text, the calls, and every signature exactly where it came.
+      const json& sent = body["contents"][1];
+      std::string text;
+      json names = json::array();
+      json signatures = json::array();
+      for (const json& part : sent.value("parts", json::array())) {
+        if (part.contains("text") && !part.value("thought", false)) text += part["text"];
+        if (part.contains("functionCall")) names.push_back(part["functionCall"]["name"]);
+        if (part.contains("thoughtSignature")) signatures.push_back(part["thoughtSignature"]);
+      }
+      json want = json::array();
+      for (const json& call : c["tool_calls"])
+        want.push_back(call["name"]);
+      if (sent["role"] != "model" || text != c["text"] || names != want ||
+          signatures != c["signatures"]) {
+        bad.push_back("next request's model turn: " + sent.dump().substr(0, 400));
+      }
+      break;
+    }
     case Protocol::OpenAiChat: {
       const json& sent = body["messages"][1];
       const json text = sent["content"].is_string() ? sent["content"] : json("");
@@ -244,6 +267,7 @@ std::vector<std::string> runCli(const json& c, const fs::path& scratch) {
   auto server = serve(c);
   const std::string protocol = c["protocol"] == "chat"        ? "openai-chat"
                                : c["protocol"] == "responses" ? "openai-responses"
+                               : c["protocol"] == "gemini"    ? "gemini"
                                                               : "anthropic";
   std::vector<std::string> args = {
       "ask",     "--base-url", server->baseUrl(), "--api-key", "sk-test",
@@ -319,6 +343,7 @@ TEST(ProviderCorpus, CoversEveryProtocol) {
   EXPECT_GE(counts["chat"], 40);
   EXPECT_GE(counts["anthropic"], 60);
   EXPECT_GE(counts["responses"], 80);
+  EXPECT_GE(counts["gemini"], 30);
 }
 
 TEST(ProviderCorpus, EveryRecordingThroughTheLibrary) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "parley/errors.hpp"
+#include "parley/gemini_client.hpp"
 #include "parley/profiles.hpp"
 #include "parley/protocol.hpp"
 #include "parley/toml.hpp"
@@ -47,8 +48,8 @@ void addEndpointOptions(CLI::App& cmd, EndpointArgs& args) {
   cmd.add_option("--api-key-env", args.apiKeyEnv,
                  "Read the API key from this environment variable instead of OPENAI_API_KEY");
   cmd.add_option("--protocol", args.protocol,
-                 "Wire protocol: openai-chat (default), openai-responses or anthropic")
-      ->check(CLI::IsMember({"openai-chat", "openai-responses", "anthropic"}));
+                 "Wire protocol: openai-chat (default), openai-responses, anthropic or gemini")
+      ->check(CLI::IsMember({"openai-chat", "openai-responses", "anthropic", "gemini"}));
   cmd.add_option("--profile", args.profile,
                  "Use a named profile, a [profiles.NAME] table of the config file");
   cmd.add_option("--config", args.configFile,
@@ -107,6 +108,14 @@ ClientOptions resolveEndpoint(const EndpointArgs& args) {
   }
   if (!args.apiKey.empty()) options.apiKey = args.apiKey;
   if (!args.protocol.empty()) options.protocol = protocolFromString(args.protocol, "--protocol");
+  if (args.profile.empty() && options.protocol == Protocol::Gemini) {
+    // Without a profile, --protocol gemini talks to Google with Google's key and a Gemini model.
+    if (args.baseUrl.empty() && envOr("OPENAI_BASE_URL", "").empty()) {
+      options.baseUrl = kGeminiBaseUrl;
+    }
+    if (args.apiKey.empty() && args.apiKeyEnv.empty()) options.apiKeyEnv = "GEMINI_API_KEY";
+    if (args.model.empty() && envOr("OPENAI_MODEL", "").empty()) options.model = "gemini-2.5-flash";
+  }
   if (options.apiKey.empty() && options.apiKeyEnv.empty()) options.apiKeyEnv = "OPENAI_API_KEY";
   return options;
 }

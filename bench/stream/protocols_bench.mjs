@@ -2,12 +2,13 @@
 // (responses.create with stream: true, and responses.stream -> finalResponse, its own
 // assembler) and @anthropic-ai/sdk (messages.create with stream: true, and messages.stream ->
 // finalMessage, its own assembler) reading the same streams from the same `parley mock`.
-// Prints one JSON line per peer.
-//   node protocols_bench.mjs BASE_URL RESPONSES_BYTES ANTHROPIC_BYTES [RUNS]
+// The same for Gemini with @google/genai. Prints one JSON line per peer.
+//   node protocols_bench.mjs BASE_URL RESPONSES_BYTES ANTHROPIC_BYTES RUNS GEMINI_BYTES
 import Anthropic from '@anthropic-ai/sdk';
+import { GoogleGenAI } from '@google/genai';
 import OpenAI from 'openai';
 
-const [baseURL, responsesBytes, anthropicBytes, runsArg] = process.argv.slice(2);
+const [baseURL, responsesBytes, anthropicBytes, runsArg, geminiBytes] = process.argv.slice(2);
 const runs = Number(runsArg ?? 3);
 const openai = new OpenAI({ baseURL, apiKey: 'sk-bench', maxRetries: 0 });
 const anthropic = new Anthropic({ baseURL: baseURL.replace(/\/v1$/, ''), apiKey: 'sk-bench', maxRetries: 0 });
@@ -57,7 +58,36 @@ async function anthropicAssemble() {
   return events;
 }
 
+// @google/genai: generateContentStream (each chunk a GenerateContentResponse, its text
+// concatenated), and a chat's sendMessageStream, which also keeps the reply's parts in its
+// history as parley's client keeps them on the message.
+const genai = new GoogleGenAI({ apiKey: 'k-bench', httpOptions: { baseUrl: baseURL.replace(/\/v1$/, '') } });
+
+async function geminiIterate() {
+  let events = 0;
+  let text = '';
+  for await (const chunk of await genai.models.generateContentStream({ model: 'gpt-4o-mini', contents: 'gemini stream' })) {
+    events++;
+    text += chunk.text ?? '';
+  }
+  if (!text) throw new Error('no content');
+  return events;
+}
+
+async function geminiAssemble() {
+  const chat = genai.chats.create({ model: 'gpt-4o-mini' });
+  let events = 0;
+  for await (const chunk of await chat.sendMessageStream({ message: 'gemini stream' })) {
+    events++;
+    if (!chunk.candidates) throw new Error('no candidates');
+  }
+  if (chat.getHistory().length < 2) throw new Error('no history');
+  return events;
+}
+
 for (const [peer, fn, bytes] of [
+  ['genai generateContentStream', geminiIterate, Number(geminiBytes)],
+  ['genai chat sendMessageStream', geminiAssemble, Number(geminiBytes)],
   ['openai-node responses iterate', responsesIterate, Number(responsesBytes)],
   ['openai-node responses assemble', responsesAssemble, Number(responsesBytes)],
   ['anthropic-sdk iterate', anthropicIterate, Number(anthropicBytes)],

@@ -32,6 +32,7 @@ info=$("$build/bench/client_bench" --write-stream-script="$script")
 bytes=$(echo "$info" | sed -E 's/^stream: [0-9]+ chunks, ([0-9]+) bytes.*/\1/')
 responses_bytes=$(echo "$info" | sed -E 's/.*responses ([0-9]+) bytes.*/\1/')
 anthropic_bytes=$(echo "$info" | sed -E 's/.*anthropic ([0-9]+) bytes.*/\1/')
+gemini_bytes=$(echo "$info" | sed -E 's/.*gemini ([0-9]+) bytes.*/\1/')
 echo "$info"
 
 out="$work/mock.out"
@@ -67,12 +68,13 @@ for (const line of fs.readFileSync(npmFile, 'utf8').trim().split('\n')) {
 }
 JS
 
-# The other two protocols: the same reply as an OpenAI Responses and an Anthropic Messages stream,
+# The other three protocols: the same reply as an OpenAI Responses, an Anthropic Messages and a
+# Gemini stream,
 # parley's client of each against that protocol's official SDK.
 PARLEY_BENCH_BASE_URL="$url" "$build/bench/client_bench" \
-  --benchmark_filter='BM_ProtocolStreamLoopback/[12]' --benchmark_repetitions="$runs" \
+  --benchmark_filter='BM_ProtocolStreamLoopback/[123]' --benchmark_repetitions="$runs" \
   --benchmark_format=json >"$work/protocols.json"
-node "$work/protocols_bench.mjs" "$url" "$responses_bytes" "$anthropic_bytes" "$runs" | tee "$work/protocols-npm.jsonl"
+node "$work/protocols_bench.mjs" "$url" "$responses_bytes" "$anthropic_bytes" "$runs" "$gemini_bytes" | tee "$work/protocols-npm.jsonl"
 node - "$work/protocols.json" "$work/protocols-npm.jsonl" <<'JS'
 const fs = require('fs');
 const [parleyFile, npmFile] = process.argv.slice(2);
@@ -80,7 +82,8 @@ const runs = JSON.parse(fs.readFileSync(parleyFile)).benchmarks.filter((b) => b.
 const best = (label) => runs.filter((b) => b.label === label).reduce((a, b) => (a['chunks/s'] > b['chunks/s'] ? a : b));
 const npm = fs.readFileSync(npmFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
 for (const [label, peers] of [['openai-responses', ['openai-node responses iterate', 'openai-node responses assemble']],
-                              ['anthropic', ['anthropic-sdk iterate', 'anthropic-sdk assemble']]]) {
+                              ['anthropic', ['anthropic-sdk iterate', 'anthropic-sdk assemble']],
+                              ['gemini', ['genai generateContentStream', 'genai chat sendMessageStream']]]) {
   const p = best(label);
   console.log(`parley ${label}: ${Math.round(p['chunks/s'])} deltas/s (wall ${p.real_time.toFixed(1)} ms, ` +
               `client CPU ${p.cpu_time.toFixed(1)} ms per stream)`);

@@ -41,8 +41,9 @@ namespace parley {
 enum class MaxTokensField { MaxCompletionTokens, MaxTokens };
 
 // The wire protocol of an endpoint (protocol.hpp: names, makeClient()). The base URL ends in
-// /v1 for all three; requests go to {base}/chat/completions, {base}/responses, {base}/messages.
-enum class Protocol { OpenAiChat, OpenAiResponses, Anthropic };
+// /v1 for the first three; requests go to {base}/chat/completions, {base}/responses,
+// {base}/messages; Gemini's to {base}/models/{model}:generateContent (base .../v1beta).
+enum class Protocol { OpenAiChat, OpenAiResponses, Anthropic, Gemini };
 
 // How an endpoint's prompts are counted (prompt_counter.hpp, makePromptCounter(); the profile
 // key `token_counting`): locally, by the server (a failure is an error), or by the server with

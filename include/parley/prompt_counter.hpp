@@ -79,6 +79,7 @@ enum class RemoteCountFallback {
 enum class RemoteCountApi {
   AnthropicCountTokens,  // POST {base}/messages/count_tokens
   LlamaCppTokenize,      // POST {root}/apply-template, then {root}/tokenize
+  GeminiCountTokens,     // POST {base}/models/{model}:countTokens
 };
 
 struct RemotePromptCounterOptions {

@@ -5,6 +5,7 @@
 //   "openai-chat"       OpenAiClient     POST {base}/chat/completions (the default)
 //   "openai-responses"  ResponsesClient  POST {base}/responses
 //   "anthropic"         AnthropicClient  POST {base}/messages
+//   "gemini"            GeminiClient     POST {base}/models/{model}:generateContent
 //
 // Thread-safety: pure functions; the clients say their own.
 #pragma once
@@ -19,7 +20,7 @@
 
 namespace parley {
 
-// "openai-chat", "openai-responses", "anthropic".
+// "openai-chat", "openai-responses", "anthropic", "gemini".
 std::string_view toString(Protocol protocol) noexcept;
 // The protocol named `name`, or nullopt.
 std::optional<Protocol> parseProtocol(std::string_view name) noexcept;

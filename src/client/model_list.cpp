@@ -109,4 +109,35 @@ std::vector<ModelInfo> listAnthropicModels(HttpTransport& transport, const std::
                       " goes on for more than " + std::to_string(kMaxModelPages) + " pages");
 }
 
+std::vector<ModelInfo> listGeminiModels(HttpTransport& transport, const std::string& baseUrl,
+                                        std::span<const std::string> headers,
+                                        std::optional<std::chrono::milliseconds> timeout,
+                                        std::stop_token stopToken) {
+  std::vector<ModelInfo> models;
+  std::string token;
+  for (int page = 0; page < kMaxModelPages; ++page) {
+    const std::string url = joinUrl(baseUrl, "/models") + "?pageSize=1000" +
+                            (token.empty() ? "" : "&pageToken=" + percentEncode(token));
+    const nlohmann::json reply = get(transport, url, headers, timeout, stopToken);
+    auto list = reply.find("models");
+    if (!reply.is_object() || (list != reply.end() && !list->is_array())) {
+      throw ProtocolError("the model list from " + redactUrl(url) + " has no \"models\" array");
+    }
+    for (const nlohmann::json& item : list == reply.end() ? nlohmann::json::array() : *list) {
+      if (!item.is_object()) continue;
+      ModelInfo info;
+      info.id = stringField(item, "name");
+      if (info.id.rfind("models/", 0) == 0) info.id.erase(0, 7);
+      info.displayName = stringField(item, "displayName");
+      info.raw = item;
+      add(models, std::move(info), redactUrl(url));
+    }
+    const std::string next = stringField(reply, "nextPageToken");
+    if (next.empty() || next == token) return models;
+    token = next;
+  }
+  throw ProtocolError("the model list from " + redactUrl(joinUrl(baseUrl, "/models")) +
+                      " goes on for more than " + std::to_string(kMaxModelPages) + " pages");
+}
+
 }  // namespace parley::detail

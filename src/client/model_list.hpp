@@ -47,4 +47,11 @@ std::vector<ModelInfo> listAnthropicModels(HttpTransport& transport, const std::
                                            std::optional<std::chrono::milliseconds> timeout,
                                            std::stop_token stopToken);
 
+// GET {baseUrl}/models?pageSize=1000 in Gemini's format ({"models": [{"name": "models/...",
+// "displayName", ...}], "nextPageToken"}), page by page; ids without the "models/" prefix.
+std::vector<ModelInfo> listGeminiModels(HttpTransport& transport, const std::string& baseUrl,
+                                        std::span<const std::string> headers,
+                                        std::optional<std::chrono::milliseconds> timeout,
+                                        std::stop_token stopToken);
+
 }  // namespace parley::detail

@@ -51,6 +51,11 @@ constexpr std::array kRules = {
         "https://platform.openai.com/docs/guides/"
         "conversation-state#manually-manage-conversation-state",
         [](const ClientOptions& e) { return e.protocol == Protocol::OpenAiResponses; }},
+    // Gemini: the parts go back exactly as they came (a thoughtSignature on the part that
+    // carried it, thoughts included), or the next turn of a tool loop is refused with a 400;
+    // other providers cannot read them.
+    ProviderFieldRule{kGeminiParts, "https://ai.google.dev/gemini-api/docs/thought-signatures",
+                      [](const ClientOptions& e) { return e.protocol == Protocol::Gemini; }},
     // The refusal details Anthropic gives (stop_details): nothing to send back anywhere.
     ProviderFieldRule{kStopDetails,
                       "https://docs.anthropic.com/en/api/messages#response-stop-details",

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "client/anthropic_request.hpp"
+#include "client/gemini_request.hpp"
 #include "client/http_transport.hpp"
 #include "client/model_list.hpp"
 #include "client/request_body.hpp"
@@ -62,7 +63,7 @@ struct RemotePromptCounter::Impl {
   std::shared_ptr<HttpTransport> transport;
   std::shared_ptr<const TokenCounter> local;
   std::vector<std::string> headers;
-  std::string countUrl;     // anthropic: {base}/messages/count_tokens
+  std::string countUrl;     // anthropic: {base}/messages/count_tokens (gemini: per model)
   std::string templateUrl;  // llama.cpp: {root}/apply-template
   std::string tokenizeUrl;  // llama.cpp: {root}/tokenize
 
@@ -122,6 +123,18 @@ struct RemotePromptCounter::Impl {
 
   // The body of the first request; the cache key is made from it.
   std::string firstBody(const ChatRequest& request) const {
+    if (options.api == RemoteCountApi::GeminiCountTokens) {
+      // The whole generateContent request, so that the system instruction and the tools count.
+      nlohmann::ordered_json inner =
+          nlohmann::ordered_json::parse(detail::buildGeminiBody(request, options.client));
+      std::string model = detail::requestModel(request, options.client);
+      if (model.rfind("models/", 0) != 0) model = "models/" + model;
+      nlohmann::ordered_json whole;
+      whole["model"] = model;
+      for (auto& [key, value] : inner.items())
+        whole[key] = std::move(value);
+      return nlohmann::ordered_json{{"generateContentRequest", std::move(whole)}}.dump();
+    }
     if (options.api == RemoteCountApi::AnthropicCountTokens) {
       const nlohmann::ordered_json whole =
           nlohmann::ordered_json::parse(detail::buildAnthropicBody(request, options.client, false));
@@ -163,8 +176,26 @@ struct RemotePromptCounter::Impl {
     return body;
   }
 
+  // The URL the first request goes to.
+  std::string firstUrl(const ChatRequest& request) const {
+    if (options.api == RemoteCountApi::GeminiCountTokens) {
+      return detail::geminiUrl(request, options.client, detail::GeminiMethod::CountTokens);
+    }
+    return options.api == RemoteCountApi::AnthropicCountTokens ? countUrl : templateUrl;
+  }
+
   int64_t askServer(const std::string& body, const ChatRequest& request) const {
     const Clock::time_point deadline = detail::deadlineAfter(Clock::now(), options.timeout);
+    if (options.api == RemoteCountApi::GeminiCountTokens) {
+      const std::string url = firstUrl(request);
+      const nlohmann::json reply = post(url, body, deadline, request.stopToken);
+      auto it = reply.find("totalTokens");
+      if (!reply.is_object() || it == reply.end() || !it->is_number_integer()) {
+        throw ProtocolError("the countTokens reply from " + redactUrl(url) +
+                            " has no integer \"totalTokens\"");
+      }
+      return checkedCount(it->get<int64_t>(), url);
+    }
     if (options.api == RemoteCountApi::AnthropicCountTokens) {
       const nlohmann::json reply = post(countUrl, body, deadline, request.stopToken);
       auto it = reply.find("input_tokens");
@@ -225,7 +256,9 @@ RemotePromptCounter::RemotePromptCounter(RemotePromptCounterOptions options)
     s.transport = makeCurlTransport(std::move(t));
   }
   std::vector<std::string> own;
-  if (s.options.api == RemoteCountApi::AnthropicCountTokens) {
+  if (s.options.api == RemoteCountApi::GeminiCountTokens) {
+    if (!c.apiKey.empty()) own.push_back("x-goog-api-key: " + c.apiKey);
+  } else if (s.options.api == RemoteCountApi::AnthropicCountTokens) {
     if (!c.apiKey.empty()) own.push_back("x-api-key: " + c.apiKey);
     own.push_back("anthropic-version: " + c.anthropicVersion);
     s.countUrl = detail::joinUrl(c.baseUrl, "/messages/count_tokens");
@@ -245,16 +278,22 @@ const RemotePromptCounterOptions& RemotePromptCounter::options() const noexcept 
 }
 
 std::string_view RemotePromptCounter::name() const noexcept {
-  return impl_->options.api == RemoteCountApi::AnthropicCountTokens ? "anthropic count_tokens"
-                                                                    : "llama.cpp tokenize";
+  switch (impl_->options.api) {
+    case RemoteCountApi::AnthropicCountTokens:
+      return "anthropic count_tokens";
+    case RemoteCountApi::GeminiCountTokens:
+      return "gemini countTokens";
+    case RemoteCountApi::LlamaCppTokenize:
+      break;
+  }
+  return "llama.cpp tokenize";
 }
 
 PromptCount RemotePromptCounter::count(const ChatRequest& request) const {
   const Impl& s = *impl_;
   // A request that cannot be written is the caller's error, never a reason to fall back.
   const std::string body = s.firstBody(request);
-  const std::string& url =
-      s.options.api == RemoteCountApi::AnthropicCountTokens ? s.countUrl : s.templateUrl;
+  const std::string url = s.firstUrl(request);
   const std::string key = detail::sha256Hex(url + '\n' + body);
   PromptCount out;
   out.remote = true;
@@ -286,12 +325,15 @@ RemoteCountApi remoteCountApiFor(Protocol protocol, const std::string& field) {
       return RemoteCountApi::AnthropicCountTokens;
     case Protocol::OpenAiChat:
       return RemoteCountApi::LlamaCppTokenize;
+    case Protocol::Gemini:
+      return RemoteCountApi::GeminiCountTokens;
     case Protocol::OpenAiResponses:
       break;
   }
   throw ValidationError(field,
                         "openai-responses has no counting route parley speaks; remote counting "
-                        "is for anthropic (count_tokens) and openai-chat (llama.cpp /tokenize)");
+                        "is for anthropic (count_tokens), gemini (countTokens) and openai-chat "
+                        "(llama.cpp /tokenize)");
 }
 
 std::shared_ptr<const PromptCounter> makePromptCounter(const ClientOptions& options,

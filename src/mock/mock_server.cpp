@@ -17,6 +17,7 @@
 #include "http/server.hpp"
 #include "mock/chat_reply.hpp"
 #include "mock/embeddings.hpp"
+#include "mock/gemini_replies.hpp"
 #include "mock/protocol_replies.hpp"
 #include "mock/script.hpp"
 #include "parley/errors.hpp"
@@ -381,6 +382,9 @@ void MockServer::Impl::sendStream(httplib::Response& res, const Rule& rule, Conc
           case WireProtocol::Responses:
             forEachResponsesEvent(reply, spec.omitFinish, emit);
             break;
+          case WireProtocol::Gemini:
+            forEachGeminiEvent(reply, spec.omitFinish, emit);
+            break;
         }
         // Every event went out: the faults placed after the last one, then [DONE] (Chat
         // Completions only: the other protocols end with their own last event).
@@ -431,9 +435,14 @@ void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response
     ~NotifyOnReturn() { impl.notify(index); }
   } notifyOnReturn{*this, index};
   res.set_header("x-request-id", "req_mock_" + std::to_string(index + 1));
+  // An error in the shape of the request's protocol (Google's for Gemini).
+  auto errorFor = [protocol](int status, const std::string& message, const std::string& type) {
+    return protocol == WireProtocol::Gemini ? geminiErrorBody(status, message)
+                                            : errorBody(message, type);
+  };
   json body = parseJson(req.body, {}, /*allowExceptions=*/false);
   if (body.is_discarded()) {
-    sendBody(res, 400, errorBody("the request body is not valid JSON", "invalid_request_error"),
+    sendBody(res, 400, errorFor(400, "the request body is not valid JSON", "invalid_request_error"),
              "application/json", -1);
     return;
   }
@@ -460,9 +469,14 @@ void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response
           chatBody = chatRequestFromResponses(body);
           ctx = describeRequest(chatBody, number);
           break;
+        case WireProtocol::Gemini:
+          chatBody = chatRequestFromGemini(body, req.matches[1],
+                                           req.matches[2] == "streamGenerateContent");
+          ctx = describeRequest(chatBody, number);
+          break;
       }
     } catch (const ValidationError& e) {
-      sendBody(res, 400, errorBody(e.what(), "invalid_request_error"), "application/json", -1);
+      sendBody(res, 400, errorFor(400, e.what(), "invalid_request_error"), "application/json", -1);
       return;
     }
     held = script;
@@ -486,15 +500,16 @@ void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response
   }
   if (!chosen) {
     sendBody(res, 400,
-             errorBody("parley mock: no script rule matches chat request " +
-                           std::to_string(ctx.requestNumber),
-                       "invalid_request_error"),
+             errorFor(400,
+                      "parley mock: no script rule matches chat request " +
+                          std::to_string(ctx.requestNumber),
+                      "invalid_request_error"),
              "application/json", -1);
     return;
   }
   const Rule& rule = *chosen;
   if (rule.delayMs > 0 && !pause(rule.delayMs)) {
-    sendBody(res, 503, errorBody("parley mock is stopping", "server_error"), "application/json",
+    sendBody(res, 503, errorFor(503, "parley mock is stopping", "server_error"), "application/json",
              -1);
     return;
   }
@@ -526,6 +541,9 @@ void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response
     case WireProtocol::Responses:
       whole = responsesBody(reply);
       break;
+    case WireProtocol::Gemini:
+      whole = geminiBody(reply);
+      break;
   }
   sendBody(res, 200, std::move(whole), "application/json", rule.disconnectAfterBytes);
 }
@@ -550,8 +568,32 @@ void MockServer::Impl::install() {
   server->Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
     handleChat(req, res, WireProtocol::Responses);
   });
+  // Gemini (docs/mock.md): generateContent and streamGenerateContent under /v1beta, where
+  // Google's SDKs send them, and /v1; countTokens; models.list.
+  server->Post(R"(/v1(?:beta)?/models/([^/:]+):(generateContent|streamGenerateContent))",
+               [this](const httplib::Request& req, httplib::Response& res) {
+                 handleChat(req, res, WireProtocol::Gemini);
+               });
+  server->Post(R"(/v1(?:beta)?/models/([^/:]+):countTokens)", [this](const httplib::Request& req,
+                                                                     httplib::Response& res) {
+    const std::string model = req.matches[1];
+    handleCount(req, res, "count_tokens", [this, &model](const json& body) {
+      json request = body.value("generateContentRequest", json());
+      if (request.is_null()) request = json{{"contents", body.value("contents", json())}};
+      const ChatContext ctx = describeRequest(chatRequestFromGemini(request, model, false), 0);
+      return json{{"totalTokens", promptTokensOf(ctx)}};
+    });
+  });
+  server->Get("/v1beta/models", [this](const httplib::Request& req, httplib::Response& res) {
+    notify(record(req));
+    res.set_content(geminiModelList(options.models), "application/json");
+  });
   server->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     notify(record(req));
+    if (req.has_header("x-goog-api-key")) {  // Gemini's format, one page
+      res.set_content(geminiModelList(options.models), "application/json");
+      return;
+    }
     json data = json::array();
     if (req.has_header("anthropic-version")) {  // Anthropic's format, one page
       for (const auto& m : options.models) {

@@ -277,6 +277,7 @@ json chatRequestFromAnthropic(const json& body) {
                         body["thinking"].value("type", "") == "enabled";
   const json& wire = body["messages"];
   size_t lastToolUse = wire.size();  // the last assistant message with a tool_use block
+  size_t lastUserText = 0;           // the last user message with more than tool results
   for (size_t i = 0; i < wire.size(); ++i) {
     const json& m = wire[i];
     const std::string field = "messages." + std::to_string(i);
@@ -333,7 +334,17 @@ json chatRequestFromAnthropic(const json& body) {
       messages.push_back(std::move(assistant));
     }
   }
-  if (thinking && lastToolUse < wire.size()) {
+  // The rule holds in the current turn: a tool loop that a user message has not closed yet
+  // (earlier turns, perhaps from another provider, need no thinking blocks).
+  for (size_t i = 0; i < wire.size(); ++i) {
+    if (wire[i].value("role", "") != "user") continue;
+    const json& content = wire[i].value("content", json());
+    if (content.is_string()) lastUserText = i;
+    for (const auto& block : content.is_array() ? content : json::array()) {
+      if (block.is_object() && block.value("type", "") != "tool_result") lastUserText = i;
+    }
+  }
+  if (thinking && lastToolUse < wire.size() && lastToolUse > lastUserText) {
     const json& first = wire[lastToolUse]["content"][0];
     const std::string type = first.value("type", "");
     if (type != "thinking" && type != "redacted_thinking") {
@@ -617,6 +628,16 @@ std::string streamErrorEvent(WireProtocol protocol, const json& error) {
         data[key] = error.contains(key) ? ojson::parse(error[key].dump()) : ojson();
       }
       return event("error", data);
+    }
+    case WireProtocol::Gemini: {
+      // Google's shape: {"error": {"code", "message", "status"}} as a data line.
+      ojson data;
+      data["code"] = error.contains("code") && error["code"].is_number_integer()
+                         ? ojson(error["code"].get<int>())
+                         : ojson(500);
+      data["message"] = error.value("message", "");
+      data["status"] = error.value("type", "INTERNAL");
+      return "data: " + ojson{{"error", std::move(data)}}.dump() + "\n\n";
     }
     case WireProtocol::Chat:
       break;

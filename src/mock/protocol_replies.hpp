@@ -22,7 +22,7 @@
 
 namespace parley::mock {
 
-enum class WireProtocol { Chat, Responses, Anthropic };
+enum class WireProtocol { Chat, Responses, Anthropic, Gemini };
 
 // The request as a chat completion request body ({model, stream, stream_options, tools,
 // messages}) for describeRequest(). Throws ValidationError naming the field for a request the

@@ -322,6 +322,55 @@ def chat_body(body):
                        body.get("usage"), m.get("refusal") or "")
 
 
+# --- Gemini ----------------------------------------------------------------------------------
+
+# The FinishReason values that mean the reply was blocked (the API reference's enum).
+GEMINI_BLOCKED = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
+                  "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION", "LANGUAGE"}
+
+
+def gemini_expect(chunks):
+    """A GenerateContentResponse, or a stream's chunks in order: candidate 0's parts joined."""
+    parts, reason, usage, block = [], "", None, ""
+    for c in chunks:
+        if isinstance(c.get("error"), dict):
+            return {"protocol": "gemini", "outcome": "error", "error": c["error"].get("message", "")}
+        if c.get("usageMetadata"):
+            usage = c["usageMetadata"]
+        if (c.get("promptFeedback") or {}).get("blockReason"):
+            block = c["promptFeedback"]["blockReason"]
+        for cand in c.get("candidates") or []:
+            if cand.get("index", 0) != 0:
+                continue
+            parts += (cand.get("content") or {}).get("parts") or []
+            if cand.get("finishReason"):
+                reason = cand["finishReason"]
+    text = "".join(p["text"] for p in parts if "text" in p and not p.get("thought"))
+    calls = [{"name": p["functionCall"]["name"], "arguments": p["functionCall"].get("args") or {}}
+             for p in parts if "functionCall" in p]
+    out = {"protocol": "gemini", "text": text, "tool_calls": calls,
+           "server_tools": [{"name": "code_execution"} for p in parts if "executableCode" in p],
+           "reasoning": any(p.get("thought") and p.get("text") for p in parts),
+           "signatures": [p["thoughtSignature"] for p in parts if p.get("thoughtSignature")]}
+    if usage:
+        out["usage"] = {
+            "prompt": usage.get("promptTokenCount", 0) + usage.get("toolUsePromptTokenCount", 0),
+            "completion": usage.get("candidatesTokenCount", 0) + usage.get("thoughtsTokenCount", 0)}
+    else:
+        out["usage"] = None
+    if block:
+        out.update(outcome="refusal", finish_reason="content_filter")
+        return out
+    if not reason:
+        out["outcome"] = "malformed"  # cut short: no finishReason
+        return out
+    mapped = {"STOP": "stop", "MAX_TOKENS": "length"}.get(
+        reason, "content_filter" if reason in GEMINI_BLOCKED else reason.lower())
+    out["finish_reason"] = finish(mapped, bool(calls)) if mapped == "stop" else mapped
+    out["outcome"] = "reply" if text or calls else "empty"
+    return out
+
+
 # --- the corpus -------------------------------------------------------------------------------
 
 def classify_stream(first):
@@ -396,6 +445,19 @@ def main():
                 print(f"skipped {rel}: {e!r}", file=sys.stderr)
                 continue
             expect["file"] = rel
+            expect["stream"] = stream
+            cases.append(expect)
+    # Gemini: the official SDK's recorded system-test responses (js-genai), one file per exchange.
+    base = os.path.join(ROOT, "js-genai")
+    for dirpath, _, files in sorted(os.walk(base)):
+        for name in sorted(files):
+            path = os.path.join(dirpath, name)
+            raw = open(path, encoding="utf-8").read()
+            stream = name.endswith(".chunks.txt")
+            chunks = [json.loads(l) for l in raw.split("\n") if l.strip()] if stream \
+                else [json.loads(raw)]
+            expect = gemini_expect(chunks)
+            expect["file"] = os.path.relpath(path, ROOT)
             expect["stream"] = stream
             cases.append(expect)
     with open(os.path.join(ROOT, "expected.json"), "w", encoding="utf-8") as out:
