@@ -97,6 +97,10 @@ struct SubmitOptions {
   DoubleTextPolicy policy = DoubleTextPolicy::Enqueue;
   std::string traceId{};      // carried by the run's events; "" generates one
   nlohmann::json metadata{};  // an object or null, kept with the run
+  // The W3C trace context the run continues (docs/telemetry.md): the worker that claims it
+  // starts its spans under this traceparent. "" none. Kept as given, at most 512 bytes each.
+  std::string traceparent{};
+  std::string tracestate{};
 };
 
 // A run as stored.

@@ -21,6 +21,7 @@
 #include "parley/errors.hpp"
 #include "parley/logger.hpp"
 #include "parley/stored_thread.hpp"
+#include "parley/telemetry.hpp"
 #include "runs/run_events.hpp"
 
 namespace parley {
@@ -310,9 +311,33 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     return registry;
   }
 
+  // The worker's span of a run and the queue's metrics for its claim.
+  void describeRun(Span& span, const RunInfo& run) {
+    if (!telemetryEnabled()) return;
+    const std::vector<Attribute> worker = {{"parley.worker.id", options.workerId}};
+    addCounter("parley.run.claims", 1, worker);
+    if (run.attempts > 1) {
+      addCounter("parley.run.lease.takeovers", 1, worker);
+    } else {
+      const std::chrono::duration<double> waited = std::chrono::system_clock::now() - run.createdAt;
+      recordHistogram("parley.run.claim.latency", std::max(waited.count(), 0.0), worker);
+    }
+    if (!span.recording()) return;
+    span.set("parley.run.id", run.id);
+    span.set("parley.run.attempt", run.attempts);
+    span.set("parley.worker.id", options.workerId);
+    span.set("gen_ai.conversation.id", run.threadId);
+  }
+
   void work(const Claim& claim, ActiveRun& active) {
     const RunInfo& run = claim.run;
     detail::RunEvents events(*runs, claim.lease, options.chunkInterval, options.chunkBytes);
+    // The run continues the trace it was submitted in, whichever worker claims it, however often
+    // (docs/telemetry.md).
+    const auto submitted = TraceContext::parse(run.options.traceparent, run.options.tracestate);
+    ContextScope remote(submitted.value_or(TraceContext{}));
+    Span span("parley.run", "", SpanKind::Consumer);
+    describeRun(span, run);
     try {
       if (run.cancelRequest != CancelRequest::None) {
         endCancelled(run, active, events);
@@ -322,9 +347,11 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     } catch (const RunWaits&) {
       count(&Stats::waiting);
     } catch (const LeaseLost& e) {
+      span.setError(e);
       count(&Stats::lost);
       log("parley worker: run " + run.id + " lost its lease: " + e.what());
     } catch (const std::exception& e) {
+      span.setError(e);
       if (active.lost) {
         count(&Stats::lost);
       } else if (active.handBack) {
@@ -437,7 +464,15 @@ class LeaseSink : public TurnSink {
       auto turnEvents = events_.takeForTurn();
       held.insert(held.end(), std::make_move_iterator(turnEvents.begin()),
                   std::make_move_iterator(turnEvents.end()));
-      version_ = runs_.appendTurn(active_.lease, turn.messages, turn.state, version_, held);
+      Span span("parley.store.append_turn", "", SpanKind::Client);  // docs/telemetry.md
+      span.set("parley.run.id", active_.lease.runId);
+      span.set("parley.messages", added);
+      try {
+        version_ = runs_.appendTurn(active_.lease, turn.messages, turn.state, version_, held);
+      } catch (const std::exception& e) {
+        span.setError(e);
+        throw;
+      }
       storedCount_ += added;
     }
     // A safe point: a request the heartbeat has not brought yet is read here, so an interrupt
@@ -749,6 +784,7 @@ void Worker::Impl::execute(const RunInfo& run, ActiveRun& active, detail::RunEve
                        options.turn.maxToolConcurrency, options.humanTool);
 
   RunOptions ro = turnRunOptions(options.turn);
+  ro.conversationId = run.threadId;  // gen_ai.conversation.id
   ro.maxIterations = maxIterations - done;
   ro.stopToken = active.stop.get_token();
   ro.stream = run.options.stream;

@@ -20,6 +20,7 @@
 #include "parley/json.hpp"
 #include "parley/logger.hpp"
 #include "parley/stored_thread.hpp"
+#include "parley/telemetry.hpp"
 #include "service/admission.hpp"
 #include "service/chat_page.hpp"
 #include "service/event_feeds.hpp"
@@ -186,6 +187,20 @@ struct Service::Impl {
     out["storage_size"] = manager.storageSize();
     return out;
   }
+
+  // The attributes of a request's span, set as it ends (HTTP server conventions).
+  struct RequestSpanEnd {
+    Span& span;
+    const httplib::Request& req;
+    httplib::Response& res;
+    ~RequestSpanEnd() {
+      if (!span.recording()) return;
+      span.set("http.request.method", req.method);
+      span.set("url.path", req.path);
+      span.set("http.response.status_code", res.status);
+      if (res.status >= 500) span.setError(std::to_string(res.status), "");
+    }
+  };
 
   // --- routes ---------------------------------------------------------------------------------
 
@@ -396,6 +411,11 @@ struct Service::Impl {
       options.tools = tools;
     }
     if (in.contains("metadata")) options.metadata = in["metadata"];
+    // The worker that claims the run continues this request's trace.
+    if (const TraceContext trace = currentTraceContext(); trace.valid()) {
+      options.traceparent = trace.traceparent();
+      options.tracestate = trace.traceState;
+    }
     if (!options.id.empty() && runs->run(options.id)) {
       throw conflict("run_exists", "run '" + options.id + "' exists");
     }
@@ -587,6 +607,12 @@ struct Service::Impl {
   template <typename F>
   httplib::Server::Handler route(F f) {
     return [this, f](const httplib::Request& req, httplib::Response& res) {
+      // The request continues its caller's trace (docs/telemetry.md); a run it submits keeps it.
+      const auto caller = TraceContext::parse(req.get_header_value("traceparent"),
+                                              req.get_header_value("tracestate"));
+      ContextScope remote(caller.value_or(TraceContext{}));
+      Span span(req.method, "", SpanKind::Server);
+      RequestSpanEnd described{span, req, res};
       try {
         f(req, res);
       } catch (const ApiError& e) {

@@ -122,6 +122,8 @@ json optionsJson(const SubmitOptions& options) {
   if (options.maxIterations) out["max_iterations"] = options.maxIterations;
   if (options.stream) out["stream"] = true;
   if (!options.metadata.is_null()) out["metadata"] = options.metadata;
+  if (!options.traceparent.empty()) out["traceparent"] = options.traceparent;
+  if (!options.tracestate.empty()) out["tracestate"] = options.tracestate;
   return out;
 }
 
@@ -138,6 +140,8 @@ SubmitOptions optionsFromJson(const json& value) {
   options.maxIterations = value.value("max_iterations", value.value("maxIterations", 0));
   options.stream = value.value("stream", false);
   options.metadata = value.value("metadata", json());
+  options.traceparent = value.value("traceparent", "");
+  options.tracestate = value.value("tracestate", "");
   return options;
 }
 
@@ -419,6 +423,10 @@ std::vector<EventRow> eventRows(const Lease& lease, std::span<const EventInput> 
 void checkOptions(const SubmitOptions& options, const RunStoreLimits& limits) {
   if (!options.id.empty()) detail::checkId(options.id, "options.id");
   if (!options.traceId.empty()) detail::checkId(options.traceId, "options.traceId");
+  for (const auto& [text, field] : {std::pair{&options.traceparent, "options.traceparent"},
+                                    std::pair{&options.tracestate, "options.tracestate"}}) {
+    if (text->size() > 512) throw ValidationError(field, "is longer than 512 bytes");
+  }
   if (!options.profile.empty()) detail::checkId(options.profile, "options.profile");
   if (options.maxIterations < 0 || options.maxIterations > limits.maxIterations) {
     throw ValidationError("options.maxIterations", "is " + std::to_string(options.maxIterations) +
