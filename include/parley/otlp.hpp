@@ -94,6 +94,10 @@ class OtlpExporter : public Telemetry {
   // Stops the thread after a last export bounded by exportTimeout; later spans are dropped.
   void shutdown();
   TelemetryStats stats() const;
+  // The metrics recorded so far in the Prometheus text format (0.0.4): `parley serve` adds them
+  // to /metrics. Names as OTLP's with dots as underscores and the unit's suffix
+  // (gen_ai_client_operation_duration_seconds, parley_run_claims_total).
+  std::string prometheusText() const;
   const TelemetryOptions& options() const noexcept;
 
  private:

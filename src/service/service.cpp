@@ -19,6 +19,7 @@
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
 #include "parley/logger.hpp"
+#include "parley/otlp.hpp"
 #include "parley/stored_thread.hpp"
 #include "parley/telemetry.hpp"
 #include "service/admission.hpp"
@@ -186,6 +187,13 @@ struct Service::Impl {
     out["batch"] = marks.currentBatch;
     out["storage_size"] = manager.storageSize();
     return out;
+  }
+
+  // The GenAI and run-queue metrics of the OTLP exporter, when one is installed
+  // (docs/telemetry.md).
+  static std::string telemetryMetrics() {
+    auto exporter = std::dynamic_pointer_cast<OtlpExporter>(telemetry());
+    return exporter ? exporter->prometheusText() : std::string();
   }
 
   // The attributes of a request's span, set as it ends (HTTP server conventions).
@@ -724,7 +732,7 @@ struct Service::Impl {
                                      "thread's events after a poll saw it move.\n"
                                      "# TYPE parley_event_log_reads_total counter\n"
                                      "parley_event_log_reads_total " +
-                                     std::to_string(feeds->reads()) + "\n",
+                                     std::to_string(feeds->reads()) + "\n" + telemetryMetrics(),
                                  "text/plain; version=0.0.4");
                }));
     server.Post("/v1/threads", route([this](auto& q, auto& r) { createThread(q, r); }));

@@ -8,9 +8,12 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
+#include <iomanip>
+#include <locale>
 #include <map>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "parley/errors.hpp"
@@ -236,6 +239,63 @@ std::string seriesKey(const std::vector<Attribute>& attributes) {
     key += '\x1e';
   }
   return key;
+}
+
+}  // namespace
+
+namespace {
+
+// A Prometheus name: dots and other characters Prometheus does not take become underscores.
+std::string prometheusName(std::string_view name) {
+  std::string out;
+  for (char c : name)
+    out.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ':' ? c : '_');
+  return out;
+}
+
+std::string labelValue(const AttributeValue& value) {
+  std::string text = std::visit(
+      [](const auto& v) -> std::string {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          return v;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return v ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          std::string joined;
+          for (const std::string& s : v)
+            joined += (joined.empty() ? "" : ",") + s;
+          return joined;
+        } else {
+          return std::to_string(v);
+        }
+      },
+      value);
+  std::string out;
+  for (char c : text) {
+    if (c == '\\' || c == '"') out.push_back('\\');
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::string labels(const std::vector<Attribute>& attributes, const std::string& extra = "") {
+  std::string out;
+  for (const Attribute& a : attributes)
+    out += (out.empty() ? "" : ",") + prometheusName(a.key) + "=\"" + labelValue(a.value) + "\"";
+  if (!extra.empty()) out += (out.empty() ? "" : ",") + extra;
+  return out.empty() ? "" : "{" + out + "}";
+}
+
+std::string number(double value) {
+  std::ostringstream out;
+  out.imbue(std::locale::classic());
+  out << std::setprecision(17) << value;
+  return out.str();
 }
 
 }  // namespace
@@ -577,6 +637,44 @@ void OtlpExporter::shutdown() {
 TelemetryStats OtlpExporter::stats() const {
   std::lock_guard lock(state_->mutex);
   return state_->stats;
+}
+
+std::string OtlpExporter::prometheusText() const {
+  std::vector<detail::MetricData> snapshot;
+  {
+    std::lock_guard lock(state_->metricsMutex);
+    for (const auto& [name, data] : state_->metrics)
+      snapshot.push_back(data);
+  }
+  std::string out;
+  for (const detail::MetricData& m : snapshot) {
+    std::string name = prometheusName(m.name);
+    if (m.unit == "s") name += "_seconds";
+    const bool counter = m.kind == detail::MetricData::Kind::Counter;
+    if (counter) name += "_total";
+    const char* type = m.kind == detail::MetricData::Kind::Histogram ? "histogram"
+                       : counter                                     ? "counter"
+                                                                     : "gauge";
+    out += "# HELP " + name + " " + (m.description.empty() ? m.name : m.description) + "\n";
+    out += "# TYPE " + name + " " + type + "\n";
+    for (const detail::MetricSeries& s : m.series) {
+      if (m.kind != detail::MetricData::Kind::Histogram) {
+        out += name + labels(s.attributes) + " " + std::to_string(s.value) + "\n";
+        continue;
+      }
+      uint64_t cumulative = 0;
+      for (size_t i = 0; i < m.bounds.size(); ++i) {
+        cumulative += s.bucketCounts[i];
+        out += name + "_bucket" + labels(s.attributes, "le=\"" + number(m.bounds[i]) + "\"") + " " +
+               std::to_string(cumulative) + "\n";
+      }
+      out += name + "_bucket" + labels(s.attributes, "le=\"+Inf\"") + " " +
+             std::to_string(s.count) + "\n";
+      out += name + "_sum" + labels(s.attributes) + " " + number(s.sum) + "\n";
+      out += name + "_count" + labels(s.attributes) + " " + std::to_string(s.count) + "\n";
+    }
+  }
+  return out;
 }
 
 const TelemetryOptions& OtlpExporter::options() const noexcept {

@@ -7,7 +7,9 @@
 //   3. `parley serve` -> the SQLite run queue -> `parley worker` SIGKILLed during the model call
 //      -> a second worker: the caller's trace id on every span, the new worker's run span under
 //      the service's request span;
-//   4. a receiver that never answers does not fail a turn.
+//   4. `parley serve --workers 1`: /metrics keeps the GenAI and queue metrics, and Prometheus's
+//      `promtool check metrics` accepts the page;
+//   5. a receiver that never answers does not fail a turn.
 //   node otlp_e2e.mjs <parley binary> <tests/data/otel/proto>
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -88,22 +90,14 @@ const reset = () => { received.spans = []; received.metrics = []; received.bodie
 // --- processes -----------------------------------------------------------------------------
 function start(args, env = {}) {
   const child = spawn(parley, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-  child.stderrLines = [];
-  child.lineWaiters = [];
-  createInterface({ input: child.stderr }).on('line', (line) => {
-    child.stderrLines.push(line);
-    for (const w of child.lineWaiters) if (w.test(line)) w.resolve(line);
-  });
+  child.stderrLines = [];  // kept for a failure's message
+  createInterface({ input: child.stderr }).on('line', (line) => child.stderrLines.push(line));
   const firstLine = new Promise((resolve, reject) => {
     child.once('error', reject);
     createInterface({ input: child.stdout }).once('line', (line) => resolve(line.trim()));
   });
   return { child, firstLine };
 }
-const waitForStderr = (child, test) => new Promise((resolve) => {
-  const seen = child.stderrLines.find(test);
-  if (seen) resolve(seen); else child.lineWaiters.push({ test, resolve });
-});
 const exited = (child) => new Promise((resolve) => {
   if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode);
   else child.once('exit', (code) => resolve(code));
@@ -121,8 +115,9 @@ const script = [
   { name: 'call', match: { user_contains: 'weather' },
     reply: { tool_calls: [{ id: 'call_1', name: 'get_weather', arguments: { city: 'Oslo' } }],
              usage: { prompt_tokens: 30, completion_tokens: 9 } } },
-  // The first call of the durable run hangs until its worker is killed; the retry is answered.
-  { name: 'slow', match: { user_contains: 'durable' }, times: 1, delay_ms: 600000, reply: { content: 'late' } },
+  // The first call of the durable run is slow (its worker is killed meanwhile); the next is not.
+  // Should the first worker die before it asks, the second waits the delay out: no hang.
+  { name: 'slow', match: { user_contains: 'durable' }, times: 1, delay_ms: 3000, reply: { content: 'late' } },
   { name: 'durable', match: { user_contains: 'durable' }, reply: { content: 'Done durably.' } },
   { name: 'hello', match: { user_contains: 'Hello' }, reply: { content: 'Hello back.' } },
 ];
@@ -216,8 +211,14 @@ try {
     const thread = await post('/v1/threads', {});
     const submitted = await post(`/v1/threads/${thread.id}/runs`, { input: 'A durable question' },
       { traceparent: `00-${caller.trace}-${caller.span}-01` });
-    // The first worker is inside the model call; kill it there.
-    await waitForStderr(mock.child, (line) => line.includes('-> slow'));
+    // Once the first worker has claimed the run (its model call then hangs in the mock), kill it.
+    const runUrl = `${serveUrl}/v1/runs/${submitted.run}`;
+    let claimed = '';
+    for (let i = 0; i < 600 && claimed !== 'running'; ++i) {
+      claimed = (await (await fetch(runUrl)).json()).status;
+      if (claimed !== 'running') await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(claimed, 'running');
     first.child.kill('SIGKILL');
     await exited(first.child);
     const second = start(workerArgs('worker-b'), otel('parley-worker'));
@@ -225,7 +226,7 @@ try {
     // Waits for the second worker to finish the run (a bounded poll of its status).
     let status = '';
     for (let i = 0; i < 600 && status !== 'completed'; ++i) {
-      const res = await fetch(`${serveUrl}/v1/runs/${submitted.run ?? submitted.id}`);
+      const res = await fetch(runUrl);
       status = (await res.json()).status;
       if (status !== 'completed') await new Promise((r) => setTimeout(r, 100));
     }
@@ -256,7 +257,37 @@ try {
     console.log('ok 3 - one trace across serve, the queue and a replacement worker');
   }
 
-  // --- 4. a receiver that never answers ------------------------------------------------------
+  // --- 4. /metrics keeps the GenAI and queue metrics, and promtool accepts the page ----------
+  reset();
+  {
+    const serve = start(['serve', '--db', join(dir, 'metrics.db'), '--port', '0', '--workers', '1'], otel('parley-serve'));
+    const serveUrl = await serve.firstLine;
+    const post = async (path, body) => (await fetch(serveUrl + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json();
+    const thread = await post('/v1/threads', {});
+    const submitted = await post(`/v1/threads/${thread.id}/runs`, { input: 'Hello metrics' });
+    let status = '';
+    for (let i = 0; i < 600 && status !== 'completed'; ++i) {
+      status = (await (await fetch(`${serveUrl}/v1/runs/${submitted.run}`)).json()).status;
+      if (status !== 'completed') await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(status, 'completed');
+    const page = await (await fetch(`${serveUrl}/metrics`)).text();
+    serve.child.kill('SIGTERM');
+    await exited(serve.child);
+    assert.match(page, /^gen_ai_client_operation_duration_seconds_bucket\{.*le="\+Inf"\} 1$/m);
+    assert.match(page, /^gen_ai_client_token_usage_count\{.*gen_ai_token_type="input".*\} 1$/m);
+    assert.match(page, /^parley_run_claims_total\{parley_worker_id=".*"\} 1$/m);
+    const check = spawn('promtool', ['check', 'metrics'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let said = '';
+    check.stdout.on('data', (d) => { said += d; });
+    check.stderr.on('data', (d) => { said += d; });
+    check.stdin.end(page);
+    const code = await new Promise((resolve, reject) => { check.on('error', reject); check.on('exit', resolve); });
+    assert.equal(code, 0, `promtool check metrics: ${said}`);
+    console.log('ok 4 - /metrics with the GenAI metrics passes promtool check metrics');
+  }
+
+  // --- 5. a receiver that never answers ------------------------------------------------------
   reset();
   answer = false;
   {
@@ -264,7 +295,7 @@ try {
       otel('parley-ask', { OTEL_EXPORTER_OTLP_TIMEOUT: '500' }));
     assert.equal(r.code, 0, r.err);
     assert.match(r.out, /Hello back/);
-    console.log('ok 4 - a receiver that never answers does not fail a turn');
+    console.log('ok 5 - a receiver that never answers does not fail a turn');
   }
 } finally {
   for (const res of held) res.destroy();
