@@ -6,10 +6,12 @@
 // Prints the run id alone on stdout and exits 0; a submit the reject policy refuses exits 1
 // with the reason on stderr (the run is stored as rejected).
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include "cli_store.hpp"
 #include "commands.hpp"
+#include "parley/run_request.hpp"
 #include "parley/run_store.hpp"
 
 namespace parley::cli {
@@ -27,22 +29,33 @@ struct SubmitArgs {
   std::string prompt;
 };
 
-int runSubmit(const SubmitArgs& args) {
-  SubmitOptions options;
-  const auto policy = parseDoubleTextPolicy(args.policy);
-  if (!policy) {
-    throw ValidationError("--policy", "'" + args.policy +
-                                          "' is not a policy: enqueue, reject, interrupt or "
-                                          "rollback");
+// The flags as the body of `POST /v1/threads/{id}/runs`, read by the same reader
+// (run_request.hpp): both accept and refuse the same things.
+RunRequest readArgs(const SubmitArgs& args) {
+  nlohmann::json body = {{"input", args.prompt}, {"policy", args.policy}, {"stream", args.stream}};
+  if (args.systemGiven) body["system"] = args.system;
+  if (args.maxIterations != 0) body["max_iterations"] = args.maxIterations;
+  if (!args.profile.empty()) body["profile"] = args.profile;
+  try {
+    return readRunRequest(body);
+  } catch (const ValidationError& e) {
+    // The flag's name rather than the body's key.
+    static const std::map<std::string, std::string> kFlags = {
+        {"input", "prompt"},
+        {"policy", "--policy"},
+        {"max_iterations", "--max-iterations"},
+        {"profile", "--profile"},
+        {"system", "--system"}};
+    auto flag = kFlags.find(e.field());
+    if (flag == kFlags.end()) throw;
+    throw ValidationError(flag->second, e.reason());
   }
-  if (args.prompt.empty()) throw ValidationError("prompt", "must not be empty");
-  options.policy = *policy;
-  if (args.systemGiven) options.systemPrompt = args.system;
-  options.maxIterations = args.maxIterations;
-  options.profile = args.profile;
-  options.stream = args.stream;
+}
+
+int runSubmit(const SubmitArgs& args) {
+  const RunRequest request = readArgs(args);
   RunStore runs(openCliStore(args.db));
-  const RunInfo run = runs.submit(args.thread, args.prompt, options);
+  const RunInfo run = runs.submit(args.thread, request.input, request.options);
   if (run.status == RunStatus::Rejected) {
     std::cerr << "parley: run " << run.id << " rejected: " << run.error << "\n";
     return kExitFailure;

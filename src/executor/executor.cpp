@@ -1,3 +1,9 @@
+// LlmExecutor (docs/executor.md): a scheduler of threads (one runner per thread at a time, at
+// most maxConcurrentThreads at once) and a handler per node kind, chosen by the kind
+// request_validation.cpp read when the request arrived. Near 700 lines: the five handlers share
+// the thread's state, its span and its event publishing, which one Impl keeps in one place; the
+// parts that stand alone live beside it (request_validation, tool_call_dispatch, interactions,
+// response_cache).
 #include "parley/executor.hpp"
 
 #include <algorithm>
@@ -14,6 +20,7 @@
 
 #include "executor/interactions.hpp"
 #include "executor/request_context.hpp"
+#include "executor/request_validation.hpp"
 #include "executor/response_cache.hpp"
 #include "executor/tool_call_dispatch.hpp"
 #include "parley/context_ops.hpp"
@@ -28,100 +35,18 @@
 namespace parley {
 namespace {
 
-bool isContextProcessor(const LlmExecutionRequest& request) {
-  return request.nodeType == "context_processor";
-}
-
-bool isUserInteraction(const LlmExecutionRequest& request) {
-  return request.nodeType == "user_interaction";
-}
-
-bool isToolNode(const LlmExecutionRequest& request) {
-  return request.nodeType == "tool";
-}
-
-// The key of requestData.parameters that makes an llm node ask for a structured answer.
-constexpr const char* kStructuredKey = "structured";
-
-bool isStructured(const LlmExecutionRequest& request) {
-  return (request.nodeType.empty() || request.nodeType == "llm") &&
-         request.requestData.parameters.contains(kStructuredKey);
-}
-
-// `text` cut to at most `maxBytes`, not inside a UTF-8 character.
-std::string cutText(const std::string& text, size_t maxBytes) {
-  if (text.size() <= maxBytes) return text;
-  size_t end = maxBytes;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
-    --end;
-  return text.substr(0, end);
-}
-
-// A structured node's schema and options (requestData.parameters.structured).
-struct StructuredSpec {
-  nlohmann::json schema;
-  StructuredOptions options;
+// A request checked on arrival, with the kind of node that serves it.
+struct QueuedRequest {
+  LlmExecutionRequest request;
+  detail::NodeKind kind = detail::NodeKind::Llm;
 };
-
-// Reads and checks requestData.parameters.structured as runStructured would, before anything
-// is sent; a ValidationError names the field under requestData.parameters.structured.
-StructuredSpec parseStructured(const nlohmann::json& value) {
-  const std::string field = std::string("requestData.parameters.") + kStructuredKey;
-  if (!value.is_object()) {
-    throw ValidationError(field,
-                          "must be a JSON object {\"schema\": {...}, \"name\", \"mode\", "
-                          "\"maxRepairs\"}");
-  }
-  for (const auto& [key, v] : value.items()) {
-    if (key != "schema" && key != "name" && key != "mode" && key != "maxRepairs") {
-      // Keys, names and modes come from outside: an error quotes at most 64 bytes of them.
-      throw ValidationError(field + "." + cutText(key, 64),
-                            "is not a key of a structured request (schema, name, mode, "
-                            "maxRepairs)");
-    }
-  }
-  StructuredSpec spec;
-  if (!value.contains("schema")) throw ValidationError(field + ".schema", "is required");
-  spec.schema = value["schema"];
-  if (value.contains("name")) {
-    if (!value["name"].is_string() || value["name"].get_ref<const std::string&>().size() > 64) {
-      throw ValidationError(field + ".name",
-                            "must be a string of 1 to 64 letters, digits, '_' "
-                            "or '-'");
-    }
-    spec.options.name = value["name"].get<std::string>();
-  }
-  if (value.contains("mode")) {
-    if (!value["mode"].is_string() || value["mode"].get_ref<const std::string&>().size() > 64) {
-      throw ValidationError(field + ".mode",
-                            "must be \"auto\", \"json_schema\", \"json_object\" or \"tool\"");
-    }
-    spec.options.mode =
-        structuredOutputModeFromString(value["mode"].get<std::string>(), field + ".mode");
-  }
-  if (value.contains("maxRepairs")) {
-    const nlohmann::json& repairs = value["maxRepairs"];
-    if (!repairs.is_number_integer() || repairs.get<int64_t>() < 0 ||
-        repairs.get<int64_t>() > kMaxStructuredRepairs) {
-      throw ValidationError(field + ".maxRepairs", "must be an integer from 0 to " +
-                                                       std::to_string(kMaxStructuredRepairs));
-    }
-    spec.options.maxRepairs = repairs.get<int>();
-  }
-  try {
-    checkStructuredRequest(spec.schema, spec.options);
-  } catch (const ValidationError& e) {
-    throw ValidationError(field + "." + e.field(), e.reason());
-  }
-  return spec;
-}
 
 // One thread's conversation and its queue of requests.
 struct ThreadState {
   explicit ThreadState(std::string threadId) : id(std::move(threadId)) {}
   const std::string id;
   // Guarded by Impl::mutex.
-  std::deque<LlmExecutionRequest> queue;
+  std::deque<QueuedRequest> queue;
   bool scheduled = false;  // a runner owns the thread, or it waits in Impl::ready
   std::stop_source stop;   // requested by cleanupThread()
   // Touched only by the runner that owns the thread (one at a time).
@@ -129,6 +54,7 @@ struct ThreadState {
   std::string profileId;
   std::unique_ptr<StoredThread> stored;
   const LlmExecutionRequest* current = nullptr;  // the request running now (for the trigger)
+  detail::NodeKind currentKind = detail::NodeKind::Llm;
   // The span of the model call under way (EventHeader::spanId); a new one starts at the first
   // event of the next call once `callDone` (its reply arrived).
   std::string span;
@@ -184,106 +110,6 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
 
   // --- requests ------------------------------------------------------------------------------
 
-  void validate(const LlmExecutionRequest& r) const {
-    if (r.workflowId.empty()) throw ValidationError("workflowId", "must not be empty");
-    if (r.threadId.empty()) throw ValidationError("threadId", "must not be empty");
-    if (r.nodeId.empty()) throw ValidationError("nodeId", "must not be empty");
-    if (!r.nodeType.empty() && r.nodeType != "llm" && r.nodeType != "context_processor" &&
-        r.nodeType != "user_interaction" && r.nodeType != "tool") {
-      throw ValidationError("nodeType", "unknown node type \"" + r.nodeType +
-                                            "\" (expected \"llm\", \"context_processor\", "
-                                            "\"user_interaction\" or \"tool\")");
-    }
-    if (!r.contextSnapshot.isNull() && !r.contextSnapshot.isObject()) {
-      throw ValidationError("contextSnapshot", "must be a snapshot object or null");
-    }
-    if (!r.requestData.parameters.is_object()) {
-      throw ValidationError("requestData.parameters", "must be a JSON object");
-    }
-    if (r.requestData.parameters.contains(kStructuredKey) && !isStructured(r)) {
-      throw ValidationError(std::string("requestData.parameters.") + kStructuredKey,
-                            "only an llm node asks for a structured answer");
-    }
-    if (isContextProcessor(r)) {
-      const bool read = isContextRead(r.requestData.parameters);
-      ContextRead::Into into = ContextRead::Into::Result;
-      try {
-        if (read) {
-          into = parseContextRead(r.requestData.parameters).into;
-        } else {
-          parseContextOperation(r.requestData.parameters);
-        }
-      } catch (const ValidationError& e) {
-        throw ValidationError("requestData.parameters." + e.field(), e.reason());
-      }
-      if (into == ContextRead::Into::Result) return;
-      // Read into the prompt: a model call, checked as an llm node's.
-      if (r.requestData.prompt.empty()) {
-        throw ValidationError("requestData.prompt",
-                              "must not be empty when the read goes into the prompt");
-      }
-    }
-    if (isToolNode(r)) {
-      const nlohmann::json& params = r.requestData.parameters;
-      const nlohmann::json tool = params.value("tool", nlohmann::json());
-      if (!tool.is_string() || tool.get<std::string>().empty()) {
-        throw ValidationError("requestData.parameters.tool", "must name the tool to run");
-      }
-      if (params.contains("arguments") && !params["arguments"].is_object()) {
-        throw ValidationError("requestData.parameters.arguments", "must be a JSON object");
-      }
-      if (auto why = refusal(r.requestData, tool.get<std::string>())) {
-        throw ValidationError("requestData.parameters.tool", *why);
-      }
-      return;
-    }
-    if (r.requestData.prompt.empty()) {
-      throw ValidationError("requestData.prompt", "must not be empty");
-    }
-    if (isUserInteraction(r)) {
-      const auto& timeout = r.requestData.parameters.value("timeoutMs", nlohmann::json());
-      if (!timeout.is_null() && !(timeout.is_number_integer() && timeout.get<int64_t>() > 0)) {
-        throw ValidationError("requestData.parameters.timeoutMs", "must be a positive integer");
-      }
-      if (r.requestData.profileId.empty()) return;  // no model call after the answer
-    }
-    if (r.requestData.profileId.empty()) {
-      throw ValidationError("requestData.profileId", "must name a profile");
-    }
-    if (!options.profiles->contains(r.requestData.profileId)) {
-      throw ValidationError("requestData.profileId",
-                            "unknown profile \"" + r.requestData.profileId + "\"");
-    }
-    for (size_t i = 0; i < r.requestData.tools.size(); ++i) {
-      if (!options.tools || !options.tools->has(r.requestData.tools[i])) {
-        throw ValidationError("requestData.tools[" + std::to_string(i) + "]",
-                              "no tool \"" + r.requestData.tools[i] + "\" is registered");
-      }
-    }
-    if (isStructured(r)) {
-      // A structured answer is one model call per attempt, not a tool loop: a tool offered
-      // would never be called, so asking for one is a mistake better said at once.
-      if (!r.requestData.tools.empty()) {
-        throw ValidationError("requestData.tools", "a structured node offers no tools");
-      }
-      parseStructured(r.requestData.parameters.at(kStructuredKey));
-    }
-  }
-
-  // Why a call of `name` may not run for a request with `data`, or nullopt: a tool not offered,
-  // or one the executor's own worker cannot run (its registry lacks it), would otherwise wait
-  // out its timeout. With toolWorker off, the caller's worker decides about unlisted tools.
-  std::optional<std::string> refusal(const LlmRequestData& data, const std::string& name) const {
-    if (!data.tools.empty()) {
-      if (std::find(data.tools.begin(), data.tools.end(), name) != data.tools.end()) return {};
-      return "tool \"" + name + "\" was not offered for this request";
-    }
-    if (options.toolWorker && !(options.tools && options.tools->has(name))) {
-      return "tool \"" + name + "\" is not registered";
-    }
-    return std::nullopt;
-  }
-
   void publishFailed(const LlmExecutionRequest& request, const std::exception_ptr& error) {
     auto event = detail::causedBy<LlmExecutionFailed>(request);
     event.nodeId = request.nodeId;
@@ -299,8 +125,9 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
   void onRequest(const LlmExecutionRequest& received) {
     LlmExecutionRequest request = received;
     if (request.traceId.empty()) request.traceId = newId("tr-");
+    detail::NodeKind kind{};
     try {
-      validate(request);
+      kind = detail::validateRequest(request, options);
     } catch (...) {
       publishFailed(request, std::current_exception());
       return;
@@ -314,7 +141,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     auto& slot = threads[request.threadId];
     if (!slot) slot = std::make_shared<ThreadState>(request.threadId);
     std::shared_ptr<ThreadState> state = slot;
-    state->queue.push_back(std::move(request));
+    state->queue.push_back({std::move(request), kind});
     ++outstanding;
     if (state->scheduled) return;
     state->scheduled = true;
@@ -343,7 +170,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
   // Runs the queued requests of `state`, then of the threads waiting for a slot.
   void runner(std::shared_ptr<ThreadState> state) {
     for (;;) {
-      LlmExecutionRequest request;
+      QueuedRequest queued;
       {
         std::unique_lock lock(mutex);
         if (state->queue.empty()) {
@@ -357,10 +184,10 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
           idle.notify_all();
           return;
         }
-        request = std::move(state->queue.front());
+        queued = std::move(state->queue.front());
         state->queue.pop_front();
       }
-      process(*state, request);
+      process(*state, queued);
       {
         std::lock_guard lock(mutex);
         --outstanding;
@@ -376,9 +203,11 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     if (!profileId.empty()) {
       llm = options.profiles->client(profileId);
       profile = options.profiles->get(profileId);
-      if (cache) llm = std::make_shared<detail::CachedLlmClient>(std::move(llm), cache, profileId, profile);
+      if (cache)
+        llm = std::make_shared<detail::CachedLlmClient>(std::move(llm), cache, profileId, profile);
     }
-    ConversationOptions o = configureConversation(profile, std::move(llm), options.tools, options.turn);
+    ConversationOptions o =
+        configureConversation(profile, std::move(llm), options.tools, options.turn);
     o.log = options.log;
     ThreadState* owner = &state;
     o.onTokenLimitExceeded = [this, owner](ConversationManager&, const TokenCheck& check) {
@@ -436,8 +265,10 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     bus.publish(event);
   }
 
-  void process(ThreadState& state, const LlmExecutionRequest& request) {
+  void process(ThreadState& state, const QueuedRequest& queued) {
+    const LlmExecutionRequest& request = queued.request;
     state.current = &request;
+    state.currentKind = queued.kind;
     std::optional<ConversationManager> before;
     try {
       if (state.stop.stop_requested()) throw CancelledError("the thread was cleaned up");
@@ -447,16 +278,22 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       before = state.manager->clone();
       applySnapshot(state, request);
       LlmExecutionResult result;
-      if (isContextProcessor(request)) {
-        result = applyOperation(state, request);
-      } else if (isUserInteraction(request)) {
-        result = interact(state, request);
-      } else if (isToolNode(request)) {
-        result = runTool(state, request);
-      } else if (isStructured(request)) {
-        result = runStructured(state, request);
-      } else {
-        result = runLoop(state, request, request.requestData.prompt);
+      switch (queued.kind) {
+        case detail::NodeKind::ContextProcessor:
+          result = applyOperation(state, request);
+          break;
+        case detail::NodeKind::UserInteraction:
+          result = interact(state, request);
+          break;
+        case detail::NodeKind::Tool:
+          result = runTool(state, request);
+          break;
+        case detail::NodeKind::Structured:
+          result = runStructured(state, request);
+          break;
+        case detail::NodeKind::Llm:
+          result = runLoop(state, request, request.requestData.prompt);
+          break;
       }
       if (state.stored) state.stored->save(*state.manager);
       before.reset();  // committed
@@ -560,20 +397,23 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
   // user_interaction's timeoutMs or a structured node's schema, are not the model's), and the
   // tools offered. nullopt: the thread's own.
   std::optional<ChatRequest> modelRequest(const ConversationManager& manager,
-                                          const LlmExecutionRequest& request) const {
+                                          const LlmExecutionRequest& request,
+                                          detail::NodeKind kind) const {
     const LlmRequestData& data = request.requestData;
     if (data.parameters.empty() && data.tools.empty()) return std::nullopt;
     ChatRequest base = manager.options().request;
     for (const auto& [key, value] : data.parameters.items()) {
-      if (isUserInteraction(request) && key == "timeoutMs") continue;
-      if (isStructured(request) && key == kStructuredKey) continue;
-      if (isContextProcessor(request)) break;  // its parameters say what to read
+      if (kind == detail::NodeKind::UserInteraction && key == "timeoutMs") continue;
+      if (kind == detail::NodeKind::Structured && key == detail::kStructuredKey) continue;
+      if (kind == detail::NodeKind::ContextProcessor) break;  // its parameters say what to read
       base.extra[key] = value;
     }
     if (!data.tools.empty()) {
       nlohmann::json subset = nlohmann::json::array();
       for (const auto& tool : options.tools->definitions()->tools) {
-        if (!refusal(data, tool["function"]["name"].get<std::string>())) subset.push_back(tool);
+        if (!detail::toolRefusal(data, tool["function"]["name"].get<std::string>(), options)) {
+          subset.push_back(tool);
+        }
       }
       base.extra["tools"] = std::move(subset);
     }
@@ -588,14 +428,15 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
   LlmExecutionResult runStructured(ThreadState& state, const LlmExecutionRequest& request) {
     const LlmRequestData& data = request.requestData;
     std::stop_token stop = state.stop.get_token();
-    StructuredSpec spec = parseStructured(data.parameters.at(kStructuredKey));
+    detail::StructuredSpec spec =
+        detail::parseStructured(data.parameters.at(detail::kStructuredKey));
     StructuredOptions& structured = spec.options;
     structured.stream = data.stream;
     structured.stopToken = stop;
     const RunOptions limits = turnRunOptions(options.turn);
     structured.timeout = limits.timeout;
     structured.turnTimeout = limits.turnTimeout;
-    structured.request = modelRequest(*state.manager, request);
+    structured.request = modelRequest(*state.manager, request, state.currentKind);
 
     int calls = 0;           // model calls ended, refusals included
     std::string promptSpan;  // the call that sent the prompt on the rung that answered
@@ -630,7 +471,8 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
       event.valid = a.valid;
       event.errorCount = a.errors.size();
       for (size_t i = 0; i < a.errors.size() && i < StructuredOutputAttempt::kMaxErrors; ++i)
-        event.errors.push_back(cutText(a.errors[i], StructuredOutputAttempt::kMaxErrorBytes));
+        event.errors.push_back(
+            detail::cutText(a.errors[i], StructuredOutputAttempt::kMaxErrorBytes));
       event.usage = a.usage;
       if (!a.refused && a.attempt == 1) promptSpan = event.spanId;
       if (a.valid) answerSpan = event.spanId;
@@ -660,7 +502,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     RunOptions run = turnRunOptions(options.turn);
     run.stream = data.stream;
     run.stopToken = stop;
-    run.request = modelRequest(manager, request);
+    run.request = modelRequest(manager, request, state.currentKind);
     int iteration = 1;      // of the model call under way: one more than the replies seen
     state.callDone = true;  // the first call's first event starts its span
     run.onChunk = [&](const StreamDelta& delta) {
@@ -688,7 +530,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     run.runToolCalls = [&](const std::vector<ToolCall>& calls, std::stop_token cancel) {
       return toolCalls.run(request, state.span, calls, cancel,
                            [&](const ToolCall& call) -> std::optional<ToolResult> {
-                             if (auto why = refusal(data, call.name)) {
+                             if (auto why = detail::toolRefusal(data, call.name, options)) {
                                ToolResult r;
                                r.toolCallId = call.id;
                                r.name = call.name;
@@ -714,7 +556,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
 
   bool cleanupThread(const std::string& threadId) {
     std::shared_ptr<ThreadState> state;
-    std::deque<LlmExecutionRequest> dropped;
+    std::deque<QueuedRequest> dropped;
     {
       std::lock_guard lock(mutex);
       auto it = threads.find(threadId);
@@ -726,7 +568,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     }
     toolStats.forget(threadId);
     state->stop.request_stop();
-    for (const auto& request : dropped) {
+    for (const auto& [request, kind] : dropped) {
       publishFailed(request, std::make_exception_ptr(CancelledError(
                                  "the thread was cleaned up before the request ran")));
     }

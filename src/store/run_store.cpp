@@ -1,12 +1,11 @@
-// The run queue over the SQL engine the stores share (docs/scale-out.md). Every change to a
-// thread's runs, lease, journal or events happens while the thread's row is locked (PostgreSQL:
-// FOR UPDATE; SQLite: the write transaction), so that one order holds for them all. Over 600
-// lines because each of those changes, with its checks of the lease and the fencing token,
-// belongs to that one locking discipline; split, the rule would have to be re-read per file.
+// The run queue's rules over the SQL engine the stores share (docs/scale-out.md): which queries
+// (run_queries.hpp) each operation runs, in which transaction, and whom it wakes
+// (run_wakeups.hpp). Every change to a thread's runs, lease, journal or events happens while the
+// thread's row is locked (PostgreSQL: FOR UPDATE; SQLite: the write transaction), so that one
+// order holds for them all. Near 900 lines because each operation, with its checks of the lease
+// and the fencing token, belongs to that one locking discipline, read in one place.
 #include "parley/run_store.hpp"
 
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -17,6 +16,8 @@
 #include <utility>
 
 #include "parley/errors.hpp"
+#include "store/run_queries.hpp"
+#include "store/run_wakeups.hpp"
 #include "store/sql_store.hpp"
 
 namespace parley {
@@ -33,418 +34,39 @@ using detail::SqlRow;
 using detail::SqlValue;
 using json = nlohmann::json;
 
-namespace {
-
-constexpr const char* kRunsChannel = "parley_runs";
-constexpr const char* kEventsChannel = "parley_events";
-constexpr const char* kActive = "('queued', 'running', 'waiting')";
-
-template <class Enum, size_t N>
-std::optional<Enum> parseName(std::string_view text, const std::array<const char*, N>& names) {
-  for (size_t i = 0; i < N; ++i) {
-    if (text == names[i]) return static_cast<Enum>(i);
-  }
-  return std::nullopt;
-}
-
-constexpr std::array<const char*, 7> kStatusNames = {"queued", "running",   "waiting", "completed",
-                                                     "failed", "cancelled", "rejected"};
-constexpr std::array<const char*, 4> kPolicyNames = {"enqueue", "reject", "interrupt", "rollback"};
-constexpr std::array<const char*, 4> kCancelNames = {"", "cancel", "interrupt", "rollback"};
-constexpr std::array<const char*, 5> kPhaseNames = {"intent", "started", "completed", "failed",
-                                                    "indeterminate"};
-
-std::string tooBig(size_t size, size_t limit, const char* cap) {
-  return "is " + std::to_string(size) + " bytes, more than the limit of " + std::to_string(limit) +
-         " (RunStoreLimits::" + cap + ")";
-}
-
-void checkSize(const std::string& text, size_t limit, const std::string& field, const char* cap) {
-  if (text.size() > limit) throw ValidationError(field, tooBig(text.size(), limit, cap));
-}
-
-// --- runs as rows -----------------------------------------------------------------------------
-
-constexpr const char* kRunColumns =
-    "id, thread_id, position, status, policy, input, options, trace_id, attempts, worker, "
-    "cancel_request, wait, response, error, result, base_version, base_message_count, "
-    "created_at, updated_at, started_at, finished_at";
-
-// --- the old spelling -------------------------------------------------------------------------
-// Runs and events written before the one event vocabulary (parley 0.1 up to schema version 5)
-// spelled some keys in camelCase; they are read in today's snake_case spelling
-// (docs/architecture.md, "Events"). Nothing writes the old spelling.
-
-void renameKey(json& object, const char* from, const char* to) {
-  if (!object.is_object()) return;
-  auto it = object.find(from);
-  if (it == object.end()) return;
-  if (!object.contains(to)) object[to] = std::move(*it);
-  object.erase(from);
-}
-
-json currentSpelling(json value) {
-  renameKey(value, "toolCallId", "tool_call_id");
-  renameKey(value, "toolName", "tool_name");
-  renameKey(value, "interactionId", "interaction_id");
-  renameKey(value, "runId", "run_id");
-  renameKey(value, "finishReason", "finish_reason");
-  return value;
-}
-
-json currentEventPayload(const std::string& type, json payload) {
-  if (!payload.is_object()) return payload;
-  payload = currentSpelling(std::move(payload));
-  // A run's outcome (not a tool's result, whose keys are the tool's own).
-  if (type == "run_completed" || type == "llm_execution_completed") {
-    if (auto result = payload.find("result"); result != payload.end()) {
-      *result = currentSpelling(std::move(*result));
-    }
-  }
-  if (auto wait = payload.find("wait"); wait != payload.end()) {
-    *wait = currentSpelling(std::move(*wait));
-  }
-  // A tool's end carried the tool message as "content".
-  if ((type == "tool_execution_completed" || type == "tool_execution_failed") &&
-      payload.contains("content") && !payload.contains("result") && !payload.contains("error")) {
-    const bool success = payload.value("success", false);
-    payload[success ? "result" : "error"] = std::move(payload["content"]);
-    payload.erase("content");
-  }
-  return payload;
-}
-
-json optionsJson(const SubmitOptions& options) {
-  json out = json::object();
-  if (!options.profile.empty()) out["profile"] = options.profile;
-  if (options.tools) out["tools"] = *options.tools;
-  if (options.systemPrompt) out["system_prompt"] = *options.systemPrompt;
-  if (options.maxIterations) out["max_iterations"] = options.maxIterations;
-  if (options.stream) out["stream"] = true;
-  if (!options.metadata.is_null()) out["metadata"] = options.metadata;
-  if (!options.traceparent.empty()) out["traceparent"] = options.traceparent;
-  if (!options.tracestate.empty()) out["tracestate"] = options.tracestate;
-  return out;
-}
-
-SubmitOptions optionsFromJson(const json& value) {
-  SubmitOptions options;
-  if (!value.is_object()) return options;
-  options.profile = value.value("profile", "");
-  if (auto tools = value.find("tools"); tools != value.end()) {
-    options.tools = tools->get<std::vector<std::string>>();
-  }
-  auto system = value.find("system_prompt");
-  if (system == value.end()) system = value.find("systemPrompt");  // the old spelling
-  if (system != value.end()) options.systemPrompt = system->get<std::string>();
-  options.maxIterations = value.value("max_iterations", value.value("maxIterations", 0));
-  options.stream = value.value("stream", false);
-  options.metadata = value.value("metadata", json());
-  options.traceparent = value.value("traceparent", "");
-  options.tracestate = value.value("tracestate", "");
-  return options;
-}
-
-std::optional<std::chrono::system_clock::time_point> optionalTime(const SqlValue& value) {
-  if (isNull(value)) return std::nullopt;
-  return detail::fromMs(asInt(value));
-}
-
-std::optional<int64_t> optionalInt(const SqlValue& value) {
-  if (isNull(value)) return std::nullopt;
-  return asInt(value);
-}
-
-RunInfo runFromRow(const SqlRow& row) {
-  RunInfo run;
-  run.id = asText(row.at(0));
-  const std::string what = "run " + named(run.id);
-  run.threadId = asText(row.at(1));
-  run.position = asInt(row.at(2));
-  auto status = parseRunStatus(asText(row.at(3)));
-  if (!status) throw StoreError(what + " has an unknown status '" + asText(row.at(3)) + "'");
-  run.status = *status;
-  try {
-    for (const auto& message : detail::parseColumn(row.at(5), what + " input")) {
-      run.input.push_back(messageFromJson(message));
-    }
-    run.options = optionsFromJson(detail::parseColumn(row.at(6), what + " options"));
-  } catch (const StoreError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw StoreError(what + " is corrupt: " + e.what());
-  }
-  run.options.id = run.id;
-  run.options.policy = parseDoubleTextPolicy(asText(row.at(4))).value_or(DoubleTextPolicy::Enqueue);
-  run.options.traceId = asText(row.at(7));
-  run.attempts = asInt(row.at(8));
-  run.worker = asText(row.at(9));
-  run.cancelRequest =
-      parseName<CancelRequest>(asText(row.at(10)), kCancelNames).value_or(CancelRequest::None);
-  run.wait = currentSpelling(detail::parseColumn(row.at(11), what + " wait"));
-  run.response = detail::parseColumn(row.at(12), what + " response");
-  run.error = asText(row.at(13));
-  run.result = currentSpelling(detail::parseColumn(row.at(14), what + " result"));
-  run.baseVersion = optionalInt(row.at(15));
-  run.baseMessageCount = optionalInt(row.at(16));
-  run.createdAt = detail::fromMs(asInt(row.at(17)));
-  run.updatedAt = detail::fromMs(asInt(row.at(18)));
-  run.startedAt = optionalTime(row.at(19));
-  run.finishedAt = optionalTime(row.at(20));
-  return run;
-}
-
-std::optional<RunInfo> readRun(SqlConnection& c, const std::string& runId) {
-  auto rows =
-      c.query(std::string("SELECT ") + kRunColumns + " FROM parley_runs WHERE id = $1", {runId});
-  if (rows.empty()) return std::nullopt;
-  return runFromRow(rows.front());
-}
-
-StoreError noRun(const std::string& runId) {
-  return StoreError("store: no run " + named(runId));
-}
-
-// Locks the thread of a run (the queue's lock) and returns the run as it is then.
-RunInfo lockRun(SqlConnection& c, const std::string& runId) {
-  auto thread = c.query("SELECT thread_id FROM parley_runs WHERE id = $1", {runId});
-  if (thread.empty()) throw noRun(runId);
-  c.query(std::string("SELECT 1 FROM parley_threads WHERE id = $1") + c.forUpdate(),
-          {asText(thread[0].at(0))});
-  auto run = readRun(c, runId);
-  if (!run) throw noRun(runId);
-  return *run;
-}
-
-// --- events -----------------------------------------------------------------------------------
-
-void notify(SqlConnection& c, const char* channel, const std::string& payload) {
-  // Ids only (a NOTIFY payload is limited to 8000 bytes).
-  c.notifyAfterCommit(channel, payload);
-}
-
-// Appends to the log of a thread whose row the caller has locked; returns the last seq.
-int64_t appendEventRows(SqlConnection& c, const std::string& threadId,
-                        const std::vector<EventRow>& events, int64_t now) {
-  if (events.empty()) {
-    auto rows = c.query("SELECT last_event_seq FROM parley_threads WHERE id = $1", {threadId});
-    if (rows.empty()) throw StoreError("store: no thread " + named(threadId));
-    return asInt(rows[0].at(0));
-  }
-  auto rows = c.query(
-      "UPDATE parley_threads SET last_event_seq = last_event_seq + $1 WHERE id = $2 "
-      "RETURNING last_event_seq",
-      {static_cast<int64_t>(events.size()), threadId});
-  if (rows.empty()) throw StoreError("store: no thread " + named(threadId));
-  const int64_t last = asInt(rows[0].at(0));
-  c.insertEvents(threadId, last - static_cast<int64_t>(events.size()) + 1, events, now);
-  notify(c, kEventsChannel, threadId);
-  return last;
-}
-
-// The events that end a run, whoever ends it: the store's run_<status>, then the run's last
-// event in the executor's words (kRunCompletedEventType, kRunFailedEventType), so that a reader
-// of the log knows a run has ended from two types.
-void endEvents(std::vector<EventRow>& events, const std::string& runId, const std::string& traceId,
-               RunStatus status, const std::string& reason, const json& result) {
-  json payload = json::object();
-  if (!reason.empty()) payload["error"] = reason;
-  if (!result.is_null()) payload["result"] = result;
-  const EventType ended = status == RunStatus::Completed ? EventType::RunCompleted
-                          : status == RunStatus::Failed  ? EventType::RunFailed
-                                                         : EventType::RunCancelled;
-  events.push_back({runId, traceId, std::string(eventName(ended)), payload.dump()});
-  json last = {{"run_id", runId}};
-  if (status == RunStatus::Completed) {
-    last["result"] = result;
-    events.push_back({runId, traceId, kRunCompletedEventType, last.dump()});
-  } else {
-    last["error"] = reason;
-    last["cancelled"] = status == RunStatus::Cancelled;
-    events.push_back({runId, traceId, kRunFailedEventType, last.dump()});
-  }
-}
-
-EventRow lifecycle(const RunInfo& run, EventType type, json payload = json::object()) {
-  return {run.id, run.options.traceId, std::string(eventName(type)), payload.dump()};
-}
-
-StoredEvent eventFromRow(const SqlRow& row) {
-  StoredEvent event;
-  event.threadId = asText(row.at(0));
-  event.seq = asInt(row.at(1));
-  event.runId = asText(row.at(2));
-  event.traceId = asText(row.at(3));
-  event.type = asText(row.at(4));
-  event.payload = currentEventPayload(
-      event.type, detail::parseColumn(row.at(5), "event " + std::to_string(event.seq) +
-                                                     " of thread " + named(event.threadId)));
-  event.createdAt = detail::fromMs(asInt(row.at(6)));
-  return event;
-}
-
-// --- leases -----------------------------------------------------------------------------------
-
-void checkLeaseFields(const Lease& lease) {
-  if (lease.threadId.empty()) throw ValidationError("lease.threadId", "must not be empty");
-  if (lease.runId.empty()) throw ValidationError("lease.runId", "must not be empty");
-  if (lease.owner.empty()) throw ValidationError("lease.owner", "must not be empty");
-}
-
-// Locks the lease's thread and checks that the lease is still its lease: same token, owner and
-// run. Returns the thread's version and message count.
-// Also reads the database's clock into `now` when it is given, in the same statement where the
-// clock is the database's (one round trip less per fenced write).
-LockedThread checkLease(SqlConnection& c, const Lease& lease, int64_t* now = nullptr) {
-  const std::string clock = now ? c.nowMsExpression() : std::string();
-  auto rows = c.query(std::string("SELECT lease_token, lease_owner, lease_run_id, deleted, "
-                                  "message_count, version") +
-                          (clock.empty() ? "" : ", " + clock) +
-                          " FROM parley_threads WHERE id = $1" + c.forUpdate(),
-                      {lease.threadId});
-  if (now) *now = clock.empty() || rows.empty() ? c.nowMs() : asInt(rows[0].at(6));
-  const std::string holder = "the lease of worker " + named(lease.owner) + " on thread " +
-                             named(lease.threadId) + " (run " + named(lease.runId) + ", token " +
-                             std::to_string(lease.token) + ") is lost: ";
-  if (rows.empty() || asInt(rows[0].at(3)) != 0) {
-    throw LeaseLost("store: " + holder + "the thread was deleted");
-  }
-  const int64_t token = asInt(rows[0].at(0));
-  const std::string owner = asText(rows[0].at(1));
-  const std::string runId = asText(rows[0].at(2));
-  if (token == lease.token && owner == lease.owner && runId == lease.runId) {
-    return {asInt(rows[0].at(5)), asInt(rows[0].at(4))};
-  }
-  if (owner.empty()) {
-    throw LeaseLost("store: " + holder +
-                    "the thread is free now (the run was finished, cancelled or handed back)");
-  }
-  throw LeaseLost("store: " + holder + "worker " + named(owner) + " holds the thread with token " +
-                  std::to_string(token) + " (run " + named(runId) + ")");
-}
-
-// Frees the thread's lease if it is `runId`'s, growing the token so that its holder, if it still
-// runs, is fenced out.
-void revokeLease(SqlConnection& c, const std::string& threadId, const std::string& runId) {
-  c.execute(
-      "UPDATE parley_threads SET lease_owner = NULL, lease_run_id = NULL, lease_expires_at = 0, "
-      "lease_token = lease_token + 1 WHERE id = $1 AND lease_run_id = $2",
-      {threadId, runId});
-}
-
-void freeLease(SqlConnection& c, const std::string& threadId) {
-  c.executeLater(
-      "UPDATE parley_threads SET lease_owner = NULL, lease_run_id = NULL, lease_expires_at = 0 "
-      "WHERE id = $1",
-      {threadId});
-}
-
-// --- ending runs without their worker ---------------------------------------------------------
-
-void cancelNow(SqlConnection& c, const RunInfo& run, const std::string& reason, int64_t now,
-               std::vector<EventRow>& events) {
-  c.execute(
-      "UPDATE parley_runs SET status = 'cancelled', error = $1, cancel_request = NULL, "
-      "pending_reply = NULL, pending_at = NULL, finished_at = $2, updated_at = $2 WHERE id = $3",
-      {reason, now, run.id});
-  revokeLease(c, run.threadId, run.id);
-  endEvents(events, run.id, run.options.traceId, RunStatus::Cancelled, reason, nullptr);
-}
-
-void requestCancel(SqlConnection& c, const RunInfo& run, CancelRequest request,
-                   const std::string& reason, int64_t now, std::vector<EventRow>& events) {
-  if (run.cancelRequest >= request) return;  // Cancel < Interrupt < Rollback
-  c.execute("UPDATE parley_runs SET cancel_request = $1, error = $2, updated_at = $3 WHERE id = $4",
-            {std::string(toString(request)), reason, now, run.id});
-  events.push_back(lifecycle(run, EventType::RunCancelRequested,
-                             {{"request", std::string(toString(request))}, {"reason", reason}}));
-}
-
-struct LeaseState {
-  std::string owner;
-  std::string runId;
-  int64_t expiresAt = 0;
-  bool liveFor(const std::string& run, int64_t now) const {
-    return !owner.empty() && runId == run && expiresAt > now;
-  }
-};
-
-LeaseState leaseOf(SqlConnection& c, const std::string& threadId) {
-  auto rows = c.query(
-      "SELECT lease_owner, lease_run_id, lease_expires_at FROM parley_threads WHERE id = $1",
-      {threadId});
-  if (rows.empty()) return {};
-  return {asText(rows[0].at(0)), asText(rows[0].at(1)), asInt(rows[0].at(2))};
-}
-
-std::string joinArray(const std::vector<std::string>& bodies) {
-  size_t size = 2;
-  for (const auto& body : bodies)
-    size += body.size() + 1;
-  std::string out;
-  out.reserve(size);
-  out += '[';
-  for (size_t i = 0; i < bodies.size(); ++i) {
-    if (i) out += ',';
-    out += bodies[i];
-  }
-  out += ']';
-  return out;
-}
-
-std::vector<EventRow> eventRows(const Lease& lease, std::span<const EventInput> events,
-                                const RunStoreLimits& limits) {
-  if (events.size() > limits.maxEventsPerCall) {
-    throw ValidationError("events", "holds " + std::to_string(events.size()) +
-                                        " events, more than the limit of " +
-                                        std::to_string(limits.maxEventsPerCall) +
-                                        " (RunStoreLimits::maxEventsPerCall)");
-  }
-  std::vector<EventRow> rows;
-  rows.reserve(events.size());
-  for (size_t i = 0; i < events.size(); ++i) {
-    const std::string field = "events[" + std::to_string(i) + "]";
-    const auto& type = events[i].type;
-    if (type.empty() || type.size() > 100) {
-      throw ValidationError(field + ".type", "must be 1 to 100 bytes");
-    }
-    for (unsigned char ch : type) {
-      if (ch < 0x20 || ch == 0x7f) {
-        throw ValidationError(field + ".type", "contains a control character");
-      }
-    }
-    std::string payload = detail::dumpJson(events[i].payload, field + ".payload");
-    checkSize(payload, limits.maxEventBytes, field + ".payload", "maxEventBytes");
-    rows.push_back({lease.runId, lease.traceId, type, std::move(payload)});
-  }
-  return rows;
-}
-
-void checkOptions(const SubmitOptions& options, const RunStoreLimits& limits) {
-  if (!options.id.empty()) detail::checkId(options.id, "options.id");
-  if (!options.traceId.empty()) detail::checkId(options.traceId, "options.traceId");
-  for (const auto& [text, field] : {std::pair{&options.traceparent, "options.traceparent"},
-                                    std::pair{&options.tracestate, "options.tracestate"}}) {
-    if (text->size() > 512) throw ValidationError(field, "is longer than 512 bytes");
-  }
-  if (!options.profile.empty()) detail::checkId(options.profile, "options.profile");
-  if (options.maxIterations < 0 || options.maxIterations > limits.maxIterations) {
-    throw ValidationError("options.maxIterations", "is " + std::to_string(options.maxIterations) +
-                                                       "; it must be 0 (the "
-                                                       "worker's default) to " +
-                                                       std::to_string(limits.maxIterations));
-  }
-  if (options.tools) {
-    for (size_t i = 0; i < options.tools->size(); ++i) {
-      detail::checkId((*options.tools)[i], "options.tools[" + std::to_string(i) + "]");
-    }
-  }
-  if (!options.metadata.is_null() && !options.metadata.is_object()) {
-    throw ValidationError("options.metadata", "must be a JSON object or null");
-  }
-}
-
-}  // namespace
+// The named queries (run_queries.hpp).
+using detail::appendEventRows;
+using detail::cancelNow;
+using detail::checkLease;
+using detail::checkLeaseFields;
+using detail::checkOptions;
+using detail::checkSize;
+using detail::endEvents;
+using detail::eventFromRow;
+using detail::eventRows;
+using detail::freeLease;
+using detail::joinArray;
+using detail::kActive;
+using detail::kCancelNames;
+using detail::kEventsChannel;
+using detail::kPhaseNames;
+using detail::kPolicyNames;
+using detail::kRunColumns;
+using detail::kRunsChannel;
+using detail::kStatusNames;
+using detail::leaseOf;
+using detail::LeaseState;
+using detail::lifecycle;
+using detail::lockRun;
+using detail::noRun;
+using detail::notify;
+using detail::optionsJson;
+using detail::parseName;
+using detail::readRun;
+using detail::requestCancel;
+using detail::revokeLease;
+using detail::runFromRow;
+using detail::tooBig;
 
 // --- names ------------------------------------------------------------------------------------
 
@@ -509,143 +131,6 @@ json toJson(const StoredEvent& event) {
           {"payload", event.payload},
           {"time", isoTime(event.createdAt)}};
 }
-
-// --- wake-ups ---------------------------------------------------------------------------------
-
-// Generations that writers bump and waiters watch: the runs channel, and each thread's events
-// (hashed into buckets: two threads sharing one only cost a spurious re-read). Writes of this
-// process bump them directly; with PostgreSQL a listener thread on its own connection bumps them
-// on every NOTIFY of another process, and while it is not listening waiters poll.
-class RunStore::Wakeups {
- public:
-  Wakeups(detail::SqlStoreEngine& engine, bool listen)
-      : engine_(engine), listen_(listen && engine.dialect() == detail::SqlDialect::Postgres) {}
-  ~Wakeups() {
-    if (!listener_.joinable()) return;
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    const uint64_t one = 1;
-    (void)!::write(wakeFd_, &one, sizeof one);
-    changed_.notify_all();
-    listener_.join();
-    ::close(wakeFd_);
-  }
-
-  static size_t bucketOf(const std::string& threadId) {
-    return 1 + std::hash<std::string>{}(threadId) % (kBuckets - 1);
-  }
-  static constexpr size_t kRuns = 0;
-
-  uint64_t generation(size_t bucket) {
-    std::lock_guard lock(mutex_);
-    return generations_[bucket];
-  }
-  void bump(size_t bucket) {
-    {
-      std::lock_guard lock(mutex_);
-      ++generations_[bucket];
-      if (bucket != kRuns) ++anyEvents_;
-    }
-    changed_.notify_all();
-  }
-  uint64_t anyEvents() {
-    std::lock_guard lock(mutex_);
-    return anyEvents_;
-  }
-  bool waitAnyEvents(uint64_t seen, std::chrono::steady_clock::time_point deadline) {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_until(lock, deadline, [&] { return anyEvents_ != seen || stopping_; }) &&
-           anyEvents_ != seen;
-  }
-  // The runs generation as this thread's last claim began: waitForRuns waits for it to change,
-  // so that a run announced between that claim's read and the wait is not slept through.
-  void noteClaim() {
-    std::lock_guard lock(mutex_);
-    claimedAt_[std::this_thread::get_id()] = generations_[kRuns];
-  }
-  uint64_t seenAtClaim() {
-    std::lock_guard lock(mutex_);
-    auto found = claimedAt_.find(std::this_thread::get_id());
-    return found != claimedAt_.end() ? found->second : generations_[kRuns];
-  }
-  // Waits until the bucket's generation is no longer `seen` or `deadline`; true if it changed.
-  bool waitChange(size_t bucket, uint64_t seen, std::chrono::steady_clock::time_point deadline) {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_until(lock, deadline, [&] {
-      return generations_[bucket] != seen || stopping_;
-    }) && generations_[bucket] != seen;
-  }
-
-  // PostgreSQL: starts the listener on first use. True while it is listening.
-  bool listening() {
-    if (!listen_) return false;
-    std::call_once(started_, [&] {
-      wakeFd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-      if (wakeFd_ < 0) throw StoreError("store: eventfd failed");
-      listener_ = std::thread([this] { listen(); });
-    });
-    return listening_.load();
-  }
-
- private:
-  static constexpr size_t kBuckets = 256;
-
-  void bumpAll() {
-    {
-      std::lock_guard lock(mutex_);
-      for (auto& generation : generations_)
-        ++generation;
-      ++anyEvents_;
-    }
-    changed_.notify_all();
-  }
-
-  void listen() {
-    std::chrono::milliseconds backoff{50};
-    std::unique_ptr<SqlConnection> connection;
-    for (;;) {
-      {
-        std::lock_guard lock(mutex_);
-        if (stopping_) return;
-      }
-      try {
-        if (!connection) {
-          connection = engine_.connectDedicated();
-          connection->listen({kRunsChannel, kEventsChannel});
-          listening_ = true;
-          backoff = std::chrono::milliseconds(50);
-          bumpAll();  // whatever happened while not listening: everyone re-reads
-        }
-        for (const auto& [channel, payload] :
-             connection->awaitNotifications(std::chrono::seconds(10), wakeFd_)) {
-          bump(channel == kRunsChannel ? kRuns : bucketOf(payload));
-        }
-      } catch (const std::exception&) {
-        // The server went away or refused: poll meanwhile, reconnect with a growing pause.
-        listening_ = false;
-        connection.reset();
-        std::unique_lock lock(mutex_);
-        changed_.wait_for(lock, backoff, [&] { return stopping_; });
-        backoff = std::min(backoff * 2, std::chrono::milliseconds(5'000));
-      }
-    }
-  }
-
-  detail::SqlStoreEngine& engine_;
-  const bool listen_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::array<uint64_t, kBuckets> generations_{};
-  uint64_t anyEvents_ = 0;                                   // moves with every events bucket
-  std::unordered_map<std::thread::id, uint64_t> claimedAt_;  // one entry per claiming thread
-  bool stopping_ = false;
-  std::once_flag started_;
-  std::thread listener_;
-  std::atomic<bool> listening_{false};
-  int wakeFd_ = -1;
-};
 
 // --- the store --------------------------------------------------------------------------------
 
@@ -786,10 +271,10 @@ RunInfo RunStore::submit(const std::string& threadId, std::span<const Message> i
          error.empty() ? SqlValue() : SqlValue(error), now,
          status == "rejected" ? SqlValue(now) : SqlValue()});
     result = *readRun(c, runId);
-    events.push_back(
-        status == "rejected"
-            ? lifecycle(result, EventType::RunRejected, {{"error", error}})
-            : lifecycle(result, EventType::RunQueued, {{"position", position}, {"policy", policy}}));
+    events.push_back(status == "rejected"
+                         ? lifecycle(result, EventType::RunRejected, {{"error", error}})
+                         : lifecycle(result, EventType::RunQueued,
+                                     {{"position", position}, {"policy", policy}}));
     appendEventRows(c, threadId, events, now);
     notify(c, kRunsChannel, runId);
   });
@@ -891,8 +376,8 @@ RunInfo RunStore::respond(const std::string& runId, const json& response) {
     }
     c.execute("UPDATE parley_runs SET response = $1, updated_at = $2 WHERE id = $3",
               {text, now, runId});
-    appendEventRows(c, run.threadId, {lifecycle(run, EventType::RunResponded, {{"response", response}})},
-                    now);
+    appendEventRows(c, run.threadId,
+                    {lifecycle(run, EventType::RunResponded, {{"response", response}})}, now);
     notify(c, kRunsChannel, runId);
     result = *readRun(c, runId);
   });
@@ -1009,7 +494,8 @@ void RunStore::claimIn(SqlConnection& c, const std::string& workerId,
     run.updatedAt = detail::fromMs(now);
     appendEventRows(
         c, threadId,
-        {lifecycle(run, EventType::RunStarted, {{"attempt", run.attempts}, {"worker", workerId}})}, now);
+        {lifecycle(run, EventType::RunStarted, {{"attempt", run.attempts}, {"worker", workerId}})},
+        now);
     claimed.push_back(Claim{run, Lease{threadId, runId, run.options.traceId, workerId, token,
                                        detail::fromMs(expires)}});
   }
@@ -1049,10 +535,10 @@ bool RunStore::release(const Lease& lease) {
       return;
     }
     freeLease(c, lease.threadId);
-    appendEventRows(
-        c, lease.threadId,
-        {{lease.runId, lease.traceId, std::string(eventName(EventType::RunReleased)), json({{"worker", lease.owner}}).dump()}},
-        now);
+    appendEventRows(c, lease.threadId,
+                    {{lease.runId, lease.traceId, std::string(eventName(EventType::RunReleased)),
+                      json({{"worker", lease.owner}}).dump()}},
+                    now);
     notify(c, kRunsChannel, lease.runId);
     released = true;
   });
@@ -1217,7 +703,8 @@ void RunStore::wait(const Lease& lease, const json& what, std::span<const EventI
         {text, now, lease.runId});
     freeLease(c, lease.threadId);
     auto all = rows;
-    all.push_back({lease.runId, lease.traceId, std::string(eventName(EventType::RunWaiting)), json({{"wait", what}}).dump()});
+    all.push_back({lease.runId, lease.traceId, std::string(eventName(EventType::RunWaiting)),
+                   json({{"wait", what}}).dump()});
     appendEventRows(c, lease.threadId, all, now);
   });
   afterWrite(lease.threadId, false);

@@ -199,7 +199,8 @@ class SqlStoreEngine {
   size_t open_ = 0;
 };
 
-// The SQL that migrates a database of version toVersion - 1 to toVersion, per dialect.
+// The SQL that migrates a database of version toVersion - 1 to toVersion, per dialect
+// (schema.cpp: every step of both engines).
 const std::vector<std::string>& migrationSteps(SqlDialect dialect, int toVersion);
 
 // Helpers the run queue shares with the thread operations.
