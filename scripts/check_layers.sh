@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Checks the layering of the sources from their #include lines (docs/architecture.md, "Layers").
 #
-#   model  <  http  <  client | tools | tokens | store | mock  <  core  <  executor | runs | facade
-#          <  service  <  apps
+#   model  <  http  <  client | tools | tokens | store | mock | telemetry  <  core
+#          <  executor | runs | facade  <  service  <  apps
 #
-# A file may include headers of its own layer and of lower layers only. The five layers of the
+# A file may include headers of its own layer and of lower layers only. The six layers of the
 # middle row are peers that do not include each other, and so are the hosts over the core
 # (executor, runs, facade): each configures the one tool loop with the core's host kit. The
 # command line (apps/) includes only the public headers (include/parley/), the internal mock
@@ -16,7 +16,7 @@ cd "$root"
 
 # Rank of each layer; peers share a rank.
 declare -A rank=(
-  [model]=0 [http]=1 [client]=2 [tools]=2 [tokens]=2 [store]=2 [mock]=2
+  [model]=0 [http]=1 [client]=2 [tools]=2 [tokens]=2 [store]=2 [mock]=2 [telemetry]=2
   [core]=3 [executor]=4 [runs]=4 [facade]=4 [service]=5 [apps]=6
 )
 
@@ -24,7 +24,7 @@ declare -A rank=(
 # here is itself a violation: every header must say where it belongs.
 declare -A public_layer=(
   [errors]=model [event_names]=model [logger]=model [message]=model [server_tools]=model [part]=model [iso_time]=model [usage]=model [cache_diagnostic]=model [detail/persistent_vector]=model
-  [version]=model [json]=model [sse]=model [toml]=model
+  [version]=model [json]=model [telemetry]=model [sse]=model [toml]=model
   [llm]=client [openai_client]=client [profiles]=client [transport]=client
   [anthropic_client]=client [gemini_client]=client [responses_client]=client [protocol]=client
   [tools]=tools [thread_pool]=tools [command_tools]=tools [mcp]=tools [tool_schema]=tools
@@ -33,6 +33,7 @@ declare -A public_layer=(
   [conversation_manager]=core [context_ops]=core [message_store]=core [compression]=core
   [stored_thread]=core [turn_sink]=core [turn_loop]=core [context_snapshot]=core [cost]=core [structured_output]=core [prompt_counter]=core [turn_defaults]=core [event_types]=core
   [executor]=executor [events]=executor [event_log]=executor
+  [otlp]=telemetry
   [runs]=runs [worker]=runs
   [ai]=facade
   [parley]=service   # the umbrella header: every host

@@ -21,6 +21,7 @@ packages=(
   libicu-dev
   libre2-dev
   nodejs
+  prometheus  # promtool checks the service's /metrics (tests/node/otlp)
 )
 missing=()
 for p in "${packages[@]}"; do

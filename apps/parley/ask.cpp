@@ -263,6 +263,7 @@ int runAsk(const AskArgs& given) {
   }
 
   RunOptions run = turnRunOptions(turn);
+  if (stored) run.conversationId = stored->threadId();  // gen_ai.conversation.id
   bool printedText = false;
   bool atLineStart = true;
   TerminalFilter toStdout(STDOUT_FILENO);

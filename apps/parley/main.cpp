@@ -6,11 +6,16 @@
 #include <csignal>
 #include <exception>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "commands.hpp"
 #include "parley/errors.hpp"
+#include "parley/otlp.hpp"
+#include "parley/telemetry.hpp"
 #include "parley/version.hpp"
 
 namespace {
@@ -37,6 +42,28 @@ bool readerGone() {
   pollfd out{STDOUT_FILENO, 0, 0};
   return ::poll(&out, 1, 0) > 0 && (out.revents & POLLERR) != 0;
 }
+
+// OpenTelemetry export (docs/telemetry.md) for the commands that run turns, when the OTEL_*
+// variables ask for it; the spans still queued are sent as the command ends.
+class TelemetrySession {
+ public:
+  explicit TelemetrySession(std::string_view command) {
+    static constexpr std::string_view kCommands[] = {"ask", "chat", "worker", "serve"};
+    if (std::find(std::begin(kCommands), std::end(kCommands), command) != std::end(kCommands)) {
+      exporter_ = parley::installTelemetryFromEnvironment();
+    }
+  }
+  ~TelemetrySession() {
+    if (!exporter_) return;
+    parley::setTelemetry(nullptr);
+    exporter_->shutdown();
+  }
+  TelemetrySession(const TelemetrySession&) = delete;
+  TelemetrySession& operator=(const TelemetrySession&) = delete;
+
+ private:
+  std::shared_ptr<parley::OtlpExporter> exporter_;
+};
 
 }  // namespace
 
@@ -94,7 +121,9 @@ int main(int argc, char** argv) {
     }
   }
 
+  std::optional<TelemetrySession> telemetry;
   try {
+    telemetry.emplace(argc > 1 ? argv[1] : "");
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);

@@ -32,6 +32,7 @@ class AnthropicClient : public LlmClient {
 
   const ClientOptions& options() const noexcept;
   StructuredOutputMode structuredOutputMode() const noexcept override;
+  LlmEndpoint endpoint() const override;  // from the options: provider, host, port, model
   bool acceptsResponseFormat() const noexcept override { return false; }
   // The JSON body a call with `request` would send (for logs and tests; it carries no key).
   std::string requestBody(const ChatRequest& request, bool stream) const;

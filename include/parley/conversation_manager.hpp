@@ -135,6 +135,8 @@ struct LlmCallOptions {
   std::stop_token stopToken;                         // cancels the call (CancelledError)
   // Replaces ConversationOptions::request (model, parameters) for this call.
   std::optional<ChatRequest> request;
+  // gen_ai.conversation.id on the call's spans (docs/telemetry.md): the thread's id, if any.
+  std::string conversationId;
 };
 
 // Runs the tool calls of one reply and returns one result per call, in the calls' order. A

@@ -151,6 +151,14 @@ struct ModelInfo {
   nlohmann::json raw;  // the entry as the endpoint sent it
 };
 
+// What telemetry says of an endpoint (docs/telemetry.md); an empty field is unknown.
+struct LlmEndpoint {
+  std::string provider;      // gen_ai.provider.name: "openai", "anthropic", ...
+  std::string address;       // server.address: the base URL's host
+  int port = 0;              // server.port
+  std::string defaultModel;  // the model a request that names none gets
+};
+
 class LlmClient {
  public:
   virtual ~LlmClient() = default;
@@ -173,6 +181,9 @@ class LlmClient {
   // Whether the endpoint takes ChatRequest::responseFormat (the Anthropic protocol does not: its
   // strict rung is a forced tool, its json_object rung the system prompt alone).
   virtual bool acceptsResponseFormat() const noexcept { return true; }
+
+  // The endpoint as telemetry names it; a client that does not say is unknown.
+  virtual LlmEndpoint endpoint() const { return {}; }
 
   // The models the endpoint offers (GET {base}/models), in its order. ValidationError for a
   // client that cannot list them; the errors of a call otherwise.

@@ -145,6 +145,7 @@ class OpenAiClient : public LlmClient {
 
   const ClientOptions& options() const noexcept;
   StructuredOutputMode structuredOutputMode() const noexcept override;
+  LlmEndpoint endpoint() const override;  // from the options: provider, host, port, model
   // The options an encodeMessage() caller must use for ChatRequest::encodedMessages.
   MessageJsonOptions messageJsonOptions() const noexcept override;
   std::vector<ModelInfo> listModels(std::optional<std::chrono::milliseconds> timeout = {},

@@ -103,6 +103,10 @@ struct SubmitOptions {
   // the answer {"tool_outputs": {call id: text}} goes on with them as the calls' results. Null:
   // none; at most 128, each name 1 to 64 of [A-Za-z0-9_-].
   nlohmann::json clientTools{};
+  // The W3C trace context the run continues (docs/telemetry.md): the worker that claims it
+  // starts its spans under this traceparent. "" none. Kept as given, at most 512 bytes each.
+  std::string traceparent{};
+  std::string tracestate{};
 };
 
 // A run as stored.

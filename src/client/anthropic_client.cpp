@@ -2,6 +2,7 @@
 
 #include "client/anthropic_reply.hpp"
 #include "client/anthropic_request.hpp"
+#include "client/endpoint.hpp"
 #include "client/http_transport.hpp"
 #include "client/model_list.hpp"
 #include "parley/errors.hpp"
@@ -42,6 +43,10 @@ AnthropicClient::~AnthropicClient() = default;
 
 const ClientOptions& AnthropicClient::options() const noexcept {
   return impl_->options;
+}
+
+LlmEndpoint AnthropicClient::endpoint() const {
+  return detail::endpointOf(options());
 }
 
 StructuredOutputMode AnthropicClient::structuredOutputMode() const noexcept {

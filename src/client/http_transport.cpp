@@ -18,6 +18,7 @@
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
 #include "parley/openai_client.hpp"
+#include "parley/telemetry.hpp"
 #include "parley/version.hpp"
 
 namespace parley {
@@ -343,6 +344,14 @@ bool CurlTransport::attempt(const HttpRequest& request, HttpReplySink& sink,
   headers.add("Expect:");  // no 100-continue round trip for large bodies
   for (const std::string& line : request.headers)
     headers.add(line);
+  // The trace the call belongs to, for a provider or proxy that records it (docs/telemetry.md).
+  if (telemetryEnabled()) {
+    const TraceContext trace = currentTraceContext();
+    if (trace.valid()) {
+      headers.add("traceparent: " + trace.traceparent());
+      if (!trace.traceState.empty()) headers.add("tracestate: " + trace.traceState);
+    }
+  }
 
   connection->errorBuffer[0] = '\0';
   curl_easy_setopt(easy, CURLOPT_URL, target.c_str());

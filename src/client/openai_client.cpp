@@ -1,5 +1,6 @@
 #include "parley/openai_client.hpp"
 
+#include "client/endpoint.hpp"
 #include "client/http_transport.hpp"
 #include "client/model_list.hpp"
 #include "client/request_body.hpp"
@@ -45,6 +46,10 @@ OpenAiClient::~OpenAiClient() = default;
 
 const ClientOptions& OpenAiClient::options() const noexcept {
   return impl_->options;
+}
+
+LlmEndpoint OpenAiClient::endpoint() const {
+  return detail::endpointOf(options());
 }
 
 StructuredOutputMode OpenAiClient::structuredOutputMode() const noexcept {

@@ -1,5 +1,6 @@
 #include "parley/responses_client.hpp"
 
+#include "client/endpoint.hpp"
 #include "client/http_transport.hpp"
 #include "client/model_list.hpp"
 #include "client/responses_reply.hpp"
@@ -37,6 +38,10 @@ ResponsesClient::~ResponsesClient() = default;
 
 const ClientOptions& ResponsesClient::options() const noexcept {
   return impl_->options;
+}
+
+LlmEndpoint ResponsesClient::endpoint() const {
+  return detail::endpointOf(options());
 }
 
 StructuredOutputMode ResponsesClient::structuredOutputMode() const noexcept {

@@ -19,10 +19,12 @@
 
 #include "core/call_shape.hpp"
 #include "core/context_snapshot_state.hpp"
+#include "core/gen_ai_telemetry.hpp"
 #include "core/turn_deadline.hpp"
 #include "parley/context_ops.hpp"
 #include "parley/errors.hpp"
 #include "parley/logger.hpp"
+#include "parley/telemetry.hpp"
 
 namespace parley {
 
@@ -850,14 +852,28 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
     result.usage = given->usage;
     result.finishReason = given->toolCalls.empty() ? "stop" : "tool_calls";
   } else {
+    detail::ChatTelemetry chat(*config.llm, request, options.conversationId);
     try {
-      result = request.stream && options.onChunk
-                   ? config.llm->generateStream(request, options.onChunk)
-                   : config.llm->generate(request);
+      const bool streamed = request.stream && options.onChunk;
+      if (streamed && chat.recording()) {
+        // The time to first chunk, seen where the chunks are.
+        result = config.llm->generateStream(request, [&](const StreamDelta& delta) {
+          chat.chunk();
+          return options.onChunk(delta);
+        });
+      } else {
+        result = streamed ? config.llm->generateStream(request, options.onChunk)
+                          : config.llm->generate(request);
+      }
+    } catch (const std::exception& e) {
+      chat.fail(e);
+      if (reserved.first > 0) config.budget.shared->settle(reserved.first, 0);
+      throw;
     } catch (...) {
       if (reserved.first > 0) config.budget.shared->settle(reserved.first, 0);
       throw;
     }
+    chat.finish(result);
     if (reserved.first > 0) {
       // What the reply cost; without usage, its worst case stays spent.
       const auto price = config.budget.prices->find(reserved.second);
@@ -1065,6 +1081,13 @@ RunResult ConversationManager::run(std::vector<Message> input, const RunOptions&
   }
 
   RunResult run;
+  // The run's span; each model call and tool call of it is a child (docs/telemetry.md).
+  Span agent;
+  if (telemetryEnabled()) {
+    agent = Span("invoke_agent", "", SpanKind::Internal);
+    const ChatRequest& base = options.request ? *options.request : state_->options->request;
+    detail::describeAgent(agent, state_->options->llm.get(), base.model, options.conversationId);
+  }
   try {
     for (;;) {
       if (run.iterations >= maxIterations) {
@@ -1094,10 +1117,21 @@ RunResult ConversationManager::run(std::vector<Message> input, const RunOptions&
                              std::make_move_iterator(results.end()));
       if (deadline.expired()) throw deadline.error();
     }
-  } catch (const CancelledError&) {
+  } catch (const CancelledError& e) {
+    agent.setError(e);
     deadline.rethrow();
-  } catch (const TimeoutError&) {
+  } catch (const TimeoutError& e) {
+    agent.setError(e);
     deadline.rethrow();
+  } catch (const std::exception& e) {
+    agent.setError(e);
+    throw;
+  }
+  if (agent.recording()) {
+    detail::describeUsage(agent, run.usage);
+    agent.set("gen_ai.response.finish_reasons", std::vector<std::string>{run.finishReason});
+    if (!run.message.model.empty()) agent.set("gen_ai.response.model", run.message.model);
+    agent.set("parley.iterations", run.iterations);
   }
   return run;
 }

@@ -4,6 +4,7 @@
 
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
+#include "parley/telemetry.hpp"
 
 namespace parley {
 
@@ -132,7 +133,15 @@ void StoredThread::save(const ConversationManager& manager) {
   }
   const uint64_t revision = manager.revision();
   if (revision == savedRevision_) return;
-  version_ = saveConversation(*store_, threadId_, manager, version_);
+  // A store write is a span of the turn (docs/telemetry.md).
+  Span span("parley.store.save", "", SpanKind::Client);
+  span.set("gen_ai.conversation.id", threadId_);
+  try {
+    version_ = saveConversation(*store_, threadId_, manager, version_);
+  } catch (const std::exception& e) {
+    span.setError(e);
+    throw;
+  }
   savedRevision_ = revision;
 }
 

@@ -85,3 +85,23 @@ void rethrowRedacted(const std::vector<std::string>& secrets) {
 }
 
 }  // namespace parley::detail
+
+namespace parley::detail {
+
+nlohmann::json redactSecretKeys(nlohmann::json value) {
+  if (value.is_object()) {
+    for (auto& [key, item] : value.items()) {
+      if (looksSecret(key) && !item.is_object() && !item.is_array()) {
+        item = "[redacted]";
+      } else {
+        item = redactSecretKeys(std::move(item));
+      }
+    }
+  } else if (value.is_array()) {
+    for (nlohmann::json& item : value)
+      item = redactSecretKeys(std::move(item));
+  }
+  return value;
+}
+
+}  // namespace parley::detail

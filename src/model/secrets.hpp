@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace parley::detail {
 
 // Secrets shorter than this are not looked for: they would hide ordinary words.
@@ -26,6 +28,10 @@ std::vector<std::string> secretHeaderValues(std::span<const std::string> lines);
 // says whether any was found.
 std::string redactSecrets(std::string text, const std::vector<std::string>& secrets,
                           bool* changed = nullptr);
+
+// `value` with the value of every key that looksSecret() (at any depth, when it is not an object
+// or array) replaced by "[redacted]": what telemetry records of tool arguments and results.
+nlohmann::json redactSecretKeys(nlohmann::json value);
 
 // Inside a catch block: rethrows the exception being handled, as the same kind of parley::Error
 // with every secret redacted from every text it carries (what(), an HTTP body, the API's

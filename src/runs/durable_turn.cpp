@@ -10,6 +10,7 @@
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/stored_thread.hpp"
+#include "parley/telemetry.hpp"
 
 namespace parley::detail {
 
@@ -79,7 +80,15 @@ class LeaseSink : public TurnSink {
       auto turnEvents = events_.takeForTurn();
       held.insert(held.end(), std::make_move_iterator(turnEvents.begin()),
                   std::make_move_iterator(turnEvents.end()));
-      version_ = runs_.appendTurn(active_.lease, turn.messages, turn.state, version_, held);
+      Span span("parley.store.append_turn", "", SpanKind::Client);  // docs/telemetry.md
+      span.set("parley.run.id", active_.lease.runId);
+      span.set("parley.messages", added);
+      try {
+        version_ = runs_.appendTurn(active_.lease, turn.messages, turn.state, version_, held);
+      } catch (const std::exception& e) {
+        span.setError(e);
+        throw;
+      }
       storedCount_ += added;
     }
     // A safe point: a request the heartbeat has not brought yet is read here, so an interrupt
@@ -519,6 +528,7 @@ void DurableTurn::run() {
                        host_.options.turn.maxToolConcurrency, host_.options.humanTool);
 
   RunOptions ro = turnRunOptions(host_.options.turn);
+  ro.conversationId = run_.threadId;  // gen_ai.conversation.id
   ro.maxIterations = maxIterations - done;
   ro.stopToken = active_.stop.get_token();
   ro.stream = run_.options.stream;

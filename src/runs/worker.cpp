@@ -24,6 +24,7 @@
 #include "parley/errors.hpp"
 #include "parley/logger.hpp"
 #include "parley/stored_thread.hpp"
+#include "parley/telemetry.hpp"
 #include "runs/active_run.hpp"
 #include "runs/durable_turn.hpp"
 #include "runs/run_events.hpp"
@@ -267,9 +268,33 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     return registry;
   }
 
+  // The worker's span of a run and the queue's metrics for its claim.
+  void describeRun(Span& span, const RunInfo& run) {
+    if (!telemetryEnabled()) return;
+    const std::vector<Attribute> worker = {{"parley.worker.id", options.workerId}};
+    addCounter("parley.run.claims", 1, worker);
+    if (run.attempts > 1) {
+      addCounter("parley.run.lease.takeovers", 1, worker);
+    } else {
+      const std::chrono::duration<double> waited = std::chrono::system_clock::now() - run.createdAt;
+      recordHistogram("parley.run.claim.latency", std::max(waited.count(), 0.0), worker);
+    }
+    if (!span.recording()) return;
+    span.set("parley.run.id", run.id);
+    span.set("parley.run.attempt", run.attempts);
+    span.set("parley.worker.id", options.workerId);
+    span.set("gen_ai.conversation.id", run.threadId);
+  }
+
   void work(const Claim& claim, ActiveRun& active) {
     const RunInfo& run = claim.run;
     detail::RunEvents events(*runs, claim.lease, options.chunkInterval, options.chunkBytes);
+    // The run continues the trace it was submitted in, whichever worker claims it, however often
+    // (docs/telemetry.md).
+    const auto submitted = TraceContext::parse(run.options.traceparent, run.options.tracestate);
+    ContextScope remote(submitted.value_or(TraceContext{}));
+    Span span("parley.run", "", SpanKind::Consumer);
+    describeRun(span, run);
     try {
       if (run.cancelRequest != CancelRequest::None) {
         endCancelled(run, active, events);
@@ -279,9 +304,11 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     } catch (const RunWaits&) {
       count(&Stats::waiting);
     } catch (const LeaseLost& e) {
+      span.setError(e);
       count(&Stats::lost);
       log("parley worker: run " + run.id + " lost its lease: " + e.what());
     } catch (const std::exception& e) {
+      span.setError(e);
       if (active.lost) {
         count(&Stats::lost);
       } else if (active.handBack) {

@@ -79,6 +79,30 @@ std::string validationCode(const std::string& field) {
 
 }  // namespace
 
+namespace {
+
+TraceContext callerContext(const httplib::Request& req) {
+  return TraceContext::parse(req.get_header_value("traceparent"),
+                             req.get_header_value("tracestate"))
+      .value_or(TraceContext{});
+}
+
+}  // namespace
+
+RequestSpan::RequestSpan(const httplib::Request& req)
+    : caller_(callerContext(req)), span_(req.method, "", SpanKind::Server) {
+  if (!span_.recording()) return;
+  span_.set("http.request.method", req.method);
+  span_.set("url.path", req.path);
+}
+
+void RequestSpan::finish(const httplib::Response& res) {
+  if (!span_.recording()) return;
+  span_.set("http.response.status_code", res.status);
+  if (res.status >= 500) span_.setError(std::to_string(res.status), "");
+  span_.end();
+}
+
 void answerException(const Logger& log, const httplib::Request& req, httplib::Response& res) {
   try {
     throw;

@@ -16,6 +16,7 @@
 
 #include "parley/json.hpp"
 #include "parley/logger.hpp"
+#include "parley/telemetry.hpp"
 
 namespace parley::service {
 
@@ -53,17 +54,32 @@ void checkId(const std::string& id, const char* what, size_t maxBytes);
 template <typename F>
 httplib::Server::Handler handle(const Logger& log, F f);
 
+// A request's SERVER span, under its caller's W3C traceparent when it sends one
+// (docs/telemetry.md); the route's work (a submitted run) sees it as the current context.
+class RequestSpan {
+ public:
+  explicit RequestSpan(const httplib::Request& req);
+  // The response's status on the span (status ERROR for a 5xx).
+  void finish(const httplib::Response& res);
+
+ private:
+  ContextScope caller_;
+  Span span_;
+};
+
 // The non-template part of handle(): answers the exception being handled.
 void answerException(const Logger& log, const httplib::Request& req, httplib::Response& res);
 
 template <typename F>
 httplib::Server::Handler handle(const Logger& log, F f) {
   return [&log, f](const httplib::Request& req, httplib::Response& res) {
+    RequestSpan span(req);
     try {
       f(req, res);
     } catch (...) {
       answerException(log, req, res);
     }
+    span.finish(res);
   };
 }
 

@@ -1,6 +1,7 @@
 // Runs: submit on a thread (the typed reader of run_request.hpp), list a thread's runs, read,
 // cancel and answer one (docs/service.md).
 #include "parley/run_request.hpp"
+#include "parley/telemetry.hpp"
 #include "service/routes.hpp"
 
 namespace parley::service {
@@ -23,6 +24,11 @@ class RunRoutes {
     const std::string threadId = req.matches[1];
     s_.checkId(threadId, "thread");
     RunRequest request = readRunRequest(jsonBody(req));
+    // The worker that claims the run continues this request's trace (docs/telemetry.md).
+    if (const TraceContext trace = currentTraceContext(); trace.valid()) {
+      request.options.traceparent = trace.traceparent();
+      request.options.tracestate = trace.traceState;
+    }
     if (!request.options.id.empty()) {
       s_.checkId(request.options.id, "run");
       if (s_.runs->run(request.options.id)) {

@@ -11,6 +11,8 @@
 #include "http/server.hpp"
 #include "parley/errors.hpp"
 #include "parley/logger.hpp"
+#include "parley/otlp.hpp"
+#include "parley/telemetry.hpp"
 #include "service/admission.hpp"
 #include "service/agent_protocol.hpp"
 #include "service/api.hpp"
@@ -91,7 +93,14 @@ struct Service::Impl {
            "poll saw it move.\n"
            "# TYPE parley_event_log_reads_total counter\n"
            "parley_event_log_reads_total " +
-           std::to_string(state.feeds->reads()) + "\n";
+           std::to_string(state.feeds->reads()) + "\n" + telemetryMetrics();
+  }
+
+  // The GenAI and run-queue metrics of the OTLP exporter, when one is installed
+  // (docs/telemetry.md).
+  static std::string telemetryMetrics() {
+    auto exporter = std::dynamic_pointer_cast<OtlpExporter>(telemetry());
+    return exporter ? exporter->prometheusText() : std::string();
   }
 
   void cors(httplib::Response& res) const {

@@ -67,6 +67,8 @@ SubmitOptions optionsFromJson(const json& value) {
   options.stream = value.value("stream", false);
   options.metadata = value.value("metadata", json());
   options.clientTools = value.value("client_tools", json());
+  options.traceparent = value.value("traceparent", "");
+  options.tracestate = value.value("tracestate", "");
   return options;
 }
 
@@ -100,6 +102,8 @@ json optionsJson(const SubmitOptions& options) {
   if (options.stream) out["stream"] = true;
   if (!options.metadata.is_null()) out["metadata"] = options.metadata;
   if (!options.clientTools.is_null()) out["client_tools"] = options.clientTools;
+  if (!options.traceparent.empty()) out["traceparent"] = options.traceparent;
+  if (!options.tracestate.empty()) out["tracestate"] = options.tracestate;
   return out;
 }
 
@@ -386,6 +390,10 @@ void checkClientTools(const json& tools) {
 void checkOptions(const SubmitOptions& options, const RunStoreLimits& limits) {
   if (!options.id.empty()) checkId(options.id, "options.id");
   if (!options.traceId.empty()) checkId(options.traceId, "options.traceId");
+  for (const auto& [text, field] : {std::pair{&options.traceparent, "options.traceparent"},
+                                    std::pair{&options.tracestate, "options.tracestate"}}) {
+    if (text->size() > 512) throw ValidationError(field, "is longer than 512 bytes");
+  }
   if (!options.profile.empty()) checkId(options.profile, "options.profile");
   if (options.maxIterations < 0 || options.maxIterations > limits.maxIterations) {
     throw ValidationError("options.maxIterations", "is " + std::to_string(options.maxIterations) +

@@ -12,6 +12,7 @@
 
 #include "parley/json.hpp"
 #include "parley/mcp.hpp"
+#include "parley/telemetry.hpp"
 #include "tools/mcp_elicitation.hpp"
 #include "tools/mcp_oauth.hpp"
 #include "tools/mcp_transport.hpp"
@@ -454,9 +455,38 @@ struct McpClient::Impl {
 
   // --- requests ----------------------------------------------------------------------------------
 
+  // requestOnUntraced() in an MCP client span, `{mcp.method.name} {tool}` (docs/telemetry.md);
+  // the trace goes to the server in the request's _meta.
   json requestOn(const std::shared_ptr<Connection>& connection, const std::string& method,
                  json params, Clock::time_point deadline, std::stop_token cancel,
                  const std::string& tool) {
+    Span span(method, tool, SpanKind::Client);
+    if (span.recording()) {
+      span.set("mcp.method.name", method);
+      if (!tool.empty()) {
+        span.set("gen_ai.operation.name", "execute_tool");
+        span.set("gen_ai.tool.name", tool);
+      }
+    }
+    if (const TraceContext trace = currentTraceContext(); trace.valid()) {
+      if (params.is_null()) params = json::object();
+      if (params.is_object()) {
+        params["_meta"]["traceparent"] = trace.traceparent();
+        if (!trace.traceState.empty()) params["_meta"]["tracestate"] = trace.traceState;
+      }
+    }
+    try {
+      return requestOnUntraced(connection, method, std::move(params), deadline, std::move(cancel),
+                               tool);
+    } catch (const std::exception& e) {
+      span.setError(e);
+      throw;
+    }
+  }
+
+  json requestOnUntraced(const std::shared_ptr<Connection>& connection, const std::string& method,
+                         json params, Clock::time_point deadline, std::stop_token cancel,
+                         const std::string& tool) {
     auto pending = std::make_shared<Pending>();
     pending->tool = tool;
     int64_t id;

@@ -10,8 +10,10 @@
 #include <utility>
 
 #include "model/deadline.hpp"
+#include "model/secrets.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
+#include "parley/telemetry.hpp"
 #include "parley/thread_pool.hpp"
 #include "tools/tool_output.hpp"
 #include "tools/tool_schema.hpp"
@@ -316,7 +318,8 @@ static Outcome runAttempt(ThreadPool& pool, const ToolPtr& tool,
   attempt->context =
       ToolContext{call.id, call.name, attempt->stop.get_token(), deadline, attemptNumber, ask};
   try {
-    pool.submit([attempt, tool, args] {
+    pool.submit([attempt, tool, args, trace = currentTraceContext()] {
+      ContextScope scope(trace);  // the handler's own spans (an MCP call) join the tool's
       Outcome outcome;
       try {
         outcome.value = tool->handler(*args, attempt->context);
@@ -359,9 +362,9 @@ static Outcome runAttempt(ThreadPool& pool, const ToolPtr& tool,
 }
 
 // The whole call, retries included. The gate slot is held by the caller.
-static ToolResult runCall(detail::ToolExecutorState& state, const ToolRegistry& registry,
-                          const ToolPtr& tool, const ToolCall& call, std::stop_token cancel,
-                          const ToolCallLimits& limits = {}) {
+static ToolResult runCallUntraced(detail::ToolExecutorState& state, const ToolRegistry& registry,
+                                  const ToolPtr& tool, const ToolCall& call, std::stop_token cancel,
+                                  const ToolCallLimits& limits) {
   Clock::time_point start = Clock::now();
   ToolResult result;
   result.toolCallId = call.id;
@@ -437,6 +440,32 @@ static ToolResult runCall(detail::ToolExecutorState& state, const ToolRegistry& 
           {ToolErrorKind::Cancelled, nullptr, "tool \"" + tool->name + "\" was cancelled"});
     result.retryCount = attempt;
   }
+}
+
+// runCallUntraced() in an `execute_tool {name}` span (docs/telemetry.md).
+static ToolResult runCall(detail::ToolExecutorState& state, const ToolRegistry& registry,
+                          const ToolPtr& tool, const ToolCall& call, std::stop_token cancel,
+                          const ToolCallLimits& limits = {}) {
+  Span span("execute_tool", call.name, SpanKind::Internal);
+  ToolResult result = runCallUntraced(state, registry, tool, call, std::move(cancel), limits);
+  if (!span.recording()) return result;
+  span.set("gen_ai.operation.name", "execute_tool");
+  span.set("gen_ai.tool.name", call.name);
+  span.set("gen_ai.tool.call.id", call.id);
+  span.set("gen_ai.tool.type", "function");
+  if (tool && !tool->description.empty()) span.set("gen_ai.tool.description", tool->description);
+  if (result.retryCount) span.set("parley.tool.retries", result.retryCount);
+  if (!result.success) span.setError(toString(result.errorKind), result.error);
+  if (auto sink = telemetry(); sink && sink->captureContent()) {
+    // Opt-in content (the conventions' gen_ai.tool.call.arguments / result), secrets redacted.
+    json arguments = parseJson(call.arguments.empty() ? "{}" : call.arguments, {}, false);
+    span.set("gen_ai.tool.call.arguments",
+             arguments.is_discarded() ? call.arguments
+                                      : detail::redactSecretKeys(std::move(arguments)).dump());
+    if (result.success)
+      span.set("gen_ai.tool.call.result", detail::redactSecretKeys(result.result).dump());
+  }
+  return result;
 }
 
 static ToolResult cancelledBeforeStart(const ToolCall& call) {
@@ -545,7 +574,9 @@ std::vector<ToolResult> ToolExecutor::executeAll(std::span<const ToolCall> calls
         std::lock_guard lock(batch->mutex);
         ++batch->running;
       }
-      auto run = [batch, state = state_, registry = registry_, tool, call, exclusive, cancel, i] {
+      auto run = [batch, state = state_, registry = registry_, tool, call, exclusive, cancel, i,
+                  trace = currentTraceContext()] {
+        ContextScope scope(trace);
         ToolResult result;
         try {
           result = runCall(*state, *registry, tool, call, cancel);
