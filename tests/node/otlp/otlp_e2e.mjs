@@ -1,6 +1,7 @@
 // parley's OpenTelemetry export end to end (docs/telemetry.md), received by an OTLP/HTTP receiver
-// on a loopback port that decodes protobuf with the official opentelemetry-proto definitions
-// (protobufjs, pinned; tests/data/otel/proto) and JSON with OTLP's JSON mapping:
+// on a loopback port that decodes protobuf with the official opentelemetry-proto definitions (as
+// OpenTelemetry JS compiles them: @opentelemetry/otlp-proto-exporter-base, pinned) and JSON with
+// OTLP's JSON mapping:
 //   1. `parley ask` with a tool, http/protobuf: invoke_agent > chat, execute_tool spans with the
 //      conventions' kinds, parents and attribute types; no content; the GenAI metrics;
 //   2. the same over http/json with content opted in: messages present, the API key nowhere;
@@ -10,25 +11,23 @@
 //   4. `parley serve --workers 1`: /metrics keeps the GenAI and queue metrics, and Prometheus's
 //      `promtool check metrics` accepts the page;
 //   5. a receiver that never answers does not fail a turn.
-//   node otlp_e2e.mjs <parley binary> <tests/data/otel/proto>
+//   node otlp_e2e.mjs <parley binary>
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import protobuf from 'protobufjs';
 
-const [parley, protoDir] = process.argv.slice(2);
-assert.ok(parley && protoDir, 'usage: node otlp_e2e.mjs <parley binary> <proto dir>');
+const [parley] = process.argv.slice(2);
+assert.ok(parley, 'usage: node otlp_e2e.mjs <parley binary>');
 
-const root = new protobuf.Root();
-root.resolvePath = (_origin, target) => join(protoDir, target);
-root.loadSync(['opentelemetry/proto/collector/trace/v1/trace_service.proto',
-               'opentelemetry/proto/collector/metrics/v1/metrics_service.proto']);
-const TraceRequest = root.lookupType('opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest');
-const MetricsRequest = root.lookupType('opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest');
+const require = createRequire(import.meta.url);
+const otlp = require('@opentelemetry/otlp-proto-exporter-base/build/src/generated/root.js').opentelemetry.proto;
+const TraceRequest = otlp.collector.trace.v1.ExportTraceServiceRequest;
+const MetricsRequest = otlp.collector.metrics.v1.ExportMetricsServiceRequest;
 const decodeOptions = { longs: String, enums: Number, bytes: String, defaults: false, oneofs: true };
 
 const hex = (b64) => Buffer.from(b64 ?? '', 'base64').toString('hex');
