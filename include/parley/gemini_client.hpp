@@ -39,6 +39,7 @@ class GeminiClient : public LlmClient {
 
   const ClientOptions& options() const noexcept;
   StructuredOutputMode structuredOutputMode() const noexcept override;
+  LlmEndpoint endpoint() const override;  // from the options: provider, host, port, model
   // The JSON body a call with `request` would send (for logs and tests; it carries no key).
   std::string requestBody(const ChatRequest& request) const;
 

@@ -43,6 +43,9 @@ LlmEndpoint endpointOf(const ClientOptions& options) {
     case Protocol::Anthropic:
       endpoint.provider = "anthropic";
       break;
+    case Protocol::Gemini:
+      endpoint.provider = "gcp.gemini";
+      break;
     default:
       endpoint.provider = "openai";
       break;

@@ -1,5 +1,6 @@
 #include "parley/gemini_client.hpp"
 
+#include "client/endpoint.hpp"
 #include "client/gemini_reply.hpp"
 #include "client/gemini_request.hpp"
 #include "client/http_transport.hpp"
@@ -37,6 +38,10 @@ GeminiClient::~GeminiClient() = default;
 
 const ClientOptions& GeminiClient::options() const noexcept {
   return impl_->options;
+}
+
+LlmEndpoint GeminiClient::endpoint() const {
+  return detail::endpointOf(options());
 }
 
 StructuredOutputMode GeminiClient::structuredOutputMode() const noexcept {
