@@ -8,6 +8,7 @@
 
 #include "client/http_transport.hpp"
 #include "client/provider_fields.hpp"
+#include "client/reply_fields.hpp"
 #include "client/stream_assembler.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
@@ -25,16 +26,6 @@ std::string finishReasonOf(const std::string& stopReason) {
   if (stopReason == "tool_use") return "tool_calls";
   if (stopReason == "max_tokens") return "length";
   return stopReason;
-}
-
-int64_t count(const ojson& usage, const char* key) {
-  auto it = usage.find(key);
-  return it != usage.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
-}
-
-std::string stringOf(const ojson& object, const char* key) {
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 [[noreturn]] void throwErrorEvent(std::string_view data, int status) {

@@ -10,6 +10,7 @@
 #include "client/gemini_request.hpp"
 #include "client/http_transport.hpp"
 #include "client/provider_fields.hpp"
+#include "client/reply_fields.hpp"
 #include "client/stream_assembler.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
@@ -20,16 +21,6 @@ namespace parley::detail {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-int64_t count(const ojson& usage, const char* key) {
-  auto it = usage.find(key);
-  return it != usage.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
-}
-
-std::string stringOf(const ojson& object, const char* key) {
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
 
 // The finish reasons that mean the reply was blocked (the FinishReason enum of the API
 // reference): the model did not answer, or stopped answering, for a policy reason.
@@ -49,7 +40,7 @@ bool blocked(const std::string& reason) {
   return false;
 }
 
-std::string finishReasonOf(const std::string& reason) {
+std::string geminiFinishReason(const std::string& reason) {
   if (reason == "STOP") return "stop";
   if (reason == "MAX_TOKENS") return "length";
   if (blocked(reason)) return "content_filter";
@@ -355,7 +346,7 @@ ChatResult GeminiAssembler::finish() {
                            (s.finishMessage.empty() ? "" : ": " + s.finishMessage);
     }
     result.finishReason =
-        normaliseFinishReason(finishReasonOf(s.finishReason), !m.toolCalls.empty());
+        normaliseFinishReason(geminiFinishReason(s.finishReason), !m.toolCalls.empty());
   }
   result.reportedFinishReason = reported;
   if (!s.usageText.empty()) result.usage = s.tokenUsage();

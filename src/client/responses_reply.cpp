@@ -10,6 +10,7 @@
 
 #include "client/http_transport.hpp"
 #include "client/provider_fields.hpp"
+#include "client/reply_fields.hpp"
 #include "client/stream_assembler.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
@@ -20,18 +21,6 @@ namespace parley::detail {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-std::string stringOf(const ojson& object, const char* key) {
-  if (!object.is_object()) return {};
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-int64_t countOf(const ojson& object, const char* key) {
-  if (!object.is_object()) return 0;
-  auto it = object.find(key);
-  return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
-}
 
 [[noreturn]] void throwApiError(std::string_view data, const ojson& event, int status) {
   // The error event is flat ({"type":"error","code","message"}) or holds the error
@@ -238,15 +227,15 @@ struct ResponsesAssembler::State {
     if (!response.is_object()) return;
     if (auto v = stringOf(response, "id"); !v.empty()) id = v;
     if (auto v = stringOf(response, "model"); !v.empty()) model = v;
-    if (auto v = countOf(response, "created_at")) created = v;
+    if (auto v = count(response, "created_at")) created = v;
     status = stringOf(response, "status");
     if (auto u = response.find("usage"); u != response.end() && u->is_object()) {
       const ojson none = ojson::object();
       const auto in = u->find("input_tokens_details");
       const auto out = u->find("output_tokens_details");
-      usage = normalisedUsage(countOf(*u, "input_tokens"), countOf(*u, "output_tokens"),
-                              countOf(in != u->end() ? *in : none, "cached_tokens"), 0,
-                              countOf(out != u->end() ? *out : none, "reasoning_tokens"));
+      usage = normalisedUsage(count(*u, "input_tokens"), count(*u, "output_tokens"),
+                              count(in != u->end() ? *in : none, "cached_tokens"), 0,
+                              count(out != u->end() ? *out : none, "reasoning_tokens"));
     }
     if (auto d = response.find("incomplete_details"); d != response.end()) {
       incompleteReason = stringOf(*d, "reason");
