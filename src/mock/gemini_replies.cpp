@@ -19,12 +19,6 @@ bool skipsValidation(const std::string& signature) {
          signature == "context_engineering_is_the_way_to_go";
 }
 
-int64_t num(const json& object, const char* key) {
-  if (!object.is_object()) return 0;
-  auto it = object.find(key);
-  return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
-}
-
 std::string finishReasonOf(const std::string& finish) {
   if (finish == "stop" || finish == "tool_calls") return "STOP";
   if (finish == "length") return "MAX_TOKENS";
@@ -88,7 +82,7 @@ ojson signaturePart(const ConcreteReply& r) {
 }
 
 // An inlineData or fileData part as the chat part it stands for.
-json chatPart(const json& part) {
+json chatPartOfGemini(const json& part) {
   if (auto d = part.find("inlineData"); d != part.end() && d->is_object()) {
     const std::string mime = d->value("mimeType", "");
     const std::string uri = "data:" + mime + ";base64," + d->value("data", "");
@@ -227,7 +221,7 @@ json chatRequestFromGemini(const json& body, const std::string& model, bool stre
         } else {
           userParts.push_back({{"type", "text"}, {"text", text}});
         }
-      } else if (json part = chatPart(p); !part.is_null()) {
+      } else if (json part = chatPartOfGemini(p); !part.is_null()) {
         userParts.push_back(std::move(part));
         media = true;
       }

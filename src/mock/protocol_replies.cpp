@@ -88,12 +88,6 @@ json chatParts(const json& content) {
   return media ? parts : json();
 }
 
-int64_t num(const json& object, const char* key) {
-  if (!object.is_object()) return 0;
-  auto it = object.find(key);
-  return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
-}
-
 std::string event(std::string_view type, const ojson& data) {
   std::string out = "event: ";
   out.append(type);

@@ -12,6 +12,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,14 @@
 #include "mock/chat_reply.hpp"
 
 namespace parley::mock {
+
+// An integer field of a request's object; 0 when absent or of another type (the protocols'
+// optional counts).
+inline int64_t num(const nlohmann::json& object, const char* key) {
+  if (!object.is_object()) return 0;
+  auto it = object.find(key);
+  return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
 
 enum class WireProtocol { Chat, Responses, Anthropic, Gemini };
 
