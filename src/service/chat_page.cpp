@@ -160,8 +160,11 @@ function status(text) { $('status').textContent = text; }
 
 function saveStream() {
   if (!state.id) return;
+  // The messages the run announced that the thread does not hold yet (its input, written to the
+  // log before the model call): a reload mid-run shows them again.
+  const uncommitted = state.messages.filter((m) => m.index >= state.stored);
   sessionStorage.setItem('parley.stream.' + state.id,
-                         JSON.stringify({ after: state.after, partial: state.partial }));
+                         JSON.stringify({ after: state.after, partial: state.partial, uncommitted }));
 }
 
 // Markdown to DOM nodes, never to HTML: text only ever becomes text nodes, so no markup a model
@@ -434,6 +437,7 @@ function setThread(t) {
   state.thread = t;
   state.messages = t.messages;
   state.known = t.storage_size;
+  state.stored = t.storage_size;
   $('title').textContent = t.title || t.id;
   $('rename').disabled = false;
 }
@@ -510,6 +514,9 @@ async function open(id) {
   try {
     setThread(await api('GET', '/v1/threads/' + encodeURIComponent(id)));
   } catch (e) { status(e.message); return; }
+  for (const m of (saved && saved.uncommitted) || []) {
+    if (m.index >= state.known) { state.messages.push(m); state.known = m.index + 1; }
+  }
   $('input').disabled = false;
   $('send').disabled = false;
   renderMessages();
