@@ -146,6 +146,7 @@ std::vector<std::string> AnswerBuilder::handle(const StoredEvent& event) {
       const auto added = eventFromJson<MessageAdded>(event.payload);
       const Message& m = added.message;
       if (m.role != Role::Assistant || !m.receivedAt) break;
+      announcedCalls_ = !m.toolCalls.empty();
       if (m.usage) addUsage(answer_.usage, *m.usage);
       if (!m.model.empty()) answer_.model = m.model;
       // A reply that was not streamed (stream off, or its chunks expired) comes whole.
@@ -160,7 +161,7 @@ std::vector<std::string> AnswerBuilder::handle(const StoredEvent& event) {
       if (wait.is_object() && wait.value("kind", "") == "client_tools") {
         // The reply that made the calls is journaled, not yet a message.
         const RunJournal journal = runs_.journal(run_.id);
-        if (journal.pendingReply) {
+        if (journal.pendingReply && !announcedCalls_) {
           if (journal.pendingReply->usage) addUsage(answer_.usage, *journal.pendingReply->usage);
           if (streamedReply_.empty()) addText(journal.pendingReply->content);
         }

@@ -92,6 +92,9 @@ class AnswerBuilder {
   bool finished_ = false;
   bool separate_ = false;      // a reply with text ended: the next text starts after a blank line
   std::string streamedReply_;  // text streamed since the last reply
+  // The last reply announced (message_added) made tool calls: a client-tools wait needs not
+  // add its text again from the journal.
+  bool announcedCalls_ = false;
   RunAnswer answer_;
 };
 
