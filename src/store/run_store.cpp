@@ -6,7 +6,6 @@
 // and the fencing token, belongs to that one locking discipline, read in one place.
 #include "parley/run_store.hpp"
 
-
 #include <algorithm>
 #include <array>
 #include <condition_variable>
