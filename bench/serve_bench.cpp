@@ -34,6 +34,7 @@
 #include "parley/store.hpp"
 #include "service/service.hpp"
 #include "sse_swarm.hpp"
+#include "store/sqlite_store.hpp"
 
 namespace {
 

@@ -19,6 +19,7 @@
 #include "parley/llm.hpp"
 #include "parley/store.hpp"
 #include "parley/tokens.hpp"
+#include "store/sqlite_store.hpp"
 
 namespace parley {
 namespace {

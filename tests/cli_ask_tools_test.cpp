@@ -20,6 +20,7 @@
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
 #include "parley/tools.hpp"
+#include "store/sqlite_store.hpp"
 
 namespace parley {
 namespace {

@@ -12,6 +12,7 @@
 #include "parley/conversation_manager.hpp"
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
+#include "store/sqlite_store.hpp"
 
 namespace parley {
 namespace {

@@ -4,12 +4,15 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 
+#include "child_process.hpp"
 #include "cli_runner.hpp"
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
+#include "parley/run_store.hpp"
 
 namespace parley {
 namespace {
@@ -229,6 +232,57 @@ TEST_F(CliMcpFormTest, ChatAsksThePersonFieldByField) {
   EXPECT_NE(out.out.find(R"(Answer: {"action":"accept","content":{"age":41,"name":"John"}})"),
             std::string::npos)
       << out.out;
+}
+
+// `parley worker --mcp NAME`: a server's form in a durable run becomes the run's question (the
+// worker is freed), the worker is SIGKILLed while the run waits, the answer is stored with
+// `parley runs respond`, and a second worker process runs the call again with it.
+TEST_F(CliMcpFormTest, AWorkersFormIsTheRunsQuestionAndOutlivesItsSigkill) {
+  const std::string db = (dir_ / "runs.db").string();
+  RunStore runs(openStore(db));  // the schema, before the workers start; and a watcher
+  auto worker = [&](const std::string& id) {
+    std::vector<std::string> argv = command("worker");
+    argv.insert(argv.begin(), PARLEY_CLI_PATH);
+    argv.insert(argv.end(), {"--db", db, "--api-key", "test", "--worker-id", id});
+    auto child = std::make_unique<testing::ChildProcess>(argv);
+    auto ready = child->readLine();  // its id, once it serves
+    if (!ready || *ready != id) throw std::runtime_error("the worker did not start");
+    return child;
+  };
+  auto first = worker("first");
+  const RunInfo run = runs.submit("f", "go");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  int64_t seen = 0;
+  bool waiting = false;
+  while (!waiting && std::chrono::steady_clock::now() < deadline) {
+    for (const StoredEvent& e : runs.waitForEvents("f", seen, std::chrono::milliseconds(500))) {
+      seen = e.seq;
+      waiting = waiting || e.type == "run_waiting";
+    }
+  }
+  ASSERT_TRUE(waiting) << toJson(*runs.run(run.id)).dump();
+  const RunInfo asked = *runs.run(run.id);
+  EXPECT_EQ(asked.wait["kind"], "elicitation") << asked.wait.dump();
+  EXPECT_EQ(asked.wait["prompt"], "Your name?") << asked.wait.dump();
+  first->kill(SIGKILL);
+  first->wait();
+
+  CliRun answered =
+      testing::runCli({"runs", "respond", "--db", db, run.id,
+                       R"({"action": "accept", "content": {"name": "Ada", "age": 36}})"},
+                      dir_, "", "");
+  ASSERT_EQ(answered.exitCode, 0) << answered.err;
+  auto second = worker("second");
+  CliRun waited =
+      testing::runCli({"runs", "wait", "--db", db, "--timeout", "60000", run.id}, dir_, "", "");
+  ASSERT_EQ(waited.exitCode, 0) << waited.out << waited.err;
+  const RunInfo done = *runs.run(run.id);
+  EXPECT_EQ(done.worker, "second");
+  EXPECT_EQ(done.result["content"],
+            R"(Answer: {"action":"accept","content":{"age":36,"name":"Ada"}})")
+      << done.result.dump();
+  second->kill(SIGTERM);
+  EXPECT_EQ(second->wait(), 0);
 }
 
 }  // namespace

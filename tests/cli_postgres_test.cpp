@@ -12,6 +12,7 @@
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
 #include "pg_test_cluster.hpp"
+#include "store/postgres_store.hpp"
 
 namespace parley {
 namespace {

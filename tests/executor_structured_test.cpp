@@ -19,6 +19,7 @@
 #include "parley/executor.hpp"
 #include "parley/store.hpp"
 #include "parley/structured_output.hpp"
+#include "store/sqlite_store.hpp"
 
 namespace parley {
 namespace {

@@ -24,6 +24,7 @@
 #include "parley/stored_thread.hpp"
 #include "printers.hpp"
 #include "wait_for_stop.hpp"
+#include "store/sqlite_store.hpp"
 
 namespace parley {
 namespace {

@@ -18,6 +18,7 @@
 #include "parley/store.hpp"
 #include "parley/worker.hpp"
 #include "service/service.hpp"
+#include "store/sqlite_store.hpp"
 
 namespace parley::testing {
 namespace {

@@ -15,6 +15,7 @@
 #include "parley/store.hpp"
 #include "parley/tools.hpp"
 #include "png_fixture.hpp"
+#include "store/sqlite_store.hpp"
 
 namespace parley {
 namespace {

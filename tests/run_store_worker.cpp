@@ -21,8 +21,8 @@ using namespace parley;
 namespace {
 
 std::shared_ptr<ConversationStore> open(const std::string& kind, const std::string& target) {
-  if (kind == "sqlite") return std::make_shared<SqliteStore>(target);
-  return std::make_shared<PostgresStore>(target);
+  if (kind == "sqlite") return openSqliteStore(target);
+  return openPostgresStore(target);
 }
 
 // The turn a test worker commits for a run.

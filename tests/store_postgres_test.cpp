@@ -7,6 +7,7 @@
 #include "parley/postgres_store.hpp"
 #include "pg_test_cluster.hpp"
 #include "run_store_conformance.hpp"
+#include "store/postgres_store.hpp"
 #include "store/sql_store.hpp"
 #include "store_conformance.hpp"
 
@@ -125,7 +126,7 @@ TEST(PostgresStore, ADeferredWriteThatFailsFailsItsTransaction) {
   options.maxConnections = 1;  // every transaction on the same connection
   PostgresStore store(PgTestCluster::shared().freshSchemaConninfo(), options);
   const std::string id = store.createThread().id;
-  detail::SqlStoreEngine& engine = static_cast<detail::SqlEngineAccess&>(store).engine();
+  detail::SqlStoreEngine& engine = *store.sqlEngine();
   auto setTitle = [&](detail::SqlConnection& c, const std::string& title) {
     c.executeLater("UPDATE parley_threads SET title = $1 WHERE id = $2", {title, id});
   };

@@ -8,6 +8,7 @@
 #include "run_store_conformance.hpp"
 #include "store/writer_queue.hpp"
 #include "store_conformance.hpp"
+#include "store/sqlite_store.hpp"
 
 namespace parley::testing {
 namespace {

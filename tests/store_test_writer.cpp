@@ -30,9 +30,9 @@ int main(int argc, char** argv) {
   try {
     std::unique_ptr<ConversationStore> store;
     if (kind == "sqlite") {
-      store = std::make_unique<SqliteStore>(target);
+      store = openSqliteStore(target);
     } else {
-      store = std::make_unique<PostgresStore>(target);
+      store = openPostgresStore(target);
     }
     ThreadData data = store->loadThread(thread);
     long next = 1;

@@ -19,7 +19,7 @@ std::string defaultDbPath() {
 
 namespace {
 
-// postgresql:// URLs open a PostgresStore (parley::postgres).
+// postgresql:// URLs open the PostgreSQL store (parley::postgres).
 void registerStores() {
   static std::once_flag postgres;
   std::call_once(postgres, registerPostgresStore);

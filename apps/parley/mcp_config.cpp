@@ -290,7 +290,8 @@ McpSamplingHandler modelSampling(std::shared_ptr<LlmClient> llm,
 
 void addMcpServers(ToolRegistry& registry, const std::vector<std::string>& servers,
                    const std::string& file, std::ostream& notes, std::ostream* progress,
-                   const McpElicitationHandler& ask, const McpSamplingHandler& sample) {
+                   const McpElicitationHandler& ask, const McpSamplingHandler& sample,
+                   McpAsking asking) {
   for (const std::string& name : servers) {
     McpServerOptions options = readMcpServer(file, name);
     options.onSampling = sample;
@@ -315,12 +316,13 @@ void addMcpServers(ToolRegistry& registry, const std::vector<std::string>& serve
         *progress << line.str() << std::flush;
       };
     }
-    if (options.approval == McpApproval::Always) {
+    const bool prompt = asking == McpAsking::Prompt;
+    if (prompt && options.approval == McpApproval::Always) {
       throw ValidationError(file + ": mcp." + name + ".approve",
                             "\"always\" needs someone to approve each call, and this command "
                             "cannot ask; use \"never\" or name the tools that need approval");
     }
-    if (options.approval == McpApproval::Listed && !options.approveTools.empty()) {
+    if (prompt && options.approval == McpApproval::Listed && !options.approveTools.empty()) {
       std::string names;
       for (const std::string& tool : options.approveTools) {
         options.deny.push_back(tool);
@@ -332,6 +334,7 @@ void addMcpServers(ToolRegistry& registry, const std::vector<std::string>& serve
     McpRegistration added = registry.addMcpServer(name, std::move(options));
     for (const std::string& skipped : added.skipped)
       notes << "parley: note: mcp." << name << ": skipped " << skipped << "\n";
+    if (!prompt) continue;
     // "destructive": which tools need approval is known once they are listed.
     std::string held;
     for (const std::string& tool : added.tools) {

@@ -45,16 +45,22 @@ McpServerOptions readMcpServer(const std::string& file, const std::string& name)
 // `--mcp NAME` (repeatable) on a command.
 void addMcpOption(CLI::App& cmd, std::vector<std::string>& servers);
 
-// Starts each named server and registers its tools. ask and chat have no way to ask a human yet:
-// tools the server's `approve` names are not offered (a note on `notes` says so), and
-// approve = "always" is refused. Prints the tools each server skipped on `notes`, and progress
+// How the command that starts the servers can ask a person. Prompt: ask and chat have no way to
+// ask for an approval yet: tools the server's `approve` names are not offered (a note on `notes`
+// says so), and approve = "always" is refused. DurableRun: a worker's run waits for the approval
+// (`parley runs respond`), so every tool is offered with its approval kept; a server's form
+// becomes the run's question the same way.
+enum class McpAsking { Prompt, DurableRun };
+
+// Starts each named server and registers its tools, asking as `asking` says. Prints the tools each server skipped on `notes`, and progress
 // notifications of tool calls on `progress` (unless null) as "[progress] tool 2/5 message".
 // A server's elicitation (a form, or a page to open) goes to `ask`; without one it is declined
 // with a note on `notes` saying what was asked. Its sampling requests go to `sample` (none: the
 // capability is not offered).
 void addMcpServers(ToolRegistry& registry, const std::vector<std::string>& servers,
                    const std::string& file, std::ostream& notes, std::ostream* progress,
-                   const McpElicitationHandler& ask = {}, const McpSamplingHandler& sample = {});
+                   const McpElicitationHandler& ask = {}, const McpSamplingHandler& sample = {},
+                   McpAsking asking = McpAsking::Prompt);
 
 // A server's sampling request answered by `llm` (the conversation's own model), once `approve`
 // said yes; declined (the specification's -1) otherwise. Text content only.

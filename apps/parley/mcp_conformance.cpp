@@ -5,15 +5,18 @@
 // MCP_CONFORMANCE_CONTEXT (pre-registered OAuth credentials); then it judges what the server saw.
 //
 // The command drives the library's own McpClient: it connects (the handshake, and an OAuth
-// sign-in when the server asks for one), lists the tools and calls each once with arguments made
-// from its input schema, answering an elicitation by accepting the schema's defaults. A sign-in
-// follows the authorization server's redirect without a browser (the suite's servers approve
-// at once). Every step is printed on stdout; the exit status is 0 when every step succeeded.
-// The revision is MCP_CONFORMANCE_PROTOCOL_VERSION when the suite gives one (0.2 and later),
-// else 2025-11-25 (0.1 gives none, and its scenarios expect initialize first).
+// sign-in when the server asks for one), lists the tools and calls each usable one once with
+// arguments made from its input schema (or makes the calls the context's `toolCalls` lists),
+// answering an elicitation by accepting the schema's defaults. A sign-in follows the authorization
+// server's redirect without a browser (the suite's servers approve at once). Every step is printed
+// on stdout; the exit status is 0 when every step succeeded. The revision is
+// MCP_CONFORMANCE_PROTOCOL_VERSION when the suite gives one (0.2 and later), else 2025-11-25 (0.1
+// gives none, and its scenarios expect initialize first).
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "commands.hpp"
 #include "mcp_config.hpp"
@@ -108,21 +111,38 @@ int runConformanceClient(const std::string& url) {
   const McpTool* focal = nullptr;
   for (const McpTool& tool : tools)
     if (tool.name == "json_schema_2020_12_tool") focal = &tool;
-  for (const McpTool& tool : tools) {
-    nlohmann::json arguments = argumentsFor(tool.inputSchema);
-    if (tool.name == "json_schema_echo" && focal) arguments = {{"schema", focal->inputSchema}};
+  // The calls to make: the scenario's own (http-custom-headers gives each argument's value), else
+  // one per usable tool with arguments from its schema.
+  std::vector<std::pair<std::string, nlohmann::json>> calls;
+  if (auto given = context.find("toolCalls"); given != context.end() && given->is_array()) {
+    for (const nlohmann::json& call : *given)
+      if (call.is_object() && call.contains("name") && call["name"].is_string())
+        calls.emplace_back(call["name"].get<std::string>(),
+                           call.value("arguments", nlohmann::json::object()));
+  } else {
+    for (const McpTool& tool : tools) {
+      if (!tool.unusable.empty()) {
+        std::cout << "skip " << tool.name << ": " << tool.unusable << "\n";
+        continue;
+      }
+      nlohmann::json arguments = argumentsFor(tool.inputSchema);
+      if (tool.name == "json_schema_echo" && focal) arguments = {{"schema", focal->inputSchema}};
+      calls.emplace_back(tool.name, std::move(arguments));
+    }
+  }
+  for (const auto& [name, arguments] : calls) {
     McpToolResult result;
     try {
-      result = client.callTool(tool.name, arguments);
+      result = client.callTool(name, arguments);
     } catch (const McpError& e) {
       // A scenario whose server lists tools but serves no tools/call (json-schema-ref-no-deref)
       // judges the listing only.
       if (e.code() != -32601) throw;
-      std::cout << "call " << tool.name << ": the server has no tools/call\n";
+      std::cout << "call " << name << ": the server has no tools/call\n";
       continue;
     }
     nlohmann::json seen = result.forModel();
-    std::cout << "call " << tool.name << " " << arguments.dump() << ": "
+    std::cout << "call " << name << " " << arguments.dump() << ": "
               << (result.isError ? "error: " : "")
               << (seen.is_string() ? seen.get<std::string>() : seen.dump()) << "\n";
     failed = failed || result.isError;

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <memory>
 
+#include "mcp_config.hpp"
 #include "prices_option.hpp"
 #include "tool_file.hpp"
 
@@ -13,6 +14,7 @@ void addWorkerOptions(CLI::App& cmd, WorkerArgs& args) {
   addEndpointOptions(cmd, args.endpoint);
   cmd.add_option("--tools", args.toolSets, "Built-in tool set to offer (demo)");
   cmd.add_option("--tools-file", args.toolFiles, "TOML file of command tools to offer");
+  addMcpOption(cmd, args.mcpServers);
   cmd.add_option("--concurrency", args.concurrency, "Runs at once (default 4)")
       ->check(CLI::Range(1, 1024));
   cmd.add_option("--lease-ms", args.leaseMs, "Lease length in ms (default 30000)");
@@ -79,6 +81,9 @@ WorkerOptions workerOptions(const WorkerArgs& args) {
   options.profiles = profiles;
   options.defaultProfile = name;
   options.tools = makeToolRegistry(args.toolSets, args.toolFiles);
+  // A run waits for an MCP tool's approval or a server's form like any other question.
+  addMcpServers(*options.tools, args.mcpServers, config, std::cerr, nullptr, {}, {},
+                McpAsking::DurableRun);
   options.log = [](const std::string& line) { std::cerr << line << "\n"; };
   if (args.maxCostPerRun >= 0) options.turn.budget.maxCostPerRun = args.maxCostPerRun;
   if (args.maxCostPerWorker >= 0) options.maxCostPerWorker = args.maxCostPerWorker;

@@ -298,6 +298,11 @@ struct McpTool {
   nlohmann::json inputSchema = nlohmann::json::object();
   nlohmann::json outputSchema;  // null when the tool declares none
   nlohmann::json annotations;   // null when absent
+  // Why the tool cannot be called ("" when it can): an inputSchema whose `x-mcp-header`
+  // annotations break the 2026-07-28 rules (empty, not an HTTP token, on a property that is not
+  // a string, integer or boolean, or a name used twice). ToolRegistry::addMcpServer skips such a
+  // tool, naming the reason; callTool refuses it.
+  std::string unusable;
 };
 
 // The result of tools/call.

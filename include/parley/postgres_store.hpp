@@ -26,43 +26,20 @@ struct PostgresStoreOptions {
   bool readOnly = false;
 };
 
-// The shared store over libpq: the same schema as SqliteStore; many processes may append to many
-// threads at once. Writers of one thread are serialised by a row lock and checked against the
-// expected version: one wins, the other gets StoreConflict. `conninfo` is anything libpq takes
-// ("host=/tmp/x dbname=app" or "postgresql://user@host/app"); tables are created in the first
-// schema of the search_path. A wrong password or an unreachable server is a StoreError naming
-// libpq's reason (the password itself is never in the message). One exception to "a call that
-// throws changed nothing": if the connection breaks during COMMIT, the outcome is unknown; the
-// thread's version tells (a committed turn bumped it), and retrying with the old expected
+// The shared store over libpq: the same schema as the SQLite store; many processes may append
+// to many threads at once. Writers of one thread are serialised by a row lock and checked
+// against the expected version: one wins, the other gets StoreConflict. `conninfo` is anything
+// libpq takes ("host=/tmp/x dbname=app" or "postgresql://user@host/app"); tables are created in
+// the first schema of the search_path. A wrong password or an unreachable server is a StoreError
+// naming libpq's reason (the password itself is never in the message). One exception to "a call
+// that throws changed nothing": if the connection breaks during COMMIT, the outcome is unknown;
+// the thread's version tells (a committed turn bumped it), and retrying with the old expected
 // version is safe: it either commits once or raises StoreConflict.
-class PostgresStore : public ConversationStore, public detail::SqlEngineAccess {
- public:
-  explicit PostgresStore(const std::string& conninfo, PostgresStoreOptions options = {});
-  ~PostgresStore() override;
+std::unique_ptr<ConversationStore> openPostgresStore(const std::string& conninfo,
+                                                     const PostgresStoreOptions& options = {});
 
-  ThreadInfo createThread(const ThreadOptions& options = {}, std::span<const Message> messages = {},
-                          const nlohmann::json& state = nullptr) override;
-  Version appendTurn(const std::string& threadId, std::span<const Message> messages,
-                     const nlohmann::json& state, Version expectedVersion) override;
-  ThreadData loadThread(const std::string& threadId) override;
-  std::optional<ThreadInfo> threadInfo(const std::string& threadId) override;
-  std::vector<ThreadInfo> listThreads(const ThreadListOptions& options = {}) override;
-  bool deleteThread(const std::string& threadId) override;
-  bool setThreadTitle(const std::string& threadId, const std::string& title) override;
-  ThreadInfo forkThread(const std::string& parentId, int64_t position,
-                        const ThreadOptions& options = {},
-                        const nlohmann::json& state = nullptr) override;
-  std::vector<MessageSearchHit> searchMessages(const std::string& query,
-                                               const MessageSearchOptions& options = {}) override;
-
- private:
-  detail::SqlStoreEngine& engine() override;
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
-
-// Makes openStore() open "postgresql://..." and "postgres://..." URLs as PostgresStore (the URL
-// is given to libpq as is; OpenStoreOptions::readOnly becomes PostgresStoreOptions::readOnly).
+// Makes openStore() open "postgresql://..." and "postgres://..." URLs with openPostgresStore (the
+// URL is given to libpq as is; OpenStoreOptions::readOnly becomes PostgresStoreOptions::readOnly).
 // Call it once, before openStore(); calling it again is harmless.
 void registerPostgresStore();
 

@@ -1,5 +1,5 @@
 // The run queue: durable runs of conversations across processes and machines, kept in the same
-// database as the threads (SqliteStore on one machine, PostgresStore across many). The database
+// database as the threads (SQLite on one machine, PostgreSQL across many). The database
 // is both the source of truth and the queue: no broker, and no transaction or row lock is held
 // while a model or a tool runs. docs/scale-out.md describes the tables and the protocol.
 //
@@ -267,7 +267,8 @@ class RunStore {
  public:
   using Version = ConversationStore::Version;
 
-  // `store` must be a SqliteStore or a PostgresStore (else ValidationError).
+  // `store` must be one of parley's SQL stores (openSqliteStore, openPostgresStore, openStore)
+  // (else ValidationError).
   explicit RunStore(std::shared_ptr<ConversationStore> store, RunStoreOptions options = {});
   ~RunStore();
   RunStore(const RunStore&) = delete;

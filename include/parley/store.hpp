@@ -14,7 +14,7 @@
 // Thread-safety: one store may be shared by any number of threads; each call is atomic. Any
 // number of processes may open the same database (file or server) at once.
 // Durability: when a writing call returns, its change survives a crash of this process. With
-// SqliteStore it also survives a power loss unless SqliteStoreOptions::synchronous is Normal.
+// openSqliteStore it also survives a power loss unless SqliteStoreOptions::synchronous is Normal.
 // Failure: a call that throws has changed nothing in the store. Errors are StoreError (the
 // database failed, is corrupt, of a newer schema, or the thread is unknown), StoreConflict (a
 // stale expected version) and ValidationError (bad arguments, named).
@@ -37,15 +37,6 @@ namespace parley {
 
 namespace detail {
 class SqlStoreEngine;
-// Implemented by the stores built on parley's SQL engine (SqliteStore, PostgresStore): the run
-// queue (run_store.hpp) works in the same database, through the same engine.
-class SqlEngineAccess {
- public:
-  virtual SqlStoreEngine& engine() = 0;
-
- protected:
-  ~SqlEngineAccess() = default;
-};
 }  // namespace detail
 
 // One message that matched ConversationStore::searchMessages.
@@ -156,6 +147,11 @@ class ConversationStore {
   // empty query or a limit outside 1..1000; a store that cannot search says so.
   virtual std::vector<MessageSearchHit> searchMessages(const std::string& query,
                                                        const MessageSearchOptions& options = {});
+
+  // The SQL engine beneath the stores parley ships (SQLite, PostgreSQL), so that the run queue
+  // (run_store.hpp) and the service's own tables work in the same database through the same
+  // connections; nullptr for any other store. Internal: not a stable interface.
+  virtual detail::SqlStoreEngine* sqlEngine() noexcept { return nullptr; }
 };
 
 // --- SQLite ---------------------------------------------------------------------------------
@@ -181,32 +177,10 @@ struct SqliteStoreOptions {
 // The embedded default: one file, WAL mode, each turn one BEGIN IMMEDIATE transaction. Several
 // threads and several processes may use one file at once. The schema is created (or migrated)
 // on first use; a file of an unknown newer schema version, not a database, damaged, or holding
-// another application's tables is refused with StoreError when the store is constructed.
-class SqliteStore : public ConversationStore, public detail::SqlEngineAccess {
- public:
-  explicit SqliteStore(const std::string& path, SqliteStoreOptions options = {});
-  ~SqliteStore() override;
-
-  ThreadInfo createThread(const ThreadOptions& options = {}, std::span<const Message> messages = {},
-                          const nlohmann::json& state = nullptr) override;
-  Version appendTurn(const std::string& threadId, std::span<const Message> messages,
-                     const nlohmann::json& state, Version expectedVersion) override;
-  ThreadData loadThread(const std::string& threadId) override;
-  std::optional<ThreadInfo> threadInfo(const std::string& threadId) override;
-  std::vector<ThreadInfo> listThreads(const ThreadListOptions& options = {}) override;
-  bool deleteThread(const std::string& threadId) override;
-  bool setThreadTitle(const std::string& threadId, const std::string& title) override;
-  ThreadInfo forkThread(const std::string& parentId, int64_t position,
-                        const ThreadOptions& options = {},
-                        const nlohmann::json& state = nullptr) override;
-  std::vector<MessageSearchHit> searchMessages(const std::string& query,
-                                               const MessageSearchOptions& options = {}) override;
-
- private:
-  detail::SqlStoreEngine& engine() override;
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
+// another application's tables is refused with StoreError here; an empty path is a
+// ValidationError.
+std::unique_ptr<ConversationStore> openSqliteStore(const std::string& path,
+                                                   const SqliteStoreOptions& options = {});
 
 // The schema version this build writes; a database with a higher one is refused. Version 2 added
 // the run queue, leases, the tool journal and the event log (run_store.hpp); version 3 the index
@@ -222,9 +196,9 @@ struct OpenStoreOptions {
   bool allowForeignTables = false;  // SqliteStoreOptions::allowForeignTables
 };
 
-// Opens a store from a URL (the CLI's --db): "sqlite://PATH" or a plain path -> SqliteStore;
+// Opens a store from a URL (the CLI's --db): "sqlite://PATH" or a plain path -> openSqliteStore;
 // "SCHEME://..." -> the opener registered for SCHEME (registerStoreScheme), e.g.
-// "postgresql://..." and "postgres://..." -> PostgresStore once registerPostgresStore()
+// "postgresql://..." and "postgres://..." -> openPostgresStore once registerPostgresStore()
 // (postgres_store.hpp, library parley::postgres) has run. Throws StoreError when the store
 // cannot be opened, ValidationError for an empty url or a scheme nothing registered. Shared, as
 // the AI facade, StoredThread and RunStore take it: `ai.createConversation(openStore(url), id)`.

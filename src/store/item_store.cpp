@@ -72,9 +72,8 @@ void checkKey(const std::string& key) {
 }  // namespace
 
 ItemStore::ItemStore(ConversationStore& store) {
-  auto* sql = dynamic_cast<SqlEngineAccess*>(&store);
-  if (!sql) throw ValidationError("store", "this store cannot keep items");
-  engine_ = &sql->engine();
+  engine_ = store.sqlEngine();
+  if (!engine_) throw ValidationError("store", "this store cannot keep items");
   engine_->transaction(true, [](SqlConnection& c) { c.exec(kCreate); });
 }
 

@@ -1,6 +1,6 @@
 // Namespaced items (the LangGraph API's store, docs/service.md): JSON values by a namespace (a
 // path of labels) and a key, with an optional time to live, in the database of the threads
-// (SqliteStore or PostgresStore; a table of their own, made on first use). Internal: the
+// (SQLite or PostgreSQL; a table of their own, made on first use). Internal: the
 // service's. Every call is one transaction; expired items are never answered and are removed by
 // the writes.
 #pragma once

@@ -1,3 +1,5 @@
+#include "store/postgres_store.hpp"
+
 #include <libpq-fe.h>
 #include <poll.h>
 
@@ -11,7 +13,6 @@
 #include <vector>
 
 #include "parley/errors.hpp"
-#include "parley/postgres_store.hpp"
 #include "store/sql_store.hpp"
 
 namespace parley {
@@ -473,8 +474,13 @@ PostgresStore::PostgresStore(const std::string& conninfo, PostgresStoreOptions o
 
 PostgresStore::~PostgresStore() = default;
 
-detail::SqlStoreEngine& PostgresStore::engine() {
-  return impl_->engine;
+detail::SqlStoreEngine* PostgresStore::sqlEngine() noexcept {
+  return &impl_->engine;
+}
+
+std::unique_ptr<ConversationStore> openPostgresStore(const std::string& conninfo,
+                                                     const PostgresStoreOptions& options) {
+  return std::make_unique<PostgresStore>(conninfo, options);
 }
 
 ThreadInfo PostgresStore::createThread(const ThreadOptions& options,

@@ -135,10 +135,9 @@ json toJson(const StoredEvent& event) {
 
 RunStore::RunStore(std::shared_ptr<ConversationStore> store, RunStoreOptions options)
     : store_(std::move(store)), options_(std::move(options)) {
-  if (auto* sql = dynamic_cast<detail::SqlEngineAccess*>(store_.get())) {
-    engine_ = &sql->engine();
-  } else {
-    throw ValidationError("store", "must be a SqliteStore or a PostgresStore");
+  engine_ = store_ ? store_->sqlEngine() : nullptr;
+  if (!engine_) {
+    throw ValidationError("store", "must be one of parley's SQL stores (SQLite or PostgreSQL)");
   }
   if (options_.pollMin.count() <= 0 || options_.pollMax < options_.pollMin ||
       options_.listenPoll.count() <= 0) {

@@ -1,4 +1,4 @@
-// The logic SqliteStore and PostgresStore share: schema and migrations, threads, turns, forks
+// The logic the SQLite and PostgreSQL stores share: schema and migrations, threads, turns, forks
 // and their deletion, written once against a small connection interface each database
 // implements (sqlite_store.cpp, postgres_store.cpp). The run queue (run_store.cpp) runs its own
 // statements through the same engine. Internal; not installed.

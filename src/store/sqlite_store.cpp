@@ -1,3 +1,5 @@
+#include "store/sqlite_store.hpp"
+
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -9,7 +11,6 @@
 #include <utility>
 
 #include "parley/errors.hpp"
-#include "parley/store.hpp"
 #include "store/sql_store.hpp"
 #include "store/writer_queue.hpp"
 
@@ -369,8 +370,13 @@ SqliteStore::SqliteStore(const std::string& path, SqliteStoreOptions options) {
 
 SqliteStore::~SqliteStore() = default;
 
-detail::SqlStoreEngine& SqliteStore::engine() {
-  return impl_->engine;
+detail::SqlStoreEngine* SqliteStore::sqlEngine() noexcept {
+  return &impl_->engine;
+}
+
+std::unique_ptr<ConversationStore> openSqliteStore(const std::string& path,
+                                                   const SqliteStoreOptions& options) {
+  return std::make_unique<SqliteStore>(path, options);
 }
 
 ThreadInfo SqliteStore::createThread(const ThreadOptions& options,

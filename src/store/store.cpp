@@ -6,6 +6,7 @@
 
 #include "parley/errors.hpp"
 #include "store/sql_store.hpp"
+#include "store/sqlite_store.hpp"
 
 namespace parley {
 

@@ -7,14 +7,14 @@ namespace parley::detail {
 
 bool setThreadMetadata(ConversationStore& store, const std::string& threadId,
                        const nlohmann::json& metadata) {
-  auto* sql = dynamic_cast<SqlEngineAccess*>(&store);
-  if (!sql) throw ValidationError("store", "this store cannot change a thread's metadata");
+  SqlStoreEngine* engine = store.sqlEngine();
+  if (!engine) throw ValidationError("store", "this store cannot change a thread's metadata");
   if (!metadata.is_null() && !metadata.is_object()) {
     throw ValidationError("metadata", "must be a JSON object or null");
   }
   const SqlValue value = metadata.is_null() ? SqlValue{} : SqlValue{dumpJson(metadata, "metadata")};
   bool changed = false;
-  sql->engine().transaction(true, [&](SqlConnection& c) {
+  engine->transaction(true, [&](SqlConnection& c) {
     changed = c.execute("UPDATE parley_threads SET metadata = $1 WHERE id = $2 AND deleted = 0",
                         {value, threadId}) > 0;
   });

@@ -1,6 +1,6 @@
 // A thread's metadata replaced after its creation (the LangGraph API's PATCH /threads/{id}:
 // docs/service.md). Not a turn: the version and the time of the last turn stay. Internal (the
-// service's); on the stores built on parley's SQL engine (SqliteStore, PostgresStore).
+// service's); on the stores built on parley's SQL engine (SQLite, PostgreSQL).
 #pragma once
 
 #include <string>

@@ -4,9 +4,13 @@
 // session's state and lock; the transports (stdio, HTTP) are already apart.
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
 #include <list>
 #include <mutex>
+#include <optional>
+#include <set>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -133,6 +137,62 @@ bool validToolName(const std::string& name) {
   return !name.empty();
 }
 
+// The most arguments of one tool mirrored into headers.
+constexpr std::size_t kMaxHeaderParams = 32;
+
+// RFC 9110's tchar: what an HTTP field name is made of.
+bool isTokenChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+// The `x-mcp-header` annotations of a tool's input schema (2026-07-28, SEP-2243): pairs of
+// (property, header name). When one breaks the rules, says why in `problem` and returns none.
+std::vector<std::pair<std::string, std::string>> headerParamsOf(const json& schema,
+                                                                std::string& problem) {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto properties = schema.find("properties");
+  if (properties == schema.end() || !properties->is_object()) return out;
+  std::set<std::string> seen;  // case-insensitive, as header names are
+  for (const auto& [property, spec] : properties->items()) {
+    if (!spec.is_object()) continue;
+    auto header = spec.find("x-mcp-header");
+    if (header == spec.end()) continue;
+    const std::string where = "the x-mcp-header of property \"" + property.substr(0, 100) + "\"";
+    const std::string name = header->is_string() ? header->get<std::string>() : std::string();
+    const std::string type = stringField(spec, "type");
+    std::string lower = name;
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (name.empty())
+      problem = where + " is empty or not a string";
+    else if (!std::all_of(name.begin(), name.end(), isTokenChar))
+      problem = where + " is not an HTTP header name (letters, digits, !#$%&'*+-.^_`|~)";
+    else if (type != "string" && type != "integer" && type != "boolean")
+      problem = where + " is on a property of type " + (type.empty() ? "(none)" : type) +
+                "; only string, integer and boolean values are mirrored";
+    else if (!seen.insert(lower).second)
+      problem = where + " repeats the header name " + name;
+    else if (out.size() == kMaxHeaderParams)
+      problem = "more than " + std::to_string(kMaxHeaderParams) + " x-mcp-header annotations";
+    if (!problem.empty()) return {};
+    out.emplace_back(property, name);
+  }
+  return out;
+}
+
+// An argument as its Mcp-Param header carries it; none for null, a missing argument or a value
+// of another type (the header is then omitted).
+std::optional<std::string> headerText(const json& arguments, const std::string& property) {
+  if (!arguments.is_object()) return std::nullopt;
+  auto value = arguments.find(property);
+  if (value == arguments.end()) return std::nullopt;
+  if (value->is_string()) return value->get<std::string>();
+  if (value->is_boolean()) return std::string(value->get<bool>() ? "true" : "false");
+  if (value->is_number_integer()) return value->dump();
+  return std::nullopt;
+}
+
 constexpr int kUnsupportedProtocolVersion = -32022;  // 2026-07-28's UnsupportedProtocolVersionError
 constexpr const char* kMetaVersion = "io.modelcontextprotocol/protocolVersion";
 constexpr const char* kMetaCapabilities = "io.modelcontextprotocol/clientCapabilities";
@@ -196,6 +256,10 @@ struct McpClient::Impl {
   std::list<ServerCall> serverCalls;
   // The tools' output schemas from the last tools/list, to check structuredContent against.
   std::map<std::string, std::shared_ptr<CompiledSchema>> outputSchemas;  // mutex
+  // The tools' x-mcp-header annotations from the last tools/list: (property, header name).
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> headerParams;  // mutex
+  // The tools that listing found unusable, with the reason (McpTool::unusable).
+  std::map<std::string, std::string> unusableTools;  // mutex
   mutable std::mutex mutex;
   std::condition_variable_any changed;
   std::shared_ptr<Connection> connection;
@@ -506,7 +570,16 @@ struct McpClient::Impl {
       routing.method = method;
       if (method == "tools/call" || method == "prompts/get")
         routing.name = stringField(params, "name");
-      else if (method == "resources/read")
+      if (method == "tools/call") {
+        std::lock_guard lock(mutex);
+        if (auto found = headerParams.find(routing.name); found != headerParams.end()) {
+          const json empty;
+          const auto arguments = params.find("arguments");
+          for (const auto& [property, header] : found->second)
+            if (auto text = headerText(arguments == params.end() ? empty : *arguments, property))
+              routing.params.emplace_back(header, std::move(*text));
+        }
+      } else if (method == "resources/read")
         routing.name = stringField(params, "uri");
     }
     json message = {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}};
@@ -1006,6 +1079,8 @@ McpServerInfo McpClient::serverInfo() {
 std::vector<McpTool> McpClient::listTools() {
   std::vector<McpTool> tools;
   std::map<std::string, std::shared_ptr<CompiledSchema>> outputSchemas;
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> headerParams;
+  std::map<std::string, std::string> unusableTools;
   for (json& item : impl_->listAll("tools/list", "tools", impl_->options.maxTools,
                                    impl_->options.maxToolBytes)) {
     if (!item.is_object() || !item.contains("name") || !item["name"].is_string() ||
@@ -1021,6 +1096,11 @@ std::vector<McpTool> McpClient::listTools() {
       tool.outputSchema = std::move(*schema);
     if (auto annotations = item.find("annotations"); annotations != item.end())
       tool.annotations = std::move(*annotations);
+    auto mirrored = headerParamsOf(tool.inputSchema, tool.unusable);
+    if (!tool.unusable.empty())
+      unusableTools[tool.name] = tool.unusable;
+    else if (!mirrored.empty())
+      headerParams[tool.name] = std::move(mirrored);
     if (tool.outputSchema.is_object()) {
       try {
         outputSchemas[tool.name] = std::make_shared<CompiledSchema>(
@@ -1033,11 +1113,18 @@ std::vector<McpTool> McpClient::listTools() {
   }
   std::lock_guard lock(impl_->mutex);
   impl_->outputSchemas = std::move(outputSchemas);
+  impl_->headerParams = std::move(headerParams);
+  impl_->unusableTools = std::move(unusableTools);
   return tools;
 }
 
 McpToolResult McpClient::callTool(const std::string& name, const json& arguments,
                                   const McpCallOptions& options) {
+  {
+    std::lock_guard lock(impl_->mutex);
+    if (auto found = impl_->unusableTools.find(name); found != impl_->unusableTools.end())
+      throw ValidationError("tool " + name, "cannot be called: " + found->second);
+  }
   json params = {{"name", name}, {"arguments", arguments.is_null() ? json::object() : arguments}};
   // A call with its own elicitation handler answers the 2025 era's elicitation/create while it
   // is the only such call in flight.

@@ -387,6 +387,10 @@ class HttpTransport final : public McpTransport {
       headers.add("Mcp-Method: " + headerValue(exchange.routing.method));
       if (!exchange.routing.name.empty())
         headers.add("Mcp-Name: " + headerValue(exchange.routing.name));
+      // An empty value is sent as an empty header ("Name;" in libcurl; "Name:" would drop it).
+      for (const auto& [name, value] : exchange.routing.params)
+        headers.add(value.empty() ? "Mcp-Param-" + name + ";"
+                                  : "Mcp-Param-" + name + ": " + headerValue(value));
     }
     if (!lastEventId.empty()) headers.add("Last-Event-ID: " + lastEventId);
     exchange.sentAuthorization =

@@ -376,8 +376,10 @@ struct McpOAuth::State {
   std::string issuer;
   bool issSupported = false;
 
-  // The client and its tokens (kept in the token file when there is one).
-  std::string clientId, clientSecret, authMethod;
+  // The client and its tokens (kept in the token file when there is one). A registered client
+  // belongs to the issuer that registered it (`clientIssuer`, "" when unknown): credentials are
+  // not portable across authorization servers (SEP-2352).
+  std::string clientId, clientSecret, authMethod, clientIssuer;
   std::string accessToken, refreshToken;
   std::vector<std::string> grantedScopes;
   int64_t expiresAt = 0;  // Unix seconds; 0: unknown
@@ -554,6 +556,28 @@ struct McpOAuth::State {
     clientSecret = stringOf(*registered, "client_secret");
     std::string method = stringOf(*registered, "token_endpoint_auth_method");
     authMethod = method.empty() ? chooseMethod(!clientSecret.empty()) : method;
+    clientIssuer = issuer;
+  }
+
+  // After a discovery: when the protected resource now names another authorization server than
+  // the one the client was registered with, that client and its tokens are dropped, so that the
+  // next sign-in registers anew there and no credential of the old server is shown to the new.
+  void forgetClientOfAnotherIssuer() {
+    if (clientIssuer.empty() || issuer.empty()) {
+      if (!clientId.empty() && clientIssuer.empty()) clientIssuer = issuer;  // an older token file
+      return;
+    }
+    if (clientIssuer == issuer) return;
+    if (options.clientId.empty()) {
+      clientId.clear();
+      clientSecret.clear();
+      authMethod.clear();
+    }
+    clientIssuer = issuer;
+    accessToken.clear();
+    refreshToken.clear();
+    grantedScopes.clear();
+    expiresAt = 0;
   }
 
   // Adds the client's authentication to a token request.
@@ -726,6 +750,7 @@ struct McpOAuth::State {
       clientId = stringOf(*entry, "client_id");
       clientSecret = stringOf(*entry, "client_secret");
       authMethod = stringOf(*entry, "token_endpoint_auth_method");
+      clientIssuer = stringOf(*entry, "issuer");
     }
     tokenEndpoint = stringOf(*entry, "token_endpoint");
     resource = stringOf(*entry, "resource");
@@ -742,6 +767,7 @@ struct McpOAuth::State {
                       {"client_id", clientId},
                       {"client_secret", clientSecret},
                       {"token_endpoint_auth_method", authMethod},
+                      {"issuer", clientIssuer},
                       {"token_endpoint", tokenEndpoint},
                       {"resource", resource}};
     std::string text = all.dump(2) + "\n";
@@ -793,6 +819,12 @@ void McpOAuth::challenged(int status, const std::string& wwwAuthenticate,
   if (!current.empty() && current != sentAuthorization) return;
   BearerChallenge challenge = parseBearerChallenge(wwwAuthenticate);
   bool stepUp = status == 403 && challenge.error == "insufficient_scope";
+  // A challenge that names the resource's metadata again may point at another authorization
+  // server: found before a refresh, so that no token or client of the old one is sent to it.
+  if (s.discovered && !challenge.resourceMetadata.empty()) {
+    s.discover(challenge, cancel);
+    s.forgetClientOfAnotherIssuer();
+  }
   // An expired or revoked access token: a refresh token may do without a person.
   if (!stepUp && !sentAuthorization.empty() && s.refresh(cancel)) return;
   if (++attempts > s.options.maxAuthorizations) {
@@ -804,7 +836,10 @@ void McpOAuth::challenged(int status, const std::string& wwwAuthenticate,
                          (challenge.error.empty() ? "" : ": " + challenge.error.substr(0, 100));
     throw HttpError(details);
   }
-  if (!s.discovered || !challenge.resourceMetadata.empty()) s.discover(challenge, cancel);
+  if (!s.discovered) {
+    s.discover(challenge, cancel);
+    s.forgetClientOfAnotherIssuer();
+  }
   // Scopes: the configured ones; else the challenge's (with those granted before, for a
   // step-up); else all the protected resource supports; else none.
   std::vector<std::string> scopes = s.options.scopes;

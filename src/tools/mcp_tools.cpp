@@ -164,6 +164,10 @@ std::vector<std::string> addTools(ToolRegistry& registry, const std::shared_ptr<
   for (const McpTool& tool : tools) {
     if (!options.allow.empty() && !contains(options.allow, tool.name)) continue;
     if (contains(options.deny, tool.name)) continue;
+    if (!tool.unusable.empty()) {
+      if (skipped) skipped->push_back(tool.name + ": " + tool.unusable);
+      continue;
+    }
     ToolOptions toolOptions;
     toolOptions.timeout = options.toolTimeout;
     toolOptions.requiresApproval = mcpToolNeedsApproval(options, tool);

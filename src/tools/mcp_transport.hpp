@@ -17,6 +17,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "parley/mcp.hpp"
 
@@ -42,10 +44,12 @@ struct McpTransportEvents {
 };
 
 // 2026-07-28 over HTTP: what a request's Mcp-Method and Mcp-Name headers say (the body's
-// method, and its params.name or params.uri).
+// method, and its params.name or params.uri), and for tools/call the Mcp-Param-NAME headers that
+// mirror the arguments the tool's schema marks with `x-mcp-header` (NAME, the value as text).
 struct McpRouting {
   std::string method;
   std::string name;
+  std::vector<std::pair<std::string, std::string>> params;
 };
 
 class McpTransport {
