@@ -5,13 +5,17 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <fstream>
 #include <future>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "http_client.hpp"
 #include "parley/errors.hpp"
 #include "parley/run_store.hpp"
+#include "parley/telemetry.hpp"
 #include "run_databases.hpp"
 #include "service/rate_limiter.hpp"
 #include "service/service.hpp"
@@ -79,6 +83,45 @@ void expectError(const HttpReply& reply, long status, const std::string& code) {
   EXPECT_EQ(body["error"]["code"], code) << reply.body;
   EXPECT_TRUE(body["error"]["message"].is_string());
   EXPECT_TRUE(body["error"]["type"].is_string());
+}
+
+// Sums the counters it is given: the queue depth's samples.
+class CounterTelemetry : public Telemetry {
+ public:
+  void exportSpan(SpanData&&) noexcept override {}
+  void addCounter(std::string_view name, int64_t delta,
+                  const std::vector<Attribute>&) noexcept override {
+    std::lock_guard lock(mutex_);
+    sums_[std::string(name)] += delta;
+    changed_.notify_all();
+  }
+  bool reaches(const std::string& name, int64_t value) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, 30s, [&] { return sums_[name] == value; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::string, int64_t> sums_;
+};
+
+TEST_F(ServiceTest, TheQueueDepthIsRecordedForOtlp) {
+  auto counters = std::make_shared<CounterTelemetry>();
+  setTelemetry(counters);
+  struct Reset {
+    ~Reset() { setTelemetry(nullptr); }
+  } reset;
+  ServiceOptions options;
+  options.queueDepthEvery = 5ms;
+  start(options);
+  for (const char* id : {"q1", "q2"}) {
+    runs->threads().createThread({.id = id}, {});
+    runs->submit(id, "hello");
+  }
+  EXPECT_TRUE(counters->reaches("parley.run.queue.depth", 2));
+  ASSERT_TRUE(runs->claim("test-worker", 60s));
+  EXPECT_TRUE(counters->reaches("parley.run.queue.depth", 1));
 }
 
 TEST_F(ServiceTest, ThreadsCreateListReadForkDelete) {

@@ -22,6 +22,7 @@
 #include "service/event_feeds.hpp"
 #include "service/metrics.hpp"
 #include "service/service.hpp"
+#include "service/service_state.hpp"
 #include "store/item_store.hpp"
 
 namespace parley::service {
@@ -65,7 +66,7 @@ inline std::string optionalString(const nlohmann::json& in, const char* key,
 std::string langGraphRunStatus(RunStatus status);
 
 struct AgentProtocol::Impl {
-  AgentProtocolContext ctx;
+  ServiceState& state;
   RunStore& runs;
   const ServiceOptions& options;
 
@@ -87,12 +88,9 @@ struct AgentProtocol::Impl {
   std::once_flag itemsMade;
   std::unique_ptr<detail::ItemStore> itemStore;
 
-  explicit Impl(AgentProtocolContext c)
-      : ctx(std::move(c)), runs(*ctx.runs), options(*ctx.options) {}
+  explicit Impl(ServiceState& s) : state(s), runs(*state.runs), options(state.options) {}
 
-  void log(const std::string& line) const {
-    if (ctx.log) ctx.log(line);
-  }
+  void log(const std::string& line) const { state.log(line); }
 
   // --- readers --------------------------------------------------------------------------------
   nlohmann::json body(const httplib::Request& req) const;
@@ -145,6 +143,12 @@ struct AgentProtocol::Impl {
   void cancelRun(const httplib::Request& req, httplib::Response& res);
   void joinRun(const httplib::Request& req, httplib::Response& res);
   void joinStream(const httplib::Request& req, httplib::Response& res, bool stateless);
+  // GET /threads/{id}/stream: the stream of the thread's current run (running, waiting or the
+  // next queued), as joinStream; only `end` when the thread has none.
+  void threadStream(const httplib::Request& req, httplib::Response& res);
+  // The stream modes and Last-Event-ID of a join.
+  StreamModes joinModes(const httplib::Request& req) const;
+  std::optional<StreamPosition> joinPosition(const httplib::Request& req) const;
   // Streams one run's events, reading the thread's log from `after` (a sequence number before
   // the run's first event), sending what comes after `resume` (and `metadata` first if asked).
   void streamRun(httplib::Response& res, const std::string& threadId, const std::string& runId,

@@ -86,6 +86,9 @@ struct ServiceOptions {
   // /healthz checks the whole database (SQLite: PRAGMA quick_check) at most this often, and
   // answers from the last check meanwhile (a cheap read is done every time).
   std::chrono::milliseconds integrityCheckEvery{60'000};
+  // While telemetry is on (OTEL_EXPORTER_OTLP_ENDPOINT), the queue's depth is read this often and
+  // recorded as parley.run.queue.depth (docs/telemetry.md).
+  std::chrono::milliseconds queueDepthEvery{10'000};
   // The OpenAI-compatible endpoints (docs/service.md): the profiles the workers serve, which
   // GET /v1/models lists and a request's `model` must name (empty: any name goes to the workers
   // as the run's profile), and how long such a request waits for its run (past it: 504, the run

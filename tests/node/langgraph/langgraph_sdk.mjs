@@ -301,9 +301,16 @@ try {
     assert.equal(got.status, 'interrupted');
     const state = await client.threads.getState(asked.thread_id);
     assert.equal(state.tasks[0].interrupts[0].value.kind, 'interaction');
+    // threads.joinStream: the thread's current run (here the waiting one), then end.
+    const joined = await collect(client.threads.joinStream(asked.thread_id, { streamMode: ['values'] }));
+    assert.equal(joined.at(-1).event, 'end');
+    const lastValues = joined.filter((e) => e.event === 'values').at(-1).data;
+    assert.equal(lastValues.__interrupt__[0].value.prompt, 'Which colour?');
     const resumed = await client.runs.wait(asked.thread_id, 'agent', { command: { resume: 'blue' } });
     assert.equal(lastText(resumed), 'ask_user says: blue');
     assert.equal((await client.threads.get(asked.thread_id)).status, 'idle');
+    const idle = await collect(client.threads.joinStream(asked.thread_id));
+    assert.deepEqual(idle.map((e) => e.event), ['end'], 'an idle thread has no run to join');
     await rejects(
       client.runs.wait(asked.thread_id, 'agent', { command: { resume: 'again' } }),
       409,
