@@ -148,6 +148,18 @@ TEST_F(ServiceTest, ThreadsCreateListReadForkDelete) {
   expectError(get("/v1/threads?limit=0"), 400, "invalid_limit");
   expectError(get("/v1/threads?limit=abc"), 400, "invalid_limit");
   expectError(get("/v1/threads?offset=-1"), 400, "invalid_offset");
+  // Order and search read by the database (the chat page's list).
+  auto found = get("/v1/threads?q=one&order=newest");
+  ASSERT_EQ(found.status, 200) << found.body;
+  ASSERT_EQ(found.json()["data"].size(), 1u);
+  EXPECT_EQ(found.json()["data"][0]["id"], "t1");
+  auto newest = get("/v1/threads?order=newest&limit=5");
+  ASSERT_EQ(newest.json()["data"].size(), 5u);
+  EXPECT_TRUE(newest.json()["has_more"].get<bool>() == false);
+  EXPECT_GE(newest.json()["data"][0]["updated_at"], newest.json()["data"][4]["updated_at"]);
+  EXPECT_EQ(get("/v1/threads?q=p&limit=5").json()["data"].size(), 3u);
+  expectError(get("/v1/threads?order=sideways"), 400, "invalid_order");
+  expectError(get("/v1/threads?q=" + std::string(300, 'x')), 400, "invalid_q");
 
   auto thread = get("/v1/threads/t1");
   ASSERT_EQ(thread.status, 200);
