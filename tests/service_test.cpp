@@ -5,13 +5,17 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <fstream>
 #include <future>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "http_client.hpp"
 #include "parley/errors.hpp"
 #include "parley/run_store.hpp"
+#include "parley/telemetry.hpp"
 #include "run_databases.hpp"
 #include "service/rate_limiter.hpp"
 #include "service/service.hpp"
@@ -81,6 +85,45 @@ void expectError(const HttpReply& reply, long status, const std::string& code) {
   EXPECT_TRUE(body["error"]["type"].is_string());
 }
 
+// Sums the counters it is given: the queue depth's samples.
+class CounterTelemetry : public Telemetry {
+ public:
+  void exportSpan(SpanData&&) noexcept override {}
+  void addCounter(std::string_view name, int64_t delta,
+                  const std::vector<Attribute>&) noexcept override {
+    std::lock_guard lock(mutex_);
+    sums_[std::string(name)] += delta;
+    changed_.notify_all();
+  }
+  bool reaches(const std::string& name, int64_t value) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, 30s, [&] { return sums_[name] == value; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::string, int64_t> sums_;
+};
+
+TEST_F(ServiceTest, TheQueueDepthIsRecordedForOtlp) {
+  auto counters = std::make_shared<CounterTelemetry>();
+  setTelemetry(counters);
+  struct Reset {
+    ~Reset() { setTelemetry(nullptr); }
+  } reset;
+  ServiceOptions options;
+  options.queueDepthEvery = 5ms;
+  start(options);
+  for (const char* id : {"q1", "q2"}) {
+    runs->threads().createThread({.id = id}, {});
+    runs->submit(id, "hello");
+  }
+  EXPECT_TRUE(counters->reaches("parley.run.queue.depth", 2));
+  ASSERT_TRUE(runs->claim("test-worker", 60s));
+  EXPECT_TRUE(counters->reaches("parley.run.queue.depth", 1));
+}
+
 TEST_F(ServiceTest, ThreadsCreateListReadForkDelete) {
   start();
   auto created = post("/v1/threads", {{"id", "t1"}, {"system", "Be terse."}, {"title", "One"}});
@@ -105,6 +148,18 @@ TEST_F(ServiceTest, ThreadsCreateListReadForkDelete) {
   expectError(get("/v1/threads?limit=0"), 400, "invalid_limit");
   expectError(get("/v1/threads?limit=abc"), 400, "invalid_limit");
   expectError(get("/v1/threads?offset=-1"), 400, "invalid_offset");
+  // Order and search read by the database (the chat page's list).
+  auto found = get("/v1/threads?q=one&order=newest");
+  ASSERT_EQ(found.status, 200) << found.body;
+  ASSERT_EQ(found.json()["data"].size(), 1u);
+  EXPECT_EQ(found.json()["data"][0]["id"], "t1");
+  auto newest = get("/v1/threads?order=newest&limit=5");
+  ASSERT_EQ(newest.json()["data"].size(), 5u);
+  EXPECT_TRUE(newest.json()["has_more"].get<bool>() == false);
+  EXPECT_GE(newest.json()["data"][0]["updated_at"], newest.json()["data"][4]["updated_at"]);
+  EXPECT_EQ(get("/v1/threads?q=p&limit=5").json()["data"].size(), 3u);
+  expectError(get("/v1/threads?order=sideways"), 400, "invalid_order");
+  expectError(get("/v1/threads?q=" + std::string(300, 'x')), 400, "invalid_q");
 
   auto thread = get("/v1/threads/t1");
   ASSERT_EQ(thread.status, 200);

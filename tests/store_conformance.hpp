@@ -21,12 +21,14 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "child_process.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
+#include "store/thread_search.hpp"
 
 namespace parley::testing {
 
@@ -193,6 +195,46 @@ TYPED_TEST_P(StoreConformance, RenamesAThreadWithoutATurn) {
   EXPECT_THROW(this->store->setThreadTitle("a", std::string(kMaxThreadTitleBytes + 1, 'x')),
                ValidationError);
   EXPECT_EQ(this->store->threadInfo("a")->title, "Greetings, \u00e9t\u00e9 \"quoted\"");
+}
+
+TYPED_TEST_P(StoreConformance, ListsNewestFirstAndFindsByTitleOrId) {
+  using detail::searchThreadList;
+  this->store->createThread({.id = "a", .title = "Weather in Oslo"});
+  this->store->createThread({.id = "b", .title = "Cooking"});
+  this->store->createThread({.id = "c", .title = "100%_done"});
+  this->store->appendTurn("a", this->turn("x", 1), nullptr, 1);
+  auto ids = [](const std::vector<ThreadInfo>& threads) {
+    std::vector<std::string> out;
+    for (const auto& t : threads)
+      out.push_back(t.id);
+    return out;
+  };
+  const auto newest = searchThreadList(*this->store, {.limit = 10});
+  ASSERT_EQ(newest.size(), 3u);
+  for (size_t i = 1; i < newest.size(); ++i) {
+    EXPECT_TRUE(std::tie(newest[i - 1].updatedAt, newest[i - 1].id) >
+                std::tie(newest[i].updatedAt, newest[i].id));
+  }
+  EXPECT_EQ(ids(searchThreadList(*this->store, {.limit = 1, .offset = 1})),
+            std::vector<std::string>{newest[1].id});
+  EXPECT_EQ(ids(searchThreadList(*this->store, {.limit = 10, .newestFirst = false})),
+            (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(ids(searchThreadList(*this->store, {.limit = 10, .contains = "OSLO"})),
+            std::vector<std::string>{"a"});
+  // LIKE's wildcards are text here.
+  EXPECT_EQ(ids(searchThreadList(*this->store, {.limit = 10, .contains = "%"})),
+            std::vector<std::string>{"c"});
+  EXPECT_EQ(ids(searchThreadList(*this->store, {.limit = 10, .contains = "_d"})),
+            std::vector<std::string>{"c"});
+  EXPECT_EQ(ids(searchThreadList(*this->store, {.limit = 10, .contains = "b"})),
+            std::vector<std::string>{"b"});
+  EXPECT_TRUE(searchThreadList(*this->store, {.limit = 10, .contains = "nowhere"}).empty());
+  this->store->deleteThread("c");
+  EXPECT_TRUE(searchThreadList(*this->store, {.limit = 10, .contains = "%"}).empty());
+  EXPECT_THROW(searchThreadList(
+                   *this->store,
+                   {.limit = 10, .contains = std::string(detail::kMaxThreadSearchBytes + 1, 'x')}),
+               ValidationError);
 }
 
 TYPED_TEST_P(StoreConformance, WritesOnlyTheNewRowsOfATurn) {
@@ -842,9 +884,9 @@ TYPED_TEST_P(StoreConformance, AVersion4DatabaseGainsTheBlobTable) {
 
 REGISTER_TYPED_TEST_SUITE_P(
     StoreConformance, PartsRoundTripWithTheirBytesInSharedBlobs, AVersion4DatabaseGainsTheBlobTable,
-    CreatesAnEmptyThread, SearchFindsMessagesByTheirWords, GeneratesDistinctIds,
-    RefusesATakenIdAndBadOptions, AppendsTurnsAndLoadsThemInOrder, KeepsEveryMessageFieldExactly,
-    RenamesAThreadWithoutATurn, WritesOnlyTheNewRowsOfATurn,
+    CreatesAnEmptyThread, SearchFindsMessagesByTheirWords, ListsNewestFirstAndFindsByTitleOrId,
+    GeneratesDistinctIds, RefusesATakenIdAndBadOptions, AppendsTurnsAndLoadsThemInOrder,
+    KeepsEveryMessageFieldExactly, RenamesAThreadWithoutATurn, WritesOnlyTheNewRowsOfATurn,
     StaleVersionIsAConflictAndWritesNothing, NullStateKeepsTheLastOne,
     RefusesBadTurnsAndChangesNothing, UnknownThreadsAreErrors,
     ListsThreadsOldestFirstWithPagesAndForks, ForkSharesThePrefixWithoutCopying,

@@ -335,6 +335,24 @@ TEST(GenAiSpansTest, AFailedCallIsAnErrorSpanWithItsType) {
   EXPECT_EQ(value<std::string>(agents[0], "error.type"), "500");
 }
 
+TEST(GenAiSpansTest, EmbeddingsAreAClientSpanWithTheirModelAndSize) {
+  auto server = testing::startMockServer(kWeatherScript);
+  auto collector = std::make_shared<Collector>();
+  Installed installed(collector);
+  OpenAiClient client(testing::mockClientOptions(*server, "mock-model"));
+  const EmbeddingResult result = client.createEmbeddings({"one two", "three"}, "embed-small");
+  const auto spans = named(collector->spans(), "embeddings embed-small");
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(spans[0].kind, SpanKind::Client);
+  EXPECT_FALSE(spans[0].error);
+  EXPECT_EQ(value<std::string>(spans[0], "gen_ai.operation.name"), "embeddings");
+  EXPECT_EQ(value<std::string>(spans[0], "gen_ai.request.model"), "embed-small");
+  EXPECT_EQ(value<std::string>(spans[0], "server.address"), "127.0.0.1");
+  ASSERT_FALSE(result.embeddings.empty());
+  EXPECT_EQ(value<int64_t>(spans[0], "gen_ai.embeddings.dimension.count"),
+            static_cast<int64_t>(result.embeddings[0].size()));
+}
+
 // --- the exporter ----------------------------------------------------------------------------
 
 SpanData sampleSpan(const std::string& name) {

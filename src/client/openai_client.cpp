@@ -7,6 +7,7 @@
 #include "client/stream_assembler.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
+#include "parley/telemetry.hpp"
 
 namespace parley {
 
@@ -86,10 +87,28 @@ EmbeddingResult OpenAiClient::createEmbeddings(const std::vector<std::string>& i
   if (model.empty()) throw ValidationError("model", "must name an embedding model");
   const std::string body =
       nlohmann::json{{"model", model}, {"input", inputs}, {"encoding_format", "float"}}.dump();
+  // An `embeddings {model}` CLIENT span (the GenAI conventions; docs/telemetry.md).
+  Span span("embeddings", model, SpanKind::Client);
+  if (span.recording()) {
+    const LlmEndpoint where = endpoint();
+    span.set("gen_ai.operation.name", "embeddings");
+    if (!where.provider.empty()) span.set("gen_ai.provider.name", where.provider);
+    span.set("gen_ai.request.model", model);
+    span.set("gen_ai.request.encoding_formats", std::vector<std::string>{"float"});
+    if (!where.address.empty()) {
+      span.set("server.address", where.address);
+      if (where.port) span.set("server.port", where.port);
+    }
+  }
   detail::JsonReplyReader reader(redactUrl(impl_->embeddingsUrl));
-  impl_->transport->send(
-      HttpRequest{impl_->embeddingsUrl, body, impl_->headers, false, timeout, std::move(stopToken)},
-      reader);
+  try {
+    impl_->transport->send(HttpRequest{impl_->embeddingsUrl, body, impl_->headers, false, timeout,
+                                       std::move(stopToken)},
+                           reader);
+  } catch (const std::exception& e) {
+    span.setError(e);
+    throw;
+  }
 
   EmbeddingResult result;
   result.raw = std::move(reader.value());
@@ -111,6 +130,16 @@ EmbeddingResult OpenAiClient::createEmbeddings(const std::vector<std::string>& i
   }
   if (auto usage = result.raw.find("usage"); usage != result.raw.end()) {
     result.usage = usageFromJson(*usage);
+  }
+  if (span.recording()) {
+    if (!result.embeddings.empty()) {
+      span.set("gen_ai.embeddings.dimension.count",
+               static_cast<int64_t>(result.embeddings.front().size()));
+    }
+    if (result.usage) span.set("gen_ai.usage.input_tokens", result.usage->promptTokens);
+    if (result.raw.contains("model") && result.raw["model"].is_string()) {
+      span.set("gen_ai.response.model", result.raw["model"].get<std::string>());
+    }
   }
   return result;
 }

@@ -292,8 +292,7 @@ void AgentProtocol::Impl::searchAssistants(const httplib::Request& req, httplib:
 
 // --- registration -----------------------------------------------------------------------------
 
-AgentProtocol::AgentProtocol(AgentProtocolContext context)
-    : impl_(std::make_unique<Impl>(std::move(context))) {}
+AgentProtocol::AgentProtocol(ServiceState& state) : impl_(std::make_unique<Impl>(state)) {}
 
 AgentProtocol::~AgentProtocol() {
   stop();
@@ -384,6 +383,7 @@ void AgentProtocol::install(httplib::Server& server) {
       server.Patch("/threads/" + id + "/state", refuse);
     }
   }
+  server.Get("/threads/" + id + "/stream", route([s](Q q, R r) { s->threadStream(q, r); }));
   server.Post("/threads/" + id + "/history", route([s](Q q, R r) { s->threadHistory(q, r); }));
   server.Get("/threads/" + id + "/history", route([s](Q q, R r) { s->threadHistory(q, r); }));
   // Runs on a thread.

@@ -27,20 +27,12 @@ struct ServiceOptions;
 
 namespace parley::service {
 
-class EventFeeds;
-class ServiceMetrics;
-
-struct AgentProtocolContext {
-  std::shared_ptr<RunStore> runs;
-  EventFeeds* feeds = nullptr;
-  ServiceMetrics* metrics = nullptr;
-  const ServiceOptions* options = nullptr;
-  std::function<void(const std::string&)> log;
-};
+struct ServiceState;
 
 class AgentProtocol {
  public:
-  explicit AgentProtocol(AgentProtocolContext context);
+  // Shares the service's state (its store, feeds, metrics, webhook sender), which outlives it.
+  explicit AgentProtocol(ServiceState& state);
   ~AgentProtocol();
   AgentProtocol(const AgentProtocol&) = delete;
   AgentProtocol& operator=(const AgentProtocol&) = delete;

@@ -22,6 +22,7 @@
 #include "service/event_feeds.hpp"
 #include "service/metrics.hpp"
 #include "service/service.hpp"
+#include "service/service_state.hpp"
 #include "store/item_store.hpp"
 
 namespace parley::service {
@@ -30,7 +31,7 @@ namespace parley::service {
 inline constexpr size_t kMaxMetadataBytes = 64 << 10;   // a metadata object, as JSON
 inline constexpr size_t kMaxMetadataDepth = 16;         // its nesting
 inline constexpr size_t kMaxSearchScan = 10'000;        // threads one search reads at most
-inline constexpr size_t kMaxStatelessPending = 10'000;  // stateless runs awaiting their clean-up
+inline constexpr size_t kMaxStatelessPending = 10'000;  // runs awaiting their clean-up or webhook
 inline constexpr size_t kMaxHistory = 1'000;            // states of one history page
 
 // Thrown by a route; answered as {"detail": message, "error": {"message", "type", "code"}}
@@ -65,14 +66,21 @@ inline std::string optionalString(const nlohmann::json& in, const char* key,
 std::string langGraphRunStatus(RunStatus status);
 
 struct AgentProtocol::Impl {
-  AgentProtocolContext ctx;
+  ServiceState& state;
   RunStore& runs;
   const ServiceOptions& options;
 
-  // Stateless runs whose thread goes once they finish (on_completion "delete").
+  // Runs with something to do once they finish: a stateless run's thread goes
+  // (on_completion "delete"), a webhook is posted.
+  struct WatchedRun {
+    std::string threadId;
+    std::string runId;
+    bool reap = false;    // delete the thread
+    std::string webhook;  // post the run to this URL ("": none)
+  };
   std::mutex reaperMutex;
   std::condition_variable reaperWake;
-  std::deque<std::pair<std::string, std::string>> statelessRuns;  // (thread, run)
+  std::deque<WatchedRun> watchedRuns;
   bool stopping = false;
   std::thread reaper;
 
@@ -80,12 +88,9 @@ struct AgentProtocol::Impl {
   std::once_flag itemsMade;
   std::unique_ptr<detail::ItemStore> itemStore;
 
-  explicit Impl(AgentProtocolContext c)
-      : ctx(std::move(c)), runs(*ctx.runs), options(*ctx.options) {}
+  explicit Impl(ServiceState& s) : state(s), runs(*state.runs), options(state.options) {}
 
-  void log(const std::string& line) const {
-    if (ctx.log) ctx.log(line);
-  }
+  void log(const std::string& line) const { state.log(line); }
 
   // --- readers --------------------------------------------------------------------------------
   nlohmann::json body(const httplib::Request& req) const;
@@ -138,14 +143,25 @@ struct AgentProtocol::Impl {
   void cancelRun(const httplib::Request& req, httplib::Response& res);
   void joinRun(const httplib::Request& req, httplib::Response& res);
   void joinStream(const httplib::Request& req, httplib::Response& res, bool stateless);
+  // GET /threads/{id}/stream: the stream of the thread's current run (running, waiting or the
+  // next queued), as joinStream; only `end` when the thread has none.
+  void threadStream(const httplib::Request& req, httplib::Response& res);
+  // The stream modes and Last-Event-ID of a join.
+  StreamModes joinModes(const httplib::Request& req) const;
+  std::optional<StreamPosition> joinPosition(const httplib::Request& req) const;
   // Streams one run's events, reading the thread's log from `after` (a sequence number before
   // the run's first event), sending what comes after `resume` (and `metadata` first if asked).
   void streamRun(httplib::Response& res, const std::string& threadId, const std::string& runId,
                  StreamModes modes, int64_t after, std::optional<StreamPosition> resume,
                  bool metadata, bool cancelOnDisconnect,
                  std::function<void(bool ended)> onClose = {});
-  // A stateless run's thread goes once the run finished: now, or by the clean-up thread.
-  void deleteWhenFinished(const std::string& threadId, const std::string& runId);
+  // Once the run finished, its webhook is posted and its thread deleted if asked: now, or by the
+  // clean-up thread.
+  void settleWhenFinished(const WatchedRun& watched);
+  // Does so if the run finished (or is gone); false while it goes on.
+  bool settleRun(const WatchedRun& watched);
+  // Queues the run's webhook: the run as runs.get answers it, with the thread's values.
+  void sendRunWebhook(const RunInfo& run, const std::string& url);
   // Whether the run's wait at `seq` was answered (a run_responded of it after seq in the log).
   bool answeredAfter(const std::string& threadId, const std::string& runId, int64_t seq);
   // Waits until the run finished or waits; the run as it is then.

@@ -8,6 +8,7 @@
 
 #include "parley/errors.hpp"
 #include "service/agent_protocol_impl.hpp"
+#include "service/webhooks.hpp"
 
 namespace parley::service {
 
@@ -79,12 +80,28 @@ void AgentProtocol::Impl::createRun(const httplib::Request& req, httplib::Respon
 
   // What parley cannot do is refused by name, never ignored.
   for (const char* key :
-       {"model", "checkpoint", "checkpoint_id", "interrupt_before", "interrupt_after", "webhook",
+       {"model", "checkpoint", "checkpoint_id", "interrupt_before", "interrupt_after",
         "feedback_keys", "after_seconds", "langsmith_tracer", "stream_subgraphs"}) {
     if (given(in, key)) {
       throw apBadRequest("unsupported", std::string(key) +
                                             " is not supported by parley (docs/service.md, "
                                             "\"Agent Protocol and the LangGraph API\")");
+    }
+  }
+  std::string webhook;
+  if (given(in, "webhook")) {
+    if (!in["webhook"].is_string()) throw apBadRequest("invalid_webhook", "webhook is a URL");
+    webhook = in["webhook"].get<std::string>();
+    try {
+      state.webhooks->checkUrl(webhook);
+    } catch (const ValidationError& e) {
+      throw apBadRequest("invalid_webhook", e.what());
+    }
+    std::lock_guard lock(reaperMutex);
+    if (watchedRuns.size() >= kMaxStatelessPending) {
+      throw ApError(503, "too_many_webhooks",
+                    "over " + std::to_string(kMaxStatelessPending) +
+                        " runs wait for their end to be posted; try again later");
     }
   }
   SubmitOptions submit;
@@ -236,23 +253,24 @@ void AgentProtocol::Impl::createRun(const httplib::Request& req, httplib::Respon
   }
   const std::string location = "/threads/" + threadId + "/runs/" + run.id;
   res.set_header("Content-Location", location);
-  const bool reapLater = stateless && onCompletion == "delete";
+  const WatchedRun watched{threadId, run.id, stateless && onCompletion == "delete", webhook};
+  const bool settle = watched.reap || !watched.webhook.empty();
   switch (answer) {
     case Answer::Run:
-      if (reapLater) deleteWhenFinished(threadId, run.id);
+      if (settle) settleWhenFinished(watched);
       sendApJson(res, 200, runJson(run));
       return;
     case Answer::Wait: {
       const RunInfo done = awaitRun(threadId, run.id);
       sendApJson(res, 200, finalValues(done));
-      if (reapLater) deleteWhenFinished(threadId, run.id);
+      if (settle) settleWhenFinished(watched);
       return;
     }
     case Answer::Stream: {
       res.set_header("Location", location + "/stream");
       std::function<void(bool)> onClose;
-      if (reapLater) {
-        onClose = [this, threadId, runId = run.id](bool) { deleteWhenFinished(threadId, runId); };
+      if (settle) {
+        onClose = [this, watched](bool) { settleWhenFinished(watched); };
       }
       // A resumed run is read from the thread's first event, so that its state is whole; what
       // came before the answer is not sent again.
@@ -265,28 +283,49 @@ void AgentProtocol::Impl::createRun(const httplib::Request& req, httplib::Respon
   }
 }
 
-void AgentProtocol::Impl::deleteWhenFinished(const std::string& threadId,
-                                             const std::string& runId) {
+void AgentProtocol::Impl::settleWhenFinished(const WatchedRun& watched) {
   try {
-    auto run = runs.run(runId);
-    if (!run || isFinished(run->status)) {
-      runs.threads().deleteThread(threadId);
-      return;
-    }
+    if (settleRun(watched)) return;
   } catch (const std::exception& e) {
-    log("parley serve: deleting the thread of stateless run " + runId + ": " + e.what());
+    log("parley serve: the end of run " + watched.runId + ": " + e.what());
     return;
   }
   {
     std::lock_guard lock(reaperMutex);
-    if (statelessRuns.size() >= kMaxStatelessPending) {
+    if (watchedRuns.size() >= kMaxStatelessPending) {
       log("parley serve: over " + std::to_string(kMaxStatelessPending) +
-          " stateless runs wait for their end; the thread of " + runId + " is kept");
+          " runs wait for their end; run " + watched.runId +
+          " is not followed (its thread kept, no webhook)");
       return;
     }
-    statelessRuns.emplace_back(threadId, runId);
+    watchedRuns.push_back(watched);
   }
   reaperWake.notify_all();
+}
+
+bool AgentProtocol::Impl::settleRun(const WatchedRun& watched) {
+  auto run = runs.run(watched.runId);
+  if (run && !isFinished(run->status)) return false;
+  if (run && !watched.webhook.empty()) sendRunWebhook(*run, watched.webhook);
+  if (watched.reap) runs.threads().deleteThread(watched.threadId);
+  return true;
+}
+
+void AgentProtocol::Impl::sendRunWebhook(const RunInfo& run, const std::string& url) {
+  json body = runJson(run);
+  try {
+    body["values"] = values(run.threadId, view(run.threadId));
+  } catch (const StoreError&) {
+    body["values"] = nullptr;  // the thread went meanwhile
+  }
+  std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() > state.webhooks->options().maxBodyBytes) {
+    // The run without its values rather than nothing: the receiver can read them.
+    body.erase("values");
+    body["values_omitted"] = true;
+    text = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+  state.webhooks->send({url, "run.completed", std::move(text)});
 }
 
 RunInfo AgentProtocol::Impl::awaitRun(const std::string& threadId, const std::string& runId) {
@@ -296,23 +335,24 @@ RunInfo AgentProtocol::Impl::awaitRun(const std::string& threadId, const std::st
   };
   RunInfo run = mustRun(threadId, runId);
   if (done(run)) return run;
-  if (ctx.feeds->streams() >= options.maxStreams) {
+  if (state.feeds->streams() >= options.maxStreams) {
     throw ApError(503, "too_many_streams",
                   "the service follows " + std::to_string(options.maxStreams) +
                       " runs and streams at most; try again later");
   }
   int64_t after =
       runs.lastEventSeqs(std::span<const std::string>(&run.threadId, 1)).front().value_or(0);
-  auto feed = ctx.feeds->subscribe(run.threadId, after);
+  auto feed = state.feeds->subscribe(run.threadId, after);
   struct Leave {
     EventFeeds* feeds;
     EventFeeds::Subscription feed;
     ~Leave() { feeds->unsubscribe(feed); }
-  } leave{ctx.feeds, feed};
+  } leave{state.feeds.get(), feed};
   for (;;) {
     run = mustRun(threadId, runId);
     if (done(run)) return run;
-    auto batch = ctx.feeds->next(feed, after, std::chrono::steady_clock::now() + options.heartbeat);
+    auto batch =
+        state.feeds->next(feed, after, std::chrono::steady_clock::now() + options.heartbeat);
     if (batch.ended) return mustRun(threadId, runId);
     after = batch.last;
   }
@@ -333,15 +373,15 @@ void AgentProtocol::Impl::streamRun(httplib::Response& res, const std::string& t
                                     std::optional<StreamPosition> resume, bool metadata,
                                     bool cancelOnDisconnect,
                                     std::function<void(bool ended)> onClose) {
-  if (ctx.feeds->streams() >= options.maxStreams) {
+  if (state.feeds->streams() >= options.maxStreams) {
     throw ApError(503, "too_many_streams",
                   "the service serves " + std::to_string(options.maxStreams) +
                       " event streams at most (ServiceOptions::maxStreams); try again later");
   }
   auto encoder = std::make_shared<RunStreamEncoder>(threadId, runId, modes, view(threadId).messages,
                                                     resume, metadata);
-  auto feed = ctx.feeds->subscribe(threadId, after);
-  ctx.metrics->streamOpened();
+  auto feed = state.feeds->subscribe(threadId, after);
+  state.metrics.streamOpened();
   struct Stream {
     int64_t after;
     bool greeted = false;
@@ -392,12 +432,12 @@ void AgentProtocol::Impl::streamRun(httplib::Response& res, const std::string& t
             stream->ended = true;
           }
           if (!out.empty()) {
-            ctx.metrics->eventsSent(1);
+            state.metrics.eventsSent(1);
             return sink.write(out.data(), out.size());
           }
           if (!events.empty()) continue;
           const auto deadline = std::chrono::steady_clock::now() + options.heartbeat;
-          auto batch = ctx.feeds->next(feed, stream->after, deadline);
+          auto batch = state.feeds->next(feed, stream->after, deadline);
           if (batch.ended) {
             sink.done();
             return true;
@@ -409,8 +449,8 @@ void AgentProtocol::Impl::streamRun(httplib::Response& res, const std::string& t
         }
       },
       [this, feed, stream, runId, cancelOnDisconnect, onClose](bool) {
-        ctx.feeds->unsubscribe(feed);
-        ctx.metrics->streamClosed();
+        state.feeds->unsubscribe(feed);
+        state.metrics.streamClosed();
         if (onClose) onClose(stream->ended);
         if (!stream->ended && cancelOnDisconnect) {
           try {
@@ -438,6 +478,39 @@ void AgentProtocol::Impl::joinStream(const httplib::Request& req, httplib::Respo
   const std::string runId = stateless ? req.matches[1] : req.matches[2];
   const RunInfo run = mustRun(stateless ? "" : std::string(req.matches[1]), runId);
   if (!stateless) mustThread(run.threadId);
+  const StreamModes modes = joinModes(req);
+  const std::optional<StreamPosition> resume = joinPosition(req);
+  const std::string cancel = req.get_param_value("cancel_on_disconnect");
+  // From the thread's first event: the run's state is rebuilt as the first time it was sent.
+  streamRun(res, run.threadId, run.id, modes, 0, resume, !resume,
+            cancel == "1" || cancel == "true");
+}
+
+void AgentProtocol::Impl::threadStream(const httplib::Request& req, httplib::Response& res) {
+  const ThreadInfo info = mustThread(req.matches[1]);
+  const StreamModes modes = joinModes(req);
+  const std::optional<StreamPosition> resume = joinPosition(req);
+  std::optional<RunInfo> current;
+  for (RunStatus status : {RunStatus::Running, RunStatus::Waiting, RunStatus::Queued}) {
+    RunListOptions list;
+    list.threadId = info.id;
+    list.status = status;
+    list.limit = 1;
+    auto found = runs.listRuns(list);
+    if (!found.empty()) {
+      current = found.front();
+      break;
+    }
+  }
+  if (!current) {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_content(RunStreamEncoder::end(), "text/event-stream");
+    return;
+  }
+  streamRun(res, info.id, current->id, modes, 0, resume, !resume, false);
+}
+
+StreamModes AgentProtocol::Impl::joinModes(const httplib::Request& req) const {
   json modesJson = json::array();
   for (const auto& value : streamModeParams(req)) {
     if (!value.empty() && value.front() == '[') {
@@ -450,17 +523,15 @@ void AgentProtocol::Impl::joinStream(const httplib::Request& req, httplib::Respo
     }
   }
   if (modesJson.empty()) modesJson = {"values", "updates", "messages-tuple"};
-  const StreamModes modes = parseStreamModes(modesJson);
-  std::optional<StreamPosition> resume;
+  return parseStreamModes(modesJson);
+}
+
+std::optional<StreamPosition> AgentProtocol::Impl::joinPosition(const httplib::Request& req) const {
   const std::string lastId = req.get_header_value("Last-Event-ID");
-  if (!lastId.empty()) {
-    resume = parseStreamPosition(lastId);
-    if (!resume) throw apBadRequest("invalid_last_event_id", "Last-Event-ID is not one we sent");
-  }
-  const std::string cancel = req.get_param_value("cancel_on_disconnect");
-  // From the thread's first event: the run's state is rebuilt as the first time it was sent.
-  streamRun(res, run.threadId, run.id, modes, 0, resume, !resume,
-            cancel == "1" || cancel == "true");
+  if (lastId.empty()) return std::nullopt;
+  auto resume = parseStreamPosition(lastId);
+  if (!resume) throw apBadRequest("invalid_last_event_id", "Last-Event-ID is not one we sent");
+  return resume;
 }
 
 void AgentProtocol::Impl::listRuns(const httplib::Request& req, httplib::Response& res) {
@@ -536,25 +607,20 @@ void AgentProtocol::Impl::reap() {
   while (!stopping) {
     reaperWake.wait_for(lock, std::chrono::milliseconds(500));
     if (stopping) break;
-    std::deque<std::pair<std::string, std::string>> pending;
-    pending.swap(statelessRuns);
+    std::deque<WatchedRun> pending;
+    pending.swap(watchedRuns);
     lock.unlock();
-    std::deque<std::pair<std::string, std::string>> keep;
-    for (auto& [threadId, runId] : pending) {
+    std::deque<WatchedRun> keep;
+    for (auto& watched : pending) {
       try {
-        auto run = runs.run(runId);
-        if (!run || isFinished(run->status)) {
-          runs.threads().deleteThread(threadId);
-        } else {
-          keep.emplace_back(std::move(threadId), std::move(runId));
-        }
+        if (!settleRun(watched)) keep.push_back(std::move(watched));
       } catch (const std::exception& e) {
-        log("parley serve: deleting the thread of stateless run " + runId + ": " + e.what());
+        log("parley serve: the end of run " + watched.runId + ": " + e.what());
       }
     }
     lock.lock();
     for (auto& item : keep)
-      statelessRuns.push_back(std::move(item));
+      watchedRuns.push_back(std::move(item));
   }
 }
 

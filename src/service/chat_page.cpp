@@ -128,11 +128,11 @@ constexpr std::string_view kPage = R"page(<!doctype html>
 const $ = (id) => document.getElementById(id);
 const state = { token: sessionStorage.getItem('parley.token') || '', id: null, thread: null,
                 messages: [], known: 0, partial: '', after: 0, source: null, threads: [],
-                pending: [], run: null, waiting: null, shown: 50 };
-// The thread list: read in pages of 1 000 (at most kMaxThreadsRead), shown newest first (by the
-// last turn), filtered by the search box, 50 at a time.
-const kMaxThreadsRead = 5000;
+                pending: [], run: null, waiting: null, shown: 50, more: false };
+// The thread list: the server sorts (newest first, by the last turn), searches (title or id) and
+// pages it (GET /v1/threads?order=newest&q=); 50 more per "More", up to the server's page cap.
 const kThreadsShown = 50;
+const kMaxThreadsShown = 1000;
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -380,8 +380,7 @@ async function respond(response) {
 function renderThreads() {
   const list = $('threads');
   list.replaceChildren();
-  const query = $('search').value.trim().toLowerCase();
-  const matches = (t) => !query || (t.title || '').toLowerCase().includes(query) || t.id.toLowerCase().includes(query);
+  const query = $('search').value.trim();
   const byId = new Map(state.threads.map((t) => [t.id, t]));
   const newest = (a, b) => (b.updated_at || '').localeCompare(a.updated_at || '');
   const children = new Map();
@@ -392,7 +391,7 @@ function renderThreads() {
     }
   }
   // A searched thread is shown on its own; else forks under their parent.
-  const roots = state.threads.filter((t) => query ? matches(t) : !t.parent_id || !byId.has(t.parent_id)).sort(newest);
+  const roots = state.threads.filter((t) => query || !t.parent_id || !byId.has(t.parent_id)).sort(newest);
   let count = 0;
   const add = (t, depth) => {
     if (count >= state.shown) return;
@@ -403,8 +402,7 @@ function renderThreads() {
     if (!query) for (const c of (children.get(t.id) || []).sort(newest)) add(c, depth + 1);
   };
   roots.forEach((t) => add(t, 0));
-  $('more-threads').classList.toggle('shown', count >= state.shown && roots.length > 0 &&
-                                              list.children.length < state.threads.length);
+  $('more-threads').classList.toggle('shown', state.more && state.shown < kMaxThreadsShown);
   // Branches of the open thread: its parent and its forks.
   const b = $('branches');
   b.replaceChildren();
@@ -422,13 +420,12 @@ function renderThreads() {
 
 async function loadThreads() {
   try {
-    const all = [];
-    for (let offset = 0; offset < kMaxThreadsRead; offset += 1000) {
-      const page = await api('GET', '/v1/threads?limit=1000&offset=' + offset);
-      all.push(...page.data);
-      if (!page.has_more) break;
-    }
-    state.threads = all;
+    const query = $('search').value.trim();
+    const page = await api('GET', '/v1/threads?order=newest&limit=' + state.shown +
+                                  (query ? '&q=' + encodeURIComponent(query) : ''));
+    if (query !== $('search').value.trim()) return;  // typed on meanwhile: a newer load follows
+    state.threads = page.data;
+    state.more = page.has_more;
   } catch (e) { status(e.message); }
   renderThreads();
 }
@@ -586,8 +583,13 @@ $('delete-thread').onclick = async () => {
   } catch (e) { status(e.message); }
 };
 $('menu').onclick = () => document.body.classList.toggle('menu-open');
-$('search').oninput = () => { state.shown = kThreadsShown; renderThreads(); };
-$('more-threads').onclick = () => { state.shown += kThreadsShown; renderThreads(); };
+let searchTimer = null;
+$('search').oninput = () => {
+  state.shown = kThreadsShown;
+  clearTimeout(searchTimer);
+  searchTimer = setTimeout(loadThreads, 150);
+};
+$('more-threads').onclick = () => { state.shown += kThreadsShown; loadThreads(); };
 $('rename').onclick = async () => {
   const title = prompt('Rename the thread:', (state.thread && state.thread.title) || '');
   if (title === null || !state.id) return;

@@ -415,18 +415,18 @@ std::string sseEvent(const json& value) {
 
 class OpenAiRoutes {
  public:
-  explicit OpenAiRoutes(EndpointContext context) : c_(std::move(context)) {}
+  explicit OpenAiRoutes(ServiceState& state) : state_(state) {}
 
   void models(const httplib::Request&, httplib::Response& res) const {
     json data = json::array();
-    for (const auto& name : c_.options->models)
+    for (const auto& name : state_.options.models)
       data.push_back(modelJson(name));
     sendJson(res, 200, {{"object", "list"}, {"data", data}});
   }
 
   void model(const httplib::Request& req, httplib::Response& res) const {
     const std::string name = req.matches[1];
-    const auto& served = c_.options->models;
+    const auto& served = state_.options.models;
     if (std::find(served.begin(), served.end(), name) == served.end()) {
       throw OpenAiError(404, "invalid_request_error", "model_not_found",
                         "The model `" + name + "` does not exist", "model");
@@ -437,8 +437,8 @@ class OpenAiRoutes {
   void createResponse(const httplib::Request& req, httplib::Response& res) const {
     const json in = jsonBody(req);
     auto r = std::make_shared<ResponseState>();
-    r->model = profileFor(in, *c_.options);
-    ResponseInput input = responseInput(in, c_.runs->options().limits.maxInputMessages);
+    r->model = profileFor(in, state_.options);
+    ResponseInput input = responseInput(in, state_.runs->options().limits.maxInputMessages);
     const bool stream = flag(in, "stream", false);
     r->store = flag(in, "store", true);
     SubmitOptions submit;
@@ -451,7 +451,7 @@ class OpenAiRoutes {
     }
     r->id = detail::generateId("resp_");
     r->created = unixNow();
-    r->deadline = std::chrono::steady_clock::now() + c_.options->openAiRunTimeout;
+    r->deadline = std::chrono::steady_clock::now() + state_.options.openAiRunTimeout;
     checkStreamRoom();
     std::vector<Message> messages;
     if (in.contains("previous_response_id") && !in["previous_response_id"].is_null()) {
@@ -471,9 +471,9 @@ class OpenAiRoutes {
       throw OpenAiError(400, "invalid_request_error", "invalid_input", "input holds no message",
                         "input");
     }
-    if (r->previous.empty()) createTitledThread(*c_.runs, r->id, firstUserText(messages));
+    if (r->previous.empty()) createTitledThread(*state_.runs, r->id, firstUserText(messages));
     const RunInfo run = submitRun(r->id, messages, submit);
-    r->run = std::make_unique<RunFollower>(*c_.runs, *c_.feeds, run);
+    r->run = std::make_unique<RunFollower>(*state_.runs, *state_.feeds, run);
     if (!stream) {
       followToEnd(*r->run, r->deadline);
       r->run->close(r->store, /*cancelClientWait=*/false);
@@ -486,7 +486,7 @@ class OpenAiRoutes {
     }
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
-    const auto heartbeat = c_.options->heartbeat;
+    const auto heartbeat = state_.options.heartbeat;
     res.set_chunked_content_provider(
         "text/event-stream",
         [r, heartbeat](size_t, httplib::DataSink& sink) {
@@ -587,12 +587,12 @@ class OpenAiRoutes {
 
   void getResponse(const httplib::Request& req, httplib::Response& res) const {
     const RunInfo run = responseRun(req.matches[1]);
-    AnswerBuilder answer = replayRun(*c_.runs, run);
+    AnswerBuilder answer = replayRun(*state_.runs, run);
     const RunAnswer& a = answer.answer();
     const bool done = answer.done() || isFinished(run.status);
     const int64_t created =
         std::chrono::duration_cast<std::chrono::seconds>(run.createdAt.time_since_epoch()).count();
-    const auto info = c_.runs->threads().threadInfo(run.threadId);
+    const auto info = state_.runs->threads().threadInfo(run.threadId);
     const std::string previous =
         info && info->parentId.starts_with("resp_") ? info->parentId : std::string();
     sendJson(res, 200,
@@ -602,15 +602,15 @@ class OpenAiRoutes {
 
   void deleteResponse(const httplib::Request& req, httplib::Response& res) const {
     const RunInfo run = responseRun(req.matches[1]);
-    if (!isFinished(run.status)) c_.runs->cancel(run.id);
-    c_.runs->threads().deleteThread(run.threadId);
+    if (!isFinished(run.status)) state_.runs->cancel(run.id);
+    state_.runs->threads().deleteThread(run.threadId);
     sendJson(res, 200, {{"id", run.threadId}, {"object", "response"}, {"deleted", true}});
   }
 
   void cancelResponse(const httplib::Request& req, httplib::Response& res) const {
     RunInfo run = responseRun(req.matches[1]);
-    run = c_.runs->cancel(run.id);
-    AnswerBuilder answer = replayRun(*c_.runs, run);
+    run = state_.runs->cancel(run.id);
+    AnswerBuilder answer = replayRun(*state_.runs, run);
     const int64_t created =
         std::chrono::duration_cast<std::chrono::seconds>(run.createdAt.time_since_epoch()).count();
     sendJson(
@@ -623,8 +623,9 @@ class OpenAiRoutes {
   void chatCompletions(const httplib::Request& req, httplib::Response& res) const {
     const json in = jsonBody(req);
     auto chat = std::make_shared<ChatCompletion>();
-    chat->model = profileFor(in, *c_.options);
-    std::vector<Message> messages = chatMessages(in, c_.runs->options().limits.maxInputMessages);
+    chat->model = profileFor(in, state_.options);
+    std::vector<Message> messages =
+        chatMessages(in, state_.runs->options().limits.maxInputMessages);
     if (in.contains("n") && !in["n"].is_null() && in["n"] != 1) {
       throw OpenAiError(400, "invalid_request_error", "unsupported_n",
                         "n must be 1: a run gives one answer", "n");
@@ -641,13 +642,13 @@ class OpenAiRoutes {
     submit.metadata = {{"source", "chat.completions"}};
     chat->id = detail::generateId("chatcmpl-");
     chat->created = unixNow();
-    chat->deadline = std::chrono::steady_clock::now() + c_.options->openAiRunTimeout;
+    chat->deadline = std::chrono::steady_clock::now() + state_.options.openAiRunTimeout;
     checkStreamRoom();
     // A thread of its own: the request carries the whole history. Kept, it is titled from the
     // conversation's first prompt.
-    if (chat->store) createTitledThread(*c_.runs, chat->id, firstUserText(messages));
+    if (chat->store) createTitledThread(*state_.runs, chat->id, firstUserText(messages));
     const RunInfo run = submitRun(chat->id, messages, submit);
-    chat->run = std::make_unique<RunFollower>(*c_.runs, *c_.feeds, run);
+    chat->run = std::make_unique<RunFollower>(*state_.runs, *state_.feeds, run);
     res.set_header("X-Parley-Thread", run.threadId);
     res.set_header("X-Parley-Run", run.id);
     if (!chat->stream) {
@@ -659,7 +660,7 @@ class OpenAiRoutes {
     }
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
-    const auto heartbeat = c_.options->heartbeat;
+    const auto heartbeat = state_.options.heartbeat;
     res.set_chunked_content_provider(
         "text/event-stream",
         [chat, heartbeat](size_t, httplib::DataSink& sink) {
@@ -715,7 +716,7 @@ class OpenAiRoutes {
 
   // The run of the response `id` (its thread's one run); 404 for another id.
   RunInfo responseRun(const std::string& id) const {
-    const bool wellFormed = id.starts_with("resp_") && id.size() <= c_.options->maxIdBytes &&
+    const bool wellFormed = id.starts_with("resp_") && id.size() <= state_.options.maxIdBytes &&
                             std::all_of(id.begin(), id.end(), [](char ch) {
                               return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
                             });
@@ -723,7 +724,7 @@ class OpenAiRoutes {
     list.threadId = id;
     list.limit = 1;
     std::vector<RunInfo> found;
-    if (wellFormed && c_.runs->threads().threadInfo(id)) found = c_.runs->listRuns(list);
+    if (wellFormed && state_.runs->threads().threadInfo(id)) found = state_.runs->listRuns(list);
     if (found.empty()) {
       throw OpenAiError(404, "invalid_request_error", "response_not_found",
                         "Response with id '" + id + "' not found.", "response_id");
@@ -753,7 +754,7 @@ class OpenAiRoutes {
     }
     std::vector<Message> messages;
     if (waitsForClient) {
-      const RunJournal journal = c_.runs->journal(before.id);
+      const RunJournal journal = state_.runs->journal(before.id);
       if (journal.pendingReply) {
         // History now, not this run's reply: without what marks a reply of the run.
         Message reply = *journal.pendingReply;
@@ -780,18 +781,18 @@ class OpenAiRoutes {
                         "previous response '" + previous + "' waits for no function call output",
                         "input");
     }
-    const auto parent = c_.runs->threads().threadInfo(before.threadId);
+    const auto parent = state_.runs->threads().threadInfo(before.threadId);
     ThreadOptions fork;
     fork.id = id;
     if (parent) fork.title = parent->title;
-    c_.runs->threads().forkThread(before.threadId, parent ? parent->messageCount : 0, fork);
+    state_.runs->threads().forkThread(before.threadId, parent ? parent->messageCount : 0, fork);
     return messages;
   }
 
   void checkStreamRoom() const {
-    if (c_.feeds->streams() >= c_.options->maxStreams) {
+    if (state_.feeds->streams() >= state_.options.maxStreams) {
       throw OpenAiError(503, "server_error", "too_many_streams",
-                        "the service follows " + std::to_string(c_.options->maxStreams) +
+                        "the service follows " + std::to_string(state_.options.maxStreams) +
                             " runs at most (ServiceOptions::maxStreams); try again later",
                         "");
     }
@@ -800,13 +801,13 @@ class OpenAiRoutes {
   RunInfo submitRun(const std::string& threadId, const std::vector<Message>& input,
                     const SubmitOptions& options) const {
     try {
-      return c_.runs->submit(threadId, input, options);
+      return state_.runs->submit(threadId, input, options);
     } catch (const ValidationError& e) {
       throw OpenAiError(400, "invalid_request_error", "invalid_request", e.what(), "");
     }
   }
 
-  EndpointContext c_;
+  ServiceState& state_;
 };
 
 }  // namespace
@@ -815,9 +816,9 @@ bool isOpenAiLongLived(std::string_view method, std::string_view path) {
   return method == "POST" && (path == "/v1/chat/completions" || path == "/v1/responses");
 }
 
-void installOpenAiRoutes(httplib::Server& server, const EndpointContext& context) {
-  auto routes = std::make_shared<OpenAiRoutes>(context);
-  const auto log = context.options->log;
+void installOpenAiRoutes(httplib::Server& server, ServiceState& state) {
+  auto routes = std::make_shared<OpenAiRoutes>(state);
+  const auto log = state.options.log;
   server.Get("/v1/models", openAiRoute(log, [routes](auto& q, auto& r) { routes->models(q, r); }));
   server.Get("/v1/models/([^/]+)",
              openAiRoute(log, [routes](auto& q, auto& r) { routes->model(q, r); }));

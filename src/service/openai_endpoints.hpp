@@ -14,19 +14,12 @@
 #include <string_view>
 
 #include "parley/run_store.hpp"
-#include "service/event_feeds.hpp"
-#include "service/service.hpp"
+#include "service/service_state.hpp"
 
 namespace parley::service {
 
-// What the routes share with the service; the service outlives them.
-struct EndpointContext {
-  std::shared_ptr<RunStore> runs;
-  EventFeeds* feeds = nullptr;
-  const ServiceOptions* options = nullptr;
-};
-
-void installOpenAiRoutes(httplib::Server& server, const EndpointContext& context);
+// The routes share the service's state, which outlives them.
+void installOpenAiRoutes(httplib::Server& server, ServiceState& state);
 
 // Whether a request of these routes holds its connection while a run goes on (a thread of its
 // own, as an event stream).

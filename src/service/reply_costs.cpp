@@ -11,11 +11,11 @@ namespace parley::service {
 
 using json = nlohmann::json;
 
-void installReplyCostRoutes(httplib::Server& server, const EndpointContext& context) {
-  auto prices = context.options->prices;
+void installReplyCostRoutes(httplib::Server& server, ServiceState& state) {
+  auto prices = state.options.prices;
   server.Post(
-      "/v1/costs", openAiRoute(context.options->log, [prices](const httplib::Request& req,
-                                                              httplib::Response& res) {
+      "/v1/costs",
+      openAiRoute(state.options.log, [prices](const httplib::Request& req, httplib::Response& res) {
         // {"replies": [{"model", "usage"}]} -> {"costs": [{"usd", "text"}]}, in order; an
         // unpriced model's usd is null.
         const json in = parseJson(req.body, {}, false);

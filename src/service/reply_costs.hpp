@@ -15,6 +15,6 @@ namespace parley::service {
 
 inline constexpr size_t kMaxPricedReplies = 1'000;  // replies one request prices
 
-void installReplyCostRoutes(httplib::Server& server, const EndpointContext& context);
+void installReplyCostRoutes(httplib::Server& server, ServiceState& state);
 
 }  // namespace parley::service

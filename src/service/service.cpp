@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "http/server.hpp"
 #include "parley/errors.hpp"
@@ -44,13 +46,42 @@ struct Service::Impl {
   bool started = false;
   std::atomic<int> port{0};
   std::mutex stopMutex;
+  // The queue's depth for OTLP (parley.run.queue.depth): read from the database every
+  // queueDepthEvery while telemetry is on, by a thread started with the service.
+  std::thread sampler;
+  std::mutex samplerMutex;
+  std::condition_variable samplerWake;
+  bool samplerStop = false;
+
+  // An up-down counter's sum is the depth: each sample adds what changed since the last one.
+  void sampleQueueDepth() {
+    int64_t reported = 0;
+    std::unique_lock lock(samplerMutex);
+    while (!samplerWake.wait_for(lock, options.queueDepthEvery, [&] { return samplerStop; })) {
+      if (!telemetryEnabled()) continue;
+      lock.unlock();
+      try {
+        const auto counts = state.runs->countRuns();
+        const auto queued = counts.find(RunStatus::Queued);
+        const int64_t depth = queued == counts.end() ? 0 : queued->second;
+        if (depth != reported) addCounter("parley.run.queue.depth", depth - reported, {});
+        reported = depth;
+      } catch (const std::exception& e) {
+        state.log(std::string("parley serve: reading the queue's depth: ") + e.what());
+      }
+      lock.lock();
+    }
+  }
 
   Impl(std::shared_ptr<RunStore> r, ServiceOptions o)
-      : state{std::move(r), std::move(o), nullptr, {}},
+      : state{std::move(r), std::move(o), nullptr, {}, nullptr},
         options(state.options),
         admission(state.options) {
     state.feeds =
         std::make_unique<EventFeeds>(state.runs, options.maxEventBytes, 4'096, options.log);
+    WebhookOptions webhooks = options.webhooks;
+    if (!webhooks.log) webhooks.log = options.log;
+    state.webhooks = std::make_unique<WebhookSender>(std::move(webhooks));
   }
 
   void health(httplib::Response& res) {
@@ -193,15 +224,12 @@ struct Service::Impl {
     installThreadRoutes(server, state);
     installRunRoutes(server, state);
     installEventRoutes(server, state);
-    agentProtocol = std::make_unique<AgentProtocol>(
-        AgentProtocolContext{state.runs, state.feeds.get(), &state.metrics, &options,
-                             [this](const std::string& line) { state.log(line); }});
+    agentProtocol = std::make_unique<AgentProtocol>(state);
     agentProtocol->install(server);
-    const EndpointContext endpoints{state.runs, state.feeds.get(), &state.options};
-    installOpenAiRoutes(server, endpoints);
-    installUiStreamRoutes(server, endpoints);
-    installThreadTitleRoutes(server, endpoints);
-    installReplyCostRoutes(server, endpoints);
+    installOpenAiRoutes(server, state);
+    installUiStreamRoutes(server, state);
+    installThreadTitleRoutes(server, state);
+    installReplyCostRoutes(server, state);
   }
 };
 
@@ -248,6 +276,9 @@ Service::Service(std::shared_ptr<RunStore> runs, ServiceOptions options) {
     throw ValidationError("openAiRunTimeout", "must be positive");
   }
   if (options.ratePerSecond < 0) throw ValidationError("ratePerSecond", "must not be negative");
+  if (options.queueDepthEvery.count() <= 0) {
+    throw ValidationError("queueDepthEvery", "must be positive");
+  }
   impl_ = std::make_unique<Impl>(std::move(runs), std::move(options));
   impl_->install();
 }
@@ -264,6 +295,7 @@ void Service::start() {
   // port) is refused.
   s.admission.bind(s.port);
   s.started = true;
+  s.sampler = std::thread([&s] { s.sampleQueueDepth(); });
 }
 
 void Service::stop() {
@@ -274,6 +306,13 @@ void Service::stop() {
   s.state.feeds->stop();  // every stream ends
   s.agentProtocol->stop();
   s.server->shutdown();
+  s.state.webhooks->stop();  // after the routes: the posts in flight end within their timeout
+  {
+    std::lock_guard samplerLock(s.samplerMutex);
+    s.samplerStop = true;
+  }
+  s.samplerWake.notify_all();
+  if (s.sampler.joinable()) s.sampler.join();
 }
 
 int Service::port() const {

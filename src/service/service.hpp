@@ -35,6 +35,7 @@
 #include "parley/cost.hpp"
 #include "parley/logger.hpp"
 #include "parley/run_store.hpp"
+#include "service/webhooks.hpp"
 
 namespace parley {
 
@@ -85,6 +86,9 @@ struct ServiceOptions {
   // /healthz checks the whole database (SQLite: PRAGMA quick_check) at most this often, and
   // answers from the last check meanwhile (a cheap read is done every time).
   std::chrono::milliseconds integrityCheckEvery{60'000};
+  // While telemetry is on (OTEL_EXPORTER_OTLP_ENDPOINT), the queue's depth is read this often and
+  // recorded as parley.run.queue.depth (docs/telemetry.md).
+  std::chrono::milliseconds queueDepthEvery{10'000};
   // The OpenAI-compatible endpoints (docs/service.md): the profiles the workers serve, which
   // GET /v1/models lists and a request's `model` must name (empty: any name goes to the workers
   // as the run's profile), and how long such a request waits for its run (past it: 504, the run
@@ -94,6 +98,9 @@ struct ServiceOptions {
   // null: none known (every reply unpriced).
   std::shared_ptr<const PriceTable> prices{};
   std::chrono::milliseconds openAiRunTimeout{600'000};
+  // Webhooks on a run's completion (a LangGraph run's `webhook`; docs/service.md, "Webhooks"):
+  // the signing secret, which targets are allowed, the caps. Its log is `log` when null.
+  service::WebhookOptions webhooks{};
   Logger log{};  // diagnostics; null: stderr
 };
 

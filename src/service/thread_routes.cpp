@@ -4,6 +4,7 @@
 #include "parley/errors.hpp"
 #include "parley/stored_thread.hpp"
 #include "service/routes.hpp"
+#include "store/thread_search.hpp"
 
 namespace parley::service {
 
@@ -51,9 +52,23 @@ class ThreadRoutes {
       if (!n || *n < 0) throw badRequest("invalid_offset", "offset must be a non-negative integer");
       list.offset = static_cast<size_t>(*n);
     }
+    // order=newest: the most recently changed first (the chat page); q: threads whose title or
+    // id holds this text. Both read by the database (store/thread_search.hpp).
+    const std::string order = req.get_param_value("order");
+    if (!order.empty() && order != "newest" && order != "oldest") {
+      throw badRequest("invalid_order", "order is newest or oldest");
+    }
+    const std::string query = req.get_param_value("q");
+    if (query.size() > detail::kMaxThreadSearchBytes) {
+      throw badRequest("invalid_q", "q is longer than " +
+                                        std::to_string(detail::kMaxThreadSearchBytes) + " bytes");
+    }
     const size_t wanted = list.limit;
     ++list.limit;  // one more says whether there is a next page
-    auto threads = s_.runs->threads().listThreads(list);
+    auto threads = order == "newest" || !query.empty()
+                       ? detail::searchThreadList(s_.runs->threads(), {list.limit, list.offset,
+                                                                       order == "newest", query})
+                       : s_.runs->threads().listThreads(list);
     const bool more = threads.size() > wanted;
     if (more) threads.pop_back();
     json data = json::array();

@@ -45,13 +45,13 @@ void createTitledThread(RunStore& runs, const std::string& id, const std::string
   }
 }
 
-void installThreadTitleRoutes(httplib::Server& server, const EndpointContext& context) {
-  auto runs = context.runs;
-  const size_t maxIdBytes = context.options->maxIdBytes;
+void installThreadTitleRoutes(httplib::Server& server, ServiceState& state) {
+  auto runs = state.runs;
+  const size_t maxIdBytes = state.options.maxIdBytes;
   server.Patch(
       "/v1/threads/([^/]+)",
-      openAiRoute(context.options->log, [runs, maxIdBytes](const httplib::Request& req,
-                                                           httplib::Response& res) {
+      openAiRoute(state.options.log, [runs, maxIdBytes](const httplib::Request& req,
+                                                        httplib::Response& res) {
         const std::string id = req.matches[1];
         json in = parseJson(req.body, {}, false);
         // {"title"}: that title; {"title_from"}: the title proposed from that text (a first

@@ -24,6 +24,6 @@ std::string proposedTitle(const std::string& text);
 // Creates thread `id`, titled proposedTitle(firstPrompt), unless it exists.
 void createTitledThread(RunStore& runs, const std::string& id, const std::string& firstPrompt);
 
-void installThreadTitleRoutes(httplib::Server& server, const EndpointContext& context);
+void installThreadTitleRoutes(httplib::Server& server, ServiceState& state);
 
 }  // namespace parley::service

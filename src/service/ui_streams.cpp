@@ -386,7 +386,7 @@ void streamResponse(httplib::Response& res, std::shared_ptr<UiStream> stream,
 
 class UiRoutes {
  public:
-  explicit UiRoutes(EndpointContext context) : c_(std::move(context)) {}
+  explicit UiRoutes(ServiceState& state) : state_(state) {}
 
   // POST /v1/ui/chat: useChat's request.
   void chat(const httplib::Request& req, httplib::Response& res) const {
@@ -429,7 +429,7 @@ class UiRoutes {
     auto stream = std::make_shared<UiStream>();
     stream->encoder = std::make_unique<AiSdkEncoder>(messageId(*run), threadId, run->id);
     open(*stream, *run, after, 0);
-    streamResponse(res, stream, c_.options->heartbeat, true);
+    streamResponse(res, stream, state_.options.heartbeat, true);
   }
 
   // GET /v1/ui/chat/{thread}/stream and /v1/ag-ui/{thread}/stream: the thread's last run again.
@@ -448,9 +448,9 @@ class UiRoutes {
     }
     RunListOptions list;
     list.threadId = threadId;
-    list.limit = c_.runs->options().limits.maxPage;
+    list.limit = state_.runs->options().limits.maxPage;
     std::vector<RunInfo> runs;
-    if (c_.runs->threads().threadInfo(threadId)) runs = c_.runs->listRuns(list);
+    if (state_.runs->threads().threadInfo(threadId)) runs = state_.runs->listRuns(list);
     if (runs.empty() || (aiSdk && isFinished(runs.back().status) && lastId.empty())) {
       res.status = 204;  // no active stream (what the AI SDK's resumeStream expects)
       return;
@@ -463,7 +463,7 @@ class UiRoutes {
       stream->encoder = std::make_unique<AgUiEncoder>(threadId, run.id);
     }
     open(*stream, run, firstSeq(run) - 1, resumeAfter);
-    streamResponse(res, stream, c_.options->heartbeat, aiSdk);
+    streamResponse(res, stream, state_.options.heartbeat, aiSdk);
   }
 
   // POST /v1/ag-ui: AG-UI's RunAgentInput.
@@ -545,7 +545,7 @@ class UiRoutes {
     auto stream = std::make_shared<UiStream>();
     stream->encoder = std::make_unique<AgUiEncoder>(threadId, agUiRun);
     open(*stream, *run, after, 0);
-    streamResponse(res, stream, c_.options->heartbeat, false);
+    streamResponse(res, stream, state_.options.heartbeat, false);
   }
 
  private:
@@ -558,22 +558,24 @@ class UiRoutes {
   }
 
   void checkId(const std::string& id, const char* what) const {
-    service::checkId(id, what, c_.options->maxIdBytes);
+    service::checkId(id, what, state_.options.maxIdBytes);
   }
 
   static std::string messageId(const RunInfo& run) { return "msg-" + run.id; }
 
   int64_t lastSeq(const std::string& threadId) const {
-    return c_.runs->lastEventSeqs(std::span<const std::string>(&threadId, 1)).front().value_or(0);
+    return state_.runs->lastEventSeqs(std::span<const std::string>(&threadId, 1))
+        .front()
+        .value_or(0);
   }
 
   // The sequence number of the run's first event (its run_queued), found by reading the thread's
   // log from the start.
   int64_t firstSeq(const RunInfo& run) const {
     int64_t after = 0;
-    const size_t page = c_.runs->options().limits.maxEventsPerCall;
+    const size_t page = state_.runs->options().limits.maxEventsPerCall;
     for (;;) {
-      const auto events = c_.runs->readEvents(run.threadId, after, page);
+      const auto events = state_.runs->readEvents(run.threadId, after, page);
       for (const auto& e : events)
         if (e.runId == run.id) return e.seq;
       if (events.size() < page) return after + 1;
@@ -582,15 +584,15 @@ class UiRoutes {
   }
 
   void open(UiStream& stream, const RunInfo& run, int64_t after, int64_t resumeAfter) const {
-    if (c_.feeds->streams() >= c_.options->maxStreams) {
+    if (state_.feeds->streams() >= state_.options.maxStreams) {
       throw OpenAiError(503, "server_error", "too_many_streams",
-                        "the service serves " + std::to_string(c_.options->maxStreams) +
+                        "the service serves " + std::to_string(state_.options.maxStreams) +
                             " streams at most (ServiceOptions::maxStreams); try again later",
                         "");
     }
-    stream.run = std::make_unique<RunFollower>(*c_.runs, *c_.feeds, run, after);
+    stream.run = std::make_unique<RunFollower>(*state_.runs, *state_.feeds, run, after);
     stream.resumeAfter = resumeAfter;
-    stream.deadline = std::chrono::steady_clock::now() + c_.options->openAiRunTimeout;
+    stream.deadline = std::chrono::steady_clock::now() + state_.options.openAiRunTimeout;
   }
 
   // The run's profile (the request's `model`, checked against the served ones) and client tools.
@@ -599,7 +601,7 @@ class UiRoutes {
     options.stream = true;
     if (in.contains("model") && in["model"].is_string()) {
       options.profile = in["model"].get<std::string>();
-      const auto& served = c_.options->models;
+      const auto& served = state_.options.models;
       if (!served.empty() &&
           std::find(served.begin(), served.end(), options.profile) == served.end()) {
         throw OpenAiError(404, "invalid_request_error", "model_not_found",
@@ -614,9 +616,9 @@ class UiRoutes {
       options.clientTools = in["tools"];
     }
     options.metadata = {{"source", "ui"}};
-    createTitledThread(*c_.runs, threadId, input.content);
+    createTitledThread(*state_.runs, threadId, input.content);
     try {
-      return c_.runs->submit(threadId, std::vector<Message>{input}, options);
+      return state_.runs->submit(threadId, std::vector<Message>{input}, options);
     } catch (const ValidationError& e) {
       throw OpenAiError(400, "invalid_request_error", "invalid_request", e.what(), "");
     }
@@ -642,7 +644,7 @@ class UiRoutes {
     list.status = RunStatus::Waiting;
     list.limit = 1;
     std::vector<RunInfo> found;
-    if (c_.runs->threads().threadInfo(threadId)) found = c_.runs->listRuns(list);
+    if (state_.runs->threads().threadInfo(threadId)) found = state_.runs->listRuns(list);
     if (found.empty() || !found.front().response.is_null()) {
       throw OpenAiError(409, "conflict_error", "run_not_waiting",
                         "no run of thread '" + threadId + "' waits for an answer", "");
@@ -686,13 +688,13 @@ class UiRoutes {
 
   RunInfo respond(const RunInfo& waiting, const json& answer) const {
     try {
-      return c_.runs->respond(waiting.id, answer);
+      return state_.runs->respond(waiting.id, answer);
     } catch (const StoreError& e) {
       throw OpenAiError(409, "conflict_error", "run_not_waiting", e.what(), "");
     }
   }
 
-  EndpointContext c_;
+  ServiceState& state_;
 };
 
 }  // namespace
@@ -703,9 +705,9 @@ bool isUiStreamLongLived(std::string_view method, std::string_view path) {
          path.ends_with("/stream");
 }
 
-void installUiStreamRoutes(httplib::Server& server, const EndpointContext& context) {
-  auto routes = std::make_shared<UiRoutes>(context);
-  const auto log = context.options->log;
+void installUiStreamRoutes(httplib::Server& server, ServiceState& state) {
+  auto routes = std::make_shared<UiRoutes>(state);
+  const auto log = state.options.log;
   server.Post("/v1/ui/chat", openAiRoute(log, [routes](auto& q, auto& r) { routes->chat(q, r); }));
   server.Get("/v1/ui/chat/([^/]+)/stream",
              openAiRoute(log, [routes](auto& q, auto& r) { routes->resume(q, r, true); }));

@@ -23,7 +23,7 @@
 
 namespace parley::service {
 
-void installUiStreamRoutes(httplib::Server& server, const EndpointContext& context);
+void installUiStreamRoutes(httplib::Server& server, ServiceState& state);
 
 // Whether a request of these routes holds its connection while a run goes on.
 bool isUiStreamLongLived(std::string_view method, std::string_view path);

@@ -3,6 +3,7 @@
 // because the two dialects' differences are kept next to each other, operation by operation,
 // where a reviewer can compare them; split by backend they would drift apart.
 #include "store/sql_store.hpp"
+#include "store/thread_search.hpp"
 
 #include "store/message_words.hpp"
 
@@ -762,6 +763,45 @@ std::vector<ThreadInfo> SqlStoreEngine::listThreads(const ThreadListOptions& opt
       result.push_back(infoFromRow(row));
     return result;
   });
+}
+
+std::vector<ThreadInfo> searchThreadList(ConversationStore& store, const ThreadSearch& search) {
+  auto* sql = dynamic_cast<SqlEngineAccess*>(&store);
+  if (!sql) throw ValidationError("store", "this store cannot search its threads");
+  if (search.limit == 0) throw ValidationError("limit", "must be 1 or more");
+  if (search.contains.size() > kMaxThreadSearchBytes) {
+    throw ValidationError("contains",
+                          "is longer than " + std::to_string(kMaxThreadSearchBytes) + " bytes");
+  }
+  // One text for both engines: LIKE with an escape, lower() on both sides (ASCII in SQLite).
+  std::string where = "deleted = 0";
+  SqlParams params;
+  auto param = [&](SqlValue value) {
+    params.push_back(std::move(value));
+    return "$" + std::to_string(params.size());
+  };
+  if (!search.contains.empty()) {
+    std::string pattern = "%";
+    for (char ch : search.contains) {
+      if (ch == '%' || ch == '_' || ch == '\\') pattern += '\\';
+      pattern += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    }
+    pattern += '%';
+    where += " AND (lower(title) LIKE " + param(pattern) + " ESCAPE '\\' OR lower(id) LIKE " +
+             param(pattern) + " ESCAPE '\\')";
+  }
+  const std::string order = search.newestFirst ? "updated_at DESC, id DESC" : "created_at, id";
+  const std::string sqlText = std::string("SELECT ") + kInfoColumns +
+                              " FROM parley_threads WHERE " + where + " ORDER BY " + order +
+                              " LIMIT " + param(static_cast<int64_t>(search.limit)) + " OFFSET " +
+                              param(static_cast<int64_t>(search.offset));
+  std::vector<ThreadInfo> result;
+  sql->engine().transaction(false, [&](SqlConnection& c) {
+    result.clear();
+    for (const auto& row : c.query(sqlText, params))
+      result.push_back(infoFromRow(row));
+  });
+  return result;
 }
 
 bool SqlStoreEngine::setThreadTitle(const std::string& threadId, const std::string& title) {

@@ -5,24 +5,41 @@
 //   1. `parley ask` with a tool, http/protobuf: invoke_agent > chat, execute_tool spans with the
 //      conventions' kinds, parents and attribute types; no content; the GenAI metrics;
 //   2. the same over http/json with content opted in: messages present, the API key nowhere;
-//   3. `parley serve` -> the SQLite run queue -> `parley worker` SIGKILLed during the model call
+//   3. `parley serve` -> the SQLite (or PostgreSQL) run queue -> `parley worker` SIGKILLed during the model call
 //      -> a second worker: the caller's trace id on every span, the new worker's run span under
 //      the service's request span;
 //   4. `parley serve --workers 1`: /metrics keeps the GenAI and queue metrics, and Prometheus's
 //      `promtool check metrics` accepts the page;
 //   5. a receiver that never answers does not fail a turn.
-//   node otlp_e2e.mjs <parley binary>
+//   node otlp_e2e.mjs <parley binary> [sqlite|postgres]
+// With postgres only 3 runs, on a database of the test cluster (PARLEY_TEST_PG_INFO, the ctest
+// fixture): the trace crosses processes through PostgreSQL's queue.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 
-const [parley] = process.argv.slice(2);
-assert.ok(parley, 'usage: node otlp_e2e.mjs <parley binary>');
+const [parley, backend = 'sqlite'] = process.argv.slice(2);
+assert.ok(parley, 'usage: node otlp_e2e.mjs <parley binary> [sqlite|postgres]');
+
+// A database of its own on the test cluster.
+function postgresDatabase() {
+  const info = process.env.PARLEY_TEST_PG_INFO;
+  assert.ok(info, 'PARLEY_TEST_PG_INFO names the test cluster (the pg_cluster fixture)');
+  const [host, port] = readFileSync(info, 'utf8').trim().split(/\s+/);
+  const database = `otlp_${process.pid}`;
+  const conninfo = `host=${host} port=${port} user=postgres dbname=postgres`;
+  const env = { ...process.env, PGPASSWORD: 'parley-test-secret' };
+  for (const sql of [`DROP DATABASE IF EXISTS ${database}`, `CREATE DATABASE ${database}`]) {
+    const made = spawnSync('psql', [conninfo, '-q', '-c', sql], { env, encoding: 'utf8' });
+    assert.equal(made.status, 0, made.stderr);
+  }
+  return `postgresql://postgres:parley-test-secret@/${database}?host=${host}&port=${port}`;
+}
 
 const require = createRequire(import.meta.url);
 const otlp = require('@opentelemetry/otlp-proto-exporter-base/build/src/generated/root.js').opentelemetry.proto;
@@ -136,7 +153,7 @@ const one = (name) => { const list = byName(name); assert.equal(list.length, 1, 
 
 try {
   // --- 1. ask, protobuf, no content ----------------------------------------------------------
-  {
+  if (backend === 'sqlite') {
     const r = await run(['ask', ...model, '--tools', 'demo', '--no-save', 'What is the weather in Oslo?'], otel('parley-ask'));
     assert.equal(r.code, 0, r.err);
     assert.deepEqual([...received.types], ['application/x-protobuf']);
@@ -173,7 +190,7 @@ try {
 
   // --- 2. ask, JSON, content opted in --------------------------------------------------------
   reset();
-  {
+  if (backend === 'sqlite') {
     const r = await run(['ask', ...model, '--tools', 'demo', '--no-save', 'What is the weather in Oslo?'],
       otel('parley-ask', { OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: 'true' }));
     assert.equal(r.code, 0, r.err);
@@ -194,7 +211,7 @@ try {
   // --- 3. serve -> queue -> a worker killed mid-run -> another worker --------------------------
   reset();
   {
-    const db = join(dir, 'runs.db');
+    const db = backend === 'postgres' ? postgresDatabase() : join(dir, 'runs.db');
     const serve = start(['serve', '--db', db, '--port', '0'], otel('parley-serve'));
     const serveUrl = await serve.firstLine;
     const workerArgs = (id) => ['worker', '--db', db, ...model, '--lease-ms', '1000', '--worker-id', id];
@@ -258,7 +275,7 @@ try {
 
   // --- 4. /metrics keeps the GenAI and queue metrics, and promtool accepts the page ----------
   reset();
-  {
+  if (backend === 'sqlite') {
     const serve = start(['serve', '--db', join(dir, 'metrics.db'), '--port', '0', '--workers', '1'], otel('parley-serve'));
     const serveUrl = await serve.firstLine;
     const post = async (path, body) => (await fetch(serveUrl + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json();
@@ -289,7 +306,7 @@ try {
   // --- 5. a receiver that never answers ------------------------------------------------------
   reset();
   answer = false;
-  {
+  if (backend === 'sqlite') {
     const r = await run(['ask', ...model, '--no-save', 'Hello there'],
       otel('parley-ask', { OTEL_EXPORTER_OTLP_TIMEOUT: '500' }));
     assert.equal(r.code, 0, r.err);
