@@ -138,7 +138,8 @@ struct Service::Impl {
     limits.longLived = [](std::string_view method, std::string_view target) {
       const std::string_view path = target.substr(0, target.find('?'));
       return isLongLivedRequest(method, target) || AgentProtocol::longLived(method, path) ||
-             isOpenAiLongLived(method, path) || isUiStreamLongLived(method, path);
+             isOpenAiLongLived(method, path) || isUiStreamLongLived(method, path) ||
+             isA2aLongLived(method, path);
     };
     server = std::make_unique<http::Server>(limits);
     auto& server = *this->server;
@@ -202,6 +203,7 @@ struct Service::Impl {
     installUiStreamRoutes(server, endpoints);
     installThreadTitleRoutes(server, endpoints);
     installReplyCostRoutes(server, endpoints);
+    installA2aRoutes(server, state);
   }
 };
 
