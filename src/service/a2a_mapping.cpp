@@ -204,7 +204,10 @@ std::string a2aTaskState(RunStatus status) {
 }
 
 std::optional<RunStatus> runStatusFromA2a(const std::string& state) {
-  if (state.empty() || state == "TASK_STATE_UNSPECIFIED") return std::nullopt;
+  // The JS SDK (1.3.0) sends "UNRECOGNIZED" for a ListTasks without a status: no filter either.
+  if (state.empty() || state == "TASK_STATE_UNSPECIFIED" || state == "UNRECOGNIZED") {
+    return std::nullopt;
+  }
   for (RunStatus s :
        {RunStatus::Queued, RunStatus::Running, RunStatus::Waiting, RunStatus::Completed,
         RunStatus::Failed, RunStatus::Cancelled, RunStatus::Rejected}) {
