@@ -17,9 +17,9 @@
 
 namespace parley::service {
 
-namespace {
-
 using json = nlohmann::json;
+
+namespace {
 
 // How a stream's frames are wrapped: JSON-RPC responses carrying the request's id, or the
 // StreamResponse alone (HTTP+JSON).

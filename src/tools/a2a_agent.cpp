@@ -14,10 +14,10 @@
 
 namespace parley {
 
-namespace {
-
-using json = nlohmann::json;
+using nlohmann::json;
 using std::chrono::milliseconds;
+
+namespace {
 
 struct A2aTransfer {
   std::string body;
