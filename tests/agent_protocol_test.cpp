@@ -377,7 +377,9 @@ TEST_F(AgentProtocolTest, WhatCannotBeHonouredIsRefused) {
                "unsupported_config");
   expectStatus(with("config", {{"tags", {"a"}}}), 400, "unsupported_config");
   expectStatus(with("interrupt_before", {"tools"}), 400, "unsupported");
-  expectStatus(with("webhook", "http://127.0.0.1:9/x"), 400, "unsupported");
+  // Only https without --webhook-allow-loopback (webhooks_test has the rest).
+  expectStatus(with("webhook", "http://127.0.0.1:9/x"), 400, "invalid_webhook");
+  expectStatus(with("webhook", 5), 400, "invalid_webhook");
   expectStatus(with("checkpoint_id", "b0-n0"), 400, "unsupported");
   expectStatus(with("stream_mode", "debug"), 400, "invalid_request");
   expectStatus(with("input", {{"question", "x"}}), 400, "invalid_input");

@@ -3,6 +3,7 @@
 //
 //   parley serve [--db URL] [--host 127.0.0.1] [--port P] [--auth-token-env VAR]...
 //                [--cors ORIGIN] [--allowed-host NAME]... [--workers N]
+//                [--webhook-secret-env VAR] [--webhook-allow-loopback] [--webhook-allow-private]
 //                [the endpoint and worker options of `parley worker`]
 //
 // The first line on stdout is the base URL (http://HOST:PORT; --port 0 picks a free port), once
@@ -36,6 +37,9 @@ struct ServeArgs {
   std::vector<std::string> tokenVars;
   std::string cors;
   std::vector<std::string> allowedHosts;
+  std::string webhookSecretVar;
+  bool webhookLoopback = false;
+  bool webhookPrivate = false;
   int workers = 0;
   WorkerArgs worker;
 };
@@ -46,6 +50,16 @@ int runServe(ServeArgs args) {
   options.port = args.port;
   options.corsOrigin = args.cors;
   options.allowedHosts = args.allowedHosts;
+  if (!args.webhookSecretVar.empty()) {
+    const char* value = std::getenv(args.webhookSecretVar.c_str());
+    if (!value || !*value) {
+      throw ValidationError("--webhook-secret-env",
+                            "$" + args.webhookSecretVar + " is not set or empty");
+    }
+    options.webhooks.secret = value;
+  }
+  options.webhooks.allowLoopback = args.webhookLoopback;
+  options.webhooks.allowPrivate = args.webhookPrivate;
   for (const std::string& var : args.tokenVars) {
     const char* value = std::getenv(var.c_str());
     if (!value || !*value) {
@@ -130,6 +144,13 @@ void addServeCommand(CLI::App& app, int& exitCode) {
   cmd->add_option("--allowed-host", args->allowedHosts,
                   "A Host name (name or name:port) requests may be sent to (repeatable; "
                   "default: localhost, 127.0.0.1, [::1] and --host; '*': any)");
+  cmd->add_option("--webhook-secret-env", args->webhookSecretVar,
+                  "Environment variable holding the key that signs webhooks "
+                  "(X-Parley-Signature-256: HMAC-SHA256 of the body)");
+  cmd->add_flag("--webhook-allow-loopback", args->webhookLoopback,
+                "Let webhooks go to loopback addresses, over http too (local receivers, tests)");
+  cmd->add_flag("--webhook-allow-private", args->webhookPrivate,
+                "Let webhooks go to private, link-local and unique-local addresses");
   cmd->add_option("--workers", args->workers, "Also run N worker loops in this process (default 0)")
       ->check(CLI::Range(0, 64));
   addWorkerOptions(*cmd, args->worker);

@@ -104,4 +104,16 @@ std::string sha256Hex(std::string_view bytes) {
   return out;
 }
 
+std::string hmacSha256(std::string_view key, std::string_view message) {
+  constexpr size_t kBlock = 64;
+  std::string k = key.size() > kBlock ? sha256(key) : std::string(key);
+  k.resize(kBlock, '\0');
+  std::string inner(kBlock, '\0'), outer(kBlock, '\0');
+  for (size_t i = 0; i < kBlock; ++i) {
+    inner[i] = static_cast<char>(k[i] ^ 0x36);
+    outer[i] = static_cast<char>(k[i] ^ 0x5c);
+  }
+  return sha256(outer + sha256(inner + std::string(message)));
+}
+
 }  // namespace parley::detail

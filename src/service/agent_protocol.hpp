@@ -29,6 +29,7 @@ namespace parley::service {
 
 class EventFeeds;
 class ServiceMetrics;
+class WebhookSender;
 
 struct AgentProtocolContext {
   std::shared_ptr<RunStore> runs;
@@ -36,6 +37,7 @@ struct AgentProtocolContext {
   ServiceMetrics* metrics = nullptr;
   const ServiceOptions* options = nullptr;
   std::function<void(const std::string&)> log;
+  WebhookSender* webhooks = nullptr;  // null: a run's `webhook` is refused
 };
 
 class AgentProtocol {

@@ -30,7 +30,7 @@ namespace parley::service {
 inline constexpr size_t kMaxMetadataBytes = 64 << 10;   // a metadata object, as JSON
 inline constexpr size_t kMaxMetadataDepth = 16;         // its nesting
 inline constexpr size_t kMaxSearchScan = 10'000;        // threads one search reads at most
-inline constexpr size_t kMaxStatelessPending = 10'000;  // stateless runs awaiting their clean-up
+inline constexpr size_t kMaxStatelessPending = 10'000;  // runs awaiting their clean-up or webhook
 inline constexpr size_t kMaxHistory = 1'000;            // states of one history page
 
 // Thrown by a route; answered as {"detail": message, "error": {"message", "type", "code"}}
@@ -69,10 +69,17 @@ struct AgentProtocol::Impl {
   RunStore& runs;
   const ServiceOptions& options;
 
-  // Stateless runs whose thread goes once they finish (on_completion "delete").
+  // Runs with something to do once they finish: a stateless run's thread goes
+  // (on_completion "delete"), a webhook is posted.
+  struct WatchedRun {
+    std::string threadId;
+    std::string runId;
+    bool reap = false;    // delete the thread
+    std::string webhook;  // post the run to this URL ("": none)
+  };
   std::mutex reaperMutex;
   std::condition_variable reaperWake;
-  std::deque<std::pair<std::string, std::string>> statelessRuns;  // (thread, run)
+  std::deque<WatchedRun> watchedRuns;
   bool stopping = false;
   std::thread reaper;
 
@@ -144,8 +151,13 @@ struct AgentProtocol::Impl {
                  StreamModes modes, int64_t after, std::optional<StreamPosition> resume,
                  bool metadata, bool cancelOnDisconnect,
                  std::function<void(bool ended)> onClose = {});
-  // A stateless run's thread goes once the run finished: now, or by the clean-up thread.
-  void deleteWhenFinished(const std::string& threadId, const std::string& runId);
+  // Once the run finished, its webhook is posted and its thread deleted if asked: now, or by the
+  // clean-up thread.
+  void settleWhenFinished(const WatchedRun& watched);
+  // Does so if the run finished (or is gone); false while it goes on.
+  bool settleRun(const WatchedRun& watched);
+  // Queues the run's webhook: the run as runs.get answers it, with the thread's values.
+  void sendRunWebhook(const RunInfo& run, const std::string& url);
   // Whether the run's wait at `seq` was answered (a run_responded of it after seq in the log).
   bool answeredAfter(const std::string& threadId, const std::string& runId, int64_t seq);
   // Waits until the run finished or waits; the run as it is then.

@@ -8,6 +8,7 @@
 
 #include "parley/errors.hpp"
 #include "service/agent_protocol_impl.hpp"
+#include "service/webhooks.hpp"
 
 namespace parley::service {
 
@@ -79,12 +80,29 @@ void AgentProtocol::Impl::createRun(const httplib::Request& req, httplib::Respon
 
   // What parley cannot do is refused by name, never ignored.
   for (const char* key :
-       {"model", "checkpoint", "checkpoint_id", "interrupt_before", "interrupt_after", "webhook",
+       {"model", "checkpoint", "checkpoint_id", "interrupt_before", "interrupt_after",
         "feedback_keys", "after_seconds", "langsmith_tracer", "stream_subgraphs"}) {
     if (given(in, key)) {
       throw apBadRequest("unsupported", std::string(key) +
                                             " is not supported by parley (docs/service.md, "
                                             "\"Agent Protocol and the LangGraph API\")");
+    }
+  }
+  std::string webhook;
+  if (given(in, "webhook")) {
+    if (!in["webhook"].is_string()) throw apBadRequest("invalid_webhook", "webhook is a URL");
+    if (!ctx.webhooks) throw apBadRequest("unsupported", "this service sends no webhooks");
+    webhook = in["webhook"].get<std::string>();
+    try {
+      ctx.webhooks->checkUrl(webhook);
+    } catch (const ValidationError& e) {
+      throw apBadRequest("invalid_webhook", e.what());
+    }
+    std::lock_guard lock(reaperMutex);
+    if (watchedRuns.size() >= kMaxStatelessPending) {
+      throw ApError(503, "too_many_webhooks",
+                    "over " + std::to_string(kMaxStatelessPending) +
+                        " runs wait for their end to be posted; try again later");
     }
   }
   SubmitOptions submit;
@@ -236,23 +254,24 @@ void AgentProtocol::Impl::createRun(const httplib::Request& req, httplib::Respon
   }
   const std::string location = "/threads/" + threadId + "/runs/" + run.id;
   res.set_header("Content-Location", location);
-  const bool reapLater = stateless && onCompletion == "delete";
+  const WatchedRun watched{threadId, run.id, stateless && onCompletion == "delete", webhook};
+  const bool settle = watched.reap || !watched.webhook.empty();
   switch (answer) {
     case Answer::Run:
-      if (reapLater) deleteWhenFinished(threadId, run.id);
+      if (settle) settleWhenFinished(watched);
       sendApJson(res, 200, runJson(run));
       return;
     case Answer::Wait: {
       const RunInfo done = awaitRun(threadId, run.id);
       sendApJson(res, 200, finalValues(done));
-      if (reapLater) deleteWhenFinished(threadId, run.id);
+      if (settle) settleWhenFinished(watched);
       return;
     }
     case Answer::Stream: {
       res.set_header("Location", location + "/stream");
       std::function<void(bool)> onClose;
-      if (reapLater) {
-        onClose = [this, threadId, runId = run.id](bool) { deleteWhenFinished(threadId, runId); };
+      if (settle) {
+        onClose = [this, watched](bool) { settleWhenFinished(watched); };
       }
       // A resumed run is read from the thread's first event, so that its state is whole; what
       // came before the answer is not sent again.
@@ -265,28 +284,49 @@ void AgentProtocol::Impl::createRun(const httplib::Request& req, httplib::Respon
   }
 }
 
-void AgentProtocol::Impl::deleteWhenFinished(const std::string& threadId,
-                                             const std::string& runId) {
+void AgentProtocol::Impl::settleWhenFinished(const WatchedRun& watched) {
   try {
-    auto run = runs.run(runId);
-    if (!run || isFinished(run->status)) {
-      runs.threads().deleteThread(threadId);
-      return;
-    }
+    if (settleRun(watched)) return;
   } catch (const std::exception& e) {
-    log("parley serve: deleting the thread of stateless run " + runId + ": " + e.what());
+    log("parley serve: the end of run " + watched.runId + ": " + e.what());
     return;
   }
   {
     std::lock_guard lock(reaperMutex);
-    if (statelessRuns.size() >= kMaxStatelessPending) {
+    if (watchedRuns.size() >= kMaxStatelessPending) {
       log("parley serve: over " + std::to_string(kMaxStatelessPending) +
-          " stateless runs wait for their end; the thread of " + runId + " is kept");
+          " runs wait for their end; run " + watched.runId +
+          " is not followed (its thread kept, no webhook)");
       return;
     }
-    statelessRuns.emplace_back(threadId, runId);
+    watchedRuns.push_back(watched);
   }
   reaperWake.notify_all();
+}
+
+bool AgentProtocol::Impl::settleRun(const WatchedRun& watched) {
+  auto run = runs.run(watched.runId);
+  if (run && !isFinished(run->status)) return false;
+  if (run && !watched.webhook.empty()) sendRunWebhook(*run, watched.webhook);
+  if (watched.reap) runs.threads().deleteThread(watched.threadId);
+  return true;
+}
+
+void AgentProtocol::Impl::sendRunWebhook(const RunInfo& run, const std::string& url) {
+  json body = runJson(run);
+  try {
+    body["values"] = values(run.threadId, view(run.threadId));
+  } catch (const StoreError&) {
+    body["values"] = nullptr;  // the thread went meanwhile
+  }
+  std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() > ctx.webhooks->options().maxBodyBytes) {
+    // The run without its values rather than nothing: the receiver can read them.
+    body.erase("values");
+    body["values_omitted"] = true;
+    text = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+  ctx.webhooks->send({url, "run.completed", std::move(text)});
 }
 
 RunInfo AgentProtocol::Impl::awaitRun(const std::string& threadId, const std::string& runId) {
@@ -536,25 +576,20 @@ void AgentProtocol::Impl::reap() {
   while (!stopping) {
     reaperWake.wait_for(lock, std::chrono::milliseconds(500));
     if (stopping) break;
-    std::deque<std::pair<std::string, std::string>> pending;
-    pending.swap(statelessRuns);
+    std::deque<WatchedRun> pending;
+    pending.swap(watchedRuns);
     lock.unlock();
-    std::deque<std::pair<std::string, std::string>> keep;
-    for (auto& [threadId, runId] : pending) {
+    std::deque<WatchedRun> keep;
+    for (auto& watched : pending) {
       try {
-        auto run = runs.run(runId);
-        if (!run || isFinished(run->status)) {
-          runs.threads().deleteThread(threadId);
-        } else {
-          keep.emplace_back(std::move(threadId), std::move(runId));
-        }
+        if (!settleRun(watched)) keep.push_back(std::move(watched));
       } catch (const std::exception& e) {
-        log("parley serve: deleting the thread of stateless run " + runId + ": " + e.what());
+        log("parley serve: the end of run " + watched.runId + ": " + e.what());
       }
     }
     lock.lock();
     for (auto& item : keep)
-      statelessRuns.push_back(std::move(item));
+      watchedRuns.push_back(std::move(item));
   }
 }
 

@@ -46,11 +46,14 @@ struct Service::Impl {
   std::mutex stopMutex;
 
   Impl(std::shared_ptr<RunStore> r, ServiceOptions o)
-      : state{std::move(r), std::move(o), nullptr, {}},
+      : state{std::move(r), std::move(o), nullptr, {}, nullptr},
         options(state.options),
         admission(state.options) {
     state.feeds =
         std::make_unique<EventFeeds>(state.runs, options.maxEventBytes, 4'096, options.log);
+    WebhookOptions webhooks = options.webhooks;
+    if (!webhooks.log) webhooks.log = options.log;
+    state.webhooks = std::make_unique<WebhookSender>(std::move(webhooks));
   }
 
   void health(httplib::Response& res) {
@@ -194,9 +197,9 @@ struct Service::Impl {
     installThreadRoutes(server, state);
     installRunRoutes(server, state);
     installEventRoutes(server, state);
-    agentProtocol = std::make_unique<AgentProtocol>(
-        AgentProtocolContext{state.runs, state.feeds.get(), &state.metrics, &options,
-                             [this](const std::string& line) { state.log(line); }});
+    agentProtocol = std::make_unique<AgentProtocol>(AgentProtocolContext{
+        state.runs, state.feeds.get(), &state.metrics, &options,
+        [this](const std::string& line) { state.log(line); }, state.webhooks.get()});
     agentProtocol->install(server);
     const EndpointContext endpoints{state.runs, state.feeds.get(), &state.options};
     installOpenAiRoutes(server, endpoints);
@@ -276,6 +279,7 @@ void Service::stop() {
   s.state.feeds->stop();  // every stream ends
   s.agentProtocol->stop();
   s.server->shutdown();
+  s.state.webhooks->stop();  // after the routes: the posts in flight end within their timeout
 }
 
 int Service::port() const {

@@ -35,6 +35,7 @@
 #include "parley/cost.hpp"
 #include "parley/logger.hpp"
 #include "parley/run_store.hpp"
+#include "service/webhooks.hpp"
 
 namespace parley {
 
@@ -94,6 +95,9 @@ struct ServiceOptions {
   // null: none known (every reply unpriced).
   std::shared_ptr<const PriceTable> prices{};
   std::chrono::milliseconds openAiRunTimeout{600'000};
+  // Webhooks on a run's completion (a LangGraph run's `webhook`; docs/service.md, "Webhooks"):
+  // the signing secret, which targets are allowed, the caps. Its log is `log` when null.
+  service::WebhookOptions webhooks{};
   Logger log{};  // diagnostics; null: stderr
 };
 

@@ -17,6 +17,7 @@
 #include "service/event_feeds.hpp"
 #include "service/metrics.hpp"
 #include "service/service.hpp"
+#include "service/webhooks.hpp"
 
 namespace parley::service {
 
@@ -25,6 +26,7 @@ struct ServiceState {
   ServiceOptions options;
   std::unique_ptr<EventFeeds> feeds;
   ServiceMetrics metrics;
+  std::unique_ptr<WebhookSender> webhooks;  // posts run completions (and A2A notifications)
 
   void log(const std::string& line) const { writeLog(options.log, line); }
   void checkId(const std::string& id, const char* what) const {

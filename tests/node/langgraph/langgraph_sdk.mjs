@@ -3,8 +3,8 @@
 // count, update, copy, state, history, delete), runs on a thread and stateless (create, wait,
 // stream in each mode, join, joinStream resumed after a cut with Last-Event-ID, list, get,
 // cancel), each multitask strategy, an interrupt answered with command.resume, the store,
-// refusals of what parley cannot honour, and a run that survives a SIGKILL of the serving
-// process.
+// a signed webhook on a run's completion to a loopback receiver, refusals of what parley cannot
+// honour, and a run that survives a SIGKILL of the serving process.
 //
 //   node langgraph_sdk.mjs PARLEY_BINARY sqlite|postgres
 //
@@ -12,6 +12,8 @@
 // reply to double-text over, a streamed story); PostgreSQL is the test cluster of the ctest
 // fixture (PARLEY_TEST_PG_INFO), in a database of this run's.
 import { spawn, spawnSync } from 'node:child_process';
+import { createHmac } from 'node:crypto';
+import { createServer } from 'node:http';
 import { createInterface } from 'node:readline';
 import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -119,7 +121,10 @@ const serveArgs = [
   'serve', '--db', db, '--port', '0', '--workers', '1', '--base-url', mock.url,
   '--model', 'parley-mock', '--api-key', 'mock-key', '--tools', 'demo', '--human-tool',
   'ask_user', '--lease-ms', '1500', '--concurrency', '4',
+  '--webhook-allow-loopback', '--webhook-secret-env', 'PARLEY_TEST_WEBHOOK_SECRET',
 ];
+const webhookSecret = 'whsec-langgraph-test';
+process.env.PARLEY_TEST_WEBHOOK_SECRET = webhookSecret;
 let serve = await start(serveArgs);
 let client = new Client({ apiUrl: serve.url, callerOptions: { maxRetries: 0 } });
 const input = (content) => ({ messages: [{ role: 'user', content }] });
@@ -388,6 +393,36 @@ try {
     assert.equal((await client.threads.get(kept.thread_id)).values.messages.length, 2);
   });
 
+  await check('webhook on completion, signed', async () => {
+    const received = [];
+    const receiver = createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk) => (body += chunk));
+      req.on('end', () => {
+        received.push({ headers: req.headers, body });
+        res.end('ok');
+      });
+    });
+    await new Promise((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${receiver.address().port}/hook`;
+      const t = await client.threads.create();
+      const values = await client.runs.wait(t.thread_id, 'agent', { input: input('hooked'), webhook: url });
+      assert.equal(lastText(values), 'You said: hooked');
+      const got = await until('the webhook', async () => received[0]);
+      const run = JSON.parse(got.body);
+      assert.equal(run.thread_id, t.thread_id);
+      assert.equal(run.status, 'success');
+      assert.equal(lastText(run.values), 'You said: hooked');
+      const signature = 'sha256=' + createHmac('sha256', webhookSecret).update(got.body).digest('hex');
+      assert.equal(got.headers['x-parley-signature-256'], signature);
+      assert.equal(got.headers['x-parley-event'], 'run.completed');
+      await rejects(client.runs.create(t.thread_id, 'agent', { input: input('x'), webhook: 'ftp://127.0.0.1:1/x' }), 400, 'a webhook not http(s)');
+    } finally {
+      receiver.close();
+    }
+  });
+
   await check('if_not_exists', async () => {
     await rejects(client.runs.create('nowhere-1', 'agent', { input: input('x') }), 404, 'no thread');
     const made = await client.runs.wait('nowhere-2', 'agent', { input: input('x'), ifNotExists: 'create' });
@@ -398,7 +433,6 @@ try {
     const t = thread.thread_id;
     await rejects(client.runs.create(t, 'agent', { input: input('x'), config: { configurable: { model: 'gpt-4o' } } }), 400, 'config model');
     await rejects(client.runs.create(t, 'agent', { input: input('x'), interruptBefore: ['tools'] }), 400, 'interrupt_before');
-    await rejects(client.runs.create(t, 'agent', { input: input('x'), webhook: 'http://127.0.0.1:1/x' }), 400, 'webhook');
     await rejects(client.runs.create(t, 'agent', { input: input('x'), streamMode: ['debug'] }), 400, 'debug mode');
     await rejects(client.runs.create(t, 'agent', { input: { question: 'x' } }), 400, 'input not messages');
     await rejects(client.threads.updateState(t, { values: { messages: [] } }), 400, 'updateState');
