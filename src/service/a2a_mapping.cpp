@@ -475,7 +475,7 @@ json a2aAgentCard(const A2aCardInput& input, const A2aLimits& limits) {
       {"provider", {{"organization", "parley"}, {"url", input.baseUrl}}},
       {"version", "1.0.0"},
       {"capabilities",
-       {{"streaming", true}, {"pushNotifications", false}, {"extendedAgentCard", true}}},
+       {{"streaming", true}, {"pushNotifications", true}, {"extendedAgentCard", true}}},
       {"defaultInputModes", {"text/plain", "application/json"}},
       {"defaultOutputModes", {"text/plain"}},
       {"skills", std::move(skills)}};

@@ -4,15 +4,20 @@
 // is a run, its stream the run's events encoded by A2aTaskEncoder (a2a_mapping.hpp).
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
 #include "service/a2a_mapping.hpp"
 #include "service/routes.hpp"
+#include "store/item_store.hpp"
 #include "store/sql_store.hpp"
 
 namespace parley::service {
@@ -28,9 +33,24 @@ struct A2aFraming {
   json id;
 };
 
+// Push notification configs per task (A2aLimits has the other caps).
+constexpr size_t kA2aMaxPushConfigsPerTask = 10;
+constexpr size_t kA2aMaxPushTokenBytes = 1'024;
+constexpr size_t kA2aMaxPushCredentialsBytes = 4'096;
+constexpr size_t kA2aMaxWatchedTasks = 10'000;
+const char* const kA2aPushNamespace = "a2a-push";
+
 class A2aRoutes {
  public:
   explicit A2aRoutes(ServiceState& state) : state_(state) {}
+  ~A2aRoutes() {
+    {
+      std::lock_guard lock(watchMutex_);
+      stopping_ = true;
+    }
+    watchWake_.notify_all();
+    if (watcher_.joinable()) watcher_.join();
+  }
 
   static void install(const std::shared_ptr<A2aRoutes>& self, http::Server& server);
 
@@ -122,10 +142,44 @@ class A2aRoutes {
     return task(run);
   }
 
-  void pushConfig(const std::string& taskId) {
-    mustTask(taskId);
-    throw a2aPushNotSupported();
+  detail::ItemStore& items() {
+    std::call_once(itemsOnce_,
+                   [this] { items_ = std::make_unique<detail::ItemStore>(runs().threads()); });
+    return *items_;
   }
+  static std::vector<std::string> pushNamespace(const std::string& taskId) {
+    return {kA2aPushNamespace, taskId};
+  }
+  std::vector<json> pushConfigs(const std::string& taskId) {
+    std::vector<json> out;
+    for (const auto& item : items().search(pushNamespace(taskId), json::object(),
+                                           kA2aMaxPushConfigsPerTask + 1, 0, false))
+      out.push_back(item.value);
+    return out;
+  }
+  json pushCreate(const json& params);
+  json pushGet(const std::string& taskId, const std::string& id) {
+    mustTask(taskId);
+    auto item = items().get(pushNamespace(taskId), id, false);
+    if (!item) {
+      throw a2aTaskNotFound(taskId + "' has no push notification config '" + id.substr(0, 128));
+    }
+    return item->value;
+  }
+  json pushList(const std::string& taskId) {
+    mustTask(taskId);
+    return {{"configs", pushConfigs(taskId)}, {"nextPageToken", ""}};
+  }
+  json pushDelete(const std::string& taskId, const std::string& id) {
+    pushGet(taskId, id);
+    items().remove(pushNamespace(taskId), id);
+    return json::object();
+  }
+  // Posts the task's status to its configs whenever it changes, until it has finished: one
+  // watcher thread for the process, started by the first config (docs/a2a.md).
+  void watch(const std::string& taskId);
+  void watchLoop();
+  void notify(const RunInfo& run);
 
   // Streams the run's events after `after` as StreamResponses, the task first.
   void stream(httplib::Response& res, const RunInfo& run, int64_t after, A2aFraming framing);
@@ -158,7 +212,135 @@ class A2aRoutes {
 
   ServiceState& state_;
   A2aLimits limits_;
+  std::once_flag itemsOnce_;
+  std::unique_ptr<detail::ItemStore> items_;
+  std::mutex watchMutex_;
+  std::condition_variable watchWake_;
+  std::map<std::string, std::string> watched_;  // task id -> the state last posted
+  bool stopping_ = false;
+  std::thread watcher_;
 };
+
+json A2aRoutes::pushCreate(const json& params) {
+  const std::string taskId = params.value("taskId", "");
+  const RunInfo run = mustTask(taskId);
+  if (a2aTerminal(run.status)) {
+    throw a2aUnsupported("task '" + taskId + "' is " + a2aTaskState(run.status) +
+                         ": it has nothing more to notify");
+  }
+  auto text = [&](const char* name, size_t cap) {
+    const auto it = params.find(name);
+    if (it == params.end() || it->is_null()) return std::string();
+    if (!it->is_string() || it->get<std::string>().size() > cap) {
+      throw a2aInvalidParams(std::string(name) + ": a string of at most " + std::to_string(cap) +
+                             " bytes");
+    }
+    return it->get<std::string>();
+  };
+  const std::string url = text("url", 2'048);
+  if (url.empty()) throw a2aInvalidParams("url: required");
+  try {
+    state_.webhooks->checkUrl(url);
+  } catch (const ValidationError& e) {
+    throw a2aInvalidParams(std::string("url: ") + e.what());
+  }
+  std::string id = text("id", limits_.maxTaskIdBytes);
+  if (id.empty()) id = detail::generateId("pn-");
+  if (id.find('.') != std::string::npos) throw a2aInvalidParams("id: no '.'");
+  json config = {{"id", id}, {"taskId", taskId}, {"url", url}};
+  if (const std::string token = text("token", kA2aMaxPushTokenBytes); !token.empty())
+    config["token"] = token;
+  if (const auto auth = params.find("authentication"); auth != params.end() && !auth->is_null()) {
+    if (!auth->is_object() || !(*auth).contains("scheme") || !(*auth)["scheme"].is_string() ||
+        (*auth)["scheme"].get<std::string>().empty() ||
+        (*auth)["scheme"].get<std::string>().size() > 64) {
+      throw a2aInvalidParams("authentication.scheme: a string of 1 to 64 bytes");
+    }
+    const std::string credentials = auth->value("credentials", "");
+    if (credentials.size() > kA2aMaxPushCredentialsBytes) {
+      throw a2aInvalidParams("authentication.credentials: over " +
+                             std::to_string(kA2aMaxPushCredentialsBytes) + " bytes");
+    }
+    config["authentication"] = {{"scheme", (*auth)["scheme"]}, {"credentials", credentials}};
+  }
+  const auto existing = pushConfigs(taskId);
+  const bool replaces = std::any_of(existing.begin(), existing.end(),
+                                    [&](const json& c) { return c.value("id", "") == id; });
+  if (!replaces && existing.size() >= kA2aMaxPushConfigsPerTask) {
+    throw a2aInvalidParams("task '" + taskId + "' has " +
+                           std::to_string(kA2aMaxPushConfigsPerTask) +
+                           " push notification configs, the most it may have");
+  }
+  items().put(pushNamespace(taskId), id, config, std::nullopt);
+  watch(taskId);
+  return config;
+}
+
+void A2aRoutes::watch(const std::string& taskId) {
+  std::lock_guard lock(watchMutex_);
+  if (!watched_.count(taskId) && watched_.size() >= kA2aMaxWatchedTasks) {
+    throw a2aInternal("the service watches " + std::to_string(kA2aMaxWatchedTasks) +
+                      " tasks for push notifications at most; try again later");
+  }
+  watched_.emplace(taskId, "");
+  if (!watcher_.joinable()) watcher_ = std::thread([this] { watchLoop(); });
+  watchWake_.notify_all();
+}
+
+void A2aRoutes::watchLoop() {
+  std::unique_lock lock(watchMutex_);
+  while (!stopping_) {
+    const auto tasks = watched_;
+    lock.unlock();
+    for (const auto& [taskId, posted] : tasks) {
+      std::optional<RunInfo> run;
+      try {
+        run = runs().run(taskId);
+      } catch (const std::exception& e) {
+        state_.log("parley serve: A2A push notifications: " + std::string(e.what()));
+      }
+      const std::string state = run ? a2aTaskState(run->status) : "";
+      if (run && state != posted) notify(*run);
+      std::lock_guard relock(watchMutex_);
+      if (!run || a2aTerminal(run->status)) {
+        watched_.erase(taskId);
+      } else {
+        watched_[taskId] = state;
+      }
+    }
+    lock.lock();
+    // A poll, as the workers may be other processes; the store is read once per watched task.
+    watchWake_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stopping_; });
+  }
+}
+
+void A2aRoutes::notify(const RunInfo& run) {
+  std::vector<json> configs;
+  try {
+    configs = pushConfigs(run.id);
+  } catch (const std::exception& e) {
+    state_.log("parley serve: A2A push notifications: " + std::string(e.what()));
+    return;
+  }
+  json status = a2aTaskStatus(run);
+  const json body = {
+      {"statusUpdate", {{"taskId", run.id}, {"contextId", run.threadId}, {"status", status}}}};
+  const std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  for (const auto& config : configs) {
+    WebhookDelivery delivery;
+    delivery.url = config.value("url", "");
+    delivery.event = "a2a.task." + status.value("state", std::string());
+    delivery.body = text;
+    if (config.contains("token"))
+      delivery.headers.emplace_back("X-A2A-Notification-Token", config["token"].get<std::string>());
+    if (config.contains("authentication")) {
+      const json& auth = config["authentication"];
+      delivery.headers.emplace_back("Authorization",
+                                    auth.value("scheme", "") + " " + auth.value("credentials", ""));
+    }
+    state_.webhooks->send(std::move(delivery));
+  }
+}
 
 RunInfo A2aRoutes::send(const json& params, int64_t& after) {
   if (!params.is_object()) throw a2aInvalidParams("params: an object");
@@ -170,12 +352,27 @@ RunInfo A2aRoutes::send(const json& params, int64_t& after) {
                              " bytes (A2aLimits::maxMetadataBytes)");
     }
   }
+  // A push notification config given with the message is the new (or answered) task's.
+  json push;
   if (const auto it = params.find("configuration"); it != params.end() && it->is_object()) {
     if (it->contains("taskPushNotificationConfig") &&
         !(*it)["taskPushNotificationConfig"].is_null()) {
-      throw a2aPushNotSupported();
+      push = (*it)["taskPushNotificationConfig"];
+      if (!push.is_object()) throw a2aInvalidParams("taskPushNotificationConfig: an object");
+      try {
+        state_.webhooks->checkUrl(push.value("url", ""));
+      } catch (const ValidationError& e) {
+        throw a2aInvalidParams(std::string("taskPushNotificationConfig.url: ") + e.what());
+      }
     }
   }
+  auto withPush = [&](RunInfo run) {
+    if (push.is_object()) {
+      push["taskId"] = run.id;
+      pushCreate(push);
+    }
+    return run;
+  };
   const auto found = params.find("message");
   if (found == params.end()) throw a2aInvalidParams("message: required");
   const json& message = *found;
@@ -208,7 +405,7 @@ RunInfo A2aRoutes::send(const json& params, int64_t& after) {
     }
     const json answer = a2aAnswer(message, limits_);
     after = lastSeq(run.threadId);
-    return runs().respond(run.id, answer);
+    return withPush(runs().respond(run.id, answer));
   }
   Message input = a2aUserMessage(message, limits_);
   std::string threadId = contextId;
@@ -237,7 +434,7 @@ RunInfo A2aRoutes::send(const json& params, int64_t& after) {
   }
   after = runs().threads().threadInfo(threadId) ? lastSeq(threadId) : 0;
   try {
-    return runs().submit(threadId, std::span<const Message>(&input, 1), submit);
+    return withPush(runs().submit(threadId, std::span<const Message>(&input, 1), submit));
   } catch (const ValidationError& e) {
     throw a2aInvalidParams(e.what());
   }
@@ -474,11 +671,14 @@ void A2aRoutes::jsonRpc(const httplib::Request& req, httplib::Response& res) {
       result = cancelTask(params);
     } else if (method == "GetExtendedAgentCard") {
       result = card(req, true);
-    } else if (method == "CreateTaskPushNotificationConfig" ||
-               method == "GetTaskPushNotificationConfig" ||
-               method == "ListTaskPushNotificationConfigs" ||
-               method == "DeleteTaskPushNotificationConfig") {
-      pushConfig(params.value("taskId", ""));
+    } else if (method == "CreateTaskPushNotificationConfig") {
+      result = pushCreate(params);
+    } else if (method == "GetTaskPushNotificationConfig") {
+      result = pushGet(params.value("taskId", ""), params.value("id", ""));
+    } else if (method == "ListTaskPushNotificationConfigs") {
+      result = pushList(params.value("taskId", ""));
+    } else if (method == "DeleteTaskPushNotificationConfig") {
+      result = pushDelete(params.value("taskId", ""), params.value("id", ""));
     } else {
       throw a2aMethodNotFound(method);
     }
@@ -569,11 +769,23 @@ void A2aRoutes::install(const std::shared_ptr<A2aRoutes>& self, http::Server& se
       [self](auto& req, auto& res) { self->subscribe(std::string(req.matches[1]), req, res, {}); });
   server.Post(task + ":subscribe", subscribeRoute);
   server.Get(task + ":subscribe", subscribeRoute);
-  auto push = route([self](auto& req, auto&) { self->pushConfig(std::string(req.matches[1])); });
-  server.Post(task + "/pushNotificationConfigs", push);
-  server.Get(task + "/pushNotificationConfigs", push);
-  server.Get(task + "/pushNotificationConfigs/([^/]+)", push);
-  server.Delete(task + "/pushNotificationConfigs/([^/]+)", push);
+  server.Post(task + "/pushNotificationConfigs", route([self](auto& req, auto& res) {
+                json params = a2aRestBody(req);
+                params["taskId"] = std::string(req.matches[1]);
+                sendJson(res, 200, self->pushCreate(params));
+              }));
+  server.Get(task + "/pushNotificationConfigs", route([self](auto& req, auto& res) {
+               sendJson(res, 200, self->pushList(std::string(req.matches[1])));
+             }));
+  server.Get(task + "/pushNotificationConfigs/([^/]+)", route([self](auto& req, auto& res) {
+               sendJson(res, 200,
+                        self->pushGet(std::string(req.matches[1]), std::string(req.matches[2])));
+             }));
+  server.Delete(task + "/pushNotificationConfigs/([^/]+)", route([self](auto& req, auto& res) {
+                  sendJson(
+                      res, 200,
+                      self->pushDelete(std::string(req.matches[1]), std::string(req.matches[2])));
+                }));
   server.Get(base + "/extendedAgentCard",
              route([self](auto& req, auto& res) { sendJson(res, 200, self->card(req, true)); }));
 }

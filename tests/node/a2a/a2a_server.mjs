@@ -4,13 +4,15 @@
 // context, SendStreamingMessage, a task interrupted for input and resumed by the next message,
 // a task cancelled while it waits and one cancelled while it runs, SubscribeToTask (a task
 // queued behind another, followed to its end), GetTask with historyLength, ListTasks paged by
-// cursor and filtered; then the refusals each cap and unsupported case gets, as raw requests.
+// cursor and filtered, push notification configs delivered to a loopback receiver; then the
+// refusals each cap and unsupported case gets, as raw requests.
 //
 //   node a2a_server.mjs PARLEY_BINARY
 //
 // The model is `parley mock` with a script of its own (a question for the human tool, a slow
 // reply, a streamed story).
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
 import { createInterface } from 'node:readline';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -64,13 +66,43 @@ writeFileSync(
     .map((rule) => JSON.stringify(rule))
     .join('\n') + '\n',
 );
+// The push notification receiver: every post, with its headers.
+const pushes = [];
+const pushWaiters = new Set();
+const receiver = createServer((req, res) => {
+  let body = '';
+  req.on('data', (d) => (body += d));
+  req.on('end', () => {
+    pushes.push({ headers: req.headers, body: JSON.parse(body) });
+    for (const check of pushWaiters) check();
+    res.writeHead(200).end();
+  });
+});
+await new Promise((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+const hookUrl = `http://127.0.0.1:${receiver.address().port}/hook`;
+// Resolves with the first push `match` accepts (one waiting on an event, not a sleep).
+function pushed(what, match) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no push: ${what}`)), 20_000);
+    const check = () => {
+      const found = pushes.find(match);
+      if (!found) return;
+      clearTimeout(timer);
+      pushWaiters.delete(check);
+      resolve(found);
+    };
+    pushWaiters.add(check);
+    check();
+  });
+}
+
 const token = 'a2a-test-token-0123456789';
 const mock = await start(['mock', '--port', '0', '--script', script]);
 const serve = await start(
   [
     'serve', '--db', join(dir, 'a2a.db'), '--port', '0', '--workers', '1', '--base-url', mock.url,
     '--model', 'parley-mock', '--api-key', 'mock-key', '--human-tool', 'ask_user',
-    '--concurrency', '4', '--auth-token-env', 'A2A_TEST_TOKEN',
+    '--concurrency', '4', '--auth-token-env', 'A2A_TEST_TOKEN', '--webhook-allow-loopback',
   ],
   { A2A_TEST_TOKEN: token },
 );
@@ -183,6 +215,23 @@ try {
     assert.equal(answerOf(answered), 'ask_user says: blue');
     step('INPUT_REQUIRED, answered by the next message');
 
+    // Push notifications: a config on a task that waits, delivered when it completes.
+    const hooked = await client.sendMessage({ message: userMessage('ask me') });
+    const config = await client.createTaskPushNotificationConfig({
+      taskId: hooked.id, id: 'pn-1', url: hookUrl, token: `tok-${binding}`,
+      authentication: { scheme: 'Bearer', credentials: 'push-secret' },
+    });
+    assert.equal(config.url, hookUrl);
+    assert.equal((await client.getTaskPushNotificationConfig({ taskId: hooked.id, id: 'pn-1' })).token, `tok-${binding}`);
+    assert.deepEqual((await client.listTaskPushNotificationConfig({ taskId: hooked.id })).configs.map((c) => c.id), ['pn-1']);
+    await client.sendMessage({ message: userMessage('green', { taskId: hooked.id }) });
+    const push = await pushed('the completed task', (p) => p.body.statusUpdate?.taskId === hooked.id && p.body.statusUpdate.status.state === 'TASK_STATE_COMPLETED');
+    assert.equal(push.headers['x-a2a-notification-token'], `tok-${binding}`);
+    assert.equal(push.headers.authorization, 'Bearer push-secret');
+    await client.deleteTaskPushNotificationConfig({ taskId: hooked.id, id: 'pn-1' });
+    assert.deepEqual((await client.listTaskPushNotificationConfig({ taskId: hooked.id })).configs, []);
+    step('push notification configs (create, get, list, delete), delivered to a loopback receiver');
+
     const waiting = await client.sendMessage({ message: userMessage('ask me') });
     assert.equal(waiting.status.state, TaskState.TASK_STATE_INPUT_REQUIRED);
     const cancelled = await client.cancelTask({ id: waiting.id });
@@ -280,9 +329,19 @@ try {
   assert.equal(r.body.error.code, -32700);
   r = await rpc({ jsonrpc: '2.0', id: 9, method: 'CreateTaskPushNotificationConfig', params: { taskId: 'r-x', url: 'https://example.com/hook' } });
   assert.equal(r.body.error.code, -32001);
+  const asks = (await send(textMessage([{ text: 'ask me' }]))).body.result.task;
+  const create = (params) => rpc({ jsonrpc: '2.0', id: 10, method: 'CreateTaskPushNotificationConfig', params: { taskId: asks.id, ...params } });
+  r = await create({ url: 'https://user:pw@example.com/hook' });
+  assert.equal(r.body.error.code, -32602);
+  assert.match(r.body.error.message, /url/);
+  for (let i = 0; i < 10; ++i) assert.ok((await create({ id: `c${i}`, url: hookUrl })).body.result);
+  r = await create({ id: 'c10', url: hookUrl });
+  assert.match(r.body.error.message, /10 push notification configs/);
+  r = await create({ id: 'c0', url: hookUrl, token: 'x'.repeat(1025) });
+  assert.match(r.body.error.message, /token: a string of at most 1024 bytes/);
   r = await rpc({ jsonrpc: '2.0', id: 9, method: 'ListTasks', params: { pageSize: 101 } });
   assert.match(r.body.error.message, /pageSize: 1 to 100/);
-  checks.push('JSON-RPC refusals: parts, message size, 0.3 method and part, file URL, version, parse, page size');
+  checks.push('JSON-RPC refusals: parts, message size, 0.3 method and part, file URL, version, parse, page size, push targets (scheme, count, token)');
 
   const rest = await fetch(`${serve.url}/a2a/rest/tasks/r-missing`, { headers: auth });
   assert.equal(rest.status, 404);
@@ -296,5 +355,7 @@ try {
   console.log(`a2a server: ${checks.length} checks passed:\n  ${checks.join('\n  ')}`);
 } finally {
   for (const child of children) child.kill('SIGTERM');
+  receiver.close();
+  receiver.closeAllConnections?.();
   rmSync(dir, { recursive: true, force: true });
 }
