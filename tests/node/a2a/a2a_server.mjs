@@ -5,7 +5,8 @@
 // a task cancelled while it waits and one cancelled while it runs, SubscribeToTask (a task
 // queued behind another, followed to its end), GetTask with historyLength, ListTasks paged by
 // cursor and filtered, push notification configs delivered to a loopback receiver; then the
-// refusals each cap and unsupported case gets, as raw requests.
+// refusals each cap and unsupported case gets, as raw requests; and a task that survives a
+// SIGKILL of the serving process.
 //
 //   node a2a_server.mjs PARLEY_BINARY
 //
@@ -98,14 +99,13 @@ function pushed(what, match) {
 
 const token = 'a2a-test-token-0123456789';
 const mock = await start(['mock', '--port', '0', '--script', script]);
-const serve = await start(
-  [
-    'serve', '--db', join(dir, 'a2a.db'), '--port', '0', '--workers', '1', '--base-url', mock.url,
-    '--model', 'parley-mock', '--api-key', 'mock-key', '--human-tool', 'ask_user',
-    '--concurrency', '4', '--auth-token-env', 'A2A_TEST_TOKEN', '--webhook-allow-loopback',
-  ],
-  { A2A_TEST_TOKEN: token },
-);
+const serveArgs = [
+  'serve', '--db', join(dir, 'a2a.db'), '--port', '0', '--workers', '1', '--base-url', mock.url,
+  '--model', 'parley-mock', '--api-key', 'mock-key', '--human-tool', 'ask_user',
+  '--concurrency', '4', '--auth-token-env', 'A2A_TEST_TOKEN', '--webhook-allow-loopback',
+  '--lease-ms', '1500',
+];
+let serve = await start(serveArgs, { A2A_TEST_TOKEN: token });
 const auth = { Authorization: `Bearer ${token}` };
 const authedFetch = (url, init = {}) =>
   fetch(url, { ...init, headers: { ...(init.headers ?? {}), ...auth } });
@@ -351,6 +351,35 @@ try {
   const anonymous = await fetch(`${serve.url}/a2a/rest/tasks`);
   assert.equal(anonymous.status, 401);
   checks.push('HTTP+JSON errors (google.rpc.Status with ErrorInfo), a request without the token');
+
+  // A task survives a SIGKILL of the serving process (its worker inside): the next process's
+  // worker takes the run over once its lease expires, and the task completes.
+  {
+    let client = await clientFor('JSONRPC');
+    const slow = await client.sendMessage({
+      message: userMessage('slow survivor'),
+      configuration: { returnImmediately: true, acceptedOutputModes: [] },
+    });
+    const until = Date.now() + 20_000;
+    while ((await client.getTask({ id: slow.id })).status.state !== TaskState.TASK_STATE_WORKING) {
+      assert.ok(Date.now() < until, 'the task starts');
+      await new Promise((resolve) => setTimeout(resolve, 20));  // a poll of the service
+    }
+    serve.child.kill('SIGKILL');
+    await new Promise((resolve) => (serve.child.exitCode !== null || serve.child.signalCode !== null ? resolve() : serve.child.once('exit', resolve)));
+    serve = await start(serveArgs, { A2A_TEST_TOKEN: token });
+    client = await clientFor('JSONRPC');
+    try {
+      const followed = await collect(client.resubscribeTask({ id: slow.id }));
+      assert.equal(followed.at(-1).value.status.state, TaskState.TASK_STATE_COMPLETED);
+    } catch (error) {
+      // Finished before the subscription (a slow restart): GetTask below says how.
+      if (error.reason !== 'UNSUPPORTED_OPERATION') throw error;
+    }
+    const done = await client.getTask({ id: slow.id });
+    assert.equal(answerOf(done), 'slow done');
+    checks.push('a task survives a SIGKILL of the serving process');
+  }
 
   console.log(`a2a server: ${checks.length} checks passed:\n  ${checks.join('\n  ')}`);
 } finally {
