@@ -162,7 +162,10 @@ class A2aRoutes {
     mustTask(taskId);
     auto item = items().get(pushNamespace(taskId), id, false);
     if (!item) {
-      throw a2aTaskNotFound(taskId + "' has no push notification config '" + id.substr(0, 128));
+      // The specification has no error of its own for a missing config: TaskNotFound's code.
+      throw A2aError(
+          -32001, 404, "NOT_FOUND", "TASK_NOT_FOUND",
+          "task '" + taskId + "' has no push notification config '" + id.substr(0, 128) + "'");
     }
     return item->value;
   }
