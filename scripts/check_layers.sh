@@ -27,7 +27,7 @@ declare -A public_layer=(
   [version]=model [json]=model [telemetry]=model [sse]=model [toml]=model
   [llm]=client [openai_client]=client [profiles]=client [transport]=client
   [anthropic_client]=client [gemini_client]=client [responses_client]=client [protocol]=client
-  [tools]=tools [thread_pool]=tools [command_tools]=tools [mcp]=tools [tool_schema]=tools
+  [tools]=tools [thread_pool]=tools [command_tools]=tools [mcp]=tools [a2a]=tools [tool_schema]=tools
   [tokens]=tokens [bpe]=tokens
   [store]=store [run_store]=store [run_request]=store [postgres_store]=store
   [conversation_manager]=core [context_ops]=core [message_store]=core [compression]=core

@@ -73,6 +73,7 @@ struct AskArgs {
   std::vector<std::string> toolSets;
   std::vector<std::string> toolFiles;
   std::vector<std::string> mcpServers;
+  std::vector<std::string> a2aAgents;
   std::string system;
   std::string db;
   std::string thread;
@@ -205,6 +206,7 @@ int runAsk(const AskArgs& given) {
   auto tools = makeToolRegistry(args.toolSets, args.toolFiles);
   addMcpServers(*tools, args.mcpServers, configFile(args.endpoint), std::cerr,
                 args.json ? nullptr : &std::cerr);
+  addA2aAgents(*tools, args.a2aAgents, configFile(args.endpoint));
   const bool loop = tools->size() > 0;
 
   ClientOptions client = resolveEndpoint(endpoint);
@@ -458,6 +460,7 @@ void addAskCommand(CLI::App& app, int& exitCode) {
                   "parameters, timeout_ms; see the README)")
       ->allow_extra_args(false);
   addMcpOption(*cmd, args->mcpServers);
+  addA2aOption(*cmd, args->a2aAgents);
   cmd->add_option("--system", args->system, "System prompt of a new conversation");
   addTemplateOptions(*cmd, args->templateName, args->saveTemplateName);
   cmd->add_option("--db", args->db,

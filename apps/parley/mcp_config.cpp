@@ -350,4 +350,54 @@ void addMcpServers(ToolRegistry& registry, const std::vector<std::string>& serve
   }
 }
 
+A2aAgentOptions readA2aAgent(const std::string& file, const std::string& name) {
+  toml::table root = parseFile(file);
+  const std::string where = file + ": a2a." + name;
+  const toml::table* agents = root["a2a"].as_table();
+  const toml::table* table = agents ? (*agents)[name].as_table() : nullptr;
+  if (!table) throw ValidationError("a2a." + name, "no [a2a." + name + "] table in " + file);
+  A2aAgentOptions options;
+  for (const auto& [key, node] : *table) {
+    const std::string k(key.str());
+    const std::string field = where + "." + k;
+    if (k == "url") {
+      auto text = node.value<std::string>();
+      if (!text) throw ValidationError(field, "must be a string");
+      options.url = *text;
+    } else if (k == "bearer_token_env") {
+      auto variable = node.value<std::string>();
+      if (!variable) throw ValidationError(field, "must be a string (a variable's name)");
+      const char* token = std::getenv(variable->c_str());
+      if (!token || !*token)
+        throw ValidationError(field, "the environment variable " + *variable + " is not set");
+      options.bearerToken = token;
+    } else if (k == "headers") {
+      for (auto& [header, value] : stringTable(node, field))
+        options.headers.emplace_back(header, value);
+    } else if (k == "timeout_ms") {
+      auto ms = node.value<int64_t>();
+      if (!ms || *ms < 1 || *ms > 86'400'000)
+        throw ValidationError(field, "must be 1 to 86400000 milliseconds");
+      options.taskTimeout = std::chrono::milliseconds(*ms);
+    } else {
+      throw ValidationError(field, "unknown key (url, bearer_token_env, headers, timeout_ms)");
+    }
+  }
+  if (options.url.empty()) throw ValidationError(where + ".url", "is required");
+  return options;
+}
+
+void addA2aOption(CLI::App& cmd, std::vector<std::string>& agents) {
+  cmd.add_option("--a2a", agents,
+                 "Offer the remote A2A agent of an [a2a.NAME] table of the config file as the "
+                 "tool NAME (repeatable)")
+      ->allow_extra_args(false);
+}
+
+void addA2aAgents(ToolRegistry& registry, const std::vector<std::string>& agents,
+                  const std::string& file) {
+  for (const std::string& name : agents)
+    addA2aAgent(registry, name, readA2aAgent(file, name));
+}
+
 }  // namespace parley::cli

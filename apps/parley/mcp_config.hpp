@@ -32,6 +32,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "parley/a2a.hpp"
 #include "parley/llm.hpp"
 #include "parley/mcp.hpp"
 #include "parley/tools.hpp"
@@ -70,6 +71,19 @@ McpSamplingHandler modelSampling(std::shared_ptr<LlmClient> llm,
 // Asks a person on a terminal for a server's form, one field per line (`terminal` keeps two
 // servers' forms from mixing).
 McpElicitationHandler terminalForm(std::istream& in, std::ostream& out, std::mutex& terminal);
+
+// Remote A2A agents from the same config file (`--a2a NAME`), one [a2a.NAME] table each, offered
+// as a tool NAME (docs/a2a.md, "The client side"):
+//   [a2a.helper]
+//   url = "https://agents.example.com"  # its card at URL/.well-known/agent-card.json
+//   bearer_token_env = "HELPER_TOKEN"   # the variable holding its bearer token
+//   headers = { "X-Team" = "docs" }
+//   timeout_ms = 600000                 # one call: the remote task followed to its end
+A2aAgentOptions readA2aAgent(const std::string& file, const std::string& name);
+void addA2aOption(CLI::App& cmd, std::vector<std::string>& agents);
+// Reads each agent's card and registers its tool.
+void addA2aAgents(ToolRegistry& registry, const std::vector<std::string>& agents,
+                  const std::string& file);
 
 // `parley mcp conformance-client URL` on the `mcp` command (mcp_conformance.cpp).
 void addMcpConformanceClient(CLI::App& mcp, int& exitCode);

@@ -15,6 +15,7 @@
 #include "parley/executor.hpp"
 #include "parley/llm.hpp"
 #include "parley/logger.hpp"
+#include "parley/a2a.hpp"
 #include "parley/mcp.hpp"
 #include "parley/message.hpp"
 #include "parley/message_store.hpp"

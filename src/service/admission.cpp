@@ -116,12 +116,14 @@ std::optional<Admission::Refusal> Admission::check(const httplib::Request& req) 
     // a form: a form always says its type.
     const bool bare = req.body.empty() && !req.has_header("Content-Type");
     if ((req.method == "POST" || req.method == "PUT" || req.method == "PATCH") &&
-        type != "application/json" && !bare) {
+        type != "application/json" && type != "application/a2a+json" && !bare) {
       return refusal(415, "invalid_request_error", "unsupported_media_type",
                      "a " + req.method + " request must have Content-Type: application/json");
     }
   }
-  const bool open = req.path == "/" || req.path == "/healthz";
+  // The A2A Agent Card is public: it is how a client learns that it needs a token.
+  const bool open =
+      req.path == "/" || req.path == "/healthz" || req.path == "/.well-known/agent-card.json";
   if (options_.authTokens.empty() || open) return std::nullopt;
   // Failed authentication is limited per client address: once it ran out, every authenticated
   // request of that address waits (a right token as much as a wrong one, or the answer would

@@ -169,7 +169,8 @@ struct Service::Impl {
     limits.longLived = [](std::string_view method, std::string_view target) {
       const std::string_view path = target.substr(0, target.find('?'));
       return isLongLivedRequest(method, target) || AgentProtocol::longLived(method, path) ||
-             isOpenAiLongLived(method, path) || isUiStreamLongLived(method, path);
+             isOpenAiLongLived(method, path) || isUiStreamLongLived(method, path) ||
+             isA2aLongLived(method, path);
     };
     server = std::make_unique<http::Server>(limits);
     auto& server = *this->server;
@@ -230,6 +231,7 @@ struct Service::Impl {
     installUiStreamRoutes(server, state);
     installThreadTitleRoutes(server, state);
     installReplyCostRoutes(server, state);
+    installA2aRoutes(server, state);
   }
 };
 

@@ -1,0 +1,221 @@
+// parley's A2A client (parley/a2a.hpp) against a loopback agent of the test's own: the card read,
+// a task followed to its end, INPUT_REQUIRED asked through ToolContext::ask and answered on the
+// same task, and each cap on what the agent sends (card, answer, artifacts, input rounds).
+#include "parley/a2a.hpp"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "parley/errors.hpp"
+#include "parley/tools.hpp"
+
+namespace parley {
+namespace {
+
+using json = nlohmann::json;
+
+// An A2A agent: its card, and a JSON-RPC endpoint answering with what `answer` makes of a request.
+class TestAgent {
+ public:
+  TestAgent() {
+    server_.Get("/.well-known/agent-card.json",
+                [this](const httplib::Request&, httplib::Response& res) {
+                  res.set_content(card.empty() ? defaultCard().dump() : card, "application/json");
+                });
+    server_.Post("/rpc", [this](const httplib::Request& req, httplib::Response& res) {
+      const json request = json::parse(req.body);
+      std::function<json(const json&)> answer;
+      {
+        std::lock_guard lock(mutex);
+        requests.push_back(request);
+        authorization = req.get_header_value("Authorization");
+        answer = answer_;
+      }
+      res.set_content(
+          json({{"jsonrpc", "2.0"}, {"id", request["id"]}, {"result", answer(request)}}).dump(),
+          "application/json");
+    });
+    // Bound and listening: connections wait in the backlog until the loop accepts them.
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~TestAgent() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  json defaultCard() const {
+    return {
+        {"name", "tester"},
+        {"description", "answers"},
+        {"supportedInterfaces",
+         {{{"url", url() + "/rpc"}, {"protocolBinding", "JSONRPC"}, {"protocolVersion", "1.0"}}}},
+        {"skills", {{{"id", "s"}, {"name", "Sums"}, {"description", "adds numbers"}}}}};
+  }
+
+  std::string card;  // "" the default card
+  // What the agent answers a request with (the server thread reads it under the mutex).
+  void answer(std::function<json(const json& request)> f) {
+    std::lock_guard lock(mutex);
+    answer_ = std::move(f);
+  }
+  std::mutex mutex;
+  std::vector<json> requests;
+  std::string authorization;
+
+ private:
+  std::function<json(const json& request)> answer_ = [](const json&) { return json::object(); };
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+json task(const std::string& state, const std::string& text, size_t artifacts = 1) {
+  json t = {{"id", "t-1"}, {"contextId", "c-1"}, {"status", {{"state", state}}}};
+  if (state == "TASK_STATE_INPUT_REQUIRED") {
+    t["status"]["message"] = {{"role", "ROLE_AGENT"}, {"parts", {{{"text", text}}}}};
+    return {{"task", t}};
+  }
+  t["artifacts"] = json::array();
+  for (size_t i = 0; i < artifacts; ++i)
+    t["artifacts"].push_back({{"artifactId", std::to_string(i)}, {"parts", {{{"text", text}}}}});
+  return {{"task", t}};
+}
+
+std::string callTool(const std::shared_ptr<ToolRegistry>& tools, const std::string& arguments,
+                     ToolAsk ask = {}) {
+  ToolExecutorOptions options;
+  options.ask = std::move(ask);
+  ToolExecutor executor(tools, options);
+  const ToolResult result = executor.execute({"call-1", "agent", arguments});
+  return result.success ? result.content() : "error: " + result.error;
+}
+
+TEST(A2aClient, TheCardGivesTheToolItsDescriptionAndTheAnswerIsTheArtifacts) {
+  TestAgent agent;
+  agent.answer([](const json& request) {
+    return task("TASK_STATE_COMPLETED",
+                "you said " + request["params"]["message"]["parts"][0]["text"].get<std::string>());
+  });
+  A2aAgentOptions options;
+  options.url = agent.url();
+  options.bearerToken = "secret";
+  auto tools = std::make_shared<ToolRegistry>();
+  const A2aAgentCard card = addA2aAgent(*tools, "agent", options);
+  EXPECT_EQ(card.jsonRpcUrl, agent.url() + "/rpc");
+  ASSERT_TRUE(tools->find("agent"));
+  EXPECT_NE(tools->find("agent")->description.find("Sums: adds numbers"), std::string::npos);
+  EXPECT_EQ(callTool(tools, R"({"message": "hi"})"), "you said hi");
+  std::lock_guard lock(agent.mutex);
+  EXPECT_EQ(agent.authorization, "Bearer secret");
+  EXPECT_EQ(agent.requests.at(0)["method"], "SendMessage");
+  EXPECT_EQ(agent.requests.at(0)["params"]["message"]["role"], "ROLE_USER");
+}
+
+TEST(A2aClient, InputRequiredIsAskedAndAnsweredOnTheSameTask) {
+  TestAgent agent;
+  agent.answer([](const json& request) {
+    const json& message = request["params"]["message"];
+    if (!message.contains("taskId")) return task("TASK_STATE_INPUT_REQUIRED", "Which colour?");
+    return task("TASK_STATE_COMPLETED", "painted " +
+                                            message["parts"][0]["text"].get<std::string>() +
+                                            " on " + message["taskId"].get<std::string>());
+  });
+  A2aAgentOptions options;
+  options.url = agent.url();
+  auto tools = std::make_shared<ToolRegistry>();
+  addA2aAgent(*tools, "agent", options);
+  json asked;
+  const std::string result =
+      callTool(tools, R"({"message": "paint"})", [&](const ToolContext&, const json& question) {
+        asked = question;
+        return json("blue");
+      });
+  EXPECT_EQ(asked["kind"], "a2a_input");
+  EXPECT_EQ(asked["message"], "Which colour?");
+  EXPECT_EQ(result, "painted blue on t-1");
+  // Without anyone to ask, the model gets the question and the task id.
+  const std::string handed = callTool(tools, R"({"message": "paint"})");
+  EXPECT_NE(handed.find("the agent asks: Which colour?"), std::string::npos);
+  EXPECT_NE(handed.find("task_id \"t-1\""), std::string::npos);
+}
+
+TEST(A2aClient, AnAgentThatAsksPastTheRoundsCapFails) {
+  TestAgent agent;
+  agent.answer([](const json&) { return task("TASK_STATE_INPUT_REQUIRED", "again?"); });
+  A2aAgentOptions options;
+  options.url = agent.url();
+  options.maxInputRounds = 2;
+  auto tools = std::make_shared<ToolRegistry>();
+  addA2aAgent(*tools, "agent", options);
+  int asked = 0;
+  const std::string result =
+      callTool(tools, R"({"message": "x"})", [&](const ToolContext&, const json&) {
+        ++asked;
+        return json("yes");
+      });
+  EXPECT_EQ(asked, 2);
+  EXPECT_NE(result.find("maxInputRounds"), std::string::npos) << result;
+}
+
+TEST(A2aClient, CapsOnTheCardTheAnswerAndTheArtifacts) {
+  TestAgent agent;
+  A2aAgentOptions options;
+  options.url = agent.url();
+  options.maxCardBytes = 200;
+  json big = agent.defaultCard();
+  big["description"] = std::string(300, 'x');
+  agent.card = big.dump();
+  try {
+    fetchA2aAgentCard(options);
+    ADD_FAILURE() << "a card past maxCardBytes was read";
+  } catch (const ProtocolError& e) {
+    EXPECT_NE(std::string(e.what()).find("larger than 200 bytes"), std::string::npos);
+  }
+  agent.card = "";
+  options.maxCardBytes = 256 << 10;
+  options.maxResponseBytes = 1000;
+  options.maxArtifacts = 3;
+  options.maxAnswerBytes = 50;
+  auto tools = std::make_shared<ToolRegistry>();
+  addA2aAgent(*tools, "agent", options);
+  agent.answer([](const json&) { return task("TASK_STATE_COMPLETED", std::string(2000, 'y')); });
+  EXPECT_NE(callTool(tools, R"({"message": "x"})").find("larger than 1000 bytes"),
+            std::string::npos);
+  agent.answer([](const json&) { return task("TASK_STATE_COMPLETED", "a", 4); });
+  EXPECT_NE(callTool(tools, R"({"message": "x"})").find("4 artifacts, over 3 (maxArtifacts)"),
+            std::string::npos);
+  agent.answer([](const json&) { return task("TASK_STATE_COMPLETED", std::string(80, 'z')); });
+  EXPECT_NE(callTool(tools, R"({"message": "x"})").find("[cut at 50 bytes]"), std::string::npos);
+}
+
+TEST(A2aClient, ACardWithoutAJsonRpcInterfaceOrAFailedTaskSaysSo) {
+  TestAgent agent;
+  A2aAgentOptions options;
+  options.url = agent.url();
+  json card = agent.defaultCard();
+  card["supportedInterfaces"][0]["protocolVersion"] = "0.3";
+  agent.card = card.dump();
+  EXPECT_THROW(fetchA2aAgentCard(options), ProtocolError);
+  agent.card = "";
+  agent.answer([](const json&) {
+    json t = task("TASK_STATE_COMPLETED", "");
+    t["task"]["status"] = {{"state", "TASK_STATE_FAILED"},
+                           {"message", {{"parts", {{{"text", "out of paint"}}}}}}};
+    t["task"].erase("artifacts");
+    return t;
+  });
+  auto tools = std::make_shared<ToolRegistry>();
+  addA2aAgent(*tools, "agent", options);
+  const std::string result = callTool(tools, R"({"message": "x"})");
+  EXPECT_NE(result.find("TASK_STATE_FAILED: out of paint"), std::string::npos) << result;
+  options.url = "ftp://example.com";
+  EXPECT_THROW(fetchA2aAgentCard(options), ValidationError);
+}
+
+}  // namespace
+}  // namespace parley
