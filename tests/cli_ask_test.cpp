@@ -19,6 +19,7 @@
 #include "parley/llm.hpp"
 #include "parley/store.hpp"
 #include "parley/tokens.hpp"
+#include "png_fixture.hpp"
 #include "store/sqlite_store.hpp"
 
 namespace parley {
@@ -535,6 +536,74 @@ TEST_F(AskTest, AGeminiProfileCountsAtCountTokensAndReportsABlock) {
   EXPECT_NE(json::parse(run.out)["refusal"].get<std::string>().find("finishReason SAFETY"),
             std::string::npos)
       << run.out;
+}
+
+// Issue 40's "done when" through `parley ask` and a Gemini profile with thinking on: tools over
+// several rounds (the mock refuses a round whose signature was lost, as Gemini 3 does), streamed
+// and not; a structured answer (responseJsonSchema); an image (inlineData).
+TEST_F(AskTest, AGeminiProfileDoesToolRoundsStructuredOutputAndImages) {
+  const std::string script = R"(
+{"match": {"response_format": "json_schema"}, "reply": {"content": "{\"name\": \"Ada\", \"age\": 36}"}}
+{"match": {"user_contains": "image"}, "reply": {"content": "a grey square"}}
+{"match": {"request": 1}, "reply": {"reasoning_content": "Time first.", "content": "Checking.", "tool_calls": [{"name": "get_time", "arguments": {}}]}}
+{"match": {"request": 2}, "reply": {"reasoning_content": "Then compute.", "tool_calls": [{"name": "calculate", "arguments": {"expression": "6*7"}}]}}
+{"reply": {"reasoning_content": "Now the answer.", "content": "Done: {{tool_results}}"}}
+)";
+  serve(script);
+  std::filesystem::create_directories(dir_);
+  const auto config = dir_ / "gemini.toml";
+  std::ofstream(config) << "[profiles.g]\nbase_url = \"" << server_->baseUrl()
+                        << "\"\nprotocol = \"gemini\"\nmodel = \"gemini-mock\"\n"
+                        << "api_key_env = \"KEY\"\n[profiles.g.parameters.generationConfig]\n"
+                        << "thinkingConfig = { includeThoughts = true }\n";
+  for (const char* mode : {"--stream", "--no-stream"}) {
+    SCOPED_TRACE(mode);
+    server_->setScript(mock::readScript(script));  // request numbers from 1 again
+    server_->clearRequests();
+    CliRun run = ask({"--config", config.string(), "--profile", "g", "--tools", "demo", mode,
+                      "--no-save", "--json", "time and 6*7?"},
+                     "KEY=k-g");
+    ASSERT_EQ(run.exitCode, 0) << run.err;
+    const std::string answer = json::parse(run.out)["message"]["content"];
+    EXPECT_NE(answer.find("\"result\":42"), std::string::npos) << run.out;
+    const std::vector<json> sent = server_->requests();
+    ASSERT_EQ(sent.size(), 3u);
+    // The third request carries both model turns with their signatures and thoughts.
+    const json& contents = sent[2]["body"]["contents"];
+    int signedCalls = 0;
+    for (const json& c : contents) {
+      for (const json& part : c["parts"]) {
+        if (part.contains("functionCall") && part.contains("thoughtSignature")) ++signedCalls;
+      }
+    }
+    EXPECT_EQ(signedCalls, 2) << contents.dump();
+    EXPECT_EQ(sent[2]["body"]["generationConfig"]["thinkingConfig"]["includeThoughts"], true);
+  }
+
+  server_->clearRequests();
+  CliRun structured = ask({"--config", config.string(), "--profile", "g", "--schema",
+                           "name, age int", "--no-save", "who?"},
+                          "KEY=k-g");
+  ASSERT_EQ(structured.exitCode, 0) << structured.err;
+  EXPECT_EQ(json::parse(structured.out), json::parse(R"({"name": "Ada", "age": 36})"));
+  const json generation = server_->requests().at(0)["body"]["generationConfig"];
+  EXPECT_EQ(generation["responseMimeType"], "application/json");
+  EXPECT_EQ(generation["responseJsonSchema"]["required"], json::parse(R"(["name", "age"])"));
+
+  server_->clearRequests();
+  const auto image = dir_ / "grey.png";
+  std::ofstream(image, std::ios::binary) << test::makePng(4, 4);
+  CliRun seen = ask({"--config", config.string(), "--profile", "g", "--attach", image.string(),
+                     "--no-save", "what is in the image?"},
+                    "KEY=k-g");
+  ASSERT_EQ(seen.exitCode, 0) << seen.err;
+  EXPECT_EQ(seen.out, "a grey square\n");
+  const json parts = server_->requests().at(0)["body"]["contents"][0]["parts"];
+  bool inline_ = false;
+  for (const json& p : parts) {
+    if (p.contains("inlineData")) inline_ = p["inlineData"]["mimeType"] == "image/png";
+  }
+  EXPECT_TRUE(inline_) << parts.dump();
 }
 
 // Without --prices: the shipped table, with the config file's [prices] over it.

@@ -204,6 +204,16 @@ TEST(PriceTable, ShippedFileIsFoundAndValid) {
   auto mini = shipped.find("gpt-4o-mini-2024-07-18");
   ASSERT_TRUE(mini);
   EXPECT_DOUBLE_EQ(mini->input, 0.15);
+  // Gemini, as Google's pricing page gives it (data/prices.toml says when it was read): cache
+  // reads at a tenth of input, the Gemini 3 previews.
+  auto flash = shipped.find("gemini-2.5-flash-preview-09-2025");
+  ASSERT_TRUE(flash);
+  EXPECT_DOUBLE_EQ(flash->input, 0.30);
+  EXPECT_DOUBLE_EQ(flash->cachedInput.value_or(0), 0.03);
+  auto pro3 = shipped.find("gemini-3-pro-preview");
+  ASSERT_TRUE(pro3);
+  EXPECT_DOUBLE_EQ(pro3->output, 12.00);
+  EXPECT_DOUBLE_EQ(shipped.find("gemini-2.5-pro")->cachedInput.value_or(0), 0.125);
 }
 
 TEST(Cost, SplitsUsageByHowItIsBilled) {

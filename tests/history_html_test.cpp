@@ -101,6 +101,33 @@ TEST_F(HistoryHtmlTest, ReasoningIsFoldedUnderTheReply) {
       << html.out;
 }
 
+// A provider-run web search (Anthropic's blocks, kept whole): folded under the reply to one line
+// naming the tool and its query; opened, the input and the result, escaped.
+TEST_F(HistoryHtmlTest, ProviderRunToolsAreFoldedToALine) {
+  Message searched = Message::assistant("Oslo is at -3C.");
+  searched.extra["anthropic_content"] = nlohmann::json::parse(R"([
+    {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
+     "input": {"query": "Oslo <weather> today"}},
+    {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1",
+     "content": [{"type": "web_search_result", "url": "https://yr.no/oslo", "title": "Yr <Oslo>"}]},
+    {"type": "text", "text": "Oslo is at -3C."}])");
+  {
+    auto store = std::shared_ptr<ConversationStore>(openStore(db_));
+    store->createThread({.id = "web"},
+                        std::vector<Message>{Message::user("Weather in Oslo?"), searched});
+  }
+  testing::CliRun html =
+      testing::runCli({"history", "export", "web", "--format", "html", "--db", db_}, dir_);
+  ASSERT_EQ(html.exitCode, 0) << html.err;
+  EXPECT_NE(html.out.find("<details class=\"server-tool\"><summary>provider tool "
+                          "<code>web_search</code> Oslo &lt;weather&gt; today</summary>"),
+            std::string::npos)
+      << html.out;
+  EXPECT_NE(html.out.find("&quot;title&quot;: &quot;Yr &lt;Oslo&gt;&quot;"), std::string::npos)
+      << html.out;
+  EXPECT_EQ(html.out.find("<weather>"), std::string::npos);
+}
+
 // A reply written to break out of the page: every piece of text escaped, then a small Markdown
 // subset made into elements; links only to http(s); each reply's model, time and cost.
 TEST_F(HistoryHtmlTest, RendersMarkdownSafelyWithModelTimeAndCostPerReply) {

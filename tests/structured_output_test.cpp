@@ -601,6 +601,47 @@ TEST_F(Structured, AnthropicJsonObjectRungIsTheSystemPromptAlone) {
   EXPECT_NE(sent["system"].dump().find("JSON Schema"), std::string::npos) << sent["system"];
 }
 
+// Gemini: the strict rung is generationConfig's responseMimeType and responseJsonSchema, through
+// the mock, which refuses a schema without the JSON MIME type as Google does; streamed, the
+// partial answer grows chunk by chunk; the tool rung is a forced function call.
+TEST_F(Structured, GeminiSendsAResponseJsonSchema) {
+  startMock(
+      R"({"match": {"response_format": "json_schema"}, "reply": {"content": "{\"name\": \"Ada\", \"age\": 36}", "chunk_size": 5}})");
+  ConversationManager c(options(Protocol::Gemini));
+  const StructuredResult r = c.runStructuredResult("Who?", kPersonSchema);
+  EXPECT_EQ(r.value, json({{"name", "Ada"}, {"age", 36}}));
+  EXPECT_EQ(r.rung, StructuredOutputMode::JsonSchema);
+  EXPECT_EQ(r.attempts, 1);
+  const json sent = body(0);
+  EXPECT_EQ(server_->requests().at(0)["path"], "/v1/models/gpt-4o-mini:generateContent");
+  EXPECT_EQ(sent["generationConfig"]["responseMimeType"], "application/json");
+  EXPECT_EQ(sent["generationConfig"]["responseJsonSchema"], kPersonSchema);
+  EXPECT_FALSE(sent.contains("tools"));
+
+  ConversationOptions streamed = options(Protocol::Gemini);
+  streamed.stream = true;
+  ConversationManager s(streamed);
+  std::vector<json> partials;
+  StructuredOptions so;
+  so.onPartial = [&](const json& partial) { partials.push_back(partial); };
+  EXPECT_EQ(s.runStructured("Who?", kPersonSchema, so), json({{"name", "Ada"}, {"age", 36}}));
+  EXPECT_GT(partials.size(), 2u);
+  EXPECT_EQ(partials.back(), json({{"name", "Ada"}, {"age", 36}}));
+  EXPECT_EQ(server_->requests().at(1)["path"], "/v1/models/gpt-4o-mini:streamGenerateContent");
+}
+
+TEST_F(Structured, GeminiToolRungForcesTheFunction) {
+  startMock(
+      R"({"match": {"tool_choice": "answer"}, "reply": {"tool_calls": [{"name": "answer", "arguments": {"name": "Ada", "age": 36}}]}})");
+  ConversationManager c(options(Protocol::Gemini, StructuredOutputMode::Tool));
+  EXPECT_EQ(c.runStructured("Who?", kPersonSchema)["age"], 36);
+  const json sent = body(0);
+  EXPECT_EQ(sent["toolConfig"]["functionCallingConfig"],
+            json::parse(R"({"mode": "ANY", "allowedFunctionNames": ["answer"]})"));
+  EXPECT_EQ(sent["tools"][0]["functionDeclarations"][0]["parametersJsonSchema"], kPersonSchema);
+  EXPECT_TRUE(c.getMessages().back().toolCalls.empty());
+}
+
 TEST_F(Structured, BadSchemasAndOptionsAreRefusedBeforeAnythingIsSent) {
   startMock(R"({"reply": {"content": "{}"}})");
   ConversationManager c(options());

@@ -1,5 +1,6 @@
 // `parley chat`: the slash commands and the request settings (chat_session.hpp).
 #include "chat_session.hpp"
+#include "parley/server_tools.hpp"
 
 namespace parley::cli {
 namespace {
@@ -321,9 +322,31 @@ void ChatSession::set(const std::string& argument) {
   showSettings();
 }
 
+// /show settings; /show tools opens what the last turn's provider-run tools were given and gave
+// back (a turn shows each folded to one line).
 void ChatSession::show(const std::string& argument) {
-  if (argument != "settings") throw ValidationError("/show", "try /show settings");
-  showSettings();
+  if (argument == "settings") {
+    showSettings();
+    return;
+  }
+  if (argument != "tools") throw ValidationError("/show", "try /show settings or /show tools");
+  const std::vector<Message> view = current().manager.getMessages();
+  size_t start = view.size();
+  while (start > 0 && view[start - 1].role != Role::User)
+    --start;  // the last turn: what followed the last prompt
+  bool any = false;
+  for (size_t i = start; i < view.size(); ++i) {
+    for (const ServerToolCall& call : serverToolCallsOf(view[i])) {
+      any = true;
+      const nlohmann::json input = parseJson(call.input, {}, /*allowExceptions=*/false);
+      out_ << forTerminal(
+          "[provider tool " + call.name + "] " + call.id +
+              "\ninput: " + (input.is_discarded() ? call.input : input.dump(2)) + "\n" +
+              (call.result.is_null() ? "" : "result: " + call.result.dump(2) + "\n"),
+          STDOUT_FILENO);
+    }
+  }
+  if (!any) out_ << "no provider-run tool in the last turn\n";
 }
 
 // /title TEXT names the thread; /title alone asks the model for a title (thread_title.hpp).

@@ -1,5 +1,6 @@
 // `parley chat`: one turn, run and shown as it streams (chat_session.hpp).
 #include "chat_session.hpp"
+#include "history_export.hpp"
 
 namespace parley::cli {
 namespace {
@@ -142,6 +143,18 @@ void ChatSession::turn(const std::string& prompt) {
   if (!atLineStart) out_ << "\n";
   save();
 
+  // Tools the provider ran during the turn (web search, code execution, ...), each folded to one
+  // line as reasoning is; `/show tools` opens them.
+  {
+    const std::vector<Message> added = branch.manager.getMessages();
+    for (size_t i = std::min(viewBefore, added.size()); i < added.size(); ++i) {
+      for (const ServerToolCall& call : serverToolCallsOf(added[i])) {
+        const std::string line =
+            toTerminal("[provider tool " + call.name + "] " + serverToolSummary(call));
+        out_ << (dim ? "\033[2m" + line + "\033[0m" : line) << "\n";
+      }
+    }
+  }
   const auto end = std::chrono::steady_clock::now();
   out_ << "[" << result.usage.promptTokens << " prompt + " << result.usage.completionTokens
        << " completion = " << result.usage.totalTokens << " tokens";

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "parley/iso_time.hpp"
+#include "parley/server_tools.hpp"
 
 #include "markdown.hpp"
 #include "parley/json.hpp"
@@ -25,6 +26,38 @@ std::string prettyArguments(const std::string& arguments) {
 }
 
 }  // namespace
+
+std::string serverToolSummary(const ServerToolCall& call) {
+  const nlohmann::json input = parseJson(call.input, {}, /*allowExceptions=*/false);
+  std::string what;
+  if (input.is_object()) {
+    for (const char* key : {"query", "url", "pattern", "command", "code", "queries"}) {
+      auto it = input.find(key);
+      if (it == input.end()) continue;
+      what = it->is_string() ? it->get<std::string>() : it->dump();
+      break;
+    }
+    // Responses' web_search_call keeps its query under action.
+    if (what.empty() && input.contains("action") && input["action"].is_object()) {
+      const auto& action = input["action"];
+      if (action.contains("query") && action["query"].is_string())
+        what = action["query"];
+      else if (action.contains("url") && action["url"].is_string())
+        what = action["url"];
+    }
+  }
+  if (what.empty()) what = call.input == "{}" ? "" : call.input;
+  if (const size_t nl = what.find('\n'); nl != std::string::npos)
+    what = what.substr(0, nl) + " ...";
+  if (what.size() > 100) {
+    size_t cut = 100;
+    while (cut > 0 && (static_cast<unsigned char>(what[cut]) & 0xC0) == 0x80)
+      --cut;  // not inside a UTF-8 sequence
+    what = what.substr(0, cut) + "...";
+  }
+  if (!call.status.empty() && call.status != "completed") what += " (" + call.status + ")";
+  return what;
+}
 
 ThreadCost threadCost(std::span<const Message> messages, const PriceTable& prices) {
   ThreadCost total;
@@ -174,6 +207,18 @@ void renderMessage(std::ostringstream& out, const ConversationManager& manager,
   if (auto r = m.extra.find("reasoning_content"); r != m.extra.end() && r->is_string()) {
     out << "<details class=\"reasoning\"><summary>reasoning</summary><pre>"
         << escapeHtml(r->get<std::string>()) << "</pre></details>\n";
+  }
+  // Tools the provider ran (web search, code execution, ...): folded to a line naming the tool
+  // and what it was given; opened, the whole input and result.
+  for (const ServerToolCall& call : serverToolCallsOf(m)) {
+    out << "<details class=\"server-tool\"><summary>provider tool <code>" << escapeHtml(call.name)
+        << "</code> " << escapeHtml(serverToolSummary(call)) << "</summary>\n<pre class=\"args\">"
+        << escapeHtml(prettyArguments(call.input)) << "</pre>\n";
+    if (!call.result.is_null()) {
+      out << "<div class=\"result\">result<pre>" << escapeHtml(call.result.dump(2))
+          << "</pre></div>\n";
+    }
+    out << "</details>\n";
   }
   for (const ToolCall& call : m.toolCalls) {
     out << "<details><summary>tool call <code>" << escapeHtml(call.name) << "</code> "

@@ -8,6 +8,7 @@
 
 #include "parley/conversation_manager.hpp"
 #include "parley/cost.hpp"
+#include "parley/server_tools.hpp"
 
 namespace parley::cli {
 
@@ -23,6 +24,11 @@ struct ThreadCost {
 };
 ThreadCost threadCost(std::span<const Message> messages, const PriceTable& prices);
 
+// A provider-run tool call in one line, what `chat`, the HTML export and the chat page fold it
+// to: what it was given (the query, the URL, the code's first line, else its input), cut to
+// about 100 bytes, and its status when it did not complete ("failed", "incomplete").
+std::string serverToolSummary(const ServerToolCall& call);
+
 // "$0.001200", "unpriced", or "$0.001200 + 2 unpriced replies"; "" when no reply has usage.
 std::string formatThreadCost(const ThreadCost& cost);
 
@@ -35,7 +41,8 @@ std::string renderMarkdown(const std::string& title, const ConversationManager& 
 // One self-contained HTML page (inline CSS, no scripts, nothing fetched): one <section
 // class="turn"> per user message and what followed it (the system prompt before the first
 // one in a "preamble" section), each tool call folded under its assistant message with
-// <details> holding the arguments and the tool's result, messages a context operation hid
+// <details> holding the arguments and the tool's result (a provider-run tool's likewise, its
+// summary line naming it and what it was given), messages a context operation hid
 // faded and tagged, and per turn the usage the API reported for its calls as prompt and
 // completion bars scaled to the largest turn. Prompts and replies are Markdown rendered safely
 // (markdown.hpp, escaped first); each reply shows its model, time and cost (when priced); the

@@ -148,6 +148,16 @@ json chatRequestFromGemini(const json& body, const std::string& model, bool stre
     }
   }
   if (auto g = body.find("generationConfig"); g != body.end() && g->is_object()) {
+    const bool hasSchema = g->contains("responseJsonSchema") || g->contains("responseSchema");
+    if (g->contains("responseJsonSchema") && g->contains("responseSchema")) {
+      throw ValidationError("generation_config",
+                            "response_schema and response_json_schema are mutually exclusive");
+    }
+    if (hasSchema && g->value("responseMimeType", "") != "application/json" &&
+        g->value("responseMimeType", "") != "text/x.enum") {
+      throw ValidationError("generation_config.response_mime_type",
+                            "a response schema needs response_mime_type application/json");
+    }
     if (g->value("responseMimeType", "") == "application/json") {
       const bool schema = g->contains("responseJsonSchema") || g->contains("responseSchema");
       chat["response_format"] = {{"type", schema ? "json_schema" : "json_object"}};

@@ -54,8 +54,9 @@ struct MockServer::Impl {
   std::vector<int> ruleUses;
   int chatRequests = 0;
   std::deque<json> recorded;
-  PromptCache promptCache;  // the requests last answered, per conversation key
-  std::size_t cleared = 0;  // requests dropped by clearRequests(); indexes stay absolute
+  PromptCache promptCache;        // the requests last answered, per conversation key
+  GeminiCacheStore geminiCaches;  // cachedContents, under `mutex`
+  std::size_t cleared = 0;        // requests dropped by clearRequests(); indexes stay absolute
 
   // Stopping: delays wait on this so stop() can cut them short.
   std::mutex stopMutex;
@@ -98,6 +99,12 @@ struct MockServer::Impl {
                         {"body", std::move(body)},
                         {"rule", nullptr},
                         {"rule_name", nullptr}});
+    if (!req.params.empty()) {  // Gemini's ?alt=sse and ?key=
+      json query = json::object();
+      for (const auto& [name, value] : req.params)
+        query[name] = value;
+      recorded.back()["query"] = std::move(query);
+    }
     // Bounded: a long-running mock (the demo agent behind `parley serve`) must not keep every
     // conversation it was sent.
     while (recorded.size() > options.maxRecorded) {
@@ -144,6 +151,27 @@ struct MockServer::Impl {
     return std::max<std::int64_t>(
         1, static_cast<std::int64_t>(
                std::llround(static_cast<double>(estimate) * options.promptTokensScale)));
+  }
+  std::chrono::system_clock::time_point now() const {
+    return options.now ? options.now() : std::chrono::system_clock::now();
+  }
+  // Answers a cachedContents route: `act` runs under the lock; a GeminiCacheError is Google's
+  // error body.
+  void handleGeminiCache(const httplib::Request& req, httplib::Response& res,
+                         const std::function<json()>& act) {
+    notify(record(req));
+    try {
+      json answer;
+      {
+        std::lock_guard lock(mutex);
+        answer = act();
+      }
+      sendBody(res, 200, answer.dump(), "application/json", -1);
+    } catch (const GeminiCacheError& e) {
+      sendBody(res, e.status, geminiErrorBody(e.status, e.what()), "application/json", -1);
+    } catch (const ValidationError& e) {
+      sendBody(res, 400, geminiErrorBody(400, e.what()), "application/json", -1);
+    }
   }
   std::int64_t promptTokensOf(const ChatContext& ctx) const {
     return scaledPromptTokens(std::max<std::int64_t>(1, mockTokens(ctx.promptBytes)));
@@ -452,10 +480,19 @@ void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response
   ChatContext ctx;
   std::vector<std::string> groups;
   std::int64_t cachedTokens = 0;
+  std::int64_t explicitCacheTokens = 0;  // a Gemini request naming a cachedContent
   {
     std::lock_guard lock(mutex);
     int number = ++chatRequests;
     json chatBody;
+    if (protocol == WireProtocol::Gemini) {
+      try {
+        body = geminiCaches.expand(body, req.matches[1], now(), explicitCacheTokens);
+      } catch (const GeminiCacheError& e) {
+        sendBody(res, e.status, geminiErrorBody(e.status, e.what()), "application/json", -1);
+        return;
+      }
+    }
     try {
       switch (protocol) {
         case WireProtocol::Chat:
@@ -490,6 +527,7 @@ void MockServer::Impl::handleChat(const httplib::Request& req, httplib::Response
       if (rule.reply) {
         cachedTokens =
             promptCache.exchange(promptCacheKey(body), chatBody.is_null() ? body : chatBody, ctx);
+        if (explicitCacheTokens > 0) cachedTokens = explicitCacheTokens;
       }
       if (index >= cleared && index - cleared < recorded.size()) {
         recorded[index - cleared]["rule"] = i;
@@ -584,13 +622,35 @@ void MockServer::Impl::install() {
       return json{{"totalTokens", promptTokensOf(ctx)}};
     });
   });
+  // Gemini's context caches (gemini_caches.hpp).
+  server->Post(R"(/v1(?:beta)?/cachedContents)", [this](const httplib::Request& req,
+                                                        httplib::Response& res) {
+    handleGeminiCache(req, res, [&] {
+      const json body = parseJson(req.body, {}, /*allowExceptions=*/false);
+      return geminiCaches.create(
+          body, now(), [this](const json& content, const std::string& model) {
+            return promptTokensOf(describeRequest(chatRequestFromGemini(content, model, false), 0));
+          });
+    });
+  });
+  server->Get(R"(/v1(?:beta)?/(cachedContents/[^/]+))", [this](const httplib::Request& req,
+                                                               httplib::Response& res) {
+    handleGeminiCache(req, res, [&] { return geminiCaches.get(req.matches[1], now()); });
+  });
+  server->Delete(R"(/v1(?:beta)?/(cachedContents/[^/]+))",
+                 [this](const httplib::Request& req, httplib::Response& res) {
+                   handleGeminiCache(req, res, [&] {
+                     geminiCaches.remove(req.matches[1], now());
+                     return json::object();
+                   });
+                 });
   server->Get("/v1beta/models", [this](const httplib::Request& req, httplib::Response& res) {
     notify(record(req));
     res.set_content(geminiModelList(options.models), "application/json");
   });
   server->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     notify(record(req));
-    if (req.has_header("x-goog-api-key")) {  // Gemini's format, one page
+    if (req.has_header("x-goog-api-key") || req.has_param("key")) {  // Gemini's format, one page
       res.set_content(geminiModelList(options.models), "application/json");
       return;
     }
@@ -706,6 +766,7 @@ MockServer::MockServer(MockOptions options) : impl_(std::make_unique<Impl>()) {
   }
   impl_->options = std::move(options);
   impl_->promptCache = PromptCache(impl_->options.promptCache);
+  impl_->geminiCaches = GeminiCacheStore(impl_->options.geminiCaches);
   setScript(impl_->options.script);
   impl_->install();
 }

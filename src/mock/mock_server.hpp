@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mock/gemini_caches.hpp"
 #include "mock/prompt_cache.hpp"
 
 namespace parley::mock {
@@ -39,6 +40,10 @@ struct MockOptions {
   std::int64_t created = 1700000000;  // the "created" timestamp of every response
   // The prompt-cache rule behind prompt_tokens_details.cached_tokens (prompt_cache.hpp).
   PromptCacheOptions promptCache;
+  // Gemini's explicit context caches (gemini_caches.hpp): the minimum size, how many at once.
+  GeminiCacheOptions geminiCaches;
+  // The clock that expires Gemini caches; empty = the system clock. A test moves it on.
+  std::function<std::chrono::system_clock::time_point()> now;
   // Multiplies the prompt_tokens the mock estimates (not those a script gives): a server whose
   // tokenizer counts differently from the client's. Must be positive.
   double promptTokensScale = 1.0;

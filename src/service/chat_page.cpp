@@ -298,6 +298,13 @@ function renderMessages() {
                     u.prompt_tokens + ' in · ' + u.completion_tokens + ' out tokens' +
                     (m.cost && m.cost.usd !== null ? ' · ' + m.cost.text : '')));
     }
+    for (const call of serverToolCalls(m)) {
+      const d = el('details', { class: 'server-tool' },
+                   el('summary', {}, 'provider tool ', el('code', {}, call.name), ' ' + serverToolSummary(call)),
+                   el('pre', { class: 'args' }, JSON.stringify(call.input, null, 2)));
+      if (call.result) d.append(el('div', { class: 'result' }, 'result', el('pre', {}, JSON.stringify(call.result, null, 2))));
+      div.append(d);
+    }
     for (const call of m.tool_calls || []) {
       const name = call.function ? call.function.name : call.name;
       const args = call.function ? call.function.arguments : call.arguments;
@@ -350,6 +357,48 @@ async function priceReplies() {
     pricing = false;
   }
   renderMessages();
+}
+
+// Tools the provider ran (web search, code execution, ...), read from the content the reply kept
+// as server_tools.hpp's serverToolCallsOf() reads it: Anthropic's server_tool_use and
+// mcp_tool_use blocks with their *_tool_result blocks, Responses' *_call output items.
+const kClientItems = ['function_call', 'custom_tool_call', 'local_shell_call', 'shell_call',
+                      'apply_patch_call', 'computer_call'];
+function serverToolCalls(m) {
+  const calls = [];
+  if (m.role !== 'assistant') return calls;
+  for (const b of Array.isArray(m.anthropic_content) ? m.anthropic_content : []) {
+    if (!b || typeof b !== 'object') continue;
+    if (b.type === 'server_tool_use' || b.type === 'mcp_tool_use') {
+      calls.push({ id: b.id, name: b.name, input: b.input || {}, result: null, status: '' });
+    } else if (typeof b.type === 'string' && b.type !== 'tool_result' && b.type.endsWith('_tool_result')) {
+      for (const c of calls) if (c.id === b.tool_use_id) c.result = b;
+    }
+  }
+  for (const it of Array.isArray(m.response_output) ? m.response_output : []) {
+    if (!it || typeof it.type !== 'string' || !it.type.endsWith('_call') || it.type.length <= 5 ||
+        kClientItems.includes(it.type)) continue;
+    const input = {};
+    for (const [k, v] of Object.entries(it)) {
+      if (!['id', 'type', 'status', 'result', 'output', 'outputs', 'results', 'error'].includes(k)) input[k] = v;
+    }
+    calls.push({ id: it.id, name: it.type.slice(0, -5), input, result: it, status: it.status || '' });
+  }
+  return calls;
+}
+// The one-line summary (history_export.hpp's serverToolSummary): the query, URL or code's first line.
+function serverToolSummary(call) {
+  const i = call.input || {};
+  let what = '';
+  for (const k of ['query', 'url', 'pattern', 'command', 'code', 'queries']) {
+    if (i[k] !== undefined) { what = typeof i[k] === 'string' ? i[k] : JSON.stringify(i[k]); break; }
+  }
+  if (!what && i.action && typeof i.action === 'object') what = i.action.query || i.action.url || '';
+  if (!what) what = Object.keys(i).length ? JSON.stringify(i) : '';
+  if (what.includes('\n')) what = what.slice(0, what.indexOf('\n')) + ' ...';
+  if (what.length > 100) what = what.slice(0, 100) + '...';
+  if (call.status && call.status !== 'completed') what += ' (' + call.status + ')';
+  return what;
 }
 
 function lastUserBefore(i) {

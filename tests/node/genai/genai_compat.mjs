@@ -1,7 +1,9 @@
 // The official @google/genai client against `parley mock`, which answers Gemini from the same
 // script as the other protocols: generateContent, generateContentStream, a function-call round
 // trip in a chat (the SDK carries the thoughtSignature back; the mock refuses a turn without
-// it), countTokens and models.list.
+// it), structured output (responseMimeType with responseJsonSchema or responseSchema), context
+// caches (create, get, generate with cachedContent, delete; the mock refuses what Google refuses),
+// countTokens and models.list.
 //   node genai_compat.mjs <path to the parley binary>
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -32,6 +34,8 @@ function stopMock(child) {
 }
 
 const script = [
+  { name: 'structured', match: { response_format: 'json_schema' }, reply: { content: '{"city": "Oslo", "celsius": -3}', chunk_size: 7 } },
+  { name: 'cached', match: { user_contains: 'from the cache' }, reply: { content: 'Read it.' } },
   { name: 'answer', match: { last_role: 'tool' }, reply: { content: 'It is {{tool_results}} — brr.' } },
   {
     name: 'call',
@@ -111,13 +115,58 @@ try {
     (e) => e.status === 400 && /thought_signature/.test(e.message),
   );
 
+  // --- structured output: the JSON Schema form and the OpenAPI form ------------------------
+  const schema = { type: 'object', properties: { city: { type: 'string' }, celsius: { type: 'integer' } }, required: ['city', 'celsius'] };
+  const asJson = await ai.models.generateContent({
+    model: 'gemini-mock', contents: 'Weather as JSON', config: { responseMimeType: 'application/json', responseJsonSchema: schema },
+  });
+  assert.deepEqual(JSON.parse(asJson.text), { city: 'Oslo', celsius: -3 });
+  let streamedJson = '';
+  for await (const chunk of await ai.models.generateContentStream({
+    model: 'gemini-mock', contents: 'Weather as JSON', config: { responseMimeType: 'application/json', responseSchema: { type: 'OBJECT', properties: { city: { type: 'STRING' } } } },
+  })) streamedJson += chunk.text ?? '';
+  assert.deepEqual(JSON.parse(streamedJson), { city: 'Oslo', celsius: -3 });
+  // A schema without the JSON MIME type is refused, as Google refuses it.
+  await assert.rejects(
+    ai.models.generateContent({ model: 'gemini-mock', contents: 'x', config: { responseJsonSchema: schema } }),
+    (e) => e.status === 400 && /response_mime_type/.test(e.message),
+  );
+
+  // --- context caches -------------------------------------------------------------------------
+  const book = 'A long document. '.repeat(400);
+  await assert.rejects(
+    ai.caches.create({ model: 'gemini-mock', config: { contents: 'too short', ttl: '300s' } }),
+    (e) => e.status === 400 && /too small/.test(e.message),
+  );
+  const cache = await ai.caches.create({
+    model: 'gemini-mock', config: { contents: book, systemInstruction: 'Be terse.', ttl: '300s', displayName: 'book' },
+  });
+  assert.match(cache.name, /^cachedContents\//);
+  assert.equal(cache.model, 'models/gemini-mock');
+  assert.ok(cache.usageMetadata.totalTokenCount >= 1024);
+  assert.equal((await ai.caches.get({ name: cache.name })).displayName, 'book');
+  const fromCache = await ai.models.generateContent({ model: 'gemini-mock', contents: 'Answer from the cache', config: { cachedContent: cache.name } });
+  assert.equal(fromCache.text, 'Read it.');
+  assert.equal(fromCache.usageMetadata.cachedContentTokenCount, cache.usageMetadata.totalTokenCount);
+  // The system instruction lives in the cache: repeating it is refused.
+  await assert.rejects(
+    ai.models.generateContent({ model: 'gemini-mock', contents: 'Answer from the cache', config: { cachedContent: cache.name, systemInstruction: 'x' } }),
+    (e) => e.status === 400 && /CachedContent can not be used/.test(e.message),
+  );
+  await ai.caches.delete({ name: cache.name });
+  await assert.rejects(ai.caches.get({ name: cache.name }), (e) => e.status === 403);
+  await assert.rejects(
+    ai.models.generateContent({ model: 'gemini-mock', contents: 'Answer from the cache', config: { cachedContent: cache.name } }),
+    (e) => e.status === 403,
+  );
+
   // --- countTokens and models.list -----------------------------------------------------------
   const counted = await ai.models.countTokens({ model: 'gemini-mock', contents: 'How many tokens is this?' });
   assert.ok(counted.totalTokens > 0);
   const models = [];
   for await (const m of await ai.models.list()) models.push(m.name);
   assert.deepEqual(models, ['models/parley-mock']);
-  console.log('@google/genai: text, stream, function-call round trip, signature refusal, countTokens, models.list: ok');
+  console.log('@google/genai: text, stream, function-call round trip, signature refusal, structured output, caches, countTokens, models.list: ok');
 } finally {
   await stopMock(child);
 }
