@@ -2,7 +2,11 @@
 // its errors, authentication, the caps (body, event, streams, rate, ids), CORS, and event streams
 // resumed with Last-Event-ID and ?after=N. Events are written by this test through the
 // RunStore (a claimed run's appendEvents), as a worker would.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -743,6 +747,37 @@ TEST_F(ServiceTest, IdleStreamsCostOnePollForAll) {
   service->stop();
   for (size_t i = 0; i < readers.size(); ++i)
     if (i != 7) readers[i].get();
+}
+
+// A client that leaves a stream waiting for events (no write due for a minute) is noticed by
+// the socket's hang-up, not at the next heartbeat: /metrics stops counting it at once.
+TEST_F(ServiceTest, AClientThatLeavesAWaitingStreamIsNoLongerCounted) {
+  ServiceOptions options;
+  options.heartbeat = 60s;
+  start(options);
+  ASSERT_EQ(post("/v1/threads", {{"id", "t"}}).status, 201);
+  const std::string hostPort = base.substr(base.find("//") + 2);
+  const int port = std::stoi(hostPort.substr(hostPort.rfind(':') + 1));
+  const int sock = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(sock, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string request = "GET /v1/threads/t/events HTTP/1.1\r\nHost: " + hostPort + "\r\n\r\n";
+  ASSERT_EQ(::send(sock, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  // The greeting: the stream is open and waits for events.
+  std::string received;
+  char buffer[512];
+  while (received.find("retry:") == std::string::npos) {
+    const ssize_t n = ::recv(sock, buffer, sizeof buffer, 0);
+    ASSERT_GT(n, 0) << received;
+    received.append(buffer, static_cast<size_t>(n));
+  }
+  ASSERT_TRUE(waitForStreams(1));
+  ::close(sock);
+  EXPECT_TRUE(waitForStreams(0));  // bounded at 30 s; the heartbeat would come after 60
 }
 
 TEST_F(ServiceTest, StopEndsOpenStreamsAtOnce) {

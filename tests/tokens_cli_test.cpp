@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -125,6 +126,66 @@ TEST_F(TokensCli, EstimatesWithoutVocabulary) {
   CliRun ids = parley("tokens --ids '" + a.string() + "' 2>/dev/null",
                       "PARLEY_DATA_DIR='" + (dir_ / "empty").string() + "' ");
   EXPECT_EQ(ids.status, 1);
+}
+
+// The rank table: written at the first load into PARLEY_CACHE_DIR, mapped by the next process
+// with the same counts, and written again when it is damaged (a damaged table is not used).
+TEST_F(TokensCli, TheFirstLoadWritesARankTableTheNextOnesMapIt) {
+  const std::string text = "Rank tables are mapped, not parsed: les données, 数据, 1234567.\n";
+  fs::path a = write("a.txt", text);
+  const fs::path cache = dir_ / "cache";
+  const std::string env = "PARLEY_CACHE_DIR='" + cache.string() + "' ";
+  const std::string expected =
+      std::to_string(parley::loadEncoding("o200k_base")->count(text)) + "\n";
+  auto tables = [&] {
+    std::vector<fs::path> found;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(cache, ec))
+      found.push_back(entry.path());
+    return found;
+  };
+  CliRun first = parley("tokens '" + a.string() + "'", env);
+  EXPECT_EQ(first.status, 0);
+  EXPECT_EQ(first.out, expected);
+  ASSERT_EQ(tables().size(), 1u);
+  const fs::path table = tables().front();
+  EXPECT_EQ(table.filename().string().rfind("o200k_base-446a9538cb6c348e.v", 0), 0u) << table;
+  const auto written = fs::last_write_time(table);
+
+  CliRun second = parley("tokens '" + a.string() + "'", env);
+  EXPECT_EQ(second.out, expected);
+  EXPECT_EQ(fs::last_write_time(table), written);  // mapped, not written again
+
+  // A damaged header: not used, and replaced.
+  {
+    std::fstream f(table, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x7f');
+  }
+  CliRun damaged = parley("tokens '" + a.string() + "'", env);
+  EXPECT_EQ(damaged.out, expected);
+  CliRun again = parley("tokens '" + a.string() + "'", env);
+  EXPECT_EQ(again.out, expected);
+  std::ifstream in(table, std::ios::binary);
+  in.seekg(100);
+  EXPECT_NE(in.get(), 0x7f);
+}
+
+// One turn without a token limit counts nothing, so it loads (and writes) no vocabulary.
+TEST_F(TokensCli, AnAskWithoutATokenLimitLoadsNoVocabulary) {
+  const fs::path cache = dir_ / "cache";
+  // No endpoint: the built-in mock's demo agent answers, offline.
+  const std::string env =
+      "env -u OPENAI_BASE_URL -u OPENAI_API_KEY -u PARLEY_CONFIG "
+      "PARLEY_CACHE_DIR='" +
+      cache.string() + "' ";
+  CliRun r = parley("ask --no-save --no-stream hello 2>/dev/null </dev/null", env);
+  EXPECT_EQ(r.status, 0);
+  EXPECT_FALSE(r.out.empty());
+  EXPECT_FALSE(fs::exists(cache));
+  CliRun count = parley("tokens '" + write("a.txt", "hello").string() + "'", env);
+  EXPECT_EQ(count.out, "1\n");
+  EXPECT_TRUE(fs::exists(cache));  // the same cache, written by a count
 }
 
 TEST_F(TokensCli, UnknownEncodingIsUsageError) {

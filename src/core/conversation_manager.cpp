@@ -825,8 +825,10 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
   }
   for (const Message& m : pending)
     validate(m);
-  // The request about to be sent: the view, `pending`, the tools.
-  checkTokenUsage(pending, options.request ? *options.request : config.request);
+  // The request about to be sent: the view, `pending`, the tools. Without a limit nothing is
+  // over it, so nothing is counted (a count loads the vocabulary: half a one-turn process's CPU).
+  if (config.tokenLimit > 0)
+    checkTokenUsage(pending, options.request ? *options.request : config.request);
   if (cache) *cache = diagnoseCache(pending);  // after the trigger, which may edit the view
 
   std::shared_ptr<const ToolDefinitions> definitions;

@@ -121,7 +121,29 @@ std::string errorAnswer(int status, const char* reason, const char* code,
          "\r\nConnection: close\r\n\r\n" + body;
 }
 
+thread_local std::shared_ptr<ClientWatch> servingWatch;
+
 }  // namespace
+
+void ClientWatch::onGone(std::function<void()> wake) {
+  std::unique_lock lock(mutex_);
+  wake_ = std::move(wake);
+  if (gone_.load() && wake_) {
+    auto call = wake_;
+    lock.unlock();
+    call();
+  }
+}
+
+void ClientWatch::markGone() {
+  std::lock_guard lock(mutex_);  // held while waking: onGone() cannot swap the function away
+  gone_.store(true);
+  if (wake_) wake_();
+}
+
+std::shared_ptr<ClientWatch> currentClientWatch() {
+  return servingWatch;
+}
 
 struct Server::Front {
   enum class State { Head, Body, Busy, Idle, Closing };
@@ -145,6 +167,7 @@ struct Server::Front {
     enum class Chunk { Size, Data, DataEnd, Trailers } chunk = Chunk::Size;
     size_t chunkLeft = 0;
     size_t trailerBytes = 0;
+    std::shared_ptr<ClientWatch> watch;  // while a long-lived request is served
   };
 
   Server& server;
@@ -192,7 +215,13 @@ struct Server::Front {
           takeReturned();
         } else {
           auto found = conns.find(fd);
-          if (found != conns.end()) readable(found->second);
+          if (found == conns.end()) continue;
+          if (found->second->state == State::Busy) {
+            // A long-lived request's socket, watched for its client's going (one shot).
+            if (found->second->watch) found->second->watch->markGone();
+          } else {
+            readable(found->second);
+          }
         }
       }
     }
@@ -529,9 +558,16 @@ struct Server::Front {
                                         : "too many requests waiting; try again later"));
         return;
       }
-      ::epoll_ctl(epollFd, EPOLL_CTL_DEL, conn->fd, nullptr);
       conn->state = State::Busy;
       if (isLong) {
+        // Watched while it is served: a hang-up (the peer closed or reset the socket) ends its
+        // stream then, not at the next write (a heartbeat away). Data the client sends meanwhile
+        // is not watched for: it is read once the response ends.
+        conn->watch = std::make_shared<ClientWatch>();
+        epoll_event ev{};
+        ev.events = EPOLLRDHUP | EPOLLONESHOT;
+        ev.data.fd = conn->fd;
+        ::epoll_ctl(epollFd, EPOLL_CTL_MOD, conn->fd, &ev);
         ++longLived;
         std::thread([this, conn, request = std::move(request)]() mutable {
           serve(conn, std::move(request));
@@ -541,6 +577,7 @@ struct Server::Front {
         }).detach();
         return;
       }
+      ::epoll_ctl(epollFd, EPOLL_CTL_DEL, conn->fd, nullptr);
       queue.emplace_back(conn, std::move(request));
     }
     work.notify_one();
@@ -566,11 +603,14 @@ struct Server::Front {
     if (!stopping) {
       RequestStream stream(conn->fd, std::move(request), limits.writeTimeout);
       bool closed = false;
+      servingWatch = conn->watch;
       try {
         keep = server.process_request(stream, false, closed, nullptr) && !closed;
       } catch (const std::exception&) {
         keep = false;  // a handler's error httplib did not catch: drop the connection
       }
+      servingWatch.reset();
+      if (conn->watch && conn->watch->gone()) keep = false;
     }
     {
       std::lock_guard lock(mutex);
@@ -586,6 +626,12 @@ struct Server::Front {
       back.swap(returned);
     }
     for (auto& [conn, keep] : back) {
+      if (conn->watch) {
+        // A long-lived request's end: its socket leaves the one-shot watch (watch() adds it
+        // back for the next request).
+        ::epoll_ctl(epollFd, EPOLL_CTL_DEL, conn->fd, nullptr);
+        conn->watch.reset();
+      }
       if (!keep || stopping) {
         ::close(conn->fd);
         conns.erase(conn->fd);

@@ -20,14 +20,39 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
 namespace parley::http {
+
+// Whether the client of a long-lived request has gone. The loop watches the socket of every
+// long-lived request it handed off (EPOLLRDHUP: the peer closed or reset it) while the handler
+// waits for something to write, so a departed client's stream ends within moments instead of at
+// its next write. Thread-safety: every member may be called from any thread.
+class ClientWatch {
+ public:
+  bool gone() const noexcept { return gone_.load(); }
+  // Calls `wake` (from the server's loop) when the client goes, until onGone() is called again;
+  // an empty function stops the calls. Called at once when the client has gone already.
+  void onGone(std::function<void()> wake);
+  // The loop's: the client went.
+  void markGone();
+
+ private:
+  std::atomic<bool> gone_{false};
+  std::mutex mutex_;
+  std::function<void()> wake_;
+};
+
+// The watch of the long-lived request this thread is serving, or null (a short request, or a
+// thread that serves none).
+std::shared_ptr<ClientWatch> currentClientWatch();
 
 struct ServerLimits {
   std::chrono::milliseconds headTimeout{10'000};  // the request line and headers; past it: 408

@@ -4,6 +4,7 @@
 #include <span>
 #include <thread>
 
+#include "http/server.hpp"
 #include "parley/errors.hpp"
 
 namespace parley::service {
@@ -238,7 +239,29 @@ EventFeeds::Batch EventFeeds::next(const Subscription& feed, int64_t after,
     after = std::max(after, feed->base);
     batch.last = after;
   }
-  feed->changed.wait_until(lock, deadline, [&] { return feed->ended || feed->last > after; });
+  // A stream served by http::Server also ends when its client goes: the server's loop sees the
+  // socket close and wakes this wait, so the stream is released now, not at its next write.
+  const std::shared_ptr<http::ClientWatch> client = http::currentClientWatch();
+  if (client) {
+    lock.unlock();
+    client->onGone([feed] {
+      std::lock_guard woken(feed->mutex);
+      feed->changed.notify_all();
+    });
+    lock.lock();
+  }
+  const auto clientGone = [&] { return client && client->gone(); };
+  feed->changed.wait_until(lock, deadline,
+                           [&] { return feed->ended || feed->last > after || clientGone(); });
+  if (client) {
+    lock.unlock();
+    client->onGone(nullptr);
+    lock.lock();
+  }
+  if (clientGone()) {
+    batch.ended = true;
+    return batch;
+  }
   if (feed->last > after && after >= feed->base) {
     auto from = std::upper_bound(feed->buffer.begin(), feed->buffer.end(), after,
                                  [](int64_t seq, const auto& entry) { return seq < entry.first; });

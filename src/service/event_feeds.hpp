@@ -54,7 +54,9 @@ class EventFeeds {
     int64_t last = 0;    // the sequence number of the last one (`after` when there is none)
     bool ended = false;  // the thread was deleted, or the service stops: end the stream
   };
-  // The events after `after`, waiting for some until `deadline`.
+  // The events after `after`, waiting for some until `deadline`. On a thread serving a
+  // long-lived request of http::Server, the wait also ends, with `ended`, when that request's
+  // client goes (http::currentClientWatch()).
   Batch next(const Subscription& feed, int64_t after,
              std::chrono::steady_clock::time_point deadline);
 

@@ -10,7 +10,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <fstream>
@@ -21,6 +25,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "model/sha256.hpp"
 #include "parley/errors.hpp"
 #include "tokens/bpe_split.hpp"
 
@@ -198,9 +203,17 @@ struct PieceCache {
       std::memcpy(ids, tokens, k * sizeof(uint32_t));
     }
   };
-  std::vector<Entry> entries = std::vector<Entry>(kEntries);
+  // calloc, not a vector: the allocator maps zero pages, so only the entries used become
+  // memory (a process that counts one prompt does not pay for the whole megabyte).
+  struct Free {
+    void operator()(Entry* p) const { std::free(p); }
+  };
+  std::unique_ptr<Entry[], Free> entries{static_cast<Entry*>(std::calloc(kEntries, sizeof(Entry)))};
 
-  Entry& slot(uint64_t hash) { return entries[(hash >> 20) & (kEntries - 1)]; }
+  Entry& slot(uint64_t hash) {
+    if (!entries) throw std::bad_alloc();
+    return entries[(hash >> 20) & (kEntries - 1)];
+  }
 
   // Longer pieces (rules of dashes, long identifiers) are rarer but cost a full merge each:
   // a bounded map, emptied when full or when another encoding uses this thread.
@@ -282,6 +295,211 @@ class ZeroedArray {
   size_t count_ = 0;
   size_t bytes_ = 0;
 };
+
+// ---- the rank table ---------------------------------------------------------------------
+
+// One slot of the open-addressing table from token bytes to rank; all zero: empty.
+struct RankSlot {
+  uint64_t head;  // the first min(len, 8) bytes, zero-padded
+  uint32_t len;   // 0: empty
+  uint32_t rank;
+};
+static_assert(sizeof(RankSlot) == 16);
+
+constexpr unsigned kFilterBits = 22;
+constexpr uint32_t kRankTableVersion = 1;
+constexpr char kRankTableMagic[8] = {'p', 'a', 'r', 'l', 'e', 'y', 'R', 'T'};
+
+// Every table of an encoding in one image, so that it can be a file mapped read-only and shared
+// by every process that counts (docs/architecture.md, "Tokens"): built once from the rank file,
+// then mapped in microseconds where parsing took tens of milliseconds, and only the pages a
+// count touches are read. The header, then each table at an offset it names.
+struct RankTableHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t byteOrder;  // kByteOrder as written: a table of another machine's byte order fails
+  char sha256[64];     // of the rank file it was built from (the spec's: only those are kept)
+  uint64_t sourceBytes;
+  uint64_t rankCount, slotCount, blobBytes;
+  uint64_t slotsAt, filterAt, byteRankAt, pairRanksAt, offsetsAt, blobAt, totalBytes;
+  uint64_t check;  // hashBytes() of the header before this field
+
+  static constexpr uint32_t kByteOrder = 0x01020304;
+
+  uint64_t checksum() const {
+    const auto* p = reinterpret_cast<const uint8_t*>(this);
+    const size_t len = offsetof(RankTableHeader, check);
+    return hashBytes(p, len, load8(p));
+  }
+};
+
+RankTableHeader rankTableLayout(const EncodingSpec& spec, size_t blobBytes, size_t sourceBytes) {
+  RankTableHeader h{};
+  std::memcpy(h.magic, kRankTableMagic, sizeof h.magic);
+  h.version = kRankTableVersion;
+  h.byteOrder = RankTableHeader::kByteOrder;
+  std::memcpy(h.sha256, spec.sha256.data(), std::min<size_t>(spec.sha256.size(), 64));
+  h.sourceBytes = sourceBytes;
+  h.rankCount = spec.rankCount;
+  h.slotCount = 1;
+  while (h.slotCount < h.rankCount * 2)
+    h.slotCount <<= 1;
+  h.blobBytes = blobBytes;
+  auto place = [at = uint64_t{4096}](uint64_t bytes) mutable {
+    const uint64_t here = at;
+    at = (at + bytes + 4095) / 4096 * 4096;
+    return here;
+  };
+  h.slotsAt = place(h.slotCount * sizeof(RankSlot));
+  h.filterAt = place((uint64_t{1} << kFilterBits) / 8);
+  h.byteRankAt = place(256 * sizeof(uint32_t));
+  h.pairRanksAt = place(65536 * sizeof(uint32_t));
+  h.offsetsAt = place((h.rankCount + 1) * sizeof(uint32_t));
+  h.blobAt = place(blobBytes + 8);  // 8 zero bytes after the last token: see find()
+  h.totalBytes = place(0);
+  h.check = h.checksum();
+  return h;
+}
+
+// The image of `spec`'s tables from the rank file's tokens (blob, offsets: rank -> start, and
+// the end). Throws Error for a duplicate token or a missing single byte.
+ZeroedArray<char> buildRankTable(const EncodingSpec& spec, std::string_view tokens,
+                                 const std::vector<uint32_t>& offsets, size_t sourceBytes) {
+  const RankTableHeader h = rankTableLayout(spec, tokens.size(), sourceBytes);
+  ZeroedArray<char> image(h.totalBytes);
+  char* base = image.data();
+  std::memcpy(base, &h, sizeof h);
+  auto* slots = reinterpret_cast<RankSlot*>(base + h.slotsAt);
+  auto* filter = reinterpret_cast<uint64_t*>(base + h.filterAt);
+  auto* byteRank = reinterpret_cast<uint32_t*>(base + h.byteRankAt);
+  auto* pairRanks = reinterpret_cast<uint32_t*>(base + h.pairRanksAt);
+  std::memcpy(base + h.offsetsAt, offsets.data(), offsets.size() * sizeof(uint32_t));
+  std::memcpy(base + h.blobAt, tokens.data(), tokens.size());
+  const std::string_view blob(base + h.blobAt, tokens.size() + 8);
+  std::fill_n(byteRank, 256, kNoRank);
+  std::fill_n(pairRanks, 65536, kNoRank);
+  const uint64_t mask = h.slotCount - 1;
+  for (uint32_t r = 0; r < h.rankCount; ++r) {
+    const std::string_view b = blob.substr(offsets[r], offsets[r + 1] - offsets[r]);
+    const auto* p = reinterpret_cast<const uint8_t*>(b.data());
+    // The blob may end right after this token; loadHead reads no further than it may.
+    const uint64_t head = loadHead(p, b.size(), blob.size() - offsets[r]);
+    const uint64_t hash = hashBytes(p, b.size(), head);
+    uint64_t i = hash & mask;
+    while (slots[i].len != 0) {
+      const uint32_t other = slots[i].rank;
+      if (slots[i].len == b.size() &&
+          blob.substr(offsets[other], offsets[other + 1] - offsets[other]) == b) {
+        throw Error(spec.name + ": duplicate token in the rank file at rank " + std::to_string(r));
+      }
+      i = (i + 1) & mask;
+    }
+    slots[i] = RankSlot{head, static_cast<uint32_t>(b.size()), r};
+    const uint64_t bit = hash >> (64 - kFilterBits);
+    filter[bit / 64] |= uint64_t{1} << (bit % 64);
+    if (b.size() == 1) byteRank[static_cast<uint8_t>(b[0])] = r;
+    if (b.size() == 2) pairRanks[static_cast<uint8_t>(b[0]) << 8 | static_cast<uint8_t>(b[1])] = r;
+  }
+  for (size_t byte = 0; byte < 256; ++byte) {
+    if (byteRank[byte] == kNoRank)
+      throw Error(spec.name + ": the rank file lacks a single-byte token");
+  }
+  return image;
+}
+
+// A file mapped read-only and shared (MAP_SHARED: the page cache's pages, one copy for every
+// process); unmapped by the destructor.
+class FileMapping {
+ public:
+  FileMapping() = default;
+  FileMapping(void* data, size_t bytes) : data_(static_cast<char*>(data)), bytes_(bytes) {}
+  FileMapping(FileMapping&& other) noexcept { *this = std::move(other); }
+  FileMapping& operator=(FileMapping&& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(bytes_, other.bytes_);
+    return *this;
+  }
+  ~FileMapping() {
+    if (data_) ::munmap(data_, bytes_);
+  }
+  const char* data() const noexcept { return data_; }
+
+ private:
+  char* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Where the rank tables are kept: PARLEY_CACHE_DIR when set (non-empty), else
+// $XDG_CACHE_HOME/parley, else $HOME/.cache/parley; empty (no tables: every load parses the rank
+// file) without any.
+std::filesystem::path rankTableDir() {
+  const auto set = [](const char* name) -> const char* {
+    const char* value = std::getenv(name);
+    return value && *value ? value : nullptr;
+  };
+  if (const char* dir = set("PARLEY_CACHE_DIR")) return dir;
+  if (const char* dir = set("XDG_CACHE_HOME")) return std::filesystem::path(dir) / "parley";
+  if (const char* dir = set("HOME")) return std::filesystem::path(dir) / ".cache" / "parley";
+  return {};
+}
+
+// "<name>-<first 16 hex digits of the sha256>.v<version>.table".
+std::string rankTableFileName(const EncodingSpec& spec) {
+  return spec.name + "-" + spec.sha256.substr(0, 16) + ".v" + std::to_string(kRankTableVersion) +
+         ".table";
+}
+
+// The table file of `spec` mapped, if it is one: its header (magic, version, byte order, its
+// own checksum) names the spec's sha256 and a rank file of `sourceBytes`, and its size is the
+// header's. Anything else (no file, another version, a torn or foreign file) is no table: the
+// caller parses the rank file and writes the table again. The tables themselves are not hashed
+// on load: that would read every page, the cost the file exists to avoid; they are written
+// whole (a temporary file renamed) from a rank file whose hash was checked.
+FileMapping mapRankTable(const std::filesystem::path& path, const EncodingSpec& spec,
+                         size_t sourceBytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  struct stat info {};
+  RankTableHeader h{};
+  const bool readable = ::fstat(fd, &info) == 0 && info.st_size >= 4096 &&
+                        ::pread(fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h);
+  // The header this build would write for the same tokens: every field, the checksum and the
+  // places of the tables included (so no offset points out of the file).
+  const RankTableHeader expected = rankTableLayout(spec, h.blobBytes, sourceBytes);
+  const bool valid = readable && h.blobBytes < (uint64_t{1} << 32) &&
+                     std::memcmp(&h, &expected, sizeof h) == 0 &&
+                     h.totalBytes == static_cast<uint64_t>(info.st_size);
+  if (!valid) {
+    ::close(fd);
+    return {};
+  }
+  void* p = ::mmap(nullptr, h.totalBytes, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) return {};
+  return FileMapping(p, h.totalBytes);
+}
+
+// Best effort: a cache that cannot be written leaves the process as it was (it keeps its tables
+// in memory and the next one parses the rank file again).
+void writeRankTable(const std::filesystem::path& path, const ZeroedArray<char>& image) {
+  std::error_code ec;
+  std::filesystem::create_directories(path.parent_path(), ec);
+  if (ec) return;
+  const auto& h = *reinterpret_cast<const RankTableHeader*>(image.data());
+  const std::filesystem::path temporary = path.string() + ".tmp-" + std::to_string(::getpid()) +
+                                          "-" + std::to_string(reinterpret_cast<uintptr_t>(&image));
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  size_t done = 0;
+  while (done < h.totalBytes) {
+    const ssize_t n = ::write(fd, image.data() + done, h.totalBytes - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  const bool whole = done == h.totalBytes && ::close(fd) == 0;
+  if (!whole || ::rename(temporary.c_str(), path.c_str()) != 0) ::unlink(temporary.c_str());
+}
 
 // ---- parts for several threads ----------------------------------------------------------
 
@@ -368,67 +586,41 @@ void forEachPart(size_t parts, const Work& work) {
 class Encoding::Impl {
  public:
   EncodingSpec spec;
-  ZeroedArray<char> blobMemory;
-  std::string_view blob;          // token bytes, in rank order, then 8 zero bytes
-  std::vector<uint32_t> offsets;  // rank -> start in blob; offsets[rankCount] = end of the last
-  struct Slot {                   // all zero: empty
-    uint64_t head;
-    uint32_t len;  // 0: empty
-    uint32_t rank;
-  };
-  ZeroedArray<Slot> slots;
+  // The tables live in one image (RankTableHeader's layout): a read-only mapping of the rank
+  // table file that processes share, or anonymous memory when there is no such file.
+  FileMapping mapped;
+  ZeroedArray<char> built;
+  std::string_view blob;              // token bytes, in rank order, then 8 zero bytes
+  const uint32_t* offsets = nullptr;  // rank -> start in blob; offsets[rankCount] = end
+  size_t ranks = 0;
+  const RankSlot* slots = nullptr;
   uint64_t slotMask = 0;
   // One bit per hash value (other bits of the hash than the slot index): most lookups while
   // merging ask for a pair that is no token, and this 512 KB filter, which stays in the CPU's
   // cache, answers most of them without touching the table (megabytes: a cache miss each).
-  static constexpr unsigned kFilterBits = 22;
-  ZeroedArray<uint64_t> filter;
+  const uint64_t* filter = nullptr;
   static uint64_t filterBit(uint64_t hash) { return hash >> (64 - kFilterBits); }
-  std::array<uint32_t, 256> byteRank{};
-  std::vector<uint32_t> pairRanks;         // [b0 << 8 | b1] -> rank of the two bytes, or kNoRank
+  const uint32_t* byteRank = nullptr;      // [byte] -> rank of the single byte
+  const uint32_t* pairRanks = nullptr;     // [b0 << 8 | b1] -> rank of the two bytes, or kNoRank
   uint32_t generation = nextGeneration();  // tells this encoding's cache entries apart
 
-  size_t rankCount() const { return offsets.size() - 1; }
+  size_t rankCount() const { return ranks; }
 
   std::string_view bytesOf(uint32_t rank) const {
     return blob.substr(offsets[rank], offsets[rank + 1] - offsets[rank]);
   }
 
-  void buildTable() {
-    size_t size = 1;
-    while (size < rankCount() * 2)
-      size <<= 1;
-    slots = ZeroedArray<Slot>(size);
-    slotMask = size - 1;
-    filter = ZeroedArray<uint64_t>((size_t{1} << kFilterBits) / 64);
-    byteRank.fill(kNoRank);
-    pairRanks.assign(65536, kNoRank);
-    for (uint32_t r = 0; r < rankCount(); ++r) {
-      std::string_view b = bytesOf(r);
-      const auto* p = reinterpret_cast<const uint8_t*>(b.data());
-      // The blob may end right after this token; loadHead reads no further than it may.
-      const size_t avail = blob.size() - offsets[r];
-      const uint64_t head = loadHead(p, b.size(), avail);
-      const uint64_t hash = hashBytes(p, b.size(), head);
-      uint64_t i = hash & slotMask;
-      while (slots[i].len != 0) {
-        if (slots[i].len == b.size() && bytesOf(slots[i].rank) == b) {
-          throw Error(spec.name + ": duplicate token in the rank file at rank " +
-                      std::to_string(r));
-        }
-        i = (i + 1) & slotMask;
-      }
-      slots[i] = Slot{head, static_cast<uint32_t>(b.size()), r};
-      const uint64_t bit = filterBit(hash);
-      filter[bit / 64] |= uint64_t{1} << (bit % 64);
-      if (b.size() == 1) byteRank[static_cast<uint8_t>(b[0])] = r;
-      if (b.size() == 2) {
-        pairRanks[static_cast<uint8_t>(b[0]) << 8 | static_cast<uint8_t>(b[1])] = r;
-      }
-    }
-    for (uint32_t r : byteRank) {
-      if (r == kNoRank) throw Error(spec.name + ": the rank file lacks a single-byte token");
-    }
+  // Points the tables into an image whose header has been checked.
+  void attach(const char* image) {
+    const auto& h = *reinterpret_cast<const RankTableHeader*>(image);
+    ranks = h.rankCount;
+    offsets = reinterpret_cast<const uint32_t*>(image + h.offsetsAt);
+    blob = std::string_view(image + h.blobAt, h.blobBytes + 8);
+    slots = reinterpret_cast<const RankSlot*>(image + h.slotsAt);
+    slotMask = h.slotCount - 1;
+    filter = reinterpret_cast<const uint64_t*>(image + h.filterAt);
+    byteRank = reinterpret_cast<const uint32_t*>(image + h.byteRankAt);
+    pairRanks = reinterpret_cast<const uint32_t*>(image + h.pairRanksAt);
   }
 
   // The rank of bytes [p, p+len), or kNoRank. `avail` bytes are readable from p.
@@ -442,7 +634,7 @@ class Encoding::Impl {
     if (!(filter[bit / 64] >> (bit % 64) & 1)) return kNoRank;
     uint64_t i = hash & slotMask;
     for (;;) {
-      const Slot& slot = slots[i];
+      const RankSlot& slot = slots[i];
       if (slot.len == len && slot.head == head) {
         if (len <= 8 || std::memcmp(blob.data() + offsets[slot.rank] + 8, p + 8, len - 8) == 0) {
           return slot.rank;
@@ -704,7 +896,7 @@ Encoding::~Encoding() = default;
 
 std::shared_ptr<const Encoding> Encoding::fromRankFile(const EncodingSpec& spec,
                                                        const std::filesystem::path& file) {
-  // Mapped, not copied: the kernel hands over the page cache's pages in one call.
+  const std::filesystem::path tableDir = rankTableDir();
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   struct stat info {};
   if (fd < 0 || ::fstat(fd, &info) != 0 || info.st_size <= 0) {
@@ -712,6 +904,20 @@ std::shared_ptr<const Encoding> Encoding::fromRankFile(const EncodingSpec& spec,
     throw Error("cannot read the rank file " + file.string());
   }
   const auto size = static_cast<size_t>(info.st_size);
+  const std::filesystem::path table = tableDir.empty() || spec.sha256.size() != 64
+                                          ? std::filesystem::path()
+                                          : tableDir / rankTableFileName(spec);
+  if (!table.empty()) {
+    if (FileMapping image = mapRankTable(table, spec, size); image.data()) {
+      ::close(fd);
+      auto impl = std::make_unique<Impl>();
+      impl->spec = spec;
+      impl->attach(image.data());
+      impl->mapped = std::move(image);
+      return std::shared_ptr<const Encoding>(new Encoding(std::move(impl)));
+    }
+  }
+  // Mapped, not copied: the kernel hands over the page cache's pages in one call.
   void* mapped = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
   ::close(fd);
   if (mapped == MAP_FAILED) throw Error("cannot read the rank file " + file.string());
@@ -720,7 +926,14 @@ std::shared_ptr<const Encoding> Encoding::fromRankFile(const EncodingSpec& spec,
     size_t n;
     ~Unmap() { ::munmap(p, n); }
   } unmap{mapped, size};
-  return fromRankText(spec, std::string_view(static_cast<const char*>(mapped), size));
+  const std::string_view rankText(static_cast<const char*>(mapped), size);
+  auto encoding = fromRankText(spec, rankText);
+  // Only the canonical vocabulary is kept as a table: one file, proved by its hash, serves
+  // every copy of it (the build tree's, the installed one).
+  if (!table.empty() && detail::sha256Hex(rankText) == spec.sha256) {
+    writeRankTable(table, encoding->impl_->built);
+  }
+  return encoding;
 }
 
 std::shared_ptr<const Encoding> Encoding::fromRankText(const EncodingSpec& spec,
@@ -733,12 +946,12 @@ std::shared_ptr<const Encoding> Encoding::fromRankText(const EncodingSpec& spec,
       t[static_cast<uint8_t>(digits[i])] = i;
     return t;
   }();
-  auto impl = std::make_unique<Impl>();
-  impl->spec = spec;
-  impl->blobMemory = ZeroedArray<char>(rankText.size() * 3 / 4 + 16);  // base64 never expands
-  char* out = impl->blobMemory.data();
+  std::string blob;
+  blob.resize(rankText.size() * 3 / 4 + 16);  // base64 never expands
+  char* out = blob.data();
   size_t outLen = 0;
-  impl->offsets.reserve(spec.rankCount + 1);
+  std::vector<uint32_t> offsets;
+  offsets.reserve(spec.rankCount + 1);
   auto malformed = [&](size_t line, const std::string& why) {
     return Error(spec.name + " rank file, line " + std::to_string(line + 1) + ": " + why);
   };
@@ -746,7 +959,7 @@ std::shared_ptr<const Encoding> Encoding::fromRankText(const EncodingSpec& spec,
   const size_t n = rankText.size();
   size_t pos = 0;
   for (size_t line = 0; pos < n; ++line) {
-    impl->offsets.push_back(static_cast<uint32_t>(outLen));
+    offsets.push_back(static_cast<uint32_t>(outLen));
     // base64 token
     uint32_t acc = 0;
     int bits = 0;
@@ -762,7 +975,7 @@ std::shared_ptr<const Encoding> Encoding::fromRankText(const EncodingSpec& spec,
         out[outLen++] = static_cast<char>((acc >> bits) & 0xFF);
       }
     }
-    if (i >= n || outLen == impl->offsets.back()) {
+    if (i >= n || outLen == offsets.back()) {
       throw malformed(line, "expected \"<base64> <rank>\"");
     }
     // rank: must equal the line number (the canonical files are in rank order).
@@ -775,14 +988,15 @@ std::shared_ptr<const Encoding> Encoding::fromRankText(const EncodingSpec& spec,
     if (rank != line) throw malformed(line, "ranks are not in order");
     pos = i + 1;
   }
-  if (impl->offsets.size() != spec.rankCount) {
-    throw Error(spec.name + " rank file has " + std::to_string(impl->offsets.size()) +
+  if (offsets.size() != spec.rankCount) {
+    throw Error(spec.name + " rank file has " + std::to_string(offsets.size()) +
                 " tokens, expected " + std::to_string(spec.rankCount));
   }
-  impl->offsets.push_back(static_cast<uint32_t>(outLen));
-  // The zero bytes after the last token let find() read 8 bytes past any token's start.
-  impl->blob = std::string_view(impl->blobMemory.data(), outLen + 8);
-  impl->buildTable();
+  offsets.push_back(static_cast<uint32_t>(outLen));
+  auto impl = std::make_unique<Impl>();
+  impl->spec = spec;
+  impl->built = buildRankTable(spec, std::string_view(blob.data(), outLen), offsets, n);
+  impl->attach(impl->built.data());
   return std::shared_ptr<const Encoding>(new Encoding(std::move(impl)));
 }
 

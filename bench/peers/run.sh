@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Every peer comparison of parley in one command, each a ratio measured in the same run on this
+# machine: prints the machine, then each comparison's table, or why a peer could not run here.
+#   bench/peers/run.sh [--tiny] [BUILD_DIR]     (default: build)
+# Each script installs its pinned npm peers into BUILD_DIR (npm ci, cached in the build tree).
+# --tiny: each comparison on a tiny input, once (ctest's `peers` test runs it so).
+# A comparison that fails is reported and the others still run; the exit status is that of the
+# last failure (0 when every one ran).
+set -uo pipefail
+root=$(cd "$(dirname "$(realpath "$0")")/../.." && pwd)
+build=build
+tiny=()
+for arg in "$@"; do
+  case "$arg" in
+    --tiny) tiny=(--tiny) ;;
+    *) build=$arg ;;
+  esac
+done
+build=$(realpath "$build")
+status=0
+
+echo "machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)," \
+  "$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg);" \
+  "node $(node --version 2>/dev/null || echo missing); parley $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
+
+section() {
+  local title=$1
+  shift
+  echo
+  echo "== $title"
+  local started=$SECONDS
+  if ! "$@" 2>"$build/bench/peers-last.err"; then
+    status=1
+    echo "FAILED: $*"
+    tail -5 "$build/bench/peers-last.err"
+  fi
+  echo "($((SECONDS - started)) s)"
+}
+mkdir -p "$build/bench"
+
+section "one-turn process: parley ask vs node + openai" "$root/bench/startup/run.sh" "${tiny[@]}" "$build"
+section "tokens: parley BPE vs npm tiktoken and gpt-tokenizer" "$root/bench/tokens/run.sh" "${tiny[@]}" "$build"
+section "stream assembly: parley vs the official SDKs" "$root/bench/stream/run.sh" "${tiny[@]}" "$build"
+section "MCP tools/call: parley vs the TypeScript SDK" "$root/bench/mcp/run.sh" "${tiny[@]}" "$build"
+
+# Not yet scripted in this tree (issue 42): each is said, not skipped silently.
+echo
+echo "== not run here"
+echo "tool loop vs @openai/agents 0.20 and ai 7: no script in bench/ yet"
+echo "durable runs vs graphile-worker 0.18 and DBOS 5.3 on a throwaway PostgreSQL: no script in bench/ yet"
+echo "service vs @langchain/langgraph-api 2.0: no script in bench/ yet"
+exit $status
