@@ -25,7 +25,7 @@ declare -A rank=(
 declare -A public_layer=(
   [errors]=model [event_names]=model [logger]=model [message]=model [server_tools]=model [part]=model [iso_time]=model [usage]=model [cache_diagnostic]=model [detail/persistent_vector]=model
   [version]=model [json]=model [telemetry]=model [sse]=model [toml]=model
-  [llm]=client [openai_client]=client [profiles]=client [transport]=client
+  [llm]=client [openai_client]=client [profiles]=client [transport]=client [cassette]=client
   [anthropic_client]=client [gemini_client]=client [responses_client]=client [protocol]=client
   [tools]=tools [thread_pool]=tools [command_tools]=tools [mcp]=tools [tool_schema]=tools
   [tokens]=tokens [bpe]=tokens

@@ -20,7 +20,7 @@ struct GeminiClient::Impl {
     detail::GeminiReader reader(onChunk, stream);
     transport->send(HttpRequest{url, body, headers, stream, request.timeout, request.stopToken},
                     reader);
-    return std::move(reader.result());
+    return detail::withReplayedTime(std::move(reader.result()));
   }
 };
 
