@@ -89,7 +89,7 @@ Expectation expectationFromJson(const json& value, const std::string& where) {
 }
 
 // The text of a reply part by part: what the scorers read.
-std::string answerText(const RunResult& run) {
+std::string evalAnswerText(const RunResult& run) {
   return run.content;
 }
 
@@ -360,7 +360,7 @@ CaseResult runCase(const EvalCase& evalCase, const std::shared_ptr<LlmClient>& m
     RunOptions run;
     if (options.callTimeout) run.timeout = options.callTimeout;
     const RunResult r = conversation.run(evalCase.input, run);
-    result.answer = answerText(r);
+    result.answer = evalAnswerText(r);
     result.toolCalls = r.toolCalls;
     result.usage = r.usage;
     if (options.prices) {
