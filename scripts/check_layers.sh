@@ -25,13 +25,13 @@ declare -A rank=(
 declare -A public_layer=(
   [errors]=model [event_names]=model [logger]=model [message]=model [server_tools]=model [part]=model [iso_time]=model [usage]=model [cache_diagnostic]=model [detail/persistent_vector]=model
   [version]=model [json]=model [telemetry]=model [sse]=model [toml]=model
-  [llm]=client [openai_client]=client [profiles]=client [transport]=client
+  [llm]=client [openai_client]=client [profiles]=client [transport]=client [cassette]=client
   [anthropic_client]=client [gemini_client]=client [responses_client]=client [protocol]=client
   [tools]=tools [thread_pool]=tools [command_tools]=tools [mcp]=tools [a2a]=tools [tool_schema]=tools
   [tokens]=tokens [bpe]=tokens
   [store]=store [run_store]=store [run_request]=store [postgres_store]=store
   [conversation_manager]=core [context_ops]=core [message_store]=core [compression]=core
-  [stored_thread]=core [turn_sink]=core [turn_loop]=core [context_snapshot]=core [cost]=core [structured_output]=core [prompt_counter]=core [turn_defaults]=core [event_types]=core
+  [stored_thread]=core [turn_sink]=core [turn_loop]=core [context_snapshot]=core [cost]=core [structured_output]=core [prompt_counter]=core [turn_defaults]=core [event_types]=core [eval]=core
   [executor]=executor [events]=executor [event_log]=executor
   [otlp]=telemetry
   [runs]=runs [worker]=runs

@@ -53,5 +53,6 @@ void addWorkerCommand(CLI::App& app, int& exitCode);
 void addSubmitCommand(CLI::App& app, int& exitCode);
 void addRunsCommand(CLI::App& app, int& exitCode);
 void addServeCommand(CLI::App& app, int& exitCode);
+void addEvalCommand(CLI::App& app, int& exitCode);
 
 }  // namespace parley::cli

@@ -55,6 +55,17 @@ void addEndpointOptions(CLI::App& cmd, EndpointArgs& args) {
   cmd.add_option("--config", args.configFile,
                  "Config file (TOML; default: $PARLEY_CONFIG, else "
                  "$XDG_CONFIG_HOME/parley/config.toml or ~/.config/parley/config.toml)");
+  auto* record =
+      cmd.add_option("--record", args.recordDir,
+                     "Record the model traffic into cassettes in DIR (docs/cassettes.md)");
+  cmd.add_option("--replay", args.replayDir,
+                 "Answer model calls from the cassettes in DIR; a request not recorded is an error")
+      ->excludes(record);
+  cmd.add_option("--cassette-mode", args.cassetteMode,
+                 "With --record or --replay: record, replay-only or replay-or-record")
+      ->check(CLI::IsMember({"record", "replay-only", "replay-or-record"}));
+  cmd.add_flag("--replay-realtime", args.replayRealtime,
+               "Replay stream events at the pace they were recorded (default: at once)");
 }
 
 std::map<std::string, std::string> modelAliases(const std::string& file) {
@@ -108,6 +119,18 @@ ClientOptions resolveEndpoint(const EndpointArgs& args) {
   }
   if (!args.apiKey.empty()) options.apiKey = args.apiKey;
   if (!args.protocol.empty()) options.protocol = protocolFromString(args.protocol, "--protocol");
+  if (!args.recordDir.empty() || !args.replayDir.empty()) {
+    CassetteOptions cassettes;
+    cassettes.directory = args.recordDir.empty() ? args.replayDir : args.recordDir;
+    cassettes.mode = args.recordDir.empty() ? CassetteMode::ReplayOnly : CassetteMode::Record;
+    if (!args.cassetteMode.empty()) {
+      cassettes.mode = cassetteModeFromString(args.cassetteMode, "--cassette-mode");
+    }
+    cassettes.realtime = args.replayRealtime;
+    options.cassettes = std::move(cassettes);
+  } else if (!args.cassetteMode.empty()) {
+    throw ValidationError("--cassette-mode", "needs --record DIR or --replay DIR");
+  }
   if (args.profile.empty() && options.protocol == Protocol::Gemini) {
     // Without a profile, --protocol gemini talks to Google with Google's key and a Gemini model.
     if (args.baseUrl.empty() && envOr("OPENAI_BASE_URL", "").empty()) {

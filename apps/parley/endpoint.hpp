@@ -20,6 +20,11 @@ struct EndpointArgs {
   std::string profile;
   std::string configFile;
   std::string protocol;  // "" = the profile's, else openai-chat
+  // Cassettes (docs/cassettes.md): --record DIR, --replay DIR, --cassette-mode, --replay-realtime.
+  std::string recordDir;
+  std::string replayDir;
+  std::string cassetteMode;  // "" = record with --record, replay-only with --replay
+  bool replayRealtime = false;
 };
 
 void addEndpointOptions(CLI::App& cmd, EndpointArgs& args);

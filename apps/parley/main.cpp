@@ -93,6 +93,7 @@ int main(int argc, char** argv) {
   addSubmitCommand(app, exitCode);
   addRunsCommand(app, exitCode);
   addServeCommand(app, exitCode);
+  addEvalCommand(app, exitCode);
   addCompletionCommand(app, exitCode);
 
   // Argument errors say who is speaking, as the other errors do.

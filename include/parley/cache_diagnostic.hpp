@@ -44,4 +44,18 @@ struct CacheDiagnostic {
 //  "first_difference": {"message": I or null, "field": "..."} or null}
 nlohmann::json toJson(const CacheDiagnostic& diagnostic);
 
+// The same comparison over two request bodies as JSON, in any protocol's shape: where `after`
+// first departs from `before`. Checked in the order a prompt is built: "model" (the body's, or
+// the /models/NAME of `beforeUrl`/`afterUrl` for Gemini), "tools" (tool order counts), the system
+// prompt ("system", "instructions", "systemInstruction"), then message by message (the
+// "messages", "input" or "contents" array: `message` is the index and `field` the first of
+// role, name, content, tool_calls, tool_call_id, then any other key in order, that differs;
+// "removed" / "added" when one array ends first), then the other keys (parameters:
+// "temperature", ...). `field` may carry a path below the field ("content[1].image_url.url").
+// nullopt when they are equal. Used by cassettes (cassette.hpp) to explain a miss.
+std::optional<CacheDiagnostic::Difference> firstRequestDifference(const nlohmann::json& before,
+                                                                  const nlohmann::json& after,
+                                                                  const std::string& beforeUrl = {},
+                                                                  const std::string& afterUrl = {});
+
 }  // namespace parley

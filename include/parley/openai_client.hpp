@@ -30,6 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "parley/cassette.hpp"
 #include "parley/llm.hpp"
 #include "parley/message.hpp"
 #include "parley/transport.hpp"
@@ -120,6 +121,9 @@ struct ClientOptions {
   // retries, caps and seams above (which an injected transport does not read). Shared: clients
   // given the same transport share its connections.
   std::shared_ptr<HttpTransport> transport;
+  // Record or replay the traffic (cassette.hpp, docs/cassettes.md): the transport above (or the
+  // libcurl one) is wrapped by a cassette transport. nullopt: $PARLEY_CASSETTES when set.
+  std::optional<CassetteOptions> cassettes;
 };
 
 // `url` as it may be shown (errors, logs, a terminal): its user-info, which can hold a key

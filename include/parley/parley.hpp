@@ -3,6 +3,7 @@
 
 #include "parley/ai.hpp"
 #include "parley/bpe.hpp"
+#include "parley/cassette.hpp"
 #include "parley/compression.hpp"
 #include "parley/context_ops.hpp"
 #include "parley/conversation_manager.hpp"

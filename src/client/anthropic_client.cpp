@@ -20,7 +20,7 @@ struct AnthropicClient::Impl {
     detail::AnthropicReader reader(onChunk, stream);
     transport->send(HttpRequest{url, body, headers, stream, request.timeout, request.stopToken},
                     reader);
-    return std::move(reader.result());
+    return detail::withReplayedTime(std::move(reader.result()));
   }
 };
 

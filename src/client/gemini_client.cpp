@@ -33,7 +33,7 @@ struct GeminiClient::Impl {
       detail::GeminiReader reader(onChunk, stream);
       transport->send(HttpRequest{url, text, headers, stream, request.timeout, request.stopToken},
                       reader);
-      return std::move(reader.result());
+      return detail::withReplayedTime(std::move(reader.result()));
     };
     if (cached.empty()) return send(whole);
     try {

@@ -534,7 +534,22 @@ std::shared_ptr<HttpTransport> makeCurlTransport(HttpTransportOptions options) {
 
 namespace detail {
 
-std::shared_ptr<HttpTransport> transportFor(const ClientOptions& options) {
+std::optional<std::chrono::system_clock::time_point>& replayedReceivedAt() noexcept {
+  thread_local std::optional<std::chrono::system_clock::time_point> at;
+  return at;
+}
+
+ChatResult withReplayedTime(ChatResult result) noexcept {
+  if (auto& at = replayedReceivedAt()) {
+    result.message.receivedAt = *at;
+    at.reset();
+  }
+  return result;
+}
+
+namespace {
+
+std::shared_ptr<HttpTransport> plainTransportFor(const ClientOptions& options) {
   if (options.transport) return options.transport;
   HttpTransportOptions http;
   http.connectTimeout = options.connectTimeout;
@@ -547,6 +562,17 @@ std::shared_ptr<HttpTransport> transportFor(const ClientOptions& options) {
   http.now = options.now;
   http.sleep = options.sleep;
   return makeCurlTransport(std::move(http));
+}
+
+}  // namespace
+
+std::shared_ptr<HttpTransport> transportFor(const ClientOptions& options) {
+  std::optional<CassetteOptions> cassettes =
+      options.cassettes ? options.cassettes : cassetteOptionsFromEnv();
+  if (!cassettes) return plainTransportFor(options);
+  // A replay opens no connection: the real transport is made when a request must be sent.
+  return makeCassetteTransport(std::move(*cassettes),
+                               [options] { return plainTransportFor(options); }, {options.apiKey});
 }
 
 namespace {

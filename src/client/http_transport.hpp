@@ -3,7 +3,9 @@
 // request of a client carries. Internal; the libcurl transport itself is http_transport.cpp.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +19,13 @@ namespace parley::detail {
 // ClientOptions::transport when set, else a libcurl transport with the options' timeouts, retries
 // and caps. Throws ValidationError for unusable options.
 std::shared_ptr<HttpTransport> transportFor(const ClientOptions& options);
+
+// A reply replayed from a cassette (cassette.hpp) keeps the time it was received when it was
+// recorded, so a replayed thread is byte for byte the recorded one. The cassette transport sets
+// this on the calling thread (send() runs the whole call there); withReplayedTime() takes it
+// into the result as message.receivedAt and clears it.
+std::optional<std::chrono::system_clock::time_point>& replayedReceivedAt() noexcept;
+ChatResult withReplayedTime(ChatResult result) noexcept;
 
 // `base` without trailing slashes, then `path` ("/chat/completions").
 std::string joinUrl(std::string_view base, std::string_view path);

@@ -23,7 +23,7 @@ struct OpenAiClient::Impl {
     detail::ChatCompletionsReader reader(onChunk, stream);
     transport->send(HttpRequest{url, body, headers, stream, request.timeout, request.stopToken},
                     reader);
-    return std::move(reader.result());
+    return detail::withReplayedTime(std::move(reader.result()));
   }
 };
 

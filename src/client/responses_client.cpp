@@ -19,7 +19,7 @@ struct ResponsesClient::Impl {
     detail::ResponsesReader reader(onChunk, stream);
     transport->send(HttpRequest{url, body, headers, stream, request.timeout, request.stopToken},
                     reader);
-    return std::move(reader.result());
+    return detail::withReplayedTime(std::move(reader.result()));
   }
 };
 
