@@ -116,11 +116,11 @@ TEST_P(CassetteProtocols, RecordedToolLoopReplaysWithTheMockStopped) {
   const fs::path db = freshDir(std::string(toString(GetParam())) + "-db");
   fs::create_directories(db);
   {
-    SqliteStore store((db / "t.db").string());
-    store.createThread({.id = "recorded"}, recorded.messages);
-    store.createThread({.id = "replayed"}, replayed.messages);
-    EXPECT_EQ(toJson(store.loadThread("recorded").messages).dump(),
-              toJson(store.loadThread("replayed").messages).dump());
+    auto store = openSqliteStore((db / "t.db").string());
+    store->createThread({.id = "recorded"}, recorded.messages);
+    store->createThread({.id = "replayed"}, replayed.messages);
+    EXPECT_EQ(toJson(store->loadThread("recorded").messages).dump(),
+              toJson(store->loadThread("replayed").messages).dump());
   }
   fs::remove_all(db);
   fs::remove_all(dir);

@@ -104,6 +104,7 @@ void EventFeeds::unsubscribe(const Subscription& feed) {
   std::lock_guard lock(mutex_);
   --streams_;
   --feed->subscribers;  // the dispatcher drops it at its next round
+  if (streams_ == 0) noStreams_.notify_all();
 }
 
 size_t EventFeeds::streams() const {
@@ -274,7 +275,7 @@ EventFeeds::Batch EventFeeds::next(const Subscription& feed, int64_t after,
   return batch;
 }
 
-void EventFeeds::stop() {
+void EventFeeds::stop(std::chrono::milliseconds grace) {
   std::vector<std::shared_ptr<Feed>> feeds;
   std::thread dispatcher;
   {
@@ -290,6 +291,8 @@ void EventFeeds::stop() {
     feed->changed.notify_all();
   }
   if (dispatcher.joinable()) dispatcher.join();
+  std::unique_lock lock(mutex_);
+  noStreams_.wait_for(lock, grace, [&] { return streams_ == 0; });
 }
 
 }  // namespace parley::service

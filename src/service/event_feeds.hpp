@@ -60,8 +60,10 @@ class EventFeeds {
   Batch next(const Subscription& feed, int64_t after,
              std::chrono::steady_clock::time_point deadline);
 
-  // Ends every feed (their streams see `ended`) and joins the dispatcher. Idempotent.
-  void stop();
+  // Ends every feed (their streams see `ended`), joins the dispatcher, then waits up to `grace`
+  // for the streams to close (each writes its last bytes before it unsubscribes), so that a
+  // server shut down next does not cut them mid-response. Idempotent.
+  void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(0));
   size_t streams() const;  // subscriptions now
 
   // What the dispatcher did (for /metrics and tests): its polls (one lastEventSeqs() query for
@@ -83,6 +85,7 @@ class EventFeeds {
   mutable std::mutex mutex_;  // feeds_, subscribers counts, stopping_, dispatcher_
   std::map<std::string, std::shared_ptr<Feed>> feeds_;
   size_t streams_ = 0;
+  std::condition_variable noStreams_;  // streams_ reached 0
   bool stopping_ = false;
   std::thread dispatcher_;
   std::atomic<uint64_t> polls_{0};

@@ -305,7 +305,8 @@ void Service::stop() {
   Impl& s = *impl_;
   std::lock_guard lock(s.stopMutex);
   if (s.stopping.exchange(true)) return;
-  s.state.feeds->stop();  // every stream ends
+  // Every stream ends, and is given a moment to write its end before the sockets close.
+  s.state.feeds->stop(std::chrono::seconds(2));
   s.agentProtocol->stop();
   s.server->shutdown();
   s.state.webhooks->stop();  // after the routes: the posts in flight end within their timeout

@@ -766,8 +766,8 @@ std::vector<ThreadInfo> SqlStoreEngine::listThreads(const ThreadListOptions& opt
 }
 
 std::vector<ThreadInfo> searchThreadList(ConversationStore& store, const ThreadSearch& search) {
-  auto* sql = dynamic_cast<SqlEngineAccess*>(&store);
-  if (!sql) throw ValidationError("store", "this store cannot search its threads");
+  SqlStoreEngine* engine = store.sqlEngine();
+  if (!engine) throw ValidationError("store", "this store cannot search its threads");
   if (search.limit == 0) throw ValidationError("limit", "must be 1 or more");
   if (search.contains.size() > kMaxThreadSearchBytes) {
     throw ValidationError("contains",
@@ -796,7 +796,7 @@ std::vector<ThreadInfo> searchThreadList(ConversationStore& store, const ThreadS
                               " LIMIT " + param(static_cast<int64_t>(search.limit)) + " OFFSET " +
                               param(static_cast<int64_t>(search.offset));
   std::vector<ThreadInfo> result;
-  sql->engine().transaction(false, [&](SqlConnection& c) {
+  engine->transaction(false, [&](SqlConnection& c) {
     result.clear();
     for (const auto& row : c.query(sqlText, params))
       result.push_back(infoFromRow(row));

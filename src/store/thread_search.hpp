@@ -1,7 +1,7 @@
 // A page of threads in the order and with the filter a thread list shows them (the chat page and
 // GET /v1/threads?order=newest&q=: docs/service.md), read by the database rather than by the
-// client. Internal (the service's); on the stores built on parley's SQL engine (SqliteStore,
-// PostgresStore).
+// client. Internal (the service's); on the stores built on parley's SQL engine (SQLite,
+// PostgreSQL).
 #pragma once
 
 #include <cstddef>

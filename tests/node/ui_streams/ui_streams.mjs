@@ -110,7 +110,11 @@ try {
   const types = all.map((f) => (f.data === '[DONE]' ? '[DONE]' : JSON.parse(f.data).type));
   assert.equal(types[0], 'start');
   assert.deepEqual(types.slice(-3), ['text-end', 'finish', '[DONE]']);
-  assert.ok(types.filter((t) => t === 'text-delta').length > 1, types.join(' '));
+  // The text arrives as deltas; how many depends on how the worker's reads fell (chunks that
+  // arrive together are written as one event), so only their sum is fixed.
+  const deltas = all.filter((f) => f.data !== '[DONE]' && JSON.parse(f.data).type === 'text-delta');
+  assert.ok(deltas.length >= 1, types.join(' '));
+  assert.equal(deltas.map((f) => JSON.parse(f.data).delta).join(''), 'You said: hello raw');
 
   // Resumed after a frame of the middle: the frames after it, none before, none twice.
   const middle = all.find((f, i) => i > 1 && f.id !== undefined && all[i + 1]?.id !== f.id);
