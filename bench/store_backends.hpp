@@ -16,8 +16,8 @@
 #include "parley/postgres_store.hpp"
 #include "parley/store.hpp"
 #include "pg_test_cluster.hpp"
-#include "store/sqlite_store.hpp"
 #include "store/postgres_store.hpp"
+#include "store/sqlite_store.hpp"
 
 namespace parley::bench {
 

@@ -31,8 +31,8 @@
 #include "parley/run_store.hpp"
 #include "parley/worker.hpp"
 #include "pg_test_cluster.hpp"
-#include "store/sqlite_store.hpp"
 #include "store/postgres_store.hpp"
+#include "store/sqlite_store.hpp"
 
 namespace {
 

@@ -23,8 +23,8 @@
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
 #include "printers.hpp"
-#include "wait_for_stop.hpp"
 #include "store/sqlite_store.hpp"
+#include "wait_for_stop.hpp"
 
 namespace parley {
 namespace {

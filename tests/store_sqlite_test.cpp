@@ -6,9 +6,9 @@
 #include <fstream>
 
 #include "run_store_conformance.hpp"
+#include "store/sqlite_store.hpp"
 #include "store/writer_queue.hpp"
 #include "store_conformance.hpp"
-#include "store/sqlite_store.hpp"
 
 namespace parley::testing {
 namespace {

@@ -18,8 +18,8 @@
 #include "parley/stored_thread.hpp"
 #include "parley/worker.hpp"
 #include "pg_test_cluster.hpp"
-#include "store/sqlite_store.hpp"
 #include "store/postgres_store.hpp"
+#include "store/sqlite_store.hpp"
 
 namespace parley::testing {
 namespace {

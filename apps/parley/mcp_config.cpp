@@ -77,6 +77,23 @@ std::map<std::string, std::string> stringTable(const toml::node& node, const std
   return out;
 }
 
+// A string value, else ValidationError naming the key.
+std::string stringValue(const toml::node& node, const std::string& field) {
+  auto text = node.value<std::string>();
+  if (!text) throw ValidationError(field, "must be a string");
+  return *text;
+}
+
+// `bearer_token_env`: the token held by the variable the value names.
+std::string tokenFromEnvironment(const toml::node& node, const std::string& field) {
+  auto variable = node.value<std::string>();
+  if (!variable) throw ValidationError(field, "must be a string (a variable's name)");
+  const char* token = std::getenv(variable->c_str());
+  if (!token || !*token)
+    throw ValidationError(field, "the environment variable " + *variable + " is not set");
+  return token;
+}
+
 }  // namespace
 
 McpServerOptions readMcpServer(const std::string& file, const std::string& name) {
@@ -104,20 +121,11 @@ McpServerOptions readMcpServer(const std::string& file, const std::string& name)
     } else if (k == "env") {
       options.env = stringTable(node, field);
     } else if (k == "cwd") {
-      auto text = node.value<std::string>();
-      if (!text) throw ValidationError(field, "must be a string");
-      options.cwd = *text;
+      options.cwd = stringValue(node, field);
     } else if (k == "url") {
-      auto text = node.value<std::string>();
-      if (!text) throw ValidationError(field, "must be a string");
-      options.url = *text;
+      options.url = stringValue(node, field);
     } else if (k == "bearer_token_env") {
-      auto variable = node.value<std::string>();
-      if (!variable) throw ValidationError(field, "must be a string (a variable's name)");
-      const char* token = std::getenv(variable->c_str());
-      if (!token || !*token)
-        throw ValidationError(field, "the environment variable " + *variable + " is not set");
-      options.bearerToken = token;
+      options.bearerToken = tokenFromEnvironment(node, field);
     } else if (k == "headers") {
       options.headers = stringTable(node, field);
     } else if (k == "allow") {
@@ -361,16 +369,9 @@ A2aAgentOptions readA2aAgent(const std::string& file, const std::string& name) {
     const std::string k(key.str());
     const std::string field = where + "." + k;
     if (k == "url") {
-      auto text = node.value<std::string>();
-      if (!text) throw ValidationError(field, "must be a string");
-      options.url = *text;
+      options.url = stringValue(node, field);
     } else if (k == "bearer_token_env") {
-      auto variable = node.value<std::string>();
-      if (!variable) throw ValidationError(field, "must be a string (a variable's name)");
-      const char* token = std::getenv(variable->c_str());
-      if (!token || !*token)
-        throw ValidationError(field, "the environment variable " + *variable + " is not set");
-      options.bearerToken = token;
+      options.bearerToken = tokenFromEnvironment(node, field);
     } else if (k == "headers") {
       for (auto& [header, value] : stringTable(node, field))
         options.headers.emplace_back(header, value);

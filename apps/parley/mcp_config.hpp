@@ -53,11 +53,11 @@ void addMcpOption(CLI::App& cmd, std::vector<std::string>& servers);
 // becomes the run's question the same way.
 enum class McpAsking { Prompt, DurableRun };
 
-// Starts each named server and registers its tools, asking as `asking` says. Prints the tools each server skipped on `notes`, and progress
-// notifications of tool calls on `progress` (unless null) as "[progress] tool 2/5 message".
-// A server's elicitation (a form, or a page to open) goes to `ask`; without one it is declined
-// with a note on `notes` saying what was asked. Its sampling requests go to `sample` (none: the
-// capability is not offered).
+// Starts each named server and registers its tools, asking as `asking` says. Prints the tools each
+// server skipped on `notes`, and progress notifications of tool calls on `progress` (unless null)
+// as "[progress] tool 2/5 message". A server's elicitation (a form, or a page to open) goes to
+// `ask`; without one it is declined with a note on `notes` saying what was asked. Its sampling
+// requests go to `sample` (none: the capability is not offered).
 void addMcpServers(ToolRegistry& registry, const std::vector<std::string>& servers,
                    const std::string& file, std::ostream& notes, std::ostream* progress,
                    const McpElicitationHandler& ask = {}, const McpSamplingHandler& sample = {},

@@ -1,7 +1,7 @@
 // The options of a worker loop that `parley worker` and `parley serve --workers N` share: the
-// endpoint (endpoint.hpp), the tools (built-in sets, tool files, MCP servers), concurrency, lease, grace, the turn's settings (iterations,
-// tool calls, timeouts, token limit, system prompt), the human tool, the price table and the cost
-// limits.
+// endpoint (endpoint.hpp), the tools (built-in sets, tool files, MCP servers), concurrency, lease,
+// grace, the turn's settings (iterations, tool calls, timeouts, token limit, system prompt), the
+// human tool, the price table and the cost limits.
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -1,6 +1,7 @@
 // The whole public API of parley.
 #pragma once
 
+#include "parley/a2a.hpp"
 #include "parley/ai.hpp"
 #include "parley/bpe.hpp"
 #include "parley/cassette.hpp"
@@ -16,7 +17,6 @@
 #include "parley/executor.hpp"
 #include "parley/llm.hpp"
 #include "parley/logger.hpp"
-#include "parley/a2a.hpp"
 #include "parley/mcp.hpp"
 #include "parley/message.hpp"
 #include "parley/message_store.hpp"
