@@ -1051,7 +1051,7 @@ TEST(McpModern, AutoSpeaksTheStatelessRevisionWithMetaOnEveryRequest) {
   EXPECT_EQ(info.name, "parley-modern");
   EXPECT_EQ(info.instructions, "A stateless test server.");
   EXPECT_EQ(info.supportedVersions, (std::vector<std::string>{"2026-07-28", "2025-11-25"}));
-  ASSERT_EQ(client.listTools().size(), 4u);  // the server refuses a request without _meta
+  ASSERT_EQ(client.listTools().size(), 5u);  // the server refuses a request without _meta
   json seen = json::parse(client.callTool("meta", json::object()).forModel().get<std::string>());
   EXPECT_EQ(seen["meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28") << seen.dump();
   EXPECT_EQ(seen["meta"]["io.modelcontextprotocol/clientCapabilities"],
@@ -1146,6 +1146,41 @@ TEST(McpModern, OverHttpRequestsCarryTheStandardHeadersAndNoSession) {
   options.onElicitation = answerName("Ada", nullptr);
   McpClient asking(options);
   EXPECT_EQ(asking.callTool("ask", json::object()).forModel(), "Hello, Ada");
+}
+
+// x-mcp-header: a marked argument travels as an Mcp-Param header too (a string that is not plain
+// ASCII in Base64, an integer in decimal, a null one not at all); a tool past the cap of 32
+// marked properties is listed as unusable, refused, and not offered, and the others are.
+TEST(McpModern, MarkedArgumentsAreMirroredIntoHeadersUpToTheCap) {
+  HttpTestServer server("modern-http", "2026-07-28");
+  ASSERT_GT(server.port(), 0);
+  McpServerOptions options;
+  options.name = "modern-http";
+  options.url = server.url();
+  McpClient client(options);
+  std::string unusable;
+  for (const McpTool& tool : client.listTools())
+    if (tool.name == "crowded") unusable = tool.unusable;
+  EXPECT_NE(unusable.find("more than 32 x-mcp-header annotations"), std::string::npos) << unusable;
+  std::string error = errorOf<ValidationError>([&] { client.callTool("crowded", json::object()); });
+  EXPECT_NE(error.find("cannot be called"), std::string::npos) << error;
+
+  json seen = json::parse(
+      client.callTool("meta", {{"region", "Zürich"}, {"count", 7}}).forModel().get<std::string>());
+  EXPECT_EQ(seen["headers"]["mcp-param-region"], "=?base64?WsO8cmljaA==?=") << seen.dump();
+  EXPECT_EQ(seen["headers"]["mcp-param-count"], "7") << seen.dump();
+  seen = json::parse(client.callTool("meta", {{"region", "eu west"}, {"count", nullptr}})
+                         .forModel()
+                         .get<std::string>());
+  EXPECT_EQ(seen["headers"]["mcp-param-region"], "eu west") << seen.dump();
+  EXPECT_FALSE(seen["headers"].contains("mcp-param-count")) << seen.dump();
+
+  ToolRegistry registry;
+  McpRegistration added = registry.addMcpServer("modern-http", options);
+  EXPECT_TRUE(registry.find("meta"));
+  EXPECT_FALSE(registry.find("crowded"));
+  ASSERT_EQ(added.skipped.size(), 1u);
+  EXPECT_EQ(added.skipped[0].rfind("crowded: ", 0), 0u) << added.skipped[0];
 }
 
 // ---------------------------------------------------------------------------------------------

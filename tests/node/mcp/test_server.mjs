@@ -239,7 +239,11 @@ if (mode === 'relay') {
     if (message.method === 'server/discover') {
       return reply(cacheable({ supportedVersions: supported, capabilities: { tools: {} }, instructions: 'A stateless test server.', _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'parley-modern', version: '1.0.0' } } }));
     }
-    if (message.method === 'tools/list') return reply(cacheable({ tools: [tool('meta'), tool('ask'), tool('roots'), tool('forever')] }));
+    // x-mcp-header (SEP-2243): `meta` mirrors `region`; `crowded` marks 33 properties, one past
+    // parley's cap of 32, and must not be offered.
+    const mirrored = { type: 'object', properties: { region: { type: 'string', 'x-mcp-header': 'Region' }, count: { type: 'integer', 'x-mcp-header': 'Count' } } };
+    const crowded = { type: 'object', properties: Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`p${i}`, { type: 'string', 'x-mcp-header': `P${i}` }])) };
+    if (message.method === 'tools/list') return reply(cacheable({ tools: [tool('meta', { inputSchema: mirrored }), tool('ask'), tool('roots'), tool('forever'), tool('crowded', { inputSchema: crowded })] }));
     if (message.method !== 'tools/call') return fail(-32601, 'Method not found');
     const { name } = message.params;
     const responses = message.params.inputResponses || {};
@@ -278,8 +282,8 @@ if (mode === 'relay') {
         const message = JSON.parse(data || '{}');
         if (message.id === undefined) { response.writeHead(202); return response.end(); }
         const headers = {};
-        for (const key of ['mcp-method', 'mcp-name', 'mcp-protocol-version', 'mcp-session-id']) {
-          if (request.headers[key] !== undefined) headers[key] = request.headers[key];
+        for (const key of Object.keys(request.headers)) {
+          if (['mcp-method', 'mcp-name', 'mcp-protocol-version', 'mcp-session-id'].includes(key) || key.startsWith('mcp-param-')) headers[key] = request.headers[key];
         }
         const reply = answer(message, headers);
         const status = reply.error?.code === -32022 ? 400 : 200;
