@@ -217,21 +217,49 @@ TEST_F(ToolExecutorTest, UnknownToolBecomesErrorNamingTheAvailableTools) {
   EXPECT_EQ(calls.load(), 0);
 }
 
+// A handler's checkpoint reaches the executor's, with its call; the handle the executor looks up
+// for a call is the handler's resumeFrom on every attempt, and a fresh call gets null.
+TEST_F(ToolExecutorTest, CheckpointsReachTheCallerAndResumeFromReachesTheHandler) {
+  std::vector<json> seen;
+  registry->add("remote_task", "d", kCitySchema, [&](const json&, ToolContext& context) {
+    seen.push_back(context.resumeFrom);
+    if (context.checkpoint) context.checkpoint(context, {{"task", "t-" + context.toolCallId}});
+    return json("done");
+  });
+  std::vector<std::pair<std::string, json>> noted;
+  ToolExecutorOptions options;
+  options.checkpoint = [&](const ToolContext& call, const json& handle) {
+    noted.emplace_back(call.toolCallId, handle);
+  };
+  options.resumeFrom = [](const std::string& callId) {
+    return callId == "c2" ? json{{"task", "t-old"}} : json();
+  };
+  ToolExecutor executor(registry, options);
+  EXPECT_TRUE(executor.execute({"c1", "remote_task", R"({"city":"Oslo"})"}).success);
+  EXPECT_TRUE(executor.execute({"c2", "remote_task", R"({"city":"Oslo"})"}).success);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_TRUE(seen[0].is_null());
+  EXPECT_EQ(seen[1], json({{"task", "t-old"}}));
+  ASSERT_EQ(noted.size(), 2u);
+  EXPECT_EQ(noted[0].first, "c1");
+  EXPECT_EQ(noted[1].second, json({{"task", "t-c2"}}));
+}
+
 // A caller's limits replace the tool's own for one call: the retries, and a deadline for the
 // whole call that no attempt outlives; limits out of range are the call's error result.
 TEST_F(ToolExecutorTest, ACallersLimitsReplaceTheToolsOwn) {
   std::atomic<int> attempts{0};
   ToolOptions own;
   own.retries = 0;
-  registry->add("flaky", "d", nullptr,
-                [&](const json&, ToolContext&) -> json {
-                  attempts.fetch_add(1);
-                  throw std::runtime_error("down");
-                },
-                own);
-  ToolExecutor executor(registry, {.sleep = [](std::chrono::milliseconds, std::stop_token) {
-                          return true;
-                        }});
+  registry->add(
+      "flaky", "d", nullptr,
+      [&](const json&, ToolContext&) -> json {
+        attempts.fetch_add(1);
+        throw std::runtime_error("down");
+      },
+      own);
+  ToolExecutor executor(registry,
+                        {.sleep = [](std::chrono::milliseconds, std::stop_token) { return true; }});
   ToolCallLimits three;
   three.retries = 2;
   ToolResult flaky = executor.execute({"c1", "flaky", "{}"}, {}, three);
@@ -240,15 +268,16 @@ TEST_F(ToolExecutorTest, ACallersLimitsReplaceTheToolsOwn) {
 
   ToolOptions patient;
   patient.timeout = std::chrono::minutes(1);
-  registry->add("waits", "d", nullptr,
-                [](const json&, ToolContext& context) -> json {
-                  std::mutex m;
-                  std::condition_variable_any cv;
-                  std::unique_lock lock(m);
-                  cv.wait(lock, context.stopToken, [] { return false; });
-                  return "stopped";
-                },
-                patient);
+  registry->add(
+      "waits", "d", nullptr,
+      [](const json&, ToolContext& context) -> json {
+        std::mutex m;
+        std::condition_variable_any cv;
+        std::unique_lock lock(m);
+        cv.wait(lock, context.stopToken, [] { return false; });
+        return "stopped";
+      },
+      patient);
   ToolCallLimits soon;
   soon.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
   ToolResult waited = executor.execute({"c2", "waits", "{}"}, {}, soon);

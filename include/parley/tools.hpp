@@ -49,6 +49,11 @@ struct ToolContext;
 using ToolAsk =
     std::function<nlohmann::json(const ToolContext& call, const nlohmann::json& question)>;
 
+// How a call notes the handle of work that outlives one attempt (ToolContext::checkpoint).
+using ToolCheckpoint = std::function<void(const ToolContext& call, const nlohmann::json& handle)>;
+// The handle a call resumes from (ToolContext::resumeFrom), by call id; null json: none.
+using ToolResumeLookup = std::function<nlohmann::json(const std::string& toolCallId)>;
+
 // What a handler learns about the call it serves. The executor owns it; a handler may keep a
 // reference only until it returns.
 struct ToolContext {
@@ -61,6 +66,14 @@ struct ToolContext {
   std::chrono::steady_clock::time_point deadline;  // of this attempt
   int attempt = 1;                                 // 1 for the first try, 2 for the first retry
   ToolAsk ask;  // the executor's ToolExecutorOptions::ask; null: the tool asks in its own way
+  // Work that lives on past one attempt (a task on a remote A2A or MCP server): the handler
+  // notes its handle with checkpoint(*this, handle) as soon as it has one. A durable run
+  // journals it; when the run is taken over after a crash, the call runs again with the handle
+  // in resumeFrom, and the handler picks the remote work up instead of starting it again
+  // (docs/scale-out.md). A null checkpoint: nobody keeps the handle. A null resumeFrom: a fresh
+  // call.
+  ToolCheckpoint checkpoint;
+  nlohmann::json resumeFrom;
 
   bool stopRequested() const noexcept { return stopToken.stop_requested(); }
 };
@@ -242,6 +255,10 @@ struct ToolExecutorOptions {
   ToolSleeper sleep{};  // retry delays; null: a real, cancellable wait
   // Given to every call's ToolContext::ask (a durable run's questions); null: none.
   ToolAsk ask{};
+  // Given to every call's ToolContext::checkpoint (a durable run's journal); null: none.
+  ToolCheckpoint checkpoint{};
+  // Asked for each call's ToolContext::resumeFrom before its first attempt; null: none.
+  ToolResumeLookup resumeFrom{};
 };
 
 // Checks and runs tool calls against a registry.

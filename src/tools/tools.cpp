@@ -288,13 +288,20 @@ struct Attempt {
 }  // namespace
 
 struct detail::ToolExecutorState {
-  ToolExecutorState(int capacity, std::shared_ptr<ThreadPool> p, ToolSleeper s, ToolAsk a)
-      : gate(capacity), pool(std::move(p)), sleep(std::move(s)), ask(std::move(a)) {}
+  ToolExecutorState(int capacity, ToolExecutorOptions&& o)
+      : gate(capacity),
+        pool(std::move(o.pool)),
+        sleep(std::move(o.sleep)),
+        ask(std::move(o.ask)),
+        checkpoint(std::move(o.checkpoint)),
+        resumeFrom(std::move(o.resumeFrom)) {}
 
   Gate gate;
   std::shared_ptr<ThreadPool> pool;
   ToolSleeper sleep;
   ToolAsk ask;
+  ToolCheckpoint checkpoint;
+  ToolResumeLookup resumeFrom;
 };
 
 namespace {
@@ -308,15 +315,16 @@ static Outcome runAttempt(ThreadPool& pool, const ToolPtr& tool,
                           const std::shared_ptr<const json>& args, const ToolCall& call,
                           int attemptNumber, std::stop_token cancel,
                           std::chrono::milliseconds timeout,
-                          std::optional<Clock::time_point> callDeadline, const ToolAsk& ask) {
+                          std::optional<Clock::time_point> callDeadline,
+                          const detail::ToolExecutorState& state, const json& resumeFrom) {
   auto attempt = std::make_shared<Attempt>();
   Clock::time_point deadline = detail::deadlineAfter(Clock::now(), timeout);
   if (callDeadline && *callDeadline < deadline) {
     deadline = *callDeadline;
     timeout = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
   }
-  attempt->context =
-      ToolContext{call.id, call.name, attempt->stop.get_token(), deadline, attemptNumber, ask};
+  attempt->context = ToolContext{call.id,       call.name, attempt->stop.get_token(), deadline,
+                                 attemptNumber, state.ask, state.checkpoint,          resumeFrom};
   try {
     pool.submit([attempt, tool, args, trace = currentTraceContext()] {
       ContextScope scope(trace);  // the handler's own spans (an MCP call) join the tool's
@@ -419,13 +427,14 @@ static ToolResult runCallUntraced(detail::ToolExecutorState& state, const ToolRe
                    "invalid arguments for \"" + tool->name + "\": " + problems});
 
   auto args = std::make_shared<const json>(std::move(parsed));
+  const json resumeFrom = state.resumeFrom ? state.resumeFrom(call.id) : json();
   for (int attempt = 1;; ++attempt) {
     if (cancel.stop_requested())
       return finish(
           {ToolErrorKind::Cancelled, nullptr, "tool \"" + tool->name + "\" was cancelled"});
-    Outcome outcome =
-        runAttempt(*state.pool, tool, args, call, attempt, cancel,
-                   limits.timeout.value_or(tool->options.timeout), limits.deadline, state.ask);
+    Outcome outcome = runAttempt(*state.pool, tool, args, call, attempt, cancel,
+                                 limits.timeout.value_or(tool->options.timeout), limits.deadline,
+                                 state, resumeFrom);
     bool retryable =
         outcome.kind == ToolErrorKind::HandlerFailed || outcome.kind == ToolErrorKind::Timeout;
     if (!retryable || attempt > limits.retries.value_or(tool->options.retries) ||
@@ -493,9 +502,8 @@ ToolExecutor::ToolExecutor(std::shared_ptr<const ToolRegistry> registry,
   if (options.maxConcurrent < 1)
     throw ValidationError("toolExecutor.maxConcurrent", "must be at least 1");
   if (!options.pool) options.pool = ThreadPool::shared();
-  state_ =
-      std::make_shared<detail::ToolExecutorState>(options.maxConcurrent, std::move(options.pool),
-                                                  std::move(options.sleep), std::move(options.ask));
+  const int capacity = options.maxConcurrent;
+  state_ = std::make_shared<detail::ToolExecutorState>(capacity, std::move(options));
 }
 
 ToolExecutor::~ToolExecutor() = default;
