@@ -19,7 +19,10 @@
 #include "mock_fixture.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
+#include "parley/events.hpp"
+#include "parley/executor.hpp"
 #include "parley/otlp.hpp"
+#include "parley/profiles.hpp"
 #include "parley/telemetry.hpp"
 #include "parley/tools.hpp"
 #include "tools/tool_schema.hpp"
@@ -259,6 +262,57 @@ TEST(GenAiSpansTest, ATurnIsAnAgentSpanWithItsChatAndToolSpans) {
   }
   EXPECT_EQ(durations, 2u);
   EXPECT_EQ(tokenUsages, 4u);  // input and output per call
+}
+
+// The executor's bus carries the trace: a request published with a traceparent (or from inside
+// a span) runs its chat spans in that trace, and the ToolWorker's execute_tool span, on another
+// thread, joins it too.
+TEST(GenAiSpansTest, TheExecutorsBusCarriesTheTraceToItsToolWorker) {
+  auto server = testing::startMockServer(kWeatherScript);
+  auto collector = std::make_shared<Collector>();
+  Installed installed(collector);
+  auto profiles = std::make_shared<ProfileRegistry>();
+  profiles->add("default", testing::mockClientOptions(*server, "mock-model"));
+  auto tools = std::make_shared<ToolRegistry>();
+  tools->add("get_weather", "The weather of a city",
+             json{{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}},
+             [](const json& args, ToolContext&) {
+               return json{{"city", args["city"]}};
+             });
+  EventBus bus;
+  std::mutex mutex;
+  std::vector<std::string> toolEventParents;
+  auto seen = bus.subscribe<ToolExecutionRequest>([&](const ToolExecutionRequest& e) {
+    std::lock_guard lock(mutex);
+    toolEventParents.push_back(e.traceparent);
+  });
+  ExecutorOptions options;
+  options.profiles = profiles;
+  options.tools = tools;
+  LlmExecutor executor(bus, options);
+  const std::string parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  LlmExecutionRequest request;
+  request.workflowId = "wf";
+  request.threadId = "t-bus";
+  request.nodeId = "n";
+  request.requestData.prompt = "What is the weather in Oslo?";
+  request.requestData.profileId = "default";
+  request.traceparent = parent;
+  const LlmExecutionResult result = executor.execute(request);
+  ASSERT_EQ(result.iterations, 2);
+
+  const auto spans = collector->spans();
+  const auto chats = named(spans, "chat mock-model");
+  const auto tool = named(spans, "execute_tool get_weather");
+  ASSERT_EQ(chats.size(), 2u);
+  ASSERT_EQ(tool.size(), 1u);
+  for (const SpanData& chat : chats)
+    EXPECT_EQ(chat.context.traceIdHex(), "0af7651916cd43dd8448eb211c80319c");
+  EXPECT_EQ(tool[0].context.traceIdHex(), "0af7651916cd43dd8448eb211c80319c");
+  EXPECT_NE(tool[0].parentId, (std::array<uint8_t, 8>{}));
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(toolEventParents.size(), 1u);
+  EXPECT_NE(toolEventParents[0].find("0af7651916cd43dd8448eb211c80319c"), std::string::npos);
 }
 
 TEST(GenAiSpansTest, NoHeaderAndNoSpanWhenTelemetryIsOff) {

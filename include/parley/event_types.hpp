@@ -43,6 +43,11 @@ struct EventHeader {
   // events of the request as a whole (LlmExecutionRequest/Completed/Failed) and of
   // context_processor and user_interaction nodes outside their model calls.
   std::string spanId;
+  // The W3C traceparent of the telemetry span the event was caused under (telemetry.hpp), ""
+  // when there was none. Whoever takes the work on continues that trace: a ToolWorker's
+  // execute_tool span is a child of the run's span, and an LlmExecutionRequest published with
+  // one makes the executor's spans part of the publisher's trace (docs/telemetry.md).
+  std::string traceparent;
 };
 
 // --- LLM execution -------------------------------------------------------------------------

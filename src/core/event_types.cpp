@@ -55,6 +55,7 @@ json eventHeaderToJson(const EventHeader& e) {
             {"thread_id", e.threadId},
             {"trace_id", e.traceId}};
   if (!e.spanId.empty()) j["span_id"] = e.spanId;
+  if (!e.traceparent.empty()) j["traceparent"] = e.traceparent;
   return j;
 }
 

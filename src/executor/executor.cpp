@@ -30,6 +30,7 @@
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
 #include "parley/structured_output.hpp"
+#include "parley/telemetry.hpp"
 #include "parley/thread_pool.hpp"
 
 namespace parley {
@@ -125,6 +126,9 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
   void onRequest(const LlmExecutionRequest& received) {
     LlmExecutionRequest request = received;
     if (request.traceId.empty()) request.traceId = newId("tr-");
+    // Published from inside a span (the bus delivers on the publisher's thread): the run joins
+    // that trace.
+    if (request.traceparent.empty()) request.traceparent = currentTraceContext().traceparent();
     detail::NodeKind kind{};
     try {
       kind = detail::validateRequest(request, options);
@@ -267,6 +271,7 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
 
   void process(ThreadState& state, const QueuedRequest& queued) {
     const LlmExecutionRequest& request = queued.request;
+    ContextScope trace(TraceContext::parse(request.traceparent).value_or(TraceContext{}));
     state.current = &request;
     state.currentKind = queued.kind;
     std::optional<ConversationManager> before;

@@ -7,6 +7,7 @@
 
 #include "parley/events.hpp"
 #include "parley/executor.hpp"
+#include "parley/telemetry.hpp"
 
 namespace parley::detail {
 
@@ -19,6 +20,9 @@ Event causedBy(const LlmExecutionRequest& request, const std::string& spanId = {
   event.threadId = request.threadId;
   event.traceId = request.traceId;
   event.spanId = spanId;
+  // Under the span at work now (the run's, a model call's), else the request's own parent.
+  const TraceContext current = currentTraceContext();
+  event.traceparent = current.valid() ? current.traceparent() : request.traceparent;
   return event;
 }
 

@@ -4,6 +4,7 @@
 #include "model/deadline.hpp"
 #include "parley/errors.hpp"
 #include "parley/executor.hpp"
+#include "parley/telemetry.hpp"
 #include "parley/thread_pool.hpp"
 
 namespace parley {
@@ -36,6 +37,8 @@ struct ToolWorker::Impl : std::enable_shared_from_this<ToolWorker::Impl> {
     }
     try {
       pool->submit([self = shared_from_this(), request] {
+        // The call's execute_tool span joins the trace the request was published under.
+        ContextScope trace(TraceContext::parse(request.traceparent).value_or(TraceContext{}));
         // The executor's limits for this call: its timeout covers the whole call (every attempt),
         // so a call the executor has given up on is stopped here too, not left to run.
         ToolCallLimits limits;
@@ -59,6 +62,7 @@ struct ToolWorker::Impl : std::enable_shared_from_this<ToolWorker::Impl> {
         done.result.retryCount = r.retryCount;
         done.result.timedOut = r.errorKind == ToolErrorKind::Timeout;
         done.spanId = request.spanId;
+        done.traceparent = request.traceparent;
         self->bus.publish(done);
         self->finished();
       });
@@ -71,6 +75,7 @@ struct ToolWorker::Impl : std::enable_shared_from_this<ToolWorker::Impl> {
       failed.toolCallId = request.toolCall.id;
       failed.toolName = request.toolCall.name;
       failed.spanId = request.spanId;
+      failed.traceparent = request.traceparent;
       failed.errorDetails = errorToJson(std::current_exception());
       failed.error = "no thread could be started to run the tool: " +
                      failed.errorDetails.value("message", std::string());
