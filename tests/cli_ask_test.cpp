@@ -17,6 +17,7 @@
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
 #include "parley/llm.hpp"
+#include "parley/part.hpp"
 #include "parley/store.hpp"
 #include "parley/tokens.hpp"
 #include "png_fixture.hpp"
@@ -28,6 +29,11 @@ namespace {
 using nlohmann::json;
 
 using testing::CliRun;
+
+std::string readFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 class AskTest : public ::testing::Test {
  protected:
@@ -604,6 +610,62 @@ TEST_F(AskTest, AGeminiProfileDoesToolRoundsStructuredOutputAndImages) {
     if (p.contains("inlineData")) inline_ = p["inlineData"]["mimeType"] == "image/png";
   }
   EXPECT_TRUE(inline_) << parts.dump();
+}
+
+// An image a Gemini image model generates is written by --save-images (and only said without
+// it); the grounding's searches are priced at the model's web_search.
+TEST_F(AskTest, GeneratedImagesAreSavedAndGroundedSearchesPriced) {
+  const std::string png = test::makePng(3, 3);
+  const json body = {
+      {"candidates",
+       {{{"index", 0},
+         {"finishReason", "STOP"},
+         {"content",
+          {{"role", "model"},
+           {"parts",
+            {{{"text", "Here is your square."}},
+             {{"inlineData", {{"mimeType", "image/png"}, {"data", base64Encode(png)}}}}}}}},
+         {"groundingMetadata", {{"webSearchQueries", {"grey", "square"}}}}}}},
+      {"usageMetadata", {{"promptTokenCount", 1000000}, {"candidatesTokenCount", 0}}}};
+  serve(json{{"raw", body.dump()}, {"content_type", "application/json"}}.dump());
+  std::filesystem::create_directories(dir_);
+  const auto prices = dir_ / "prices.toml";
+  std::ofstream(prices) << "[prices.\"gemini-img\"]\ninput = 1\noutput = 1\nweb_search = 14\n";
+  const auto images = dir_ / "images";
+  const std::vector<std::string> common = {
+      "--base-url", server_->baseUrl(), "--protocol",  "gemini",
+      "--model",    "gemini-img",       "--api-key",   "k",
+      "--prices",   prices.string(),    "--no-stream", "--no-save"};
+  std::vector<std::string> saving = common;
+  for (const char* a : {"--json", "--save-images"})
+    saving.push_back(a);
+  saving.push_back(images.string());
+  saving.push_back("draw a grey square");
+  CliRun run = ask(saving);
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NEAR(json::parse(run.out)["cost_usd"].get<double>(), 1 + 2 * 14 / 1000.0, 1e-9);
+  EXPECT_EQ(readFile(images / "image-1.png"), png);
+  EXPECT_NE(run.err.find("image saved to"), std::string::npos) << run.err;
+  // A second turn does not overwrite the first image.
+  ASSERT_EQ(ask(saving).exitCode, 0);
+  EXPECT_EQ(readFile(images / "image-2.png"), png);
+
+  std::vector<std::string> told = common;
+  told.push_back("draw it again");
+  CliRun said = ask(told);
+  ASSERT_EQ(said.exitCode, 0) << said.err;
+  EXPECT_EQ(said.out, "Here is your square.\n");
+  EXPECT_NE(said.err.find("1 generated image (image/png"), std::string::npos) << said.err;
+
+  std::vector<std::string> bad = common;
+  for (const char* a : {"--save-images", "", "hi"})
+    bad.push_back(a);
+  bad[bad.size() - 2] = prices.string();  // a file, not a directory
+  server_->clearRequests();
+  CliRun refused = ask(bad);
+  EXPECT_NE(refused.exitCode, 0);
+  EXPECT_NE(refused.err.find("--save-images"), std::string::npos) << refused.err;
+  EXPECT_TRUE(server_->requests().empty());
 }
 
 // Without --prices: the shipped table, with the config file's [prices] over it.

@@ -234,6 +234,16 @@ TEST(RedactUrl, UserInfoBecomesStars) {
   EXPECT_EQ(redactUrl("user:KEY@host/v1"), "***@host/v1");
 }
 
+TEST(RedactUrl, KeysInTheQueryBecomeStars) {
+  EXPECT_EQ(redactUrl("https://h/v1beta/models/m:generateContent?key=SECRET"),
+            "https://h/v1beta/models/m:generateContent?key=***");
+  EXPECT_EQ(redactUrl("https://h/m:streamGenerateContent?alt=sse&key=SECRET#top"),
+            "https://h/m:streamGenerateContent?alt=sse&key=***#top");
+  EXPECT_EQ(redactUrl("http://u:p@h/x?api_key=A&page=2&access_token=B&token=C&apikey=D"),
+            "http://***@h/x?api_key=***&page=2&access_token=***&token=***&apikey=***");
+  EXPECT_EQ(redactUrl("https://h/x?monkey=1&key"), "https://h/x?monkey=1&key");
+}
+
 TEST(HttpError, InBodyErrorsSayWhatHappened) {
   HttpError::Details details;
   details.apiMessage = "quota exceeded";

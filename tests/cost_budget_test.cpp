@@ -20,7 +20,7 @@ using nlohmann::json;
 // $1 per million tokens in and out: a cost in USD is tokens / 1e6.
 std::shared_ptr<const PriceTable> onePerMillion() {
   auto table = std::make_shared<PriceTable>();
-  table->set("m", {1, {}, {}, 1, {}});
+  table->set("m", {1, {}, {}, 1, {}, {}});
   return table;
 }
 
@@ -114,7 +114,7 @@ TEST_F(Budget, TheThreadBudgetCountsEveryReplyBefore) {
   ConversationManager c(options(budget));
   for (int turn = 0; turn < 3; ++turn)
     c.run("turn " + std::to_string(turn));
-  EXPECT_NEAR(c.spentCost({1, {}, {}, 1, {}}).thread, 0.0033, 1e-12);
+  EXPECT_NEAR(c.spentCost({1, {}, {}, 1, {}, {}}).thread, 0.0033, 1e-12);
   try {
     c.run("one more");
     FAIL() << "the fourth turn was not refused";

@@ -13,6 +13,7 @@
 
 #include "parley/cost.hpp"
 #include "parley/errors.hpp"
+#include "parley/server_tools.hpp"
 #include "parley/toml.hpp"
 
 namespace {
@@ -94,9 +95,9 @@ TEST(PriceTable, DocumentWithoutPricesIsEmpty) {
 
 TEST(PriceTable, ExactNameThenLongestPrefixAtASeparator) {
   PriceTable table;
-  table.set("gpt-4", {30, {}, {}, 60, {}});
-  table.set("gpt-4o", {2.5, {}, {}, 10, {}});
-  table.set("gpt-4o-mini", {0.15, {}, {}, 0.6, {}});
+  table.set("gpt-4", {30, {}, {}, 60, {}, {}});
+  table.set("gpt-4o", {2.5, {}, {}, 10, {}, {}});
+  table.set("gpt-4o-mini", {0.15, {}, {}, 0.6, {}, {}});
   EXPECT_EQ(table.find("gpt-4o")->input, 2.5);
   EXPECT_EQ(table.find("gpt-4o-mini-2024-07-18")->input, 0.15);  // longest, not "gpt-4o"
   EXPECT_EQ(table.find("gpt-4o-2024-08-06")->input, 2.5);
@@ -112,7 +113,7 @@ TEST(PriceTable, ExactNameThenLongestPrefixAtASeparator) {
 
 TEST(PriceTable, UnpricedIsNotFree) {
   PriceTable table;
-  table.set("free-model", {0, {}, {}, 0, {}});
+  table.set("free-model", {0, {}, {}, 0, {}, {}});
   const TokenUsage usage = usageOf(R"({"prompt_tokens": 10, "completion_tokens": 5})");
   EXPECT_EQ(table.cost("free-model", usage), 0.0);
   EXPECT_FALSE(table.cost("other-model", usage).has_value());
@@ -228,18 +229,18 @@ TEST(Cost, SplitsUsageByHowItIsBilled) {
   EXPECT_EQ(billed.output, 100);
   EXPECT_EQ(billed.reasoning, 200);
 
-  ModelPrice price{3, 0.3, 3.75, 15, {}};
+  ModelPrice price{3, 0.3, 3.75, 15, {}, {}};
   // 300*3 + 600*0.3 + 100*3.75 + (100+200)*15, per million.
   EXPECT_NEAR(parley::costOf(usage, price), (900 + 180 + 375 + 4500) / 1e6, 1e-12);
   price.reasoning = 60;
   EXPECT_NEAR(parley::costOf(usage, price), (900 + 180 + 375 + 1500 + 12000) / 1e6, 1e-12);
   // Without cache prices, reads and writes are billed as input.
-  const ModelPrice plain{3, {}, {}, 15, {}};
+  const ModelPrice plain{3, {}, {}, 15, {}, {}};
   EXPECT_NEAR(parley::costOf(usage, plain), (1000 * 3 + 300 * 15) / 1e6, 1e-12);
 }
 
 TEST(Cost, PlainUsageAndInconsistentDetails) {
-  const ModelPrice price{0.15, 0.075, {}, 0.60, {}};
+  const ModelPrice price{0.15, 0.075, {}, 0.60, {}, {}};
   EXPECT_NEAR(
       parley::costOf(usageOf(R"({"prompt_tokens": 2000, "completion_tokens": 500})"), price),
       (2000 * 0.15 + 500 * 0.60) / 1e6, 1e-12);
@@ -252,7 +253,7 @@ TEST(Cost, PlainUsageAndInconsistentDetails) {
 
 TEST(Cost, ATurnSumsItsReplies) {
   PriceTable table;
-  table.set("m", {1, {}, {}, 2, {}});
+  table.set("m", {1, {}, {}, 2, {}, {}});
   std::vector<parley::Message> turn = {parley::Message::user("q"),
                                        parley::Message::assistant("calling"),
                                        parley::Message::assistant("done")};
@@ -261,6 +262,29 @@ TEST(Cost, ATurnSumsItsReplies) {
   EXPECT_NEAR(*table.cost("m", turn), (300 * 1 + 30 * 2) / 1e6, 1e-12);
   EXPECT_EQ(table.cost("m", std::span(turn).first(1)), 0.0);
   EXPECT_FALSE(table.cost("unknown", turn));
+}
+
+// Web searches are billed per call on top of the tokens, at the price per 1 000 searches;
+// unpriced searches cost nothing, and a reply without usage still pays for its searches.
+TEST(Cost, WebSearchesArePricedPerThousand) {
+  const PriceTable read = PriceTable::fromDocument(
+      parley::parseToml("[prices.g]\ninput = 1\noutput = 2\nweb_search = 14\n", "p.toml"),
+      "p.toml");
+  ASSERT_TRUE(read.find("g"));
+  EXPECT_EQ(read.find("g")->webSearch, 14.0);
+  parley::Message reply = parley::Message::assistant("Spain won.");
+  reply.extra[std::string(parley::kGeminiMetadata)] = {
+      {"groundingMetadata", {{"webSearchQueries", {"a", "b", "c"}}}}};
+  EXPECT_NEAR(*read.cost("g", reply), 3 * 14 / 1000.0, 1e-12);
+  reply.usage = usageOf(R"({"prompt_tokens": 100, "completion_tokens": 10})");
+  EXPECT_NEAR(*read.cost("g", reply), (100 * 1 + 10 * 2) / 1e6 + 3 * 14 / 1000.0, 1e-12);
+  EXPECT_NEAR(*read.cost("g", std::span(&reply, 1)), *read.cost("g", reply), 1e-15);
+  PriceTable unpriced;
+  unpriced.set("g", {1, {}, {}, 2, {}, {}});
+  EXPECT_NEAR(*unpriced.cost("g", reply), (100 * 1 + 10 * 2) / 1e6, 1e-12);
+  EXPECT_NE(errorOf("[prices.m]\ninput = 1\noutput = 1\nweb_search = -1\n")
+                .find("prices.m.web_search: must be a non-negative number (USD per 1 000 web"),
+            std::string::npos);
 }
 
 TEST(PriceTable, MergeReplacesAndAdds) {

@@ -9,8 +9,11 @@
 #include "client/provider_fields.hpp"
 #include "parley/errors.hpp"
 #include "parley/gemini_client.hpp"
+#include "parley/openai_client.hpp"
+#include "parley/part.hpp"
 #include "parley/protocol.hpp"
 #include "parley/server_tools.hpp"
+#include "parley/transport.hpp"
 
 namespace parley::detail {
 namespace {
@@ -242,6 +245,131 @@ TEST(GeminiProtocol, BlockedRepliesAreRefusalsWithTheReasonKept) {
   const ChatResult other = resultFromGeminiResponse(
       R"({"candidates":[{"content":{"parts":[{"text":"x"}]},"finishReason":"MALFORMED_FUNCTION_CALL","index":0}]})");
   EXPECT_EQ(other.finishReason, "malformed_function_call");
+}
+
+// Grounding, citations and safety ratings are kept as sent (the last value of a stream), never
+// sent back, and the grounding's web searches are counted for billing.
+TEST(GeminiProtocol, GroundingAndSafetyAreKeptAndItsSearchesCounted) {
+  const ChatResult r = readStream(
+      {R"({"candidates":[{"content":{"role":"model","parts":[{"text":"Spain won"}]},"index":0,"safetyRatings":[{"category":"HARM_CATEGORY_HATE_SPEECH","probability":"NEGLIGIBLE"}]}]})",
+       R"({"candidates":[{"content":{"role":"model","parts":[{"text":" Euro 2024."}]},"finishReason":"STOP","index":0,"groundingMetadata":{"webSearchQueries":["euro 2024 winner","uefa euro 2024 final"],"groundingChunks":[{"web":{"uri":"https://vertexaisearch.cloud.google.com/grounding-api-redirect/x","title":"uefa.com"}}],"groundingSupports":[{"segment":{"startIndex":0,"endIndex":9,"text":"Spain won"},"groundingChunkIndices":[0]}]},"safetyRatings":[{"category":"HARM_CATEGORY_HATE_SPEECH","probability":"LOW"}]}],"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":5,"totalTokenCount":15}})"});
+  EXPECT_EQ(r.message.content, "Spain won Euro 2024.");
+  const json& kept = r.message.extra.at(std::string(kGeminiMetadata));
+  EXPECT_EQ(kept["groundingMetadata"]["groundingChunks"][0]["web"]["title"], "uefa.com");
+  EXPECT_EQ(kept["safetyRatings"][0]["probability"], "LOW");  // the last one sent
+  EXPECT_EQ(webSearchCount(r.message), 2u);
+  for (Protocol p :
+       {Protocol::OpenAiChat, Protocol::OpenAiResponses, Protocol::Anthropic, Protocol::Gemini}) {
+    ClientOptions o;
+    o.protocol = p;
+    EXPECT_FALSE(sendsField(kGeminiMetadata, o));
+  }
+  ChatRequest next;
+  next.messages = {Message::user("who won?"), r.message, Message::user("and 2020?")};
+  EXPECT_EQ(bodyOf(next).dump().find("groundingMetadata"), std::string::npos);
+  // Past the cap, an error naming the field.
+  const std::string huge(kMaxServerToolResultBytes, 'x');
+  EXPECT_THROW(
+      resultFromGeminiResponse(
+          R"({"candidates":[{"index":0,"finishReason":"STOP","groundingMetadata":{"webSearchQueries":[")" +
+          huge + R"("]}}]})"),
+      ProtocolError);
+}
+
+// Generated images come out as image parts, decoded, thoughts and undecodable data left out,
+// from Gemini's parts and from Responses' image_generation_call items.
+TEST(GeminiProtocol, GeneratedImagesAreImageParts) {
+  const ChatResult r = resultFromGeminiResponse(
+      R"({"candidates":[{"content":{"role":"model","parts":[{"text":"Here."},)"
+      R"({"inlineData":{"mimeType":"image/png","data":"iVBORw=="},"thought":true},)"
+      R"({"inlineData":{"mimeType":"image/png","data":"iVBORw0K"}},)"
+      R"({"inlineData":{"mimeType":"image/webp","data":"not base64!"}},)"
+      R"({"inlineData":{"mimeType":"audio/wav","data":"UklGRg=="}}]},"finishReason":"STOP","index":0}]})");
+  const std::vector<Part> images = generatedImagesOf(r.message);
+  ASSERT_EQ(images.size(), 1u);
+  EXPECT_EQ(images[0].kind, PartKind::Image);
+  EXPECT_EQ(images[0].mimeType, "image/png");
+  EXPECT_EQ(images[0].bytes, std::string("\x89PNG\r\n", 6));
+  Message responses = Message::assistant("");
+  responses.extra[std::string(kResponseOutput)] = json::parse(
+      R"([{"type":"image_generation_call","id":"ig_1","status":"completed","output_format":"jpeg","result":"/9j/"}])");
+  const std::vector<Part> made = generatedImagesOf(responses);
+  ASSERT_EQ(made.size(), 1u);
+  EXPECT_EQ(made[0].mimeType, "image/jpeg");
+  EXPECT_EQ(made[0].bytes, std::string("\xff\xd8\xff", 3));
+  EXPECT_TRUE(generatedImagesOf(Message::user("iVBORw0K")).empty());
+}
+
+// Keeps what each request carried and answers with one whole reply (a body, or one event).
+class KeyCapture : public HttpTransport {
+ public:
+  void send(const HttpRequest& request, HttpReplySink& sink) override {
+    urls.emplace_back(request.url);
+    headers.emplace_back(request.headers.begin(), request.headers.end());
+    sink.reset();
+    if (request.method == HttpMethod::Get) {
+      sink.onBody(R"({"models":[{"name":"models/gemini-3-flash"}]})", HttpReplyInfo{200, ""});
+      return;
+    }
+    const std::string reply =
+        R"({"candidates":[{"content":{"role":"model","parts":[{"text":"hi"}]},"finishReason":"STOP","index":0}]})";
+    if (request.stream) {
+      SseEvent event;
+      event.data = reply;
+      sink.onEvent(event, HttpReplyInfo{200, ""});
+      sink.onStreamEnd(HttpReplyInfo{200, ""});
+    } else {
+      sink.onBody(reply, HttpReplyInfo{200, ""});
+    }
+  }
+  std::vector<std::string> urls;
+  std::vector<std::vector<std::string>> headers;
+};
+
+// api_key_in_query: every Gemini request carries the key as ?key= (after alt=sse when
+// streaming) and no x-goog-api-key header; any URL shown says key=***; another protocol
+// refuses the option.
+TEST(GeminiProtocol, TheKeyCanGoOnTheUrlAndIsNeverShown) {
+  auto capture = std::make_shared<KeyCapture>();
+  ClientOptions o = gemini();
+  o.apiKey = "AIza+secret/1";
+  o.apiKeyInQuery = true;
+  o.transport = capture;
+  GeminiClient client(o);
+  ChatRequest request;
+  request.messages = {Message::user("hi")};
+  EXPECT_EQ(client.generate(request).message.content, "hi");
+  EXPECT_EQ(client.generateStream(request, [](const StreamDelta&) { return true; }).message.content,
+            "hi");
+  EXPECT_EQ(client.listModels().size(), 1u);
+  ASSERT_EQ(capture->urls.size(), 3u);
+  EXPECT_EQ(capture->urls[0],
+            "https://generativelanguage.googleapis.com/v1beta/models/"
+            "gemini-3-flash:generateContent?key=AIza%2Bsecret%2F1");
+  EXPECT_NE(capture->urls[1].find(":streamGenerateContent?alt=sse&key=AIza%2Bsecret%2F1"),
+            std::string::npos);
+  EXPECT_NE(capture->urls[2].find("?pageSize=1000&key=AIza%2Bsecret%2F1"), std::string::npos);
+  for (const auto& sent : capture->headers) {
+    for (const std::string& line : sent)
+      EXPECT_EQ(line.find("secret"), std::string::npos) << line;
+  }
+  // A failure names the URL without the key (nothing listens on port 9 of loopback).
+  ClientOptions down = gemini();
+  down.baseUrl = "http://127.0.0.1:9/v1beta";
+  down.apiKey = "AIza-secret-2";
+  down.apiKeyInQuery = true;
+  down.maxRetries = 0;
+  try {
+    GeminiClient(down).generate(request);
+    ADD_FAILURE() << "no error";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find("AIza-secret-2"), std::string::npos) << what;
+    EXPECT_NE(what.find("key=***"), std::string::npos) << what;
+  }
+  ClientOptions chat;
+  chat.apiKeyInQuery = true;
+  EXPECT_THROW(OpenAiClient{chat}, ValidationError);
 }
 
 TEST(GeminiProtocol, ErrorsAndCutStreams) {

@@ -457,7 +457,9 @@ TEST_F(ClientTest, AnErrorRepeatingTheKeyIsRedacted) {
       EXPECT_EQ(all.find(key), std::string::npos) << call << ": " << all;
       EXPECT_NE(all.find("Incorrect API key provided: [redacted]"), std::string::npos)
           << call << ": " << all;
-      if (call == 1) EXPECT_EQ(e.status(), 401);
+      if (call == 1) {
+        EXPECT_EQ(e.status(), 401);
+      }
     }
   }
   EXPECT_EQ(chatRequests(), 3u);

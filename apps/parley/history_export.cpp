@@ -67,7 +67,7 @@ ThreadCost threadCost(std::span<const Message> messages, const PriceTable& price
     total.promptTokens += m.usage->promptTokens;
     total.completionTokens += m.usage->completionTokens;
     const std::optional<double> cost =
-        m.model.empty() ? std::nullopt : prices.cost(m.model, *m.usage);
+        m.model.empty() ? std::nullopt : prices.cost(m.model, m);
     if (cost) {
       total.usd = total.usd.value_or(0) + *cost;
     } else {
@@ -117,7 +117,7 @@ std::string renderMarkdown(const std::string& title, const ConversationManager& 
         const std::string iso = isoTime(*m.receivedAt);
         parts.push_back(iso.substr(0, 10) + " " + iso.substr(11, 5) + " UTC");
       }
-      if (m.usage && !m.model.empty()) parts.push_back(formatUsd(prices.cost(m.model, *m.usage)));
+      if (m.usage && !m.model.empty()) parts.push_back(formatUsd(prices.cost(m.model, m)));
       out << "\n*";
       for (size_t p = 0; p < parts.size(); ++p)
         out << (p ? " \u00b7 " : "") << parts[p];
@@ -180,7 +180,7 @@ std::string replyMetaHtml(const Message& m, const PriceTable& prices) {
   if (!m.model.empty()) parts.push_back("<span class=\"model\">" + escapeHtml(m.model) + "</span>");
   if (m.receivedAt) parts.push_back(timeHtml(*m.receivedAt));
   if (m.usage && !m.model.empty()) {
-    const std::optional<double> cost = prices.cost(m.model, *m.usage);
+    const std::optional<double> cost = prices.cost(m.model, m);
     parts.push_back(std::string("<span class=\"cost") + (cost ? "" : " unpriced") + "\">" +
                     escapeHtml(formatUsd(cost)) + "</span>");
   }

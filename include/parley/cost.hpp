@@ -51,13 +51,16 @@ inline constexpr std::size_t kMaxPriceFileBytes = std::size_t{256} << 10;
 inline constexpr std::size_t kMaxPriceEntries = 2000;
 inline constexpr std::size_t kMaxPricedModelNameBytes = 256;
 
-// USD per million tokens.
+// USD per million tokens, and per thousand provider-run web searches.
 struct ModelPrice {
   double input = 0;
   std::optional<double> cachedInput;  // cache reads; nullopt: billed as input
   std::optional<double> cacheWrite;   // cache writes; nullopt: billed as input
   double output = 0;
   std::optional<double> reasoning;  // reasoning tokens; nullopt: billed as output
+  // USD per 1 000 web searches the provider ran for a reply (server_tools.hpp webSearchCount),
+  // billed per call on top of the tokens; nullopt: not priced (counted as free).
+  std::optional<double> webSearch;
 
   bool operator==(const ModelPrice&) const = default;
 };
@@ -78,6 +81,10 @@ BilledTokens billedTokens(const TokenUsage& usage);
 // USD for `tokens` at `price`.
 double costOf(const BilledTokens& tokens, const ModelPrice& price);
 double costOf(const TokenUsage& usage, const ModelPrice& price);
+// USD for the web searches the provider ran for one reply (0 when webSearch is unpriced).
+double webSearchCost(const Message& reply, const ModelPrice& price);
+// USD for one reply: its usage (none: 0) and its web searches.
+double costOf(const Message& reply, const ModelPrice& price);
 
 class PriceTable {
  public:
@@ -102,8 +109,10 @@ class PriceTable {
   std::optional<ModelPrice> find(std::string_view model) const;
   // USD for one reply of `model`; nullopt when the model is unpriced.
   std::optional<double> cost(std::string_view model, const TokenUsage& usage) const;
-  // USD for the replies among `messages` (those carrying usage), all of `model`: a turn's cost.
-  // nullopt when the model is unpriced; 0 when no message carries usage.
+  // USD for one reply of `model`, its web searches included; nullopt when the model is unpriced.
+  std::optional<double> cost(std::string_view model, const Message& reply) const;
+  // USD for the replies among `messages` (their usage and web searches), all of `model`: a
+  // turn's cost. nullopt when the model is unpriced; 0 when no message carries usage.
   std::optional<double> cost(std::string_view model, std::span<const Message> messages) const;
 
   std::size_t size() const noexcept { return prices_.size(); }

@@ -74,7 +74,11 @@ struct ClientOptions {
   // Sent as "Authorization: Bearer ..." (Anthropic: "x-api-key"); never logged; empty: no header.
   std::string apiKey;
   std::string apiKeyEnv;  // when apiKey is empty: read the key from this environment variable
-  std::string model;      // used when ChatRequest::model is empty
+  // Gemini: the key goes on the URL as `?key=...` instead of the x-goog-api-key header (for a
+  // gateway that wants it there; the profile key `api_key_in_query`). Shown as `key=***`
+  // wherever a URL is shown (redactUrl).
+  bool apiKeyInQuery = false;
+  std::string model;                           // used when ChatRequest::model is empty
   std::map<std::string, std::string> headers;  // extra request headers
 
   std::chrono::milliseconds connectTimeout{10'000};
@@ -127,7 +131,9 @@ struct ClientOptions {
 };
 
 // `url` as it may be shown (errors, logs, a terminal): its user-info, which can hold a key
-// ("http://user:KEY@host/v1"), becomes "***" ("http://***@host/v1"). Anything else is kept.
+// ("http://user:KEY@host/v1"), becomes "***" ("http://***@host/v1"), and so does the value of a
+// query parameter that holds one (key, api_key, apikey, access_token, token: "?key=***").
+// Anything else is kept.
 std::string redactUrl(std::string_view url);
 
 struct EmbeddingResult {

@@ -24,6 +24,7 @@
 namespace parley {
 
 struct Message;
+struct Part;
 
 // Message::extra key: an Anthropic reply's content blocks, in order, as the API would return
 // them unstreamed (tool inputs as objects, streamed deltas joined). Kept when a reply holds a
@@ -34,6 +35,16 @@ inline constexpr std::string_view kAnthropicContent = "anthropic_content";
 // gave them. Kept when a reply holds an item beyond message, function_call and reasoning; sent
 // back to the Responses protocol only, in place of the items rebuilt from the message.
 inline constexpr std::string_view kResponseOutput = "response_output";
+
+// Message::extra key: a Gemini reply's parts as sent (thought parts, every thoughtSignature,
+// code and its results, images, a call's id), when they say more than the content and the
+// calls; sent back to the Gemini protocol only, exactly as they came.
+inline constexpr std::string_view kGeminiParts = "gemini_parts";
+// Message::extra key: what Gemini said about its reply beside the parts, as it sent it (the last
+// value of each field in a stream): `groundingMetadata` (the web searches run for the reply,
+// its sources and which text each supports), `urlContextMetadata`, `citationMetadata` and
+// `safetyRatings`. For display and billing (webSearchCount); never sent back to any protocol.
+inline constexpr std::string_view kGeminiMetadata = "gemini_metadata";
 
 // The caps on what a reply may carry beyond text and client tool calls. Past either the reply is
 // a ProtocolError naming the cap (docs/protocols.md, "Provider-run tools").
@@ -62,7 +73,15 @@ std::vector<ServerToolCall> serverToolCallsOf(const Message& message);
 // generated, a patch to apply, a search whose answer comes next turn).
 bool hasProviderContent(const Message& message);
 
-// How many web searches the provider ran for the message's reply (each is billed per call).
+// The images the provider generated for the message's reply, in order, as image parts (bytes
+// and MIME type): Gemini's inlineData image parts (not its thoughts) and Responses'
+// image_generation_call results. Empty for any other message. Content that does not decode is
+// skipped: the reply itself keeps it as sent.
+std::vector<Part> generatedImagesOf(const Message& message);
+
+// How many web searches the provider ran for the message's reply (each is billed per call):
+// Anthropic's and Responses' web_search calls, and the queries of Gemini's grounding with
+// Google Search (groundingMetadata.webSearchQueries).
 std::size_t webSearchCount(const Message& message);
 
 }  // namespace parley

@@ -99,7 +99,8 @@ struct GeminiAssembler::State {
   size_t serverCalls = 0;
   std::string content, reasoning;
   std::string finishReason, finishMessage, blockReason, blockMessage;
-  std::string usageText;  // the last usageMetadata object, as sent
+  std::string usageText;             // the last usageMetadata object, as sent
+  ojson metadata = ojson::object();  // kGeminiMetadata: the last value of each field
   std::string id, model;
   bool stopped = false;
 
@@ -306,6 +307,16 @@ const StreamDelta& GeminiAssembler::addEvent(std::string_view data, int status) 
             s.addPart(part);
         }
       }
+      for (const char* field :
+           {"groundingMetadata", "urlContextMetadata", "citationMetadata", "safetyRatings"}) {
+        auto value = candidate.find(field);
+        if (value == candidate.end() || value->is_null()) continue;
+        if (value->dump().size() > kMaxServerToolResultBytes) {
+          throw ProtocolError(std::string("the reply's ") + field + " is over the cap of " +
+                              std::to_string(kMaxServerToolResultBytes) + " bytes");
+        }
+        s.metadata[field] = *value;
+      }
       if (const std::string reason = stringOf(candidate, "finishReason");
           !reason.empty() && reason != "FINISH_REASON_UNSPECIFIED") {
         s.finishReason = reason;
@@ -331,6 +342,9 @@ ChatResult GeminiAssembler::finish() {
   m.content = std::move(s.content);
   m.toolCalls = std::move(s.calls);
   if (!s.reasoning.empty()) m.extra[std::string(kReasoningContent)] = s.reasoning;
+  if (!s.metadata.empty()) {
+    m.extra[std::string(kGeminiMetadata)] = nlohmann::json::parse(s.metadata.dump());
+  }
   // The parts go back as they came when they say more than the content and the calls.
   if (s.parts != geminiModelParts(m.content, m.toolCalls)) {
     m.extra[std::string(kGeminiParts)] = nlohmann::json::parse(s.parts.dump());

@@ -14,6 +14,7 @@
 #include "client/retry_policy.hpp"
 #include "model/blanks.hpp"
 #include "model/deadline.hpp"
+#include "model/percent_encode.hpp"
 #include "model/secrets.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
@@ -549,7 +550,52 @@ ChatResult withReplayedTime(ChatResult result) noexcept {
 
 namespace {
 
+// ClientOptions::apiKeyInQuery: the key the client put in its x-goog-api-key header goes on the
+// URL instead. Done below the cassettes, which key and redact the request as the client made it.
+class QueryKeyTransport final : public HttpTransport {
+ public:
+  explicit QueryKeyTransport(std::shared_ptr<HttpTransport> next) : next_(std::move(next)) {}
+
+  void send(const HttpRequest& request, HttpReplySink& sink) override {
+    static constexpr std::string_view kHeader = "x-goog-api-key:";
+    std::vector<std::string> headers;
+    std::string key;
+    for (const std::string& line : request.headers) {
+      const std::string_view text = line;
+      if (equalsIgnoreCase(text.substr(0, kHeader.size()), kHeader)) {
+        key = detail::trimBlanks(text.substr(kHeader.size()));
+      } else {
+        headers.push_back(line);
+      }
+    }
+    if (key.empty()) return next_->send(request, sink);
+    std::string url(request.url);
+    url += url.find('?') == std::string::npos ? "?key=" : "&key=";
+    url += percentEncode(key);
+    HttpRequest moved = request;
+    moved.url = url;
+    moved.headers = headers;
+    next_->send(moved, sink);
+  }
+
+ private:
+  std::shared_ptr<HttpTransport> next_;
+};
+
+}  // namespace
+
+std::shared_ptr<HttpTransport> keyInQueryTransport(std::shared_ptr<HttpTransport> next) {
+  return std::make_shared<QueryKeyTransport>(std::move(next));
+}
+
+namespace {
+
 std::shared_ptr<HttpTransport> plainTransportFor(const ClientOptions& options) {
+  if (options.apiKeyInQuery) {
+    ClientOptions inner = options;
+    inner.apiKeyInQuery = false;
+    return keyInQueryTransport(plainTransportFor(inner));
+  }
   if (options.transport) return options.transport;
   HttpTransportOptions http;
   http.connectTimeout = options.connectTimeout;
@@ -621,6 +667,10 @@ ClientOptions checkedClientOptions(ClientOptions options) {
                                                  redactUrl(options.baseUrl) + "\"");
   }
   if (options.maxRetries < 0) throw ValidationError("options.maxRetries", "must not be negative");
+  if (options.apiKeyInQuery && options.protocol != Protocol::Gemini) {
+    throw ValidationError("options.apiKeyInQuery",
+                          "only the gemini protocol takes its key on the URL (?key=)");
+  }
   // A header is sent as the line "name: value": a CR or LF in either would end it and start
   // another header (or the body) of the caller's choosing.
   for (const auto& [name, value] : options.headers) {

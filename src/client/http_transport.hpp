@@ -34,6 +34,10 @@ std::string joinUrl(std::string_view base, std::string_view path);
 // apiKeyEnv into apiKey. Throws ValidationError naming the option.
 ClientOptions checkedClientOptions(ClientOptions options);
 
+// ClientOptions::apiKeyInQuery: sends each request through `next` with the key of its
+// x-goog-api-key header moved onto the URL as `key=`.
+std::shared_ptr<HttpTransport> keyInQueryTransport(std::shared_ptr<HttpTransport> next);
+
 // options.headers as "Name: value" lines, after `first` (the protocol's own headers).
 std::vector<std::string> headerLines(std::vector<std::string> first, const ClientOptions& options);
 

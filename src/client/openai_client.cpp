@@ -149,11 +149,38 @@ std::string redactUrl(std::string_view url) {
   const std::size_t start = scheme == std::string_view::npos ? 0 : scheme + 3;
   const std::size_t end = std::min(url.find_first_of("/?#", start), url.size());
   const std::size_t at = url.substr(start, end - start).rfind('@');
-  if (at == std::string_view::npos) return std::string(url);
-  std::string shown(url.substr(0, start));
-  shown += "***";
-  shown.append(url.substr(start + at));
-  return shown;
+  std::string shown;
+  if (at == std::string_view::npos) {
+    shown = url;
+  } else {
+    shown.assign(url.substr(0, start));
+    shown += "***";
+    shown.append(url.substr(start + at));
+  }
+  const std::size_t query = shown.find('?');
+  if (query == std::string::npos) return shown;
+  const std::size_t fragment = std::min(shown.find('#', query), shown.size());
+  std::string out = shown.substr(0, query + 1);
+  std::string_view rest = std::string_view(shown).substr(query + 1, fragment - query - 1);
+  while (true) {
+    const std::size_t amp = rest.find('&');
+    const std::string_view pair = rest.substr(0, amp);
+    const std::size_t eq = pair.find('=');
+    const std::string_view name = pair.substr(0, eq);
+    const bool secret = name == "key" || name == "api_key" || name == "apikey" ||
+                        name == "access_token" || name == "token";
+    if (secret && eq != std::string_view::npos) {
+      out.append(name);
+      out += "=***";
+    } else {
+      out.append(pair);
+    }
+    if (amp == std::string_view::npos) break;
+    out += '&';
+    rest.remove_prefix(amp + 1);
+  }
+  out.append(std::string_view(shown).substr(fragment));
+  return out;
 }
 
 }  // namespace parley

@@ -90,6 +90,7 @@ ClientOptions readProfile(const toml::table& table, const std::string& field) {
                                                "model",
                                                "api_key",
                                                "api_key_env",
+                                               "api_key_in_query",
                                                "headers",
                                                "connect_timeout_ms",
                                                "request_timeout_ms",
@@ -124,6 +125,7 @@ ClientOptions readProfile(const toml::table& table, const std::string& field) {
   o.model = r.string("model", o.model);
   o.apiKey = r.string("api_key", "");
   o.apiKeyEnv = r.string("api_key_env", "");
+  o.apiKeyInQuery = r.boolean("api_key_in_query", o.apiKeyInQuery);
   if (const toml::table* headers = r.table("headers")) {
     for (const auto& [key, value] : *headers) {
       auto v = value.value_exact<std::string>();

@@ -56,6 +56,9 @@ constexpr std::array kRules = {
     // other providers cannot read them.
     ProviderFieldRule{kGeminiParts, "https://ai.google.dev/gemini-api/docs/thought-signatures",
                       [](const ClientOptions& e) { return e.protocol == Protocol::Gemini; }},
+    // Gemini's grounding, citations and safety ratings of a reply: nothing to send back.
+    ProviderFieldRule{kGeminiMetadata, "https://ai.google.dev/api/generate-content#candidate",
+                      [](const ClientOptions&) { return false; }},
     // The refusal details Anthropic gives (stop_details): nothing to send back anywhere.
     ProviderFieldRule{kStopDetails,
                       "https://docs.anthropic.com/en/api/messages#response-stop-details",

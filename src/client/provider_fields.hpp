@@ -35,10 +35,8 @@ inline constexpr std::string_view kResponseItemIds = "response_item_ids";
 inline constexpr std::string_view kCacheControl = "cache_control";
 // Anthropic's details of a refusal ({"type": "refusal", "category", "explanation", ...}).
 inline constexpr std::string_view kStopDetails = "stop_details";
-// A Gemini reply's parts as sent (thought parts, every thoughtSignature, code, images, a call's
-// id), when they say more than the content and the calls.
-inline constexpr std::string_view kGeminiParts = "gemini_parts";
-// Also kept (server_tools.hpp): kAnthropicContent and kResponseOutput, a reply's content whole.
+// Also kept (server_tools.hpp): kAnthropicContent, kResponseOutput and kGeminiParts, a reply's
+// content whole, and kGeminiMetadata.
 
 struct ProviderFieldRule {
   std::string_view key;   // in Message::extra

@@ -622,12 +622,12 @@ CostSpent ConversationManager::spentCost(const ModelPrice& price) const {
   const MessageStore& s = state_->store;
   CostSpent spent;
   for (size_t i = 0; i < s.storageSize(); ++i) {
-    if (const auto& usage = s.stored(i).usage) spent.thread += costOf(*usage, price);
+    spent.thread += costOf(s.stored(i), price);
   }
   for (size_t p = s.viewSize(); p-- > 0;) {
     const Message& m = s.visible(p);
     if (m.role == Role::User) break;
-    if (m.usage) spent.run += costOf(*m.usage, price);
+    spent.run += costOf(m, price);
   }
   return spent;
 }
@@ -879,8 +879,10 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
     if (reserved.first > 0) {
       // What the reply cost; without usage, its worst case stays spent.
       const auto price = config.budget.prices->find(reserved.second);
-      config.budget.shared->settle(
-          reserved.first, result.usage && price ? costOf(*result.usage, *price) : reserved.first);
+      config.budget.shared->settle(reserved.first, result.usage && price
+                                                       ? costOf(*result.usage, *price) +
+                                                             webSearchCost(result.message, *price)
+                                                       : reserved.first);
     }
   }
   if (shape && shape->reply) shape->reply(result);

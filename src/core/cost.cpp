@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "parley/errors.hpp"
+#include "parley/server_tools.hpp"
 #include "parley/tokens.hpp"
 #include "parley/toml.hpp"
 
@@ -59,10 +60,15 @@ ModelPrice priceOf(const nlohmann::json& entry, const std::string& field) {
       price.cacheWrite = priceField(value, at);
     } else if (key == "reasoning") {
       price.reasoning = priceField(value, at);
+    } else if (key == "web_search") {
+      if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0) {
+        throw ValidationError(at, "must be a non-negative number (USD per 1 000 web searches)");
+      }
+      price.webSearch = value.get<double>();
     } else {
       throw ValidationError(at,
                             "unknown price (expected input, cached_input, cache_write, "
-                            "output, reasoning)");
+                            "output, reasoning, web_search)");
     }
   }
   // A missing price is not a zero one: an entry must say what input and output cost.
@@ -96,6 +102,15 @@ double costOf(const BilledTokens& tokens, const ModelPrice& price) {
 
 double costOf(const TokenUsage& usage, const ModelPrice& price) {
   return costOf(billedTokens(usage), price);
+}
+
+double webSearchCost(const Message& reply, const ModelPrice& price) {
+  if (!price.webSearch || reply.role != Role::Assistant) return 0;
+  return static_cast<double>(webSearchCount(reply)) * *price.webSearch / 1000;
+}
+
+double costOf(const Message& reply, const ModelPrice& price) {
+  return (reply.usage ? costOf(*reply.usage, price) : 0) + webSearchCost(reply, price);
 }
 
 PriceTable PriceTable::fromDocument(const nlohmann::json& document, const std::string& source) {
@@ -165,14 +180,19 @@ std::optional<double> PriceTable::cost(std::string_view model, const TokenUsage&
   return costOf(usage, *price);
 }
 
+std::optional<double> PriceTable::cost(std::string_view model, const Message& reply) const {
+  auto price = find(model);
+  if (!price) return std::nullopt;
+  return costOf(reply, *price);
+}
+
 std::optional<double> PriceTable::cost(std::string_view model,
                                        std::span<const Message> messages) const {
   auto price = find(model);
   if (!price) return std::nullopt;
   double sum = 0;
-  for (const Message& message : messages) {
-    if (message.usage) sum += costOf(*message.usage, *price);
-  }
+  for (const Message& message : messages)
+    sum += costOf(message, *price);
   return sum;
 }
 

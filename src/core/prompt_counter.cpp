@@ -255,6 +255,7 @@ RemotePromptCounter::RemotePromptCounter(RemotePromptCounterOptions options)
     t.sleep = c.sleep;
     s.transport = makeCurlTransport(std::move(t));
   }
+  if (c.apiKeyInQuery) s.transport = detail::keyInQueryTransport(std::move(s.transport));
   std::vector<std::string> own;
   if (s.options.api == RemoteCountApi::GeminiCountTokens) {
     if (!c.apiKey.empty()) own.push_back("x-goog-api-key: " + c.apiKey);

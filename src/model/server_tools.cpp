@@ -4,6 +4,7 @@
 #include <array>
 
 #include "parley/message.hpp"
+#include "parley/part.hpp"
 
 namespace parley {
 
@@ -88,10 +89,53 @@ bool hasProviderContent(const Message& message) {
   return (blocks && !blocks->empty()) || (items && !items->empty());
 }
 
+std::vector<Part> generatedImagesOf(const Message& message) {
+  std::vector<Part> images;
+  if (message.role != Role::Assistant) return images;
+  auto add = [&](std::string mimeType, const std::string& base64) {
+    std::optional<std::string> bytes = base64Decode(base64);
+    if (!bytes || bytes->empty()) return;
+    Part part;
+    part.kind = PartKind::Image;
+    part.bytes = std::move(*bytes);
+    part.mimeType = std::move(mimeType);
+    images.push_back(std::move(part));
+  };
+  if (const json* parts = extraArray(message, kGeminiParts)) {
+    for (const json& part : *parts) {
+      if (!part.is_object() || part.value("thought", false)) continue;
+      auto data = part.find("inlineData");
+      if (data == part.end() || !data->is_object()) continue;
+      const std::string mimeType = stringOf(*data, "mimeType");
+      if (mimeType.rfind("image/", 0) == 0) add(mimeType, stringOf(*data, "data"));
+    }
+  }
+  if (const json* items = extraArray(message, kResponseOutput)) {
+    for (const json& item : *items) {
+      if (!item.is_object() || stringOf(item, "type") != "image_generation_call") continue;
+      std::string format = stringOf(item, "output_format");
+      if (format.empty()) format = "png";
+      add("image/" + format, stringOf(item, "result"));
+    }
+  }
+  return images;
+}
+
 std::size_t webSearchCount(const Message& message) {
   const std::vector<ServerToolCall> calls = serverToolCallsOf(message);
-  return static_cast<std::size_t>(std::count_if(
+  std::size_t count = static_cast<std::size_t>(std::count_if(
       calls.begin(), calls.end(), [](const ServerToolCall& c) { return c.name == "web_search"; }));
+  if (auto gemini = message.extra.find(kGeminiMetadata);
+      gemini != message.extra.end() && gemini->is_object()) {
+    if (auto grounding = gemini->find("groundingMetadata");
+        grounding != gemini->end() && grounding->is_object()) {
+      if (auto queries = grounding->find("webSearchQueries");
+          queries != grounding->end() && queries->is_array()) {
+        count += queries->size();
+      }
+    }
+  }
+  return count;
 }
 
 }  // namespace parley
