@@ -14,17 +14,18 @@ namespace parley {
 
 namespace {
 
-using nlohmann::json;
-using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+using ReplayClock = std::chrono::steady_clock;
 
 // Waits until the run finished or the deadline passed; the run as it then is.
-RunInfo awaitReplayedRun(RunStore& runs, const std::string& runId, Clock::time_point deadline) {
+RunInfo awaitReplayedRun(RunStore& runs, const std::string& runId,
+                         ReplayClock::time_point deadline) {
   int64_t seen = 0;
   for (;;) {
     auto run = runs.run(runId);
     if (!run) throw StoreError("store: the replayed run '" + runId + "' is gone");
     if (isFinished(run->status) || run->status == RunStatus::Waiting) return *run;
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - ReplayClock::now());
     if (left.count() <= 0) {
       throw TimeoutError("replay: run " + runId + " did not finish within the replay's timeout");
     }
@@ -122,7 +123,7 @@ RunReplay replayRun(RunStore& recorded, const std::string& runId, std::shared_pt
     SubmitOptions again = run.options;  // its id, trace id and options as submitted
     again.policy = DoubleTextPolicy::Enqueue;
     into->submit(thread, run.input, again);
-    RunInfo replayed = awaitReplayedRun(*into, run.id, Clock::now() + options.timeout);
+    RunInfo replayed = awaitReplayedRun(*into, run.id, ReplayClock::now() + options.timeout);
     if (replayed.status != RunStatus::Completed) {
       replaying.stop();
       if (replayed.status == RunStatus::Waiting) {
