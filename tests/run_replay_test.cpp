@@ -360,6 +360,16 @@ TEST_F(CassetteRunReplay, OnlyACompletedRunIntoANewThreadReplays) {
   RunReplayOptions o;
   o.worker = workerOptions(CassetteMode::ReplayOnly, false);
   EXPECT_THROW(replayRun(*from, "r-no-such-run", into, o), ValidationError);
+  // A queue in use: the replaying worker would take its runs too.
+  auto busy = openRuns(dir_ / "busy.db");
+  busy->submit("other", "not for the replay");
+  try {
+    replayRun(*from, runId_, busy, o);
+    ADD_FAILURE() << "replayed into a busy queue";
+  } catch (const ValidationError& e) {
+    EXPECT_NE(std::string(e.what()).find("unfinished runs"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(busy->listRuns().at(0).status, RunStatus::Queued);
   replayRun(*from, runId_, into, o);
   try {
     replayRun(*from, runId_, into, o);

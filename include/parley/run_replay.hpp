@@ -59,8 +59,10 @@ struct RunReplay {
 // run (WorkerOptions::replayJournal). Then compares the replayed thread with the recorded one
 // (the same messages, as stored, as far as the replay goes; all of them when the run is its
 // thread's last).
+// `into` is a database whose queue nothing else uses meanwhile (a new one): the replaying
+// worker claims what it queues.
 // ValidationError: no such run, a run of the thread up to it that did not complete (only
-// completed runs replay), `into` already holding the thread. ReplayMiss: see above (a run that
+// completed runs replay), `into` already holding the thread or unfinished runs. ReplayMiss: see above (a run that
 // failed in the replay carries its error, e.g. the CassetteMiss's text). TimeoutError past
 // `options.timeout`.
 RunReplay replayRun(RunStore& recorded, const std::string& runId, std::shared_ptr<RunStore> into,

@@ -104,6 +104,15 @@ RunReplay replayRun(RunStore& recorded, const std::string& runId, std::shared_pt
     chain.push_back(std::move(run));
   }
   if (!reached) throw ValidationError("run", "run " + runId + " is not a completed run");
+  // The replaying worker claims whatever `into` queues: it must queue nothing else.
+  const auto counts = into->countRuns();
+  for (RunStatus busy : {RunStatus::Queued, RunStatus::Running, RunStatus::Waiting}) {
+    if (auto found = counts.find(busy); found != counts.end() && found->second > 0) {
+      throw ValidationError("into",
+                            "the database replayed into has unfinished runs: replay into "
+                            "one whose queue is idle (a new one)");
+    }
+  }
   if (into->threads().threadInfo(thread)) {
     throw ValidationError("into", "the database replayed into already holds thread " + thread);
   }
