@@ -210,6 +210,12 @@ TEST_F(CliEval, RunsReplayWorksARecordedRunAgainWithoutTheModelOrTheTools) {
     return runCli(args, dir / "cli");
   };
   const std::string into = (dir / "replayed.db").string();
+  // Without the cassettes a replay would ask a model: refused.
+  std::vector<std::string> live = {"runs", "replay", "--db", recorded, run, "--into", into};
+  live.insert(live.end(), common.begin(), common.end());
+  const CliRun refused = runCli(live, dir / "cli");
+  EXPECT_EQ(refused.exitCode, 2) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("--replay"), std::string::npos) << refused.err;
   const CliRun r = replay(recorded, into);
   ASSERT_EQ(r.exitCode, 0) << r.out << r.err;
   const json line = json::parse(r.out);

@@ -22,6 +22,7 @@
 
 #include "cli_store.hpp"
 #include "commands.hpp"
+#include "parley/cassette.hpp"
 #include "parley/json.hpp"
 #include "parley/run_replay.hpp"
 #include "parley/run_store.hpp"
@@ -186,6 +187,14 @@ int respond(const RunsArgs& args) {
 
 int replay(const RunsArgs& args) {
   if (args.replayTimeoutMs <= 0) throw ValidationError("--timeout", "must be positive");
+  // A replay asks no model: its answers come from the recording's cassettes.
+  std::optional<CassetteOptions> cassettes = resolveEndpoint(args.worker.endpoint).cassettes;
+  if (!cassettes) cassettes = cassetteOptionsFromEnv();
+  if (!cassettes || cassettes->mode != CassetteMode::ReplayOnly) {
+    throw ValidationError("--replay",
+                          "give the recording's cassettes (--replay DIR): a replay "
+                          "answers every model call from them");
+  }
   RunStore recorded(openCliStore(args.db));
   auto into = std::make_shared<RunStore>(openCliStore(args.into));
   RunReplayOptions options;
