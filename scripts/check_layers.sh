@@ -34,7 +34,7 @@ declare -A public_layer=(
   [stored_thread]=core [turn_sink]=core [turn_loop]=core [context_snapshot]=core [cost]=core [structured_output]=core [prompt_counter]=core [turn_defaults]=core [event_types]=core [eval]=core
   [executor]=executor [events]=executor [event_log]=executor
   [otlp]=telemetry
-  [runs]=runs [worker]=runs
+  [runs]=runs [worker]=runs [run_replay]=runs
   [ai]=facade
   [parley]=service   # the umbrella header: every host
 )

@@ -319,6 +319,63 @@ TEST(Cassettes, AnExchangeOverTheCapIsNeitherWrittenNorRead) {
   fs::remove_all(dir);
 }
 
+// The nearest recording is the one sharing the longest run of leading messages: a conversation
+// recorded turn by turn, replayed with its last prompt changed, misses at that message.
+TEST(Cassettes, AMissNamesTheMessageAgainstTheRecordingSharingTheLongestPrefix) {
+  const fs::path dir = freshDir("nearest");
+  auto transport = std::make_shared<CountingTransport>(kChatReply);
+  // The first `prompts` prompts of a conversation, each answered "hi"; the last one `last`.
+  auto conversation = [](size_t prompts, const std::string& last) {
+    ChatRequest r;
+    for (size_t i = 1; i <= prompts; ++i) {
+      if (i > 1) r.messages.push_back(Message::assistant("hi"));
+      r.messages.push_back(Message::user(i == prompts ? last : "u" + std::to_string(i)));
+    }
+    return r;
+  };
+  auto recorder = makeClient(inMemory(transport, dir, CassetteMode::Record));
+  recorder->generate(conversation(1, "u1"));  // 1 message
+  recorder->generate(conversation(2, "u2"));  // 3 messages
+  recorder->generate(conversation(3, "u3"));  // 5 messages
+  auto replayer = makeClient(inMemory(transport, dir, CassetteMode::ReplayOnly));
+  try {
+    replayer->generate(conversation(3, "u3 changed"));
+    ADD_FAILURE() << "no miss";
+  } catch (const CassetteMiss& e) {
+    ASSERT_TRUE(e.difference()) << e.what();
+    EXPECT_EQ(e.difference()->message, 4u) << e.what();
+    EXPECT_EQ(e.difference()->field, "content") << e.what();
+    EXPECT_NE(std::string(e.what()).find("message 4 field \"content\""), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+// A recording edited after it was made no longer says what it answers: refused, naming where its
+// request departs from the one sent.
+TEST(Cassettes, AnEditedRecordingIsAMissNamingTheField) {
+  const fs::path dir = freshDir("edited");
+  auto transport = std::make_shared<CountingTransport>(kChatReply);
+  ChatRequest request;
+  request.messages = {Message::user("first"), Message::assistant("hi"), Message::user("second")};
+  makeClient(inMemory(transport, dir, CassetteMode::Record))->generate(request);
+  const fs::path file = fs::directory_iterator(dir)->path();
+  json exchange = json::parse(std::ifstream(file));
+  exchange["request"]["body"]["messages"][2]["content"] = "edited";
+  std::ofstream(file) << exchange.dump(2);
+  try {
+    makeClient(inMemory(transport, dir, CassetteMode::ReplayOnly))->generate(request);
+    ADD_FAILURE() << "an edited recording was replayed";
+  } catch (const CassetteMiss& e) {
+    EXPECT_NE(std::string(e.what()).find("was edited"), std::string::npos) << e.what();
+    ASSERT_TRUE(e.difference()) << e.what();
+    EXPECT_EQ(e.difference()->message, 2u) << e.what();
+    EXPECT_EQ(e.difference()->field, "content") << e.what();
+  }
+  EXPECT_EQ(transport->calls, 1);
+  fs::remove_all(dir);
+}
+
 TEST(Cassettes, EnvironmentVariableNamesModeAndDirectory) {
   ::setenv("PARLEY_CASSETTES", "replay-or-record:/tmp/x", 1);
   auto options = cassetteOptionsFromEnv();

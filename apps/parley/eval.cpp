@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "cli_store.hpp"
 #include "commands.hpp"
 #include "endpoint.hpp"
 #include "parley/eval.hpp"
@@ -27,6 +28,8 @@ struct EvalArgs {
   std::string compareSystem;
   std::string judgeModel;
   std::string pricesFile;
+  std::string db;  // where the threads cases fork live
+  bool keepForks = false;
 };
 
 void writeFile(const std::string& path, const std::string& text) {
@@ -45,6 +48,8 @@ int runEvalCommand(const EvalArgs& args) {
   if (args.timeoutMs > 0) options.callTimeout = std::chrono::milliseconds(args.timeoutMs);
   options.prices =
       std::make_shared<const PriceTable>(cliPriceTable(args.pricesFile, configFile(args.endpoint)));
+  if (!args.db.empty()) options.store = openCliStore(args.db);
+  options.keepForks = args.keepForks;
   if (!args.judgeModel.empty()) {
     options.judge = model;
     options.judgeModel = args.judgeModel;
@@ -59,8 +64,10 @@ int runEvalCommand(const EvalArgs& args) {
       if (!args.compareSystem.empty()) c.system = args.compareSystem;
     }
     std::string other = args.compareModel.empty() ? label : args.compareModel;
-    if (!args.compareSystem.empty()) other += " (system B)";
-    if (other == reports.front().label) reports.front().label += " (system A)";
+    if (!args.compareSystem.empty()) {
+      other += " (system B)";
+      reports.front().label += " (system A)";
+    }
     reports.push_back(eval::runEval(second, model, options, other));
   }
   std::cout << eval::formatTable(reports);
@@ -105,6 +112,11 @@ void addEvalCommand(CLI::App& app, int& exitCode) {
                   "Run the dataset again with this system prompt, side by side");
   cmd->add_option("--judge-model", args->judgeModel,
                   "Grade the cases' `rubric` with this model (on the same endpoint)");
+  cmd->add_option("--db", args->db,
+                  "Database of the threads cases fork (`thread`): a SQLite file or "
+                  "postgresql://...");
+  cmd->add_flag("--keep-forks", args->keepForks,
+                "Keep the fork each such case ran on (named in the JSON report)");
   addPricesOption(*cmd, args->pricesFile);
   cmd->callback([args, &exitCode] { exitCode = runEvalCommand(*args); });
 }

@@ -11,6 +11,10 @@
 //   parley runs respond --db URL (RUN | --thread ID) ANSWER
 //       answers what the run (or the thread's waiting run) waits for; ANSWER is JSON if it
 //       parses as JSON, else text
+//   parley runs replay  --db URL RUN --into URL --replay DIR [parley worker's options]
+//       works the run again into another database (run_replay.hpp): model calls from the
+//       cassettes, tool results from the journal, no tool run; prints {"run", "thread", "runs",
+//       "messages", "identical": true}; a miss exits 1 naming what differs
 
 #include <iostream>
 #include <memory>
@@ -18,9 +22,12 @@
 
 #include "cli_store.hpp"
 #include "commands.hpp"
+#include "parley/cassette.hpp"
 #include "parley/json.hpp"
+#include "parley/run_replay.hpp"
 #include "parley/run_store.hpp"
 #include "stop_signals.hpp"
+#include "worker_options.hpp"
 
 namespace parley::cli {
 namespace {
@@ -38,6 +45,9 @@ struct RunsArgs {
   int64_t after = 0;
   bool follow = false;
   std::string answer;
+  std::string into;   // replay: the database replayed into
+  WorkerArgs worker;  // replay: the recording worker's options
+  int64_t replayTimeoutMs = 60'000;
 };
 
 json nullIfEmpty(const std::string& text) {
@@ -175,6 +185,37 @@ int respond(const RunsArgs& args) {
   return kExitOk;
 }
 
+int replay(const RunsArgs& args) {
+  if (args.replayTimeoutMs <= 0) throw ValidationError("--timeout", "must be positive");
+  // A replay asks no model: its answers come from the recording's cassettes.
+  std::optional<CassetteOptions> cassettes = resolveEndpoint(args.worker.endpoint).cassettes;
+  if (!cassettes) cassettes = cassetteOptionsFromEnv();
+  if (!cassettes || cassettes->mode != CassetteMode::ReplayOnly) {
+    throw ValidationError("--replay",
+                          "give the recording's cassettes (--replay DIR): a replay "
+                          "answers every model call from them");
+  }
+  RunStore recorded(openCliStore(args.db));
+  auto into = std::make_shared<RunStore>(openCliStore(args.into));
+  RunReplayOptions options;
+  options.worker = workerOptions(args.worker);
+  options.timeout = std::chrono::milliseconds(args.replayTimeoutMs);
+  try {
+    const RunReplay done = replayRun(recorded, args.ids.at(0), into, std::move(options));
+    std::cout << json{{"run", args.ids.at(0)},
+                      {"thread", done.threadId},
+                      {"runs", done.runs.size()},
+                      {"messages", done.messages},
+                      {"identical", true}}
+                     .dump()
+              << "\n";
+    return kExitOk;
+  } catch (const ReplayMiss& e) {
+    std::cerr << "parley: error: " << e.what() << "\n";
+    return kExitFailure;
+  }
+}
+
 CLI::App* withDb(CLI::App* cmd, RunsArgs& args) {
   cmd->add_option("--db", args.db, "Database: a SQLite file or postgresql://...")->required();
   return cmd;
@@ -186,7 +227,7 @@ void addRunsCommand(CLI::App& app, int& exitCode) {
   auto args = std::make_shared<RunsArgs>();
   CLI::App* runs = app.add_subcommand("runs",
                                       "The run queue: list, show, wait, cancel, events, "
-                                      "respond");
+                                      "respond, replay");
   runs->require_subcommand(1);
 
   CLI::App* l = withDb(runs->add_subcommand("list", "One JSON line per run, oldest first"), *args);
@@ -226,6 +267,18 @@ void addRunsCommand(CLI::App& app, int& exitCode) {
     args->ids.pop_back();
     exitCode = respond(*args);
   });
+
+  CLI::App* p = withDb(runs->add_subcommand("replay",
+                                            "Work a recorded run again into another database: "
+                                            "model calls from cassettes, tool results from the "
+                                            "journal (docs/scale-out.md)"),
+                       *args);
+  p->add_option("run", args->ids, "The recorded run")->required()->expected(1);
+  p->add_option("--into", args->into, "The database to replay into (without the run's thread)")
+      ->required();
+  p->add_option("--timeout", args->replayTimeoutMs, "Each run's replay, in ms (default 60000)");
+  addWorkerOptions(*p, args->worker);
+  p->callback([args, &exitCode] { exitCode = replay(*args); });
 }
 
 }  // namespace parley::cli

@@ -23,6 +23,7 @@
 #include "parley/cost.hpp"
 #include "parley/llm.hpp"
 #include "parley/message.hpp"
+#include "parley/store.hpp"
 #include "parley/usage.hpp"
 
 namespace parley::eval {
@@ -61,9 +62,14 @@ struct Expectation {
 
 struct EvalCase {
   std::string id;
-  std::vector<Message> input;  // the prompt (with earlier turns)
-  std::string system;          // "" = none
-  std::string model;           // "" = the client's
+  std::vector<Message> input;  // the prompt (with earlier turns); may be empty with `thread`
+  // A stored thread (EvalOptions::store) the case runs on a fork of, instead of (or before)
+  // `input`: the fork shares the thread's first `at` messages (nullopt: all of them; a branch is
+  // named by its own thread id), the case's turns go to the fork, the thread is never written.
+  std::string thread;
+  std::optional<int64_t> at;
+  std::string system;  // "" = none (with `thread`: the thread's own)
+  std::string model;   // "" = the client's
   std::vector<EvalTool> tools;
   nlohmann::json parameters = nlohmann::json::object();  // ChatRequest::extra
   Expectation expect;
@@ -86,6 +92,7 @@ struct CaseResult {
   std::chrono::milliseconds latency{0};
   std::string error;  // the run's failure, "" when it ran
   std::vector<ScoreResult> scores;
+  std::string fork;  // the fork the case ran on, when it forked a thread and the fork was kept
 };
 
 struct EvalOptions {
@@ -95,6 +102,9 @@ struct EvalOptions {
   std::shared_ptr<const PriceTable> prices;  // for max_cost and the reported cost
   std::shared_ptr<LlmClient> judge;          // grades `rubric`; none: a rubric fails
   std::string judgeModel;                    // "" = the judge client's
+  // Where the threads cases fork live (EvalCase::thread); none: such a case fails.
+  std::shared_ptr<ConversationStore> store;
+  bool keepForks = false;  // keep each case's fork (CaseResult::fork) instead of deleting it
 };
 
 struct EvalReport {
@@ -112,7 +122,8 @@ EvalCase caseFromJson(const nlohmann::json& value, const std::string& where);
 std::vector<EvalCase> loadDataset(const std::filesystem::path& path);
 std::vector<EvalCase> parseJsonlDataset(std::string_view text, const std::string& source);
 
-// The deterministic scorers of `expect` (and the judge) over one run's result.
+// The deterministic scorers of `expect` (and the judge) over one run's result. The judge must
+// answer PASS or FAIL on its first line; any other reply fails the scorer saying so.
 std::vector<ScoreResult> scoreCase(const EvalCase& evalCase, const CaseResult& result,
                                    const EvalOptions& options);
 // Runs and scores one case against `model`. Never throws for a failed run: `error` says.

@@ -94,6 +94,14 @@ struct WorkerOptions {
   // A cost limit in USD over every reply of every run this worker made since it was
   // constructed (calls under way at once reserve their worst case); needs turn.budget.prices.
   std::optional<double> maxCostPerWorker{};
+  // Replay (run_replay.hpp, docs/scale-out.md "Replaying a run"): the tool journal of the
+  // recorded run a claimed run replays, or nullopt (null function: always) for a run that is
+  // worked for real. With a journal no tool of the run runs: each call's result is the recorded
+  // entry of the same message (turn) and call id, reused as a taken-over run reuses its own
+  // journal (completed: its result; failed or indeterminate: its error), and journaled again;
+  // a call without a final recorded entry, or with another tool or arguments, fails the run with
+  // ReplayMiss.
+  std::function<std::optional<RunJournal>(const RunInfo& run)> replayJournal{};
 };
 
 class Worker {

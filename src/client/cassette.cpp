@@ -112,7 +112,7 @@ class CassetteTransport final : public HttpTransport {
     }
     if (options_.mode != CassetteMode::Record) {
       if (auto file = recordedFile(key, occurrence)) {
-        replay(*file, key, request, sink);
+        replay(*file, key, canonical, request, sink);
         return;
       }
       if (options_.mode == CassetteMode::ReplayOnly) throw miss(canonical);
@@ -206,11 +206,15 @@ class CassetteTransport final : public HttpTransport {
     }
   }
 
-  void replay(const std::string& file, const std::string& key, const HttpRequest& request,
-              HttpReplySink& sink) {
+  void replay(const std::string& file, const std::string& key, const json& canonical,
+              const HttpRequest& request, HttpReplySink& sink) {
     if (request.stopToken.stop_requested()) throw CancelledError("the call was cancelled");
     const json exchange = readExchange(file);
     if (exchange.value("key", "") != key) throw miss(exchange.value("request", json()));
+    // A file whose request was edited after it was recorded no longer says what it answers.
+    if (detail::sha256Hex(exchange.value("request", json()).dump()) != key) {
+      throw edited(file, exchange.value("request", json()), canonical);
+    }
     const json& response = exchange.at("response");
     HttpReplyInfo info{response.value("status", 200), response.value("request_id", "")};
     sink.reset();
@@ -363,6 +367,36 @@ class CassetteTransport final : public HttpTransport {
     return index_;
   }
 
+  static std::string describe(const CacheDiagnostic::Difference& difference) {
+    return difference.message ? "message " + std::to_string(*difference.message) + " field \"" +
+                                    difference.field + "\""
+                              : "\"" + difference.field + "\"";
+  }
+
+  // The nearest recording of a request and where they part, the first different field
+  // (firstRequestDifference(), else the URL, the stream flag or the headers).
+  static CacheDiagnostic::Difference difference(const json& recorded, const json& canonical) {
+    std::optional<CacheDiagnostic::Difference> found =
+        firstRequestDifference(recorded.value("body", json()), canonical.value("body", json()),
+                               recorded.value("path", ""), canonical.value("path", ""));
+    if (found) return *found;
+    return {std::nullopt, recorded.value("path", "") != canonical.value("path", "") ? "url"
+                          : recorded.value("stream", false) != canonical.value("stream", false)
+                              ? "stream"
+                              : "headers"};
+  }
+
+  CassetteMiss edited(const std::string& file, const json& recorded, const json& canonical) {
+    CacheDiagnostic::Difference where = difference(recorded, canonical);
+    // The text first: the argument the difference moves into may be made before it.
+    const std::string reason = "the recording " + fs::path(file).filename().string() + " in " +
+                               options_.directory +
+                               " was edited: its request is not the one it was recorded for, "
+                               "and differs from this one first at " +
+                               describe(where);
+    return CassetteMiss(reason, std::move(where));
+  }
+
   CassetteMiss miss(const json& canonical) {
     const std::string what = canonical.value("method", "") + " " + canonical.value("path", "");
     const std::vector<Recording>& all = recordings();
@@ -373,7 +407,9 @@ class CassetteTransport final : public HttpTransport {
     const json& body = canonical["body"];
     const json& messages = cassetteMessages(body);
     for (const Recording& r : all) {
-      const json& theirs = cassetteMessages(r.request.value("body", json()));
+      // value() returns a copy: keep it alive while its messages are read.
+      const json theirBody = r.request.value("body", json());
+      const json& theirs = cassetteMessages(theirBody);
       size_t prefix = 0;
       while (prefix < messages.size() && prefix < theirs.size() &&
              messages[prefix] == theirs[prefix]) {
@@ -391,22 +427,11 @@ class CassetteTransport final : public HttpTransport {
           "no recording of " + what + " in " + options_.directory + " (the directory holds none)",
           std::nullopt);
     }
-    std::optional<CacheDiagnostic::Difference> difference =
-        firstRequestDifference(nearest->request.value("body", json()), body,
-                               nearest->request.value("path", ""), canonical.value("path", ""));
-    if (!difference) {
-      const json& a = nearest->request;
-      difference = CacheDiagnostic::Difference{
-          std::nullopt, a.value("path", "") != canonical.value("path", "")             ? "url"
-                        : a.value("stream", false) != canonical.value("stream", false) ? "stream"
-                                                                                       : "headers"};
-    }
-    std::string where = difference->message ? "message " + std::to_string(*difference->message) +
-                                                  " field \"" + difference->field + "\""
-                                            : "\"" + difference->field + "\"";
-    return CassetteMiss("no recording of " + what + " in " + options_.directory +
-                            "; the nearest (" + nearest->file + ") differs first at " + where,
-                        std::move(difference));
+    CacheDiagnostic::Difference where = difference(nearest->request, canonical);
+    const std::string reason = "no recording of " + what + " in " + options_.directory +
+                               "; the nearest (" + nearest->file + ") differs first at " +
+                               describe(where);
+    return CassetteMiss(reason, std::move(where));
   }
 
   CassetteOptions options_;

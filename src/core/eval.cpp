@@ -11,6 +11,7 @@
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/json.hpp"
+#include "parley/stored_thread.hpp"
 #include "parley/toml.hpp"
 #include "parley/tools.hpp"
 #include "tools/tool_schema.hpp"
@@ -21,8 +22,8 @@ namespace {
 
 using nlohmann::json;
 
-const std::vector<std::string> kCaseKeys = {"id",    "input",      "system", "model",
-                                            "tools", "parameters", "expect"};
+const std::vector<std::string> kCaseKeys = {"id",    "input",      "thread", "at",    "system",
+                                            "model", "parameters", "tools",  "expect"};
 const std::vector<std::string> kExpectKeys = {
     "equals",    "contains", "regex",      "schema",         "tools", "tools_match",
     "arguments", "max_cost", "max_tokens", "max_latency_ms", "rubric"};
@@ -146,6 +147,62 @@ ScoreResult trajectoryScore(const Expectation& e, const std::vector<ToolCall>& c
   return {"tools", ok, ok ? "" : "expected " + namesText(wanted) + ", made " + namesText(made)};
 }
 
+// The judge's first line, PASS or FAIL (spaces, case and a closing period aside); nullopt for
+// any other reply, which is not taken as either.
+std::optional<bool> judgeVerdict(const std::string& reply) {
+  std::string line = reply.substr(0, reply.find('\n'));
+  const size_t first = line.find_first_not_of(" \t\r*");
+  if (first == std::string::npos) return std::nullopt;
+  line = line.substr(first);
+  line.erase(line.find_last_not_of(" \t\r.*:") + 1);
+  std::transform(line.begin(), line.end(), line.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+  if (line == "PASS") return true;
+  if (line == "FAIL") return false;
+  return std::nullopt;
+}
+
+// The thread a case forks, as a fork of its own in `store`, deleted when done unless kept.
+class CaseFork {
+ public:
+  CaseFork(const EvalCase& evalCase, const EvalOptions& options) : options_(options) {
+    if (!options.store) {
+      throw ValidationError("thread", "the case forks thread " + evalCase.thread +
+                                          ": it needs a store (EvalOptions::store, --db)");
+    }
+    if (!evalCase.system.empty()) {
+      throw ValidationError("system", "the case forks thread " + evalCase.thread +
+                                          ", which keeps its own system prompt");
+    }
+    const auto info = options.store->threadInfo(evalCase.thread);
+    if (!info) throw ValidationError("thread", "no thread " + evalCase.thread + " to fork");
+    const int64_t position = evalCase.at.value_or(info->messageCount);
+    if (position > info->messageCount) {
+      throw ValidationError("at", "thread " + evalCase.thread + " holds " +
+                                      std::to_string(info->messageCount) + " messages, not " +
+                                      std::to_string(position));
+    }
+    ThreadOptions fork;
+    fork.metadata = {{"eval_case", evalCase.id}};
+    id_ = options.store->forkThread(evalCase.thread, position, fork).id;
+  }
+  ~CaseFork() {
+    if (options_.keepForks) return;
+    try {
+      options_.store->deleteThread(id_);
+    } catch (const std::exception&) {
+      // The case's result stands; a fork left behind is only clutter.
+    }
+  }
+  CaseFork(const CaseFork&) = delete;
+  CaseFork& operator=(const CaseFork&) = delete;
+  const std::string& id() const { return id_; }
+
+ private:
+  const EvalOptions& options_;
+  std::string id_;
+};
+
 }  // namespace
 
 EvalCase caseFromJson(const json& value, const std::string& where) {
@@ -154,9 +211,25 @@ EvalCase caseFromJson(const json& value, const std::string& where) {
   EvalCase c;
   c.id = value.contains("id") ? evalField<std::string>(value, "id", where) : where;
   const std::string at = where + " (" + c.id + ")";
-  if (!value.contains("input")) throw ValidationError(at + ".input", "is required");
-  const json& input = value["input"];
-  if (input.is_string()) {
+  if (value.contains("thread")) {
+    c.thread = evalField<std::string>(value, "thread", at);
+    if (c.thread.empty()) throw ValidationError(at + ".thread", "must name a thread");
+  }
+  if (value.contains("at")) {
+    if (c.thread.empty()) throw ValidationError(at + ".at", "needs a thread to fork");
+    c.at = evalField<int64_t>(value, "at", at);
+    if (*c.at < 0) throw ValidationError(at + ".at", "must be a message index (0 or more)");
+  }
+  if (!c.thread.empty() && value.contains("system")) {
+    throw ValidationError(at + ".system", "a case that forks a thread has the thread's own");
+  }
+  if (!value.contains("input") && c.thread.empty()) {
+    throw ValidationError(at + ".input", "is required (or a thread to fork)");
+  }
+  const json& input = value.contains("input") ? value["input"] : json::array();
+  if (input.empty() && !c.thread.empty()) {
+    // Goes on from the forked history as it is.
+  } else if (input.is_string()) {
     c.input.push_back(Message::user(input.get<std::string>()));
   } else if (input.is_array() && !input.empty()) {
     for (size_t i = 0; i < input.size(); ++i) {
@@ -326,8 +399,14 @@ std::vector<ScoreResult> scoreCase(const EvalCase& evalCase, const CaseResult& r
       request.temperature = 0;
       try {
         const std::string verdict = options.judge->generate(request).message.content;
-        const bool pass = verdict.rfind("PASS", 0) == 0;
-        add("judge", pass, verdict);
+        const std::optional<bool> pass = judgeVerdict(verdict);
+        if (pass) {
+          add("judge", *pass, verdict);
+        } else {
+          add("judge", false,
+              "the judge's reply is not PASS or FAIL on its first line: \"" +
+                  verdict.substr(0, 200) + "\"");
+        }
       } catch (const std::exception& error) {
         add("judge", false, std::string("the judge failed: ") + error.what());
       }
@@ -356,7 +435,16 @@ CaseResult runCase(const EvalCase& evalCase, const std::shared_ptr<LlmClient>& m
                      [reply](const json&, ToolContext&) -> json { return reply; });
       }
     }
+    std::optional<CaseFork> fork;
+    std::shared_ptr<StoredThread> stored;
+    if (!evalCase.thread.empty()) {
+      fork.emplace(evalCase, options);
+      if (options.keepForks) result.fork = fork->id();
+      stored = std::make_shared<StoredThread>(options.store, fork->id());
+      o.persist = stored;  // the case's turns go to its fork
+    }
     ConversationManager conversation(o);
+    if (stored) stored->load(conversation);
     RunOptions run;
     if (options.callTimeout) run.timeout = options.callTimeout;
     const RunResult r = conversation.run(evalCase.input, run);

@@ -1,6 +1,7 @@
 // Evaluation reports (parley/eval.hpp): JSON, JUnit XML and the text table.
 #include <algorithm>
 #include <sstream>
+#include <vector>
 
 #include "parley/eval.hpp"
 
@@ -74,6 +75,7 @@ json toJson(const EvalReport& report) {
                      {"latency_ms", c.latency.count()},
                      {"error", c.error},
                      {"scores", std::move(scores)}});
+    if (!c.fork.empty()) cases.back()["fork"] = c.fork;
   }
   return {{"label", report.label},
           {"passed", report.passed},
@@ -122,16 +124,22 @@ std::string formatTable(const std::vector<EvalReport>& reports) {
     text = oneLine(std::move(text), width);
     return text + std::string(width - std::min(width, text.size()), ' ');
   };
-  out << pad("case", idWidth);
+  // A column as wide as its label (up to 40), so that two labels that differ only at the end
+  // (--compare-system's "(system A)", "(system B)") stay apart.
+  std::vector<size_t> widths;
   for (const EvalReport& r : reports)
-    out << "  " << pad(r.label.empty() ? "result" : r.label, 12);
+    widths.push_back(std::clamp<size_t>(r.label.size(), 12, 40));
+  out << pad("case", idWidth);
+  for (size_t k = 0; k < reports.size(); ++k)
+    out << "  " << pad(reports[k].label.empty() ? "result" : reports[k].label, widths[k]);
   out << "  detail\n";
   for (size_t i = 0; i < reports.front().cases.size(); ++i) {
     out << pad(reports.front().cases[i].id, idWidth);
     std::string detail;
-    for (const EvalReport& r : reports) {
+    for (size_t k = 0; k < reports.size(); ++k) {
+      const EvalReport& r = reports[k];
       const CaseResult& c = r.cases[i];
-      out << "  " << pad(c.passed ? "PASS" : "FAIL", 12);
+      out << "  " << pad(c.passed ? "PASS" : "FAIL", widths[k]);
       if (detail.empty() && !c.passed) {
         detail = (reports.size() > 1 ? r.label + ": " : std::string()) + firstFailure(c);
       }

@@ -9,6 +9,7 @@
 
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
+#include "parley/run_replay.hpp"
 #include "parley/stored_thread.hpp"
 #include "parley/telemetry.hpp"
 
@@ -157,13 +158,15 @@ struct RunQuestions {
 class JournalRunner {
  public:
   JournalRunner(RunStore& runs, ActiveRun& active, RunEvents& events, const RunInfo& run,
-                RunJournal journal, std::shared_ptr<ToolRegistry> allowed,
-                std::shared_ptr<ToolRegistry> all, int maxConcurrent, std::string humanTool)
+                RunJournal journal, std::optional<RunJournal> recorded,
+                std::shared_ptr<ToolRegistry> allowed, std::shared_ptr<ToolRegistry> all,
+                int maxConcurrent, std::string humanTool)
       : runs_(runs),
         active_(active),
         events_(events),
         run_(run),
         journal_(std::move(journal)),
+        recorded_(std::move(recorded)),
         allowed_(std::move(allowed)),
         all_(std::move(all)),
         humanTool_(std::move(humanTool)) {
@@ -187,7 +190,12 @@ class JournalRunner {
     json clientCalls = json::array();  // calls of the client's tools, which the client runs
     for (size_t i = 0; i < calls.size(); ++i) {
       const ToolCall& call = calls[i];
-      if (isClientTool(call.name)) {
+      const ToolCallEntry* entry = find(call.id);
+      // A replay takes what the recorded run's journal says, by the path a taken-over run's own
+      // journal goes (below), and journals it again; nothing runs.
+      const bool replayed = recorded_ && !(entry && isFinal(entry->phase));
+      if (replayed) entry = &recordedEntry(call);
+      if (!replayed && isClientTool(call.name)) {
         if (const json* output = clientOutputFor(call.id)) {
           results[i] = textResult(call, answerText(*output));
         } else {
@@ -196,14 +204,15 @@ class JournalRunner {
         }
         continue;
       }
-      const ToolCallEntry* entry = find(call.id);
       if (entry && entry->phase == ToolCallPhase::Completed) {
         results[i] = textResult(call, entry->text);
+        if (replayed) record(call, entry->phase, entry->text);
         continue;
       }
       if (entry &&
           (entry->phase == ToolCallPhase::Failed || entry->phase == ToolCallPhase::Indeterminate)) {
         results[i] = errorResult(call, ToolErrorKind::HandlerFailed, entry->text);
+        if (replayed) record(call, entry->phase, entry->text);
         continue;
       }
       if (!allowed_ || !allowed_->has(call.name) || !all_) {
@@ -281,6 +290,34 @@ class JournalRunner {
     for (const auto& e : journal_.calls)
       if (e.turn == turn && e.callId == callId) return &e;
     return nullptr;
+  }
+
+  static bool isFinal(ToolCallPhase phase) {
+    return phase == ToolCallPhase::Completed || phase == ToolCallPhase::Failed ||
+           phase == ToolCallPhase::Indeterminate;
+  }
+
+  // The recorded run's final entry for this call of this reply, or ReplayMiss saying why there
+  // is none to take.
+  const ToolCallEntry& recordedEntry(const ToolCall& call) const {
+    const std::string where = "call " + call.id + " (" + call.name + ") of the reply at message " +
+                              std::to_string(turn) + " of run " + run_.id;
+    for (const auto& e : recorded_->calls) {
+      if (e.turn != turn || e.callId != call.id) continue;
+      if (e.toolName != call.name) {
+        throw ReplayMiss(where + " was a call of " + e.toolName + " when recorded");
+      }
+      if (e.arguments != call.arguments) {
+        throw ReplayMiss(where + " has other arguments than when recorded: " + call.arguments +
+                         " instead of " + e.arguments);
+      }
+      if (!isFinal(e.phase)) {
+        throw ReplayMiss(where + " has no result in the recorded journal (it stopped at " +
+                         std::string(toString(e.phase)) + ")");
+      }
+      return e;
+    }
+    throw ReplayMiss(where + " is not in the recorded journal");
   }
 
   bool isClientTool(const std::string& name) const {
@@ -426,6 +463,7 @@ class JournalRunner {
   RunEvents& events_;
   const RunInfo& run_;
   RunJournal journal_;
+  std::optional<RunJournal> recorded_;  // a replay's source of results (WorkerOptions)
   std::shared_ptr<ToolRegistry> allowed_;
   std::shared_ptr<ToolRegistry> all_;
   std::unique_ptr<ToolExecutor> executor_;
@@ -524,8 +562,11 @@ void DurableTurn::run() {
       std::make_shared<LeaseSink>(host_.runs, active_, events_, run_.threadId, stored, version);
   // The sink belongs to this run only: set it after the restore (which keeps options).
   ConversationManager worked = manager.clone(sink);
-  JournalRunner runner(host_.runs, active_, events_, run_, journal, allowed_, host_.options.tools,
-                       host_.options.turn.maxToolConcurrency, host_.options.humanTool);
+  std::optional<RunJournal> recorded;
+  if (host_.options.replayJournal) recorded = host_.options.replayJournal(run_);
+  JournalRunner runner(host_.runs, active_, events_, run_, journal, std::move(recorded), allowed_,
+                       host_.options.tools, host_.options.turn.maxToolConcurrency,
+                       host_.options.humanTool);
 
   RunOptions ro = turnRunOptions(host_.options.turn);
   ro.conversationId = run_.threadId;  // gen_ai.conversation.id
