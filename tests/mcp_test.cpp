@@ -1400,6 +1400,89 @@ TEST(McpTasks, ACheckpointedTaskIsResumedWithoutASecondCall) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// subscriptions/listen: the server's tools/list_changed on a stream the client keeps open
+
+// Waits on the server's side until its count of `key` reaches `atLeast` (tool "await").
+void awaitCount(McpClient& client, const std::string& key, int atLeast) {
+  McpCallOptions call;
+  call.timeout = 10s;
+  client.callTool("await", {{"key", key}, {"atLeast", atLeast}}, call);
+}
+
+McpServerOptions listeningHttp(const HttpTestServer& server) {
+  McpServerOptions options;
+  options.name = "listening";
+  options.url = server.url();
+  options.requestTimeout = 10s;
+  return options;
+}
+
+TEST(McpListen, AChangeNotifiedOnTheStreamRefreshesTheRegistryAndClosingEndsTheStream) {
+  HttpTestServer server("modern-http", "2026-07-28", "listen=yes");
+  ASSERT_GT(server.port(), 0);
+  McpClient observer(listeningHttp(server));  // no callback: it does not listen
+  std::promise<std::vector<std::string>> refreshed;
+  std::once_flag once;
+  McpServerOptions options = listeningHttp(server);
+  options.onToolsRefreshed = [&](const std::vector<std::string>& tools) {
+    std::call_once(once, [&] { refreshed.set_value(tools); });
+  };
+  {
+    ToolRegistry registry;
+    McpRegistration added = registry.addMcpServer("m", options);
+    EXPECT_FALSE(registry.has("extra"));
+    awaitCount(observer, "subscriptions/listen", 1);  // the stream is open
+    observer.callTool("grow", json::object());
+    std::future<std::vector<std::string>> future = refreshed.get_future();
+    ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+    std::vector<std::string> tools = future.get();
+    EXPECT_NE(std::find(tools.begin(), tools.end(), "extra"), tools.end());
+    EXPECT_TRUE(registry.has("extra"));  // read again, past the list's ttl of 60 s
+    EXPECT_EQ(added.client->stats().listenStreams, 1);
+  }  // the registry closes the client
+  awaitCount(observer, "listen-closed", 1);
+  EXPECT_EQ(observer.stats().listenStreams, 0);
+}
+
+TEST(McpListen, OverStdioTheStreamIsCancelledWhenTheClientCloses) {
+  McpServerOptions options = cachingServer("listen=yes");
+  std::promise<void> changed;
+  std::once_flag once;
+  auto client = std::make_unique<McpClient>(options);
+  client->onToolsChanged([&] { std::call_once(once, [&] { changed.set_value(); }); });
+  client->connect();
+  awaitCount(*client, "subscriptions/listen", 1);
+  client->callTool("grow", json::object());
+  ASSERT_EQ(changed.get_future().wait_for(10s), std::future_status::ready);
+  long pid = client->stats().processId;
+  client->close();  // sends notifications/cancelled for the stream and joins its thread
+  client.reset();
+  EXPECT_TRUE(processGone(pid));
+}
+
+TEST(McpListen, AStreamThatKeepsBreakingIsGivenUpAfterTheCap) {
+  HttpTestServer server("modern-http", "2026-07-28", "listen=drop");
+  ASSERT_GT(server.port(), 0);
+  McpClient observer(listeningHttp(server));
+  McpServerOptions options = listeningHttp(server);
+  options.maxListenReconnects = 2;
+  options.listenBackoff = 10ms;
+  McpClient client(options);
+  client.onToolsChanged([] {});
+  client.connect();
+  awaitCount(observer, "subscriptions/listen", 3);
+  // Bounded: the listener gives up right after the third stream broke.
+  for (int i = 0; i < 1000 && !client.stats().listenGaveUp; ++i)
+    std::this_thread::sleep_for(5ms);
+  EXPECT_TRUE(client.stats().listenGaveUp);
+  EXPECT_EQ(client.stats().listenReconnects, 2);
+  client.close();
+  json counts =
+      json::parse(observer.callTool("stats", json::object()).forModel().get<std::string>());
+  EXPECT_EQ(counts["subscriptions/listen"], 3) << counts.dump();
+}
+
+// ---------------------------------------------------------------------------------------------
 // Tool annotations and approval
 
 TEST(McpAnnotations, TheDestructivePolicyAsksForToolsNotMarkedSafe) {

@@ -279,6 +279,15 @@ struct McpServerOptions {
   // tasks/cancel and ProtocolError); the call's timeout bounds it all, the result's size is
   // maxMessageBytes. The extension is declared on every 2026-07-28 request when `tasks` is set.
   bool tasks = true;
+  // subscriptions/listen (2026-07-28): with an onToolsChanged callback (a registry sets one) and
+  // a server whose capabilities say tools.listChanged, one stream is kept open for
+  // notifications/tools/list_changed. At most maxListenEvents notifications per stream (then it
+  // is ended and opened again); a stream that breaks is opened again after listenBackoff,
+  // doubled per failure in a row (at most 30 s), at most maxListenReconnects times in a row.
+  bool listen = true;
+  int maxListenEvents = 1000;
+  int maxListenReconnects = 5;
+  std::chrono::milliseconds listenBackoff{1'000};
   int maxTaskPolls = 1000;
   std::chrono::milliseconds taskPollMin{50};
   std::chrono::milliseconds taskPollMax{5'000};
@@ -428,6 +437,9 @@ class McpClient {
     int tasksFollowed = 0;            // tools/call answered with a task, or resumed
     int taskPolls = 0;                // tasks/get sent
     int tasksCancelled = 0;           // tasks/cancel sent
+    int listenStreams = 0;            // subscriptions/listen streams the server acknowledged
+    int listenReconnects = 0;         // streams opened again after one broke
+    bool listenGaveUp = false;        // maxListenReconnects passed: no longer listening
     int nonJsonLines = 0;             // stdio lines that were not JSON-RPC, over all connections
     std::size_t pendingRequests = 0;  // requests waiting for their response now
     long processId = -1;              // stdio: the running child's pid; -1 when none

@@ -284,6 +284,13 @@ struct McpClient::Impl {
   std::optional<Clock::time_point> toolsExpire;  // mutex
   // Tells this client's stdio server apart in the list cache (a child is nobody else's).
   const std::string stdioScope = "stdio " + std::to_string(nextStdioScope());
+  // subscriptions/listen (2026-07-28): the thread that keeps the stream open, and the stream's
+  // request id and notifications counted against maxListenEvents. All under `mutex`.
+  std::jthread listener;
+  std::shared_ptr<std::stop_source> listenStream;  // ends the current stream (the events cap)
+  int64_t listenId = -1;
+  int listenEvents = 0;
+  bool listenRefused = false;  // the server did not agree to toolsListChanged
 
   static int64_t nextStdioScope() {
     static std::atomic<int64_t> next{1};
@@ -468,6 +475,7 @@ struct McpClient::Impl {
   }
 
   void notification(Connection& connection, const std::string& method, const json& params) {
+    if (!listenNotification(method, params)) return;
     if (method == "notifications/progress" && params.is_object()) {
       auto token = params.find("progressToken");
       if (token == params.end() || !token->is_number_integer()) return;
@@ -578,6 +586,10 @@ struct McpClient::Impl {
       if (!connection->alive) std::rethrow_exception(connection->death);
       id = nextId++;
       connection->pending.emplace(id, pending);
+      if (method == "subscriptions/listen") {
+        listenId = id;  // the subscription's id, which its notifications carry
+        listenEvents = 0;
+      }
     }
     if (!tool.empty()) params["_meta"]["progressToken"] = id;
     detail::McpRouting routing;
@@ -718,6 +730,7 @@ struct McpClient::Impl {
       throw ConnectionError(who() + ": the client is closed");
     }
     connection = fresh;
+    maybeListen(*fresh);
     lock.unlock();
     changed.notify_all();
     return fresh;
@@ -1007,6 +1020,98 @@ struct McpClient::Impl {
     return roots;
   }
 
+  // --- subscriptions/listen (docs/mcp.md, "Listening for changes") --------------------------
+
+  // A notification of the listen stream: counted (past maxListenEvents the stream is ended and
+  // opened again after a pause); an acknowledgment without toolsListChanged ends listening.
+  // Returns false when it is to be dropped.
+  bool listenNotification(const std::string& method, const json& params) {
+    if (!params.is_object()) return true;
+    auto meta = params.find("_meta");
+    if (meta == params.end() || !meta->is_object()) return true;
+    auto sub = meta->find("io.modelcontextprotocol/subscriptionId");
+    if (sub == meta->end()) return true;
+    std::lock_guard lock(mutex);
+    if (!sub->is_number_integer() || sub->get<int64_t>() != listenId) return false;  // not ours
+    if (method == "notifications/subscriptions/acknowledged") {
+      json agreed = params.value("notifications", json::object());
+      ++stats.listenStreams;
+      if (!agreed.is_object() || agreed.value("toolsListChanged", json()) != true) {
+        listenRefused = true;
+        if (listenStream) listenStream->request_stop();
+      }
+      return false;
+    }
+    if (++listenEvents > options.maxListenEvents) {
+      if (listenStream) listenStream->request_stop();
+      return false;
+    }
+    return true;
+  }
+
+  // Starts the listener once: a stateless server that says its tools may change
+  // (capabilities.tools.listChanged), and someone to tell (onToolsChanged). Under `mutex`.
+  void maybeListen(const Connection& connection) {
+    if (listener.joinable() || closed || !options.listen || !toolsChanged) return;
+    if (connection.requestMeta.is_null()) return;
+    const json& caps = connection.info.capabilities;
+    auto tools = caps.find("tools");
+    if (tools == caps.end() || !tools->is_object() || tools->value("listChanged", json()) != true)
+      return;
+    listener = std::jthread([this](std::stop_token stop) { listen(stop); });
+  }
+
+  // Keeps one subscriptions/listen stream open until the client closes. A stream the server
+  // ends with a result is not opened again; one that breaks (or passes maxListenEvents) is, after
+  // listenBackoff doubled per failure in a row (at most 30 s), at most maxListenReconnects times
+  // in a row; an acknowledged stream starts the count again.
+  void listen(std::stop_token stop) {
+    int failures = 0;
+    std::chrono::milliseconds pause = options.listenBackoff;
+    while (!stop.stop_requested()) {
+      auto stream = std::make_shared<std::stop_source>();
+      std::stop_callback forward(stop, [stream] { stream->request_stop(); });
+      int streamsBefore;
+      {
+        std::lock_guard lock(mutex);
+        listenStream = stream;
+        streamsBefore = stats.listenStreams;
+      }
+      bool ended = false;
+      try {
+        std::shared_ptr<Connection> connection = connected();
+        // The stream stays open as long as the client: the deadline is a year away.
+        requestOn(connection, "subscriptions/listen",
+                  {{"notifications", {{"toolsListChanged", true}}}},
+                  Clock::now() + std::chrono::hours(24 * 365), stream->get_token(), "");
+        ended = true;  // the server ended it with a result: it has nothing more to say
+      } catch (const ConnectionError&) {
+        // Broken (or the client closing): opened again below.
+      } catch (const CancelledError&) {
+        // Cut at the events cap (or the client closing): opened again below.
+      } catch (const Error&) {
+        // Refused (an error answer such as -32601, an HTTP status, a bad message): not again.
+        std::lock_guard lock(mutex);
+        listenStream.reset();
+        return;
+      }
+      std::unique_lock lock(mutex);
+      listenStream.reset();
+      if (ended || listenRefused || stop.stop_requested() || closed) return;
+      if (stats.listenStreams > streamsBefore) {
+        failures = 0;  // it was acknowledged: a stream that worked
+        pause = options.listenBackoff;
+      }
+      if (++failures > options.maxListenReconnects) {
+        stats.listenGaveUp = true;
+        return;
+      }
+      changed.wait_for(lock, stop, pause, [&] { return closed; });
+      pause = std::min(pause * 2, std::chrono::milliseconds(30'000));
+      ++stats.listenReconnects;
+    }
+  }
+
   // --- the tasks extension (docs/mcp.md, "Tasks") ---------------------------------------------
 
   // Follows task `taskId` (whose latest state is `task`, or null to ask first) until it ends:
@@ -1277,6 +1382,9 @@ void checkOptions(const McpServerOptions& options) {
   positive(options.maxInputRounds >= 0, "maxInputRounds", "must not be negative");
   positive(options.maxInputRequests > 0, "maxInputRequests", "must be greater than zero");
   positive(options.maxTaskPolls > 0, "maxTaskPolls", "must be greater than zero");
+  positive(options.maxListenEvents > 0, "maxListenEvents", "must be greater than zero");
+  positive(options.maxListenReconnects >= 0, "maxListenReconnects", "must not be negative");
+  positive(options.listenBackoff.count() > 0, "listenBackoff", "must be greater than zero");
   positive(options.taskPollMin.count() > 0, "taskPollMin", "must be greater than zero");
   positive(options.taskPollMax >= options.taskPollMin, "taskPollMax",
            "must not be less than taskPollMin");
@@ -1485,9 +1593,12 @@ void McpClient::onToolsChanged(std::function<void()> callback) {
 
 void McpClient::close() {
   std::shared_ptr<Connection> connection;
+  std::jthread listener;
   {
     std::lock_guard lock(impl_->mutex);
     impl_->closed = true;
+    listener = std::move(impl_->listener);
+    if (listener.joinable()) listener.request_stop();
     connection = std::move(impl_->connection);
     if (connection) {
       auto why = std::make_exception_ptr(ConnectionError(impl_->who() + ": the client is closed"));
@@ -1502,6 +1613,7 @@ void McpClient::close() {
   }
   impl_->changed.notify_all();
   impl_->stopServerCalls();
+  if (listener.joinable()) listener.join();  // its stream ends with the connection's requests
   if (connection && connection->transport) connection->transport->close();
 }
 

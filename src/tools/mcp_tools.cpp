@@ -20,6 +20,7 @@ struct detail::McpAttachment {
   std::shared_ptr<McpClient> client;
   std::mutex refreshing;             // one listing + registration at a time
   std::atomic<bool> busy{false};     // set while `refreshing` is held
+  std::atomic<bool> queued{false};   // a refresh waits on the pool: more notices add nothing
   std::mutex mutex;                  // registry and registered
   ToolRegistry* registry = nullptr;  // null once the registry is being destroyed
   std::vector<std::string> registered;
@@ -318,13 +319,17 @@ McpRegistration ToolRegistry::addMcpServer(const std::string& name, McpServerOpt
     std::weak_ptr<detail::McpAttachment> weak = attachment;
     attachment->client->onToolsChanged([weak] {
       // On a transport thread, which must not wait for the listing it would have to read.
-      if (!weak.lock()) return;
+      auto attachment = weak.lock();
+      if (!attachment || attachment->queued.exchange(true)) return;
       try {
         ThreadPool::shared()->submit([weak] {
-          if (auto alive = weak.lock()) refreshMcpTools(alive, false);
+          auto alive = weak.lock();
+          if (!alive) return;
+          alive->queued = false;  // a notice from now on needs another listing
+          refreshMcpTools(alive, false);
         });
       } catch (const std::system_error&) {
-        // No thread to be had: the tools stay as they were listed.
+        attachment->queued = false;  // no thread to be had: the tools stay as they were listed
       }
     });
     std::lock_guard serial(attachment->refreshing);

@@ -33,7 +33,9 @@
 //                                     OPTIONS (after VERSIONS): "ttl=MS" or "ttl=none" (tools/
 //                                     list's ttlMs, default 60000), "scope=public" (its
 //                                     cacheScope, default private), "polls=N" and "poll=MS" for
-//                                     the tasks of tools "slow", "held", "failing", "asks".
+//                                     the tasks of tools "slow", "held", "failing", "asks";
+//                                     "listen=yes" or "listen=drop" for subscriptions/listen
+//                                     (tool "await" {key, atLeast} waits for a count).
 //   node test_server.mjs modern-http [VERSIONS [OPTIONS]]  the same over HTTP on a free port
 //                                     ("port N"); "meta" also returns the Mcp-* headers of its
 //                                     request.
@@ -245,6 +247,27 @@ if (mode === 'relay') {
   // counting itself) and whether tool "grow" added tool "extra" to the list.
   const counts = {};
   let grown = false;
+  // subscriptions/listen ("listen=yes": capabilities.tools.listChanged, streams kept open;
+  // "listen=drop": each stream is cut before its acknowledgment). `listeners` send a
+  // notification on an open stream; tool "await" {key, atLeast} answers once counts[key] reaches
+  // atLeast (counted: "subscriptions/listen" when a stream is registered, "listen-closed" when
+  // one ends).
+  const listeners = new Map();
+  const waiters = [];
+  const bump = (key) => {
+    counts[key] = (counts[key] || 0) + 1;
+    for (let i = waiters.length - 1; i >= 0; --i) {
+      if ((counts[waiters[i].key] || 0) >= waiters[i].atLeast) { waiters[i].done(); waiters.splice(i, 1); }
+    }
+  };
+  const awaitCount = (message, respond) => {
+    const { key, atLeast } = message.params.arguments;
+    const done = () => respond({ jsonrpc: '2.0', id: message.id, result: { resultType: 'complete', content: [{ type: 'text', text: `${key} ${counts[key]}` }] } });
+    if ((counts[key] || 0) >= atLeast) return done();
+    waiters.push({ key, atLeast, done });
+  };
+  const ack = (id) => ({ jsonrpc: '2.0', method: 'notifications/subscriptions/acknowledged', params: { _meta: { 'io.modelcontextprotocol/subscriptionId': id }, notifications: { toolsListChanged: true } } });
+  const changedNotice = (id) => ({ jsonrpc: '2.0', method: 'notifications/tools/list_changed', params: { _meta: { 'io.modelcontextprotocol/subscriptionId': id } } });
   // The tasks extension (SEP-2663): tools "slow" (ends after `polls` tasks/get, default 2),
   // "held" (works until cancelled), "failing" (fails at the first tasks/get) and "asks" (needs a
   // name through tasks/update) answer with a task when the request declares the extension;
@@ -269,7 +292,7 @@ if (mode === 'relay') {
     if (!supported.includes(version)) return fail(-32022, 'Unsupported protocol version', { supported, requested: version ?? null });
     if (typeof meta['io.modelcontextprotocol/clientCapabilities'] !== 'object') return fail(-32602, 'no clientCapabilities in _meta');
     if (message.method === 'server/discover') {
-      return reply(cacheable({ supportedVersions: supported, capabilities: { tools: {} }, instructions: 'A stateless test server.', _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'parley-modern', version: '1.0.0' } } }));
+      return reply(cacheable({ supportedVersions: supported, capabilities: { tools: settings.listen ? { listChanged: true } : {} }, instructions: 'A stateless test server.', _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'parley-modern', version: '1.0.0' } } }));
     }
     // x-mcp-header (SEP-2243): `meta` mirrors `region`; `crowded` marks 33 properties, one past
     // parley's cap of 32, and must not be offered.
@@ -310,7 +333,11 @@ if (mode === 'relay') {
       tasks.set(task.taskId, task);
       return reply({ resultType: 'task', ...taskView(task) });
     }
-    if (name === 'grow') { grown = true; return reply(complete({ content: [{ type: 'text', text: 'grown' }] })); }
+    if (name === 'grow') {
+      grown = true;
+      for (const [id, notify] of listeners) notify(changedNotice(id));
+      return reply(complete({ content: [{ type: 'text', text: 'grown' }] }));
+    }
     const responses = message.params.inputResponses || {};
     const state = message.params.requestState;
     if (name === 'meta') return reply(complete({ content: [{ type: 'text', text: JSON.stringify({ meta, headers }) }] }));
@@ -334,7 +361,17 @@ if (mode === 'relay') {
     lines.on('line', (line) => {
       let message;
       try { message = JSON.parse(line); } catch { return; }
+      if (message.method === 'notifications/cancelled' && listeners.has(message.params?.requestId)) {
+        listeners.delete(message.params.requestId);
+        return bump('listen-closed');
+      }
       if (message.id === undefined || message.method === undefined) return;
+      if (message.method === 'subscriptions/listen') {
+        send(ack(message.id));
+        listeners.set(message.id, send);
+        return bump('subscriptions/listen');
+      }
+      if (message.method === 'tools/call' && message.params?.name === 'await') return awaitCount(message, send);
       send(answer(message, {}));
     });
     lines.on('close', () => process.exit(0));
@@ -346,6 +383,17 @@ if (mode === 'relay') {
         if (request.method !== 'POST') { response.writeHead(405); return response.end(); }
         const message = JSON.parse(data || '{}');
         if (message.id === undefined) { response.writeHead(202); return response.end(); }
+        const json = (value) => { response.writeHead(200, { 'Content-Type': 'application/json' }); response.end(JSON.stringify(value)); };
+        if (message.method === 'tools/call' && message.params?.name === 'await') return awaitCount(message, json);
+        if (message.method === 'subscriptions/listen') {
+          response.writeHead(200, { 'Content-Type': 'text/event-stream' });
+          if (settings.listen === 'drop') { bump('subscriptions/listen'); bump('listen-closed'); return response.end(': opened\n\n'); }
+          const event = (value) => response.write(`data: ${JSON.stringify(value)}\n\n`);
+          event(ack(message.id));
+          listeners.set(message.id, event);
+          response.on('close', () => { listeners.delete(message.id); bump('listen-closed'); });
+          return bump('subscriptions/listen');
+        }
         const headers = {};
         for (const key of Object.keys(request.headers)) {
           if (['mcp-method', 'mcp-name', 'mcp-protocol-version', 'mcp-session-id'].includes(key) || key.startsWith('mcp-param-')) headers[key] = request.headers[key];
