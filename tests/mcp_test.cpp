@@ -1482,6 +1482,28 @@ TEST(McpListen, AStreamThatKeepsBreakingIsGivenUpAfterTheCap) {
   EXPECT_EQ(counts["subscriptions/listen"], 3) << counts.dump();
 }
 
+// Past maxListenEvents notices the stream is ended (the server sees it close) and opened again.
+TEST(McpListen, AStreamPastTheEventsCapIsEndedAndOpenedAgain) {
+  HttpTestServer server("modern-http", "2026-07-28", "listen=flood");
+  ASSERT_GT(server.port(), 0);
+  McpClient observer(listeningHttp(server));
+  McpServerOptions options = listeningHttp(server);
+  options.maxListenEvents = 2;
+  options.listenBackoff = 10ms;
+  std::atomic<int> notices{0};
+  McpClient client(options);
+  client.onToolsChanged([&] { ++notices; });
+  client.connect();
+  // Without the cap the server would never see a stream end: these waits would time out.
+  awaitCount(observer, "listen-closed", 1);         // the client ended the first stream
+  awaitCount(observer, "subscriptions/listen", 2);  // and opened another
+  client.close();
+  json counts =
+      json::parse(observer.callTool("stats", json::object()).forModel().get<std::string>());
+  EXPECT_LE(notices, 2 * counts["subscriptions/listen"].get<int>()) << counts.dump();
+  EXPECT_GE(notices, 2);  // the first stream's two
+}
+
 // ---------------------------------------------------------------------------------------------
 // Tool annotations and approval
 

@@ -34,7 +34,9 @@
 //                                     list's ttlMs, default 60000), "scope=public" (its
 //                                     cacheScope, default private), "polls=N" and "poll=MS" for
 //                                     the tasks of tools "slow", "held", "failing", "asks";
-//                                     "listen=yes" or "listen=drop" for subscriptions/listen
+//                                     "listen=yes", "listen=drop" (streams cut before their
+//                                     acknowledgment) or "listen=flood" (five notices at once
+//                                     on each stream) for subscriptions/listen
 //                                     (tool "await" {key, atLeast} waits for a count).
 //   node test_server.mjs modern-http [VERSIONS [OPTIONS]]  the same over HTTP on a free port
 //                                     ("port N"); "meta" also returns the Mcp-* headers of its
@@ -390,6 +392,8 @@ if (mode === 'relay') {
           if (settings.listen === 'drop') { bump('subscriptions/listen'); bump('listen-closed'); return response.end(': opened\n\n'); }
           const event = (value) => response.write(`data: ${JSON.stringify(value)}\n\n`);
           event(ack(message.id));
+          // "listen=flood": five notices at once on every stream.
+          if (settings.listen === 'flood') for (let i = 0; i < 5; ++i) event(changedNotice(message.id));
           listeners.set(message.id, event);
           response.on('close', () => { listeners.delete(message.id); bump('listen-closed'); });
           return bump('subscriptions/listen');
