@@ -5,7 +5,8 @@
 // `server/discover`, else the `initialize` handshake with `notifications/initialized`),
 // `tools/list` with paging, `tools/call` with progress notifications and cancellation
 // (`notifications/cancelled`), `ping` both ways, and the optional `resources/list|read` and
-// `prompts/list|get`. ToolRegistry::addMcpServer() (tools.hpp) registers a server's tools in a
+// `prompts/list|get`; of 2026-07-28 also the lists' caching hints, `subscriptions/listen` and
+// the tasks extension. ToolRegistry::addMcpServer() (tools.hpp) registers a server's tools in a
 // registry. What the protocol leaves open and how parley settles it is in docs/mcp.md.
 //
 // Limits: every message from the server is capped (maxMessageBytes, maxJsonDepth), and so are
@@ -441,7 +442,8 @@ class McpClient {
     int listenReconnects = 0;         // streams opened again after one broke
     bool listenGaveUp = false;        // maxListenReconnects passed: no longer listening
     int nonJsonLines = 0;             // stdio lines that were not JSON-RPC, over all connections
-    std::size_t pendingRequests = 0;  // requests waiting for their response now
+    std::size_t pendingRequests = 0;  // requests waiting for their response now (an open
+                                      // subscriptions/listen stream is one)
     long processId = -1;              // stdio: the running child's pid; -1 when none
   };
   Stats stats() const;
