@@ -883,13 +883,15 @@ TEST(McpHostile, ToolDefinitionsAreCappedInBytes) {
 // A test server over HTTP (test_server.mjs MODE ARG); it prints "port N" when it listens.
 class HttpTestServer {
  public:
-  HttpTestServer(const std::string& mode, const std::string& variant) {
+  HttpTestServer(const std::string& mode, const std::string& variant,
+                 const std::string& settings = "") {
     int out[2];
     if (::pipe2(out, O_CLOEXEC) != 0) return;
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, out[1], 1);
     std::vector<std::string> args = {PARLEY_NODE, kTestServer, mode, variant};
+    if (!settings.empty()) args.push_back(settings);
     std::vector<char*> argv;
     for (auto& a : args)
       argv.push_back(a.data());
@@ -1051,11 +1053,12 @@ TEST(McpModern, AutoSpeaksTheStatelessRevisionWithMetaOnEveryRequest) {
   EXPECT_EQ(info.name, "parley-modern");
   EXPECT_EQ(info.instructions, "A stateless test server.");
   EXPECT_EQ(info.supportedVersions, (std::vector<std::string>{"2026-07-28", "2025-11-25"}));
-  ASSERT_EQ(client.listTools().size(), 5u);  // the server refuses a request without _meta
+  ASSERT_EQ(client.listTools().size(), 11u);  // the server refuses a request without _meta
   json seen = json::parse(client.callTool("meta", json::object()).forModel().get<std::string>());
   EXPECT_EQ(seen["meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28") << seen.dump();
   EXPECT_EQ(seen["meta"]["io.modelcontextprotocol/clientCapabilities"],
-            json({{"roots", {{"listChanged", false}}}}))
+            json({{"roots", {{"listChanged", false}}},
+                  {"extensions", {{"io.modelcontextprotocol/tasks", json::object()}}}}))
       << seen.dump();
   EXPECT_EQ(seen["meta"]["io.modelcontextprotocol/clientInfo"]["name"], "parley");
   client.ping();  // no ping in 2026-07-28: server/discover answers instead
@@ -1181,6 +1184,324 @@ TEST(McpModern, MarkedArgumentsAreMirroredIntoHeadersUpToTheCap) {
   EXPECT_FALSE(registry.find("crowded"));
   ASSERT_EQ(added.skipped.size(), 1u);
   EXPECT_EQ(added.skipped[0].rfind("crowded: ", 0), 0u) << added.skipped[0];
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2026-07-28 caching hints on lists (ttlMs, cacheScope)
+
+McpServerOptions cachingServer(const std::string& settings) {
+  McpServerOptions options = modern();
+  options.command.push_back(settings);
+  return options;
+}
+
+// How many requests of `method` the test server saw (its "stats" tool, which counts itself
+// after answering).
+int served(McpClient& client, const std::string& method) {
+  json counts = json::parse(client.callTool("stats", json::object()).forModel().get<std::string>());
+  return counts.value(method, 0);
+}
+
+// Waits (bounded) until `ms` milliseconds have passed since `from`: the time a ttl lasts.
+void letPass(std::chrono::steady_clock::time_point from, std::chrono::milliseconds ms) {
+  while (std::chrono::steady_clock::now() < from + ms)
+    std::this_thread::sleep_for(1ms);
+}
+
+TEST(McpCache, AListIsReusedWhileItsTtlLastsAndReadAgainAfter) {
+  McpClient fresh(cachingServer("ttl=60000"));
+  EXPECT_EQ(fresh.listTools().size(), 11u);
+  EXPECT_EQ(fresh.listTools().size(), 11u);
+  EXPECT_FALSE(fresh.toolListStale());
+  EXPECT_EQ(served(fresh, "tools/list"), 1);
+  EXPECT_EQ(fresh.stats().cachedListPages, 1);
+
+  // No ttlMs: no caching hint, so every listing asks (and the list is never stale by time).
+  McpClient untimed(cachingServer("ttl=none"));
+  untimed.listTools();
+  untimed.listTools();
+  EXPECT_FALSE(untimed.toolListStale());
+  EXPECT_EQ(served(untimed, "tools/list"), 2);
+
+  McpClient brief(cachingServer("ttl=20"));
+  brief.listTools();
+  letPass(std::chrono::steady_clock::now(), 30ms);  // its freshness began before that
+  EXPECT_TRUE(brief.toolListStale());
+  brief.listTools();
+  EXPECT_EQ(served(brief, "tools/list"), 2);
+  EXPECT_EQ(brief.stats().cachedListPages, 0);
+}
+
+// "public": any client of the server may reuse the list, whatever its credentials; "private":
+// only a client that sends the same credentials (caching.mdx, "Cache Scope Field").
+TEST(McpCache, PublicListsAreSharedAcrossCredentialsPrivateOnesAreNot) {
+  for (const std::string scope : {"public", "private"}) {
+    HttpTestServer server("modern-http", "2026-07-28", "ttl=60000,scope=" + scope);
+    ASSERT_GT(server.port(), 0);
+    auto as = [&](const std::string& token) {
+      McpServerOptions options;
+      options.name = "cached";
+      options.url = server.url();
+      options.bearerToken = token;
+      return options;
+    };
+    McpClient alice(as("alice-token"));
+    McpClient bob(as("bob-token"));
+    McpClient aliceAgain(as("alice-token"));
+    alice.listTools();
+    bob.listTools();
+    aliceAgain.listTools();
+    EXPECT_EQ(served(alice, "tools/list"), scope == "public" ? 1 : 2) << scope;
+    EXPECT_EQ(aliceAgain.stats().cachedListPages, 1) << scope;
+  }
+}
+
+// A registry reads a list whose ttl passed again when it builds a request's tools: the same
+// tools change nothing (the prompt cache keeps its prefix); new ones take the server's place in
+// the order and show in the cache diagnostic as "tools".
+TEST(McpCache, TheRegistryReadsAStaleListAgainAndAChangeShowsInTheCacheDiagnostic) {
+  mock::MockOptions mockOptions;
+  mockOptions.script = mock::readScript(R"({"reply": {"content": "ok"}})");
+  mock::MockServer model(mockOptions);
+  model.start();
+  auto registry = std::make_shared<ToolRegistry>();
+  std::vector<std::vector<std::string>> refreshed;
+  McpServerOptions options = cachingServer("ttl=20");
+  options.allow = {"meta", "stats", "grow", "extra"};
+  options.onToolsRefreshed = [&](const std::vector<std::string>& tools) {
+    refreshed.push_back(tools);
+  };
+  McpRegistration added = registry->addMcpServer("m", options);
+  registry->add("local", "a tool of this process", json::object(),
+                [](const json&, ToolContext&) { return json("local"); });
+  McpClient& client = *added.client;
+
+  ClientOptions clientOptions;
+  clientOptions.baseUrl = model.baseUrl();
+  clientOptions.apiKey = "sk-test";
+  clientOptions.model = "gpt-4o-mini";
+  ConversationOptions conversation;
+  conversation.llm = std::make_shared<OpenAiClient>(clientOptions);
+  conversation.tools = registry;
+  ConversationManager manager(conversation);
+  manager.run("first");
+
+  // The ttl passed, the server's tools are the same: read again, nothing changes.
+  int listings = served(client, "tools/list");
+  auto before = std::chrono::steady_clock::now();
+  letPass(before, 30ms);
+  const std::uint64_t revision = registry->revision();
+  std::optional<CacheDiagnostic> same = manager.diagnoseCache();
+  ASSERT_TRUE(same);
+  EXPECT_FALSE(same->firstDifference) << same->firstDifference->field;
+  EXPECT_EQ(registry->revision(), revision);
+  EXPECT_EQ(served(client, "tools/list"), listings + 1);  // it was read again
+  EXPECT_TRUE(refreshed.empty());
+
+  listings = served(client, "tools/list");
+  before = std::chrono::steady_clock::now();
+  client.callTool("grow", json::object());
+  letPass(before, 30ms);
+  std::optional<CacheDiagnostic> changed = manager.diagnoseCache();
+  ASSERT_TRUE(changed && changed->firstDifference);
+  EXPECT_EQ(changed->firstDifference->field, "tools");
+  EXPECT_FALSE(changed->firstDifference->message);
+  EXPECT_EQ(served(client, "tools/list"), listings + 1);
+  EXPECT_EQ(registry->names(),
+            (std::vector<std::string>{"meta", "stats", "grow", "extra", "local"}));
+  ASSERT_EQ(refreshed.size(), 1u);
+  EXPECT_EQ(refreshed[0], (std::vector<std::string>{"meta", "stats", "grow", "extra"}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tasks extension (io.modelcontextprotocol/tasks): long calls answered with a task
+
+std::string textOf(const McpToolResult& result) {
+  json text = result.forModel();
+  return text.is_string() ? text.get<std::string>() : text.dump();
+}
+
+TEST(McpTasks, ACallAnsweredWithATaskIsPolledToItsResult) {
+  McpClient client(cachingServer("polls=3"));
+  std::vector<std::string> noted;
+  McpCallOptions call;
+  call.onTask = [&](const std::string& id) { noted.push_back(id); };
+  EXPECT_EQ(textOf(client.callTool("slow", json::object(), call)), "task-1 done after 3 polls");
+  EXPECT_EQ(noted, std::vector<std::string>{"task-1"});
+  EXPECT_EQ(client.stats().taskPolls, 3);
+  EXPECT_EQ(served(client, "tasks/get"), 3);
+  EXPECT_EQ(served(client, "tasks/cancel"), 0);
+
+  // Input the task needs: asked through the same handler, answered with tasks/update.
+  McpCallOptions asking;
+  asking.onElicitation = answerName("Ada", nullptr);
+  McpServerOptions options = cachingServer("");
+  options.onElicitation = answerName("Grace", nullptr);
+  McpClient withForms(options);
+  EXPECT_EQ(textOf(withForms.callTool("asks", json::object(), asking)), "Hello, Ada");
+  EXPECT_EQ(served(withForms, "tasks/update"), 1);
+
+  std::string error = errorOf<McpError>([&] { client.callTool("failing", json::object()); });
+  EXPECT_NE(error.find("task task-2 failed"), std::string::npos) << error;
+  EXPECT_NE(error.find("it broke"), std::string::npos) << error;
+
+  // Without the extension declared the server answers at once.
+  McpServerOptions plain = cachingServer("");
+  plain.tasks = false;
+  McpClient without(plain);
+  EXPECT_EQ(textOf(without.callTool("slow", json::object())), "slow without a task");
+  EXPECT_EQ(without.stats().tasksFollowed, 0);
+}
+
+TEST(McpTasks, TheCallerStoppingCancelsTheTask) {
+  McpClient client(cachingServer(""));
+  std::stop_source stop;
+  McpCallOptions call;
+  call.cancel = stop.get_token();
+  call.onTask = [&](const std::string&) { stop.request_stop(); };
+  EXPECT_NE(errorOf<CancelledError>([&] { client.callTool("held", json::object(), call); }), "");
+  EXPECT_EQ(client.stats().tasksCancelled, 1);
+  EXPECT_EQ(served(client, "tasks/cancel"), 1);
+}
+
+TEST(McpTasks, PollsAreCapped) {
+  McpServerOptions options = cachingServer("");
+  options.maxTaskPolls = 3;
+  McpClient client(options);
+  std::string error = errorOf<ProtocolError>([&] { client.callTool("held", json::object()); });
+  EXPECT_NE(error.find("did not end within 3 polls (maxTaskPolls)"), std::string::npos) << error;
+  EXPECT_EQ(served(client, "tasks/get"), 3);
+  EXPECT_EQ(served(client, "tasks/cancel"), 1);
+}
+
+// Through the registry: the task's id is noted with ToolContext::checkpoint as soon as it is
+// known, and a call given it back in resumeFrom follows that task without calling the tool again.
+TEST(McpTasks, ACheckpointedTaskIsResumedWithoutASecondCall) {
+  auto registry = std::make_shared<ToolRegistry>();
+  McpRegistration added = registry->addMcpServer("m", cachingServer("polls=2"));
+  std::vector<json> noted;
+  ToolExecutorOptions first;
+  first.checkpoint = [&](const ToolContext& call, const json& handle) {
+    EXPECT_EQ(call.toolCallId, "c1");
+    noted.push_back(handle);
+  };
+  ToolResult done = ToolExecutor(registry, first).execute({"c1", "slow", "{}"});
+  ASSERT_TRUE(done.success) << done.error;
+  EXPECT_EQ(done.result, "task-1 done after 2 polls");
+  ASSERT_EQ(noted.size(), 1u);
+  EXPECT_EQ(noted[0], json({{"server", "m"}, {"task", "task-1"}}));
+
+  ToolExecutorOptions again;
+  again.resumeFrom = [&](const std::string& id) { return id == "c1" ? noted[0] : json(); };
+  ToolResult resumed = ToolExecutor(registry, again).execute({"c1", "slow", "{}"});
+  ASSERT_TRUE(resumed.success) << resumed.error;
+  EXPECT_EQ(resumed.result, "task-1 done after 2 polls");  // the same task's result
+  EXPECT_EQ(served(*added.client, "tools/call"), 1);       // "stats" counts itself after answering
+}
+
+// ---------------------------------------------------------------------------------------------
+// subscriptions/listen: the server's tools/list_changed on a stream the client keeps open
+
+// Waits on the server's side until its count of `key` reaches `atLeast` (tool "await").
+void awaitCount(McpClient& client, const std::string& key, int atLeast) {
+  McpCallOptions call;
+  call.timeout = 10s;
+  client.callTool("await", {{"key", key}, {"atLeast", atLeast}}, call);
+}
+
+McpServerOptions listeningHttp(const HttpTestServer& server) {
+  McpServerOptions options;
+  options.name = "listening";
+  options.url = server.url();
+  options.requestTimeout = 10s;
+  return options;
+}
+
+TEST(McpListen, AChangeNotifiedOnTheStreamRefreshesTheRegistryAndClosingEndsTheStream) {
+  HttpTestServer server("modern-http", "2026-07-28", "listen=yes");
+  ASSERT_GT(server.port(), 0);
+  McpClient observer(listeningHttp(server));  // no callback: it does not listen
+  std::promise<std::vector<std::string>> refreshed;
+  std::once_flag once;
+  McpServerOptions options = listeningHttp(server);
+  options.onToolsRefreshed = [&](const std::vector<std::string>& tools) {
+    std::call_once(once, [&] { refreshed.set_value(tools); });
+  };
+  {
+    ToolRegistry registry;
+    McpRegistration added = registry.addMcpServer("m", options);
+    EXPECT_FALSE(registry.has("extra"));
+    awaitCount(observer, "subscriptions/listen", 1);  // the stream is open
+    observer.callTool("grow", json::object());
+    std::future<std::vector<std::string>> future = refreshed.get_future();
+    ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+    std::vector<std::string> tools = future.get();
+    EXPECT_NE(std::find(tools.begin(), tools.end(), "extra"), tools.end());
+    EXPECT_TRUE(registry.has("extra"));  // read again, past the list's ttl of 60 s
+    EXPECT_EQ(added.client->stats().listenStreams, 1);
+  }  // the registry closes the client
+  awaitCount(observer, "listen-closed", 1);
+  EXPECT_EQ(observer.stats().listenStreams, 0);
+}
+
+TEST(McpListen, OverStdioTheStreamIsCancelledWhenTheClientCloses) {
+  McpServerOptions options = cachingServer("listen=yes");
+  std::promise<void> changed;
+  std::once_flag once;
+  auto client = std::make_unique<McpClient>(options);
+  client->onToolsChanged([&] { std::call_once(once, [&] { changed.set_value(); }); });
+  client->connect();
+  awaitCount(*client, "subscriptions/listen", 1);
+  client->callTool("grow", json::object());
+  ASSERT_EQ(changed.get_future().wait_for(10s), std::future_status::ready);
+  long pid = client->stats().processId;
+  client->close();  // sends notifications/cancelled for the stream and joins its thread
+  client.reset();
+  EXPECT_TRUE(processGone(pid));
+}
+
+TEST(McpListen, AStreamThatKeepsBreakingIsGivenUpAfterTheCap) {
+  HttpTestServer server("modern-http", "2026-07-28", "listen=drop");
+  ASSERT_GT(server.port(), 0);
+  McpClient observer(listeningHttp(server));
+  McpServerOptions options = listeningHttp(server);
+  options.maxListenReconnects = 2;
+  options.listenBackoff = 10ms;
+  McpClient client(options);
+  client.onToolsChanged([] {});
+  client.connect();
+  awaitCount(observer, "subscriptions/listen", 3);
+  // Bounded: the listener gives up right after the third stream broke.
+  for (int i = 0; i < 1000 && !client.stats().listenGaveUp; ++i)
+    std::this_thread::sleep_for(5ms);
+  EXPECT_TRUE(client.stats().listenGaveUp);
+  EXPECT_EQ(client.stats().listenReconnects, 2);
+  client.close();
+  json counts =
+      json::parse(observer.callTool("stats", json::object()).forModel().get<std::string>());
+  EXPECT_EQ(counts["subscriptions/listen"], 3) << counts.dump();
+}
+
+// Past maxListenEvents notices the stream is ended (the server sees it close) and opened again.
+TEST(McpListen, AStreamPastTheEventsCapIsEndedAndOpenedAgain) {
+  HttpTestServer server("modern-http", "2026-07-28", "listen=flood");
+  ASSERT_GT(server.port(), 0);
+  McpClient observer(listeningHttp(server));
+  McpServerOptions options = listeningHttp(server);
+  options.maxListenEvents = 2;
+  options.listenBackoff = 10ms;
+  std::atomic<int> notices{0};
+  McpClient client(options);
+  client.onToolsChanged([&] { ++notices; });
+  client.connect();
+  // Without the cap the server would never see a stream end: these waits would time out.
+  awaitCount(observer, "listen-closed", 1);         // the client ended the first stream
+  awaitCount(observer, "subscriptions/listen", 2);  // and opened another
+  client.close();
+  json counts =
+      json::parse(observer.callTool("stats", json::object()).forModel().get<std::string>());
+  EXPECT_LE(notices, 2 * counts["subscriptions/listen"].get<int>()) << counts.dump();
+  EXPECT_GE(notices, 2);  // the first stream's two
 }
 
 // ---------------------------------------------------------------------------------------------

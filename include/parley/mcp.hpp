@@ -5,7 +5,8 @@
 // `server/discover`, else the `initialize` handshake with `notifications/initialized`),
 // `tools/list` with paging, `tools/call` with progress notifications and cancellation
 // (`notifications/cancelled`), `ping` both ways, and the optional `resources/list|read` and
-// `prompts/list|get`. ToolRegistry::addMcpServer() (tools.hpp) registers a server's tools in a
+// `prompts/list|get`; of 2026-07-28 also the lists' caching hints, `subscriptions/listen` and
+// the tasks extension. ToolRegistry::addMcpServer() (tools.hpp) registers a server's tools in a
 // registry. What the protocol leaves open and how parley settles it is in docs/mcp.md.
 //
 // Limits: every message from the server is capped (maxMessageBytes, maxJsonDepth), and so are
@@ -242,8 +243,10 @@ struct McpServerOptions {
   // Called on a transport thread for each progress notification of a tools/call; must not block.
   std::function<void(const McpProgress&)> onProgress;
   // ToolRegistry::addMcpServer(): called (on a pool thread) after the server said its tools
-  // changed and the registry replaced them, with the names now registered; never after the
-  // registry is destroyed. It must not call back into the registry's MCP servers.
+  // changed and the registry listed them again, with the names now registered; also (on the
+  // thread building a request's tools) after a list whose 2026-07-28 ttlMs passed was read again
+  // and differed. Never after the registry is destroyed. It must not call back into the
+  // registry's MCP servers.
   std::function<void(const std::vector<std::string>& tools)> onToolsRefreshed;
 
   // --- limits ----------------------------------------------------------------------------------
@@ -271,6 +274,24 @@ struct McpServerOptions {
   // result may ask for at most maxInputRequests things (more: ProtocolError).
   int maxInputRounds = 8;
   std::size_t maxInputRequests = 8;
+  // The tasks extension (io.modelcontextprotocol/tasks, 2026-07-28): a tools/call the server
+  // answers with a task is followed with tasks/get at the server's pollIntervalMs (clipped to
+  // taskPollMin..taskPollMax; taskPollMax when it names none), at most maxTaskPolls times (then
+  // tasks/cancel and ProtocolError); the call's timeout bounds it all, the result's size is
+  // maxMessageBytes. The extension is declared on every 2026-07-28 request when `tasks` is set.
+  bool tasks = true;
+  // subscriptions/listen (2026-07-28): with an onToolsChanged callback (a registry sets one) and
+  // a server whose capabilities say tools.listChanged, one stream is kept open for
+  // notifications/tools/list_changed. At most maxListenEvents notifications per stream (then it
+  // is ended and opened again); a stream that breaks is opened again after listenBackoff,
+  // doubled per failure in a row (at most 30 s), at most maxListenReconnects times in a row.
+  bool listen = true;
+  int maxListenEvents = 1000;
+  int maxListenReconnects = 5;
+  std::chrono::milliseconds listenBackoff{1'000};
+  int maxTaskPolls = 1000;
+  std::chrono::milliseconds taskPollMin{50};
+  std::chrono::milliseconds taskPollMax{5'000};
   // Restarts in a row without a successful request in between; then the server is given up on
   // and every call of its tools is an error result.
   int maxRestarts = 3;
@@ -330,6 +351,12 @@ struct McpCallOptions {
   // Answers this call's 2026-07-28 elicitations (input_required) instead of
   // McpServerOptions::onElicitation, which must be set for the capability to be offered.
   McpElicitationHandler onElicitation;
+  // The tasks extension: called (on the calling thread) with the task's id as soon as the server
+  // answered with a task, before it is followed; throwing cancels the task and fails the call.
+  std::function<void(const std::string& taskId)> onTask;
+  // Set: the call is not sent; the server's task of this id (from an earlier call's onTask) is
+  // followed instead, to its result.
+  std::string resumeTask;
 };
 
 class McpClient;
@@ -371,10 +398,21 @@ class McpClient {
   McpServerInfo serverInfo();  // connects first
 
   // All pages of tools/list (at most maxListPages pages and maxTools tools, else ProtocolError).
+  // 2026-07-28: a page the server gave a positive `ttlMs` is reused while it is fresh, shared
+  // with the other clients of the same HTTP server when its `cacheScope` is "public", and only
+  // under the same credentials when "private" (docs/mcp.md, "Caching"); a list-changed
+  // notification ends that at once.
   std::vector<McpTool> listTools();
+  // True when pages of the tool list last read had a positive ttlMs and the earliest of them has
+  // passed: the list should be read again before it is used (ToolRegistry does so when it builds
+  // a request's tools). False for a list without ttl (kept until the server says it changed).
+  bool toolListStale() const;
   // tools/call. A result with isError is returned, not thrown. A 2026-07-28 input_required
   // result is answered (onElicitation, onSampling, roots) and the call sent again with the answers
-  // and the server's requestState, up to maxInputRounds times.
+  // and the server's requestState, up to maxInputRounds times. A task (the tasks extension) is
+  // followed to its end: its result is the call's, a failed task's error an McpError, a task the
+  // server cancelled an isError result; when the caller cancels or the timeout passes, the task
+  // is cancelled (tasks/cancel).
   McpToolResult callTool(const std::string& name, const nlohmann::json& arguments,
                          const McpCallOptions& options = {});
   void ping();  // 2026-07-28 has no ping: server/discover instead
@@ -396,8 +434,16 @@ class McpClient {
     int starts = 0;                   // connections started, the first included
     int cancellationsSent = 0;        // notifications/cancelled sent
     int progressReceived = 0;         // progress notifications matched to a call
+    int cachedListPages = 0;          // */list pages taken from the cache (2026-07-28 ttlMs)
+    int tasksFollowed = 0;            // tools/call answered with a task, or resumed
+    int taskPolls = 0;                // tasks/get sent
+    int tasksCancelled = 0;           // tasks/cancel sent
+    int listenStreams = 0;            // subscriptions/listen streams the server acknowledged
+    int listenReconnects = 0;         // streams opened again after one broke
+    bool listenGaveUp = false;        // maxListenReconnects passed: no longer listening
     int nonJsonLines = 0;             // stdio lines that were not JSON-RPC, over all connections
-    std::size_t pendingRequests = 0;  // requests waiting for their response now
+    std::size_t pendingRequests = 0;  // requests waiting for their response now (an open
+                                      // subscriptions/listen stream is one)
     long processId = -1;              // stdio: the running child's pid; -1 when none
   };
   Stats stats() const;

@@ -220,6 +220,13 @@ class ToolRegistry {
   friend class ToolExecutor;
   std::shared_ptr<const detail::RegisteredTool> lookup(const std::string& name) const;
   void closeMcpServers() noexcept;
+  // MCP servers' tool lists (mcp_tools.cpp): read again when the server said they changed, or
+  // (onlyIfStale) when their 2026-07-28 ttl passed; a list that changed replaces the server's
+  // tools in their place, so the order of all tools stays as it was.
+  static void refreshMcpTools(const std::shared_ptr<detail::McpAttachment>& attachment,
+                              bool onlyIfStale);
+  void refreshStaleMcpTools() const;
+  void placeTools(const std::vector<std::string>& names, std::size_t position);
 
   mutable std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<const detail::RegisteredTool>> tools_;

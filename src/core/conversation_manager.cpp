@@ -670,7 +670,9 @@ std::optional<CacheDiagnostic> ConversationManager::diagnoseCache(
   if (!st.lastUsage || st.usageEpoch == kNoEpoch || st.usageView.size() == 0) return std::nullopt;
   CacheDiagnostic d;
   const ConversationOptions& config = *st.options;
-  const uint64_t toolsRevision = config.tools ? config.tools->revision() : 0;
+  // definitions(), not revision(): an MCP tool list whose ttl passed is read again first, so a
+  // change of a server's tools shows here before the call that will carry it.
+  const uint64_t toolsRevision = config.tools ? config.tools->definitions()->revision : 0;
   if (st.lastToolsRevision.value_or(toolsRevision) != toolsRevision) {
     d.firstDifference = CacheDiagnostic::Difference{std::nullopt, "tools"};
     return d;

@@ -14,10 +14,12 @@
 #include <thread>
 #include <utility>
 
+#include "model/sha256.hpp"
 #include "parley/json.hpp"
 #include "parley/mcp.hpp"
 #include "parley/telemetry.hpp"
 #include "tools/mcp_elicitation.hpp"
+#include "tools/mcp_list_cache.hpp"
 #include "tools/mcp_oauth.hpp"
 #include "tools/mcp_transport.hpp"
 #include "tools/tool_schema.hpp"
@@ -197,6 +199,7 @@ constexpr int kUnsupportedProtocolVersion = -32022;  // 2026-07-28's Unsupported
 constexpr const char* kMetaVersion = "io.modelcontextprotocol/protocolVersion";
 constexpr const char* kMetaCapabilities = "io.modelcontextprotocol/clientCapabilities";
 constexpr const char* kMetaClient = "io.modelcontextprotocol/clientInfo";
+constexpr const char* kTasksExtension = "io.modelcontextprotocol/tasks";
 
 // The versions of `offered` (a server's list) this client speaks, in this client's order (newest
 // first). Entries that are not strings are skipped; at most kMcpProtocolVersions.size() kept.
@@ -276,6 +279,23 @@ struct McpClient::Impl {
   // 2025 era's elicitation/create, which names no call: with exactly one, it answers.
   std::list<std::shared_ptr<const McpElicitationHandler>> callElicitors;  // mutex
   bool knownLegacy = false;  // HTTP, "auto": the server did not answer server/discover before
+  // When the tool list last read stops being fresh (the least ttlMs of its pages); unset when
+  // no page carried a positive ttlMs (then it is kept until the server says it changed).
+  std::optional<Clock::time_point> toolsExpire;  // mutex
+  // Tells this client's stdio server apart in the list cache (a child is nobody else's).
+  const std::string stdioScope = "stdio " + std::to_string(nextStdioScope());
+  // subscriptions/listen (2026-07-28): the thread that keeps the stream open, and the stream's
+  // request id and notifications counted against maxListenEvents. All under `mutex`.
+  std::jthread listener;
+  std::shared_ptr<std::stop_source> listenStream;  // ends the current stream (the events cap)
+  int64_t listenId = -1;
+  int listenEvents = 0;
+  bool listenRefused = false;  // the server did not agree to toolsListChanged
+
+  static int64_t nextStdioScope() {
+    static std::atomic<int64_t> next{1};
+    return next++;
+  }
 
   std::string who() const { return "MCP server \"" + options.name + "\""; }
 
@@ -455,6 +475,7 @@ struct McpClient::Impl {
   }
 
   void notification(Connection& connection, const std::string& method, const json& params) {
+    if (!listenNotification(method, params)) return;
     if (method == "notifications/progress" && params.is_object()) {
       auto token = params.find("progressToken");
       if (token == params.end() || !token->is_number_integer()) return;
@@ -476,7 +497,13 @@ struct McpClient::Impl {
     } else if (method == "notifications/cancelled" && params.is_object() &&
                params.contains("requestId")) {
       serverCancelled(params["requestId"]);
+    } else if (method == "notifications/prompts/list_changed" ||
+               method == "notifications/resources/list_changed") {
+      forgetList(connection, method == "notifications/prompts/list_changed" ? "prompts/list"
+                                                                            : "resources/list");
     } else if (method == "notifications/tools/list_changed") {
+      // The notification makes a cached list stale at once (caching.mdx).
+      forgetList(connection, "tools/list");
       std::function<void()> callback;
       {
         std::lock_guard lock(mutex);
@@ -559,6 +586,10 @@ struct McpClient::Impl {
       if (!connection->alive) std::rethrow_exception(connection->death);
       id = nextId++;
       connection->pending.emplace(id, pending);
+      if (method == "subscriptions/listen") {
+        listenId = id;  // the subscription's id, which its notifications carry
+        listenEvents = 0;
+      }
     }
     if (!tool.empty()) params["_meta"]["progressToken"] = id;
     detail::McpRouting routing;
@@ -579,8 +610,11 @@ struct McpClient::Impl {
             if (auto text = headerText(arguments == params.end() ? empty : *arguments, property))
               routing.params.emplace_back(header, std::move(*text));
         }
-      } else if (method == "resources/read")
+      } else if (method == "resources/read") {
         routing.name = stringField(params, "uri");
+      } else if (method == "tasks/get" || method == "tasks/update" || method == "tasks/cancel") {
+        routing.name = stringField(params, "taskId");  // routes to the instance holding the task
+      }
     }
     json message = {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}};
     if (!params.is_null()) message["params"] = std::move(params);
@@ -696,6 +730,7 @@ struct McpClient::Impl {
       throw ConnectionError(who() + ": the client is closed");
     }
     connection = fresh;
+    maybeListen(*fresh);
     lock.unlock();
     changed.notify_all();
     return fresh;
@@ -772,8 +807,10 @@ struct McpClient::Impl {
       return both.front();
     };
     for (int attempt = 0; attempt < 2; ++attempt) {
+      json capabilities = clientCapabilities();
+      if (options.tasks) capabilities["extensions"][kTasksExtension] = json::object();
       fresh->requestMeta = {{kMetaVersion, version},
-                            {kMetaCapabilities, clientCapabilities()},
+                            {kMetaCapabilities, std::move(capabilities)},
                             {kMetaClient, {{"name", "parley"}, {"version", PARLEY_VERSION}}}};
       fresh->transport->useProtocol(version, true);
       json supported;
@@ -912,6 +949,8 @@ struct McpClient::Impl {
       json result = request(method, std::move(params), timeout, cancel, tool);
       std::string type = result.is_object() ? stringField(result, "resultType") : std::string();
       if (type.empty() || type == "complete") return result;  // the 2025 era sends none
+      // A task is followed by callTool(); only tools/call may be answered with one.
+      if (type == "task" && method == "tools/call" && options.tasks) return result;
       if (type != "input_required")
         throw ProtocolError(who() + ": " + method + " answered with resultType " +
                             detail::mcpExcerpt(type, 40));
@@ -981,16 +1020,315 @@ struct McpClient::Impl {
     return roots;
   }
 
-  // All pages of a */list request; `key` names the array in each page.
+  // --- subscriptions/listen (docs/mcp.md, "Listening for changes") --------------------------
+
+  // A notification of the listen stream: counted (past maxListenEvents the stream is ended and
+  // opened again after a pause); an acknowledgment without toolsListChanged ends listening.
+  // Returns false when it is to be dropped.
+  bool listenNotification(const std::string& method, const json& params) {
+    if (!params.is_object()) return true;
+    auto meta = params.find("_meta");
+    if (meta == params.end() || !meta->is_object()) return true;
+    auto sub = meta->find("io.modelcontextprotocol/subscriptionId");
+    if (sub == meta->end()) return true;
+    std::lock_guard lock(mutex);
+    if (!sub->is_number_integer() || sub->get<int64_t>() != listenId) return false;  // not ours
+    if (method == "notifications/subscriptions/acknowledged") {
+      json agreed = params.value("notifications", json::object());
+      ++stats.listenStreams;
+      if (!agreed.is_object() || agreed.value("toolsListChanged", json()) != true) {
+        listenRefused = true;
+        if (listenStream) listenStream->request_stop();
+      }
+      return false;
+    }
+    if (++listenEvents > options.maxListenEvents) {
+      if (listenStream) listenStream->request_stop();
+      return false;
+    }
+    return true;
+  }
+
+  // Starts the listener once: a stateless server that says its tools may change
+  // (capabilities.tools.listChanged), and someone to tell (onToolsChanged). Under `mutex`.
+  void maybeListen(const Connection& connection) {
+    if (listener.joinable() || closed || !options.listen || !toolsChanged) return;
+    if (connection.requestMeta.is_null()) return;
+    const json& caps = connection.info.capabilities;
+    auto tools = caps.find("tools");
+    if (tools == caps.end() || !tools->is_object() || tools->value("listChanged", json()) != true)
+      return;
+    listener = std::jthread([this](std::stop_token stop) { listen(stop); });
+  }
+
+  // Keeps one subscriptions/listen stream open until the client closes. A stream the server
+  // ends with a result is not opened again; one that breaks (or passes maxListenEvents) is, after
+  // listenBackoff doubled per failure in a row (at most 30 s), at most maxListenReconnects times
+  // in a row; an acknowledged stream starts the count again.
+  void listen(std::stop_token stop) {
+    int failures = 0;
+    std::chrono::milliseconds pause = options.listenBackoff;
+    while (!stop.stop_requested()) {
+      auto stream = std::make_shared<std::stop_source>();
+      std::stop_callback forward(stop, [stream] { stream->request_stop(); });
+      int streamsBefore;
+      {
+        std::lock_guard lock(mutex);
+        listenStream = stream;
+        streamsBefore = stats.listenStreams;
+      }
+      bool ended = false;
+      try {
+        std::shared_ptr<Connection> connection = connected();
+        // The stream stays open as long as the client: the deadline is a year away.
+        requestOn(connection, "subscriptions/listen",
+                  {{"notifications", {{"toolsListChanged", true}}}},
+                  Clock::now() + std::chrono::hours(24 * 365), stream->get_token(), "");
+        ended = true;  // the server ended it with a result: it has nothing more to say
+      } catch (const ConnectionError&) {
+        // Broken (or the client closing): opened again below.
+      } catch (const CancelledError&) {
+        // Cut at the events cap (or the client closing): opened again below.
+      } catch (const Error&) {
+        // Refused (an error answer such as -32601, an HTTP status, a bad message): not again.
+        std::lock_guard lock(mutex);
+        listenStream.reset();
+        return;
+      }
+      std::unique_lock lock(mutex);
+      listenStream.reset();
+      if (ended || listenRefused || stop.stop_requested() || closed) return;
+      if (stats.listenStreams > streamsBefore) {
+        failures = 0;  // it was acknowledged: a stream that worked
+        pause = options.listenBackoff;
+      }
+      if (++failures > options.maxListenReconnects) {
+        stats.listenGaveUp = true;
+        return;
+      }
+      changed.wait_for(lock, stop, pause, [&] { return closed; });
+      pause = std::min(pause * 2, std::chrono::milliseconds(30'000));
+      ++stats.listenReconnects;
+    }
+  }
+
+  // --- the tasks extension (docs/mcp.md, "Tasks") ---------------------------------------------
+
+  // Follows task `taskId` (whose latest state is `task`, or null to ask first) until it ends:
+  // tasks/get at the server's pollIntervalMs, the server's inputRequests answered with
+  // tasks/update. Returns the CallToolResult of a completed task. The caller stopping, the
+  // deadline, a cap or any failure but the connection's cancels the task (tasks/cancel).
+  json followTask(const std::string& taskId, json task, Clock::time_point deadline,
+                  std::stop_token cancel, const McpElicitationHandler& elicit) {
+    {
+      std::lock_guard lock(mutex);
+      ++stats.tasksFollowed;
+    }
+    std::set<std::string> answered;  // inputRequests keys answered (they are unique per task)
+    int polls = 0;
+    try {
+      for (;;) {
+        if (task.is_object()) {
+          std::string status = stringField(task, "status");
+          if (status == "completed") {
+            auto result = task.find("result");
+            if (result == task.end() || !result->is_object())
+              throw ProtocolError(who() + ": completed task " + taskId + " has no result object");
+            return std::move(*result);
+          }
+          if (status == "failed") {
+            json error = task.value("error", json::object());
+            if (!error.is_object()) error = json::object();
+            throw McpError(error.value("code", json(-32603)).is_number_integer()
+                               ? error["code"].get<int>()
+                               : -32603,
+                           who() + ": task " + taskId + " failed: " +
+                               detail::mcpExcerpt(error.value("message", json("")).is_string()
+                                                      ? error["message"].get<std::string>()
+                                                      : std::string(),
+                                                  500),
+                           error.value("data", json()));
+          }
+          if (status == "cancelled") return cancelledResult(taskId, task);
+          if (status == "input_required") {
+            json requests = task.value("inputRequests", json::object());
+            if (requests.is_object()) {
+              json fresh = json::object();
+              for (const auto& [key, value] : requests.items())
+                if (!answered.contains(key)) fresh[key] = value;
+              if (!fresh.empty()) {
+                json answers = answerInputRequests(fresh, cancel, elicit);
+                for (const auto& [key, value] : answers.items())
+                  answered.insert(key);
+                request("tasks/update",
+                        {{"taskId", taskId}, {"inputResponses", std::move(answers)}},
+                        remaining(deadline), cancel);
+              }
+            }
+          } else if (status != "working") {
+            throw ProtocolError(who() + ": task " + taskId + " has status " +
+                                detail::mcpExcerpt(status, 40));
+          }
+        }
+        if (!task.is_null()) {
+          if (polls >= options.maxTaskPolls)
+            throw ProtocolError(who() + ": task " + taskId + " did not end within " +
+                                std::to_string(options.maxTaskPolls) + " polls (maxTaskPolls)");
+          waitToPoll(task, deadline, cancel);
+        }
+        ++polls;
+        {
+          std::lock_guard lock(mutex);
+          ++stats.taskPolls;
+        }
+        task = request("tasks/get", {{"taskId", taskId}}, remaining(deadline), cancel);
+        if (!task.is_object()) throw ProtocolError(who() + ": a tasks/get result is not an object");
+        if (stringField(task, "taskId") != taskId)
+          throw ProtocolError(who() + ": tasks/get for " + taskId + " answered another task");
+      }
+    } catch (const ConnectionError&) {
+      throw;  // nobody to tell; the task stays, to be resumed
+    } catch (...) {
+      cancelTask(taskId);
+      throw;
+    }
+  }
+
+  // What is left of the call's time; a passed deadline still leaves the request a moment, so
+  // that it fails as a timeout rather than not being sent.
+  static std::chrono::milliseconds remaining(Clock::time_point deadline) {
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    return std::max(left, std::chrono::milliseconds(1));
+  }
+
+  // Waits the task's pollIntervalMs (clipped), the caller's stop, the deadline or close().
+  void waitToPoll(const json& task, Clock::time_point deadline, std::stop_token cancel) {
+    std::chrono::milliseconds interval = options.taskPollMax;
+    if (auto given = task.find("pollIntervalMs"); given != task.end() && given->is_number_integer())
+      interval = std::chrono::milliseconds(std::clamp<int64_t>(
+          given->get<int64_t>(), options.taskPollMin.count(), options.taskPollMax.count()));
+    Clock::time_point until = std::min(Clock::now() + interval, deadline);
+    std::unique_lock lock(mutex);
+    changed.wait_until(lock, cancel, until, [&] { return closed; });
+    if (closed) throw ConnectionError(who() + ": the client is closed");
+    if (cancel.stop_requested()) throw CancelledError(who() + ": the call was cancelled");
+    if (Clock::now() >= deadline)
+      throw TimeoutError(who() + ": task did not end within the call's timeout");
+  }
+
+  // A task the server cancelled: an error result the model reads.
+  json cancelledResult(const std::string& taskId, const json& task) const {
+    std::string why = stringField(task, "statusMessage");
+    return {{"content",
+             json::array({{{"type", "text"},
+                           {"text", who() + " cancelled task " + taskId +
+                                        (why.empty() ? std::string()
+                                                     : ": " + detail::mcpExcerpt(why, 500))}}})},
+            {"isError", true}};
+  }
+
+  // tasks/cancel, once, briefly: cancellation is the server's to honour.
+  void cancelTask(const std::string& taskId) {
+    try {
+      request("tasks/cancel", {{"taskId", taskId}}, std::chrono::milliseconds(2'000));
+      std::lock_guard lock(mutex);
+      ++stats.tasksCancelled;
+    } catch (const Error&) {
+      // The server is gone or refuses: nothing more to do for the task.
+    }
+  }
+
+  // --- the 2026-07-28 caching hints (docs/mcp.md, "Caching") ---------------------------------
+
+  // Who may share this connection's cached pages: the server (the URL and the headers sent
+  // besides credentials; a stdio child is this client's alone) and what the client says of itself
+  // in _meta (version, capabilities), which may shape a result. Empty: nothing is cached (the
+  // 2025 era has no caching hints).
+  std::string cacheScopeOf(const Connection& connection) const {
+    if (connection.requestMeta.is_null()) return "";
+    std::string scope = options.command.empty() ? "http " + options.url : stdioScope;
+    for (const auto& [name, value] : options.headers)
+      if (!isAuthorizationHeader(name)) scope += "\n" + name + ": " + value;
+    return detail::sha256Hex(scope + "\n" + connection.requestMeta.dump());
+  }
+
+  static bool isAuthorizationHeader(const std::string& name) {
+    static const std::string kAuthorization = "authorization";
+    return name.size() == kAuthorization.size() &&
+           std::equal(name.begin(), name.end(), kAuthorization.begin(), [](char a, char b) {
+             return std::tolower(static_cast<unsigned char>(a)) == b;
+           });
+  }
+
+  // The credentials requests carry now (a digest: no token is kept in the cache's keys). Pages
+  // marked "private" are reused only under the same credentials.
+  std::string authorizationContext() const {
+    std::string context = oauth ? oauth->held() : options.bearerToken;
+    for (const auto& [name, value] : options.headers)
+      if (isAuthorizationHeader(name)) context += "\n" + value;
+    return detail::sha256Hex(context);
+  }
+
+  void forgetList(const Connection& connection, const std::string& method) {
+    std::string scope = cacheScopeOf(connection);
+    if (!scope.empty()) detail::McpListCache::shared().forget(scope, method);
+  }
+
+  // A page's ttlMs as a duration: absent, not an integer, zero or negative is none (docs/mcp.md:
+  // such a list is kept until the server says it changed); at most a day.
+  static std::optional<std::chrono::milliseconds> ttlOf(const json& result) {
+    auto ttl = result.find("ttlMs");
+    if (ttl == result.end() || !ttl->is_number_integer()) return std::nullopt;
+    int64_t ms = ttl->get<int64_t>();
+    if (ms <= 0) return std::nullopt;
+    return std::chrono::milliseconds(std::min<int64_t>(ms, kMaxListTtl.count()));
+  }
+  static constexpr std::chrono::milliseconds kMaxListTtl{24 * 3600 * 1000};
+
+  // All pages of a */list request; `key` names the array in each page. A page the server gave a
+  // positive ttlMs is kept in the list cache and reused while it is fresh; `expires` (when set)
+  // gets the earliest end of freshness among the pages, unset when none had a ttl.
   std::vector<json> listAll(const std::string& method, const std::string& key, std::size_t maxItems,
-                            std::size_t maxBytes = SIZE_MAX) {
+                            std::size_t maxBytes = SIZE_MAX,
+                            std::optional<Clock::time_point>* expires = nullptr) {
+    std::shared_ptr<Connection> connection = connected();
+    const std::string scope = cacheScopeOf(*connection);
+    const std::string context = scope.empty() ? std::string() : authorizationContext();
+    detail::McpListCache& cache = detail::McpListCache::shared();
+    std::optional<Clock::time_point> earliest;
     std::vector<json> items;
     std::size_t bytes = 0;
     std::string cursor;
     for (int page = 0; page < options.maxListPages; ++page) {
-      json params = json::object();
-      if (!cursor.empty()) params["cursor"] = cursor;
-      json result = request(method, std::move(params), options.requestTimeout);
+      json result;
+      std::optional<detail::McpCachedPage> cached;
+      if (!scope.empty()) cached = cache.find(scope, method, cursor, context);
+      if (cached) {
+        result = std::move(cached->result);
+        earliest = std::min(earliest.value_or(cached->expires), cached->expires);
+        std::lock_guard lock(mutex);
+        ++stats.cachedListPages;
+      } else {
+        json params = json::object();
+        if (!cursor.empty()) params["cursor"] = cursor;
+        try {
+          result = requestOn(connection, method, std::move(params),
+                             Clock::now() + options.requestTimeout, {}, "");
+        } catch (...) {
+          // A cursor the server no longer takes, or any failure: start afresh next time.
+          if (!scope.empty()) cache.forget(scope, method);
+          throw;
+        }
+        if (result.is_object() && !scope.empty()) {
+          if (auto ttl = ttlOf(result)) {
+            Clock::time_point until = Clock::now() + *ttl;
+            // Absent or unknown cacheScope: private, the scope that shares less.
+            bool isPublic = result.value("cacheScope", json()) == "public";
+            cache.store(scope, method, cursor, context, isPublic, result, until);
+            earliest = std::min(earliest.value_or(until), until);
+          }
+        }
+      }
       if (!result.is_object() || !result.contains(key) || !result[key].is_array())
         throw ProtocolError(who() + ": the " + method + " result has no \"" + key + "\" array");
       for (json& item : result[key]) {
@@ -1007,7 +1345,10 @@ struct McpClient::Impl {
         items.push_back(std::move(item));
       }
       cursor = stringField(result, "nextCursor");
-      if (cursor.empty()) return items;
+      if (cursor.empty()) {
+        if (expires) *expires = earliest;
+        return items;
+      }
     }
     throw ProtocolError(who() + ": " + method + " has more than " +
                         std::to_string(options.maxListPages) + " pages (maxListPages)");
@@ -1040,6 +1381,13 @@ void checkOptions(const McpServerOptions& options) {
   positive(options.discoverTimeout.count() > 0, "discoverTimeout", "must be greater than zero");
   positive(options.maxInputRounds >= 0, "maxInputRounds", "must not be negative");
   positive(options.maxInputRequests > 0, "maxInputRequests", "must be greater than zero");
+  positive(options.maxTaskPolls > 0, "maxTaskPolls", "must be greater than zero");
+  positive(options.maxListenEvents > 0, "maxListenEvents", "must be greater than zero");
+  positive(options.maxListenReconnects >= 0, "maxListenReconnects", "must not be negative");
+  positive(options.listenBackoff.count() > 0, "listenBackoff", "must be greater than zero");
+  positive(options.taskPollMin.count() > 0, "taskPollMin", "must be greater than zero");
+  positive(options.taskPollMax >= options.taskPollMin, "taskPollMax",
+           "must not be less than taskPollMin");
   if (options.protocol != "auto" &&
       std::find(kMcpProtocolVersions.begin(), kMcpProtocolVersions.end(), options.protocol) ==
           kMcpProtocolVersions.end()) {
@@ -1081,8 +1429,9 @@ std::vector<McpTool> McpClient::listTools() {
   std::map<std::string, std::shared_ptr<CompiledSchema>> outputSchemas;
   std::map<std::string, std::vector<std::pair<std::string, std::string>>> headerParams;
   std::map<std::string, std::string> unusableTools;
+  std::optional<Clock::time_point> expires;
   for (json& item : impl_->listAll("tools/list", "tools", impl_->options.maxTools,
-                                   impl_->options.maxToolBytes)) {
+                                   impl_->options.maxToolBytes, &expires)) {
     if (!item.is_object() || !item.contains("name") || !item["name"].is_string() ||
         !validToolName(item["name"].get<std::string>()))
       throw ProtocolError(impl_->who() + ": tools/list has a tool without a name");
@@ -1115,7 +1464,13 @@ std::vector<McpTool> McpClient::listTools() {
   impl_->outputSchemas = std::move(outputSchemas);
   impl_->headerParams = std::move(headerParams);
   impl_->unusableTools = std::move(unusableTools);
+  impl_->toolsExpire = expires;
   return tools;
+}
+
+bool McpClient::toolListStale() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->toolsExpire && Clock::now() >= *impl_->toolsExpire;
 }
 
 McpToolResult McpClient::callTool(const std::string& name, const json& arguments,
@@ -1147,10 +1502,31 @@ McpToolResult McpClient::callTool(const std::string& name, const json& arguments
       impl->callElicitors.erase(own);
     }
   } unregister{impl_.get(), registered, own};
-  json result =
-      impl_->complete("tools/call", std::move(params),
-                      options.timeout.value_or(impl_->options.toolTimeout), options.cancel, name,
-                      options.onElicitation ? options.onElicitation : impl_->options.onElicitation);
+  const std::chrono::milliseconds timeout = options.timeout.value_or(impl_->options.toolTimeout);
+  const Clock::time_point deadline = Clock::now() + timeout;
+  const McpElicitationHandler& elicit =
+      options.onElicitation ? options.onElicitation : impl_->options.onElicitation;
+  json result;
+  if (!options.resumeTask.empty()) {
+    result = impl_->followTask(options.resumeTask, nullptr, deadline, options.cancel, elicit);
+  } else {
+    result =
+        impl_->complete("tools/call", std::move(params), timeout, options.cancel, name, elicit);
+    if (result.is_object() && stringField(result, "resultType") == "task") {
+      std::string taskId = stringField(result, "taskId");
+      if (taskId.empty() || taskId.size() > 1024)
+        throw ProtocolError(impl_->who() + ": a task result of tools/call has no usable taskId");
+      if (options.onTask) {
+        try {
+          options.onTask(taskId);
+        } catch (...) {
+          impl_->cancelTask(taskId);
+          throw;
+        }
+      }
+      result = impl_->followTask(taskId, std::move(result), deadline, options.cancel, elicit);
+    }
+  }
   if (!result.is_object())
     throw ProtocolError(impl_->who() + ": the tools/call result is not an object");
   McpToolResult out;
@@ -1217,9 +1593,12 @@ void McpClient::onToolsChanged(std::function<void()> callback) {
 
 void McpClient::close() {
   std::shared_ptr<Connection> connection;
+  std::jthread listener;
   {
     std::lock_guard lock(impl_->mutex);
     impl_->closed = true;
+    listener = std::move(impl_->listener);
+    if (listener.joinable()) listener.request_stop();
     connection = std::move(impl_->connection);
     if (connection) {
       auto why = std::make_exception_ptr(ConnectionError(impl_->who() + ": the client is closed"));
@@ -1234,6 +1613,7 @@ void McpClient::close() {
   }
   impl_->changed.notify_all();
   impl_->stopServerCalls();
+  if (listener.joinable()) listener.join();  // its stream ends with the connection's requests
   if (connection && connection->transport) connection->transport->close();
 }
 

@@ -809,6 +809,11 @@ std::string McpOAuth::authorization(std::stop_token cancel) {
   return "Bearer " + state_->accessToken;
 }
 
+std::string McpOAuth::held() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->accessToken.empty() ? "" : "Bearer " + state_->accessToken;
+}
+
 void McpOAuth::challenged(int status, const std::string& wwwAuthenticate,
                           const std::string& sentAuthorization, int& attempts,
                           std::stop_token cancel) {

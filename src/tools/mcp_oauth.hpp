@@ -39,6 +39,9 @@ class McpOAuth {
   // The Authorization header value for the next request ("Bearer ..."), refreshing an expired
   // token first when a refresh token is held; "" when there is no token.
   std::string authorization(std::stop_token cancel = {});
+  // The Authorization header value held now, without refreshing ("" when none): what tells one
+  // authorization context from another (the 2026-07-28 cacheScope "private").
+  std::string held() const;
 
   // The server refused a request that carried `sentAuthorization` with `status` (401, or 403
   // with error="insufficient_scope") and this WWW-Authenticate header. Refreshes or signs in so

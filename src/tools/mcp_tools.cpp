@@ -1,5 +1,6 @@
 // ToolRegistry::addMcpServer(): an MCP server's tools as registry tools.
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <system_error>
 
@@ -18,9 +19,12 @@ using Clock = std::chrono::steady_clock;
 struct detail::McpAttachment {
   std::shared_ptr<McpClient> client;
   std::mutex refreshing;             // one listing + registration at a time
+  std::atomic<bool> busy{false};     // set while `refreshing` is held
+  std::atomic<bool> queued{false};   // a refresh waits on the pool: more notices add nothing
   std::mutex mutex;                  // registry and registered
   ToolRegistry* registry = nullptr;  // null once the registry is being destroyed
   std::vector<std::string> registered;
+  std::string listed;  // the tools as last listed (JSON), to tell a change from a re-read
 };
 
 namespace {
@@ -135,6 +139,16 @@ ToolHandler mcpHandler(std::weak_ptr<McpClient> weak, std::string server, std::s
         return elicitationAnswer(asking.ask(asking, elicitationQuestion(request)));
       };
     }
+    // The tasks extension: the task's id is the handle a durable run keeps; a call given it back
+    // follows that task instead of calling the tool again.
+    if (context.checkpoint) {
+      call.onTask = [&context, server](const std::string& taskId) {
+        context.checkpoint(context, {{"server", server}, {"task", taskId}});
+      };
+    }
+    if (context.resumeFrom.is_object() && context.resumeFrom.value("server", json()) == server &&
+        context.resumeFrom.value("task", json()).is_string())
+      call.resumeTask = context.resumeFrom["task"].get<std::string>();
     call.timeout =
         kBackstop +
         std::max(std::chrono::milliseconds(0),
@@ -189,26 +203,90 @@ std::vector<std::string> addTools(ToolRegistry& registry, const std::shared_ptr<
   return added;
 }
 
-// After notifications/tools/list_changed: list again and replace the server's tools.
-void refresh(const std::shared_ptr<detail::McpAttachment>& attachment) {
-  std::lock_guard serial(attachment->refreshing);
+// What a listing said, to compare with the next one.
+std::string listedText(const std::vector<McpTool>& tools) {
+  json all = json::array();
+  for (const McpTool& tool : tools)
+    all.push_back({tool.name, tool.title, tool.description, tool.inputSchema, tool.outputSchema,
+                   tool.annotations, tool.unusable});
+  return all.dump();
+}
+
+}  // namespace
+
+void ToolRegistry::refreshMcpTools(const std::shared_ptr<detail::McpAttachment>& attachment,
+                                   bool onlyIfStale) {
+  std::unique_lock serial(attachment->refreshing, std::defer_lock);
+  if (onlyIfStale) {
+    // A refresh under way (or this thread's own, from a callback, which must not take the lock
+    // again) will do.
+    if (attachment->busy || !serial.try_lock() || !attachment->client->toolListStale()) return;
+  } else {
+    serial.lock();
+  }
+  attachment->busy = true;
+  struct Done {
+    std::atomic<bool>& busy;
+    ~Done() { busy = false; }
+  } done{attachment->busy};
   std::vector<McpTool> tools;
   try {
     tools = attachment->client->listTools();
   } catch (const Error&) {
-    return;  // the server went away; its tools stay and their calls report why
+    return;  // the server went away; its tools stay (a stale list may serve) and calls say why
   }
+  std::string listed = listedText(tools);
   // Under the lock, so that the callback never runs after the registry is gone.
   std::lock_guard lock(attachment->mutex);
-  if (!attachment->registry) return;
+  ToolRegistry* registry = attachment->registry;
+  if (!registry) return;
+  const auto& callback = attachment->client->options().onToolsRefreshed;
+  // The same tools again: nothing changes, so the prompt cache keeps its prefix. The callback
+  // still hears of a refresh the server asked for.
+  if (listed == attachment->listed) {
+    if (callback && !onlyIfStale) callback(attachment->registered);
+    return;
+  }
+  std::size_t position = SIZE_MAX;
+  {
+    std::lock_guard registryLock(registry->mutex_);
+    for (const std::string& name : attachment->registered) {
+      auto found = std::find(registry->order_.begin(), registry->order_.end(), name);
+      if (found != registry->order_.end())
+        position = std::min(position, static_cast<std::size_t>(found - registry->order_.begin()));
+    }
+  }
   for (const std::string& name : attachment->registered)
-    attachment->registry->remove(name);
-  attachment->registered = addTools(*attachment->registry, attachment->client, tools, nullptr);
-  if (const auto& callback = attachment->client->options().onToolsRefreshed)
-    callback(attachment->registered);
+    registry->remove(name);
+  attachment->registered = addTools(*registry, attachment->client, tools, nullptr);
+  attachment->listed = std::move(listed);
+  registry->placeTools(attachment->registered, position);
+  if (callback) callback(attachment->registered);
 }
 
-}  // namespace
+void ToolRegistry::refreshStaleMcpTools() const {
+  std::vector<std::shared_ptr<detail::McpAttachment>> servers;
+  {
+    std::lock_guard lock(mutex_);
+    if (mcpServers_.empty()) return;
+    servers = mcpServers_;
+  }
+  for (const auto& attachment : servers)
+    if (attachment->client->toolListStale()) refreshMcpTools(attachment, true);
+}
+
+void ToolRegistry::placeTools(const std::vector<std::string>& names, std::size_t position) {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> rest;
+  for (const std::string& name : order_)
+    if (!contains(names, name)) rest.push_back(name);
+  position = std::min(position, rest.size());
+  rest.insert(rest.begin() + static_cast<std::ptrdiff_t>(position), names.begin(), names.end());
+  if (rest == order_) return;
+  order_ = std::move(rest);
+  ++revision_;
+  definitions_.reset();
+}
 
 McpRegistration ToolRegistry::addMcpServer(const std::string& name, McpServerOptions options) {
   if (!validServerName(name))
@@ -241,19 +319,29 @@ McpRegistration ToolRegistry::addMcpServer(const std::string& name, McpServerOpt
     std::weak_ptr<detail::McpAttachment> weak = attachment;
     attachment->client->onToolsChanged([weak] {
       // On a transport thread, which must not wait for the listing it would have to read.
-      if (!weak.lock()) return;
+      auto attachment = weak.lock();
+      if (!attachment || attachment->queued.exchange(true)) return;
       try {
         ThreadPool::shared()->submit([weak] {
-          if (auto alive = weak.lock()) refresh(alive);
+          auto alive = weak.lock();
+          if (!alive) return;
+          alive->queued = false;  // a notice from now on needs another listing
+          refreshMcpTools(alive, false);
         });
       } catch (const std::system_error&) {
-        // No thread to be had: the tools stay as they were listed.
+        attachment->queued = false;  // no thread to be had: the tools stay as they were listed
       }
     });
     std::lock_guard serial(attachment->refreshing);
+    attachment->busy = true;
+    struct Done {
+      std::atomic<bool>& busy;
+      ~Done() { busy = false; }
+    } done{attachment->busy};
     std::vector<McpTool> tools = attachment->client->listTools();
     std::lock_guard lock(attachment->mutex);
     attachment->registered = addTools(*this, attachment->client, tools, &registration.skipped);
+    attachment->listed = listedText(tools);
     registration.tools = attachment->registered;
   } catch (...) {
     unregister();

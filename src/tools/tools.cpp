@@ -166,6 +166,8 @@ std::uint64_t ToolRegistry::revision() const {
 }
 
 std::shared_ptr<const ToolDefinitions> ToolRegistry::definitions() const {
+  // The tools are needed now: an MCP list whose ttl passed is read again first.
+  refreshStaleMcpTools();
   std::lock_guard lock(mutex_);
   if (definitions_) return definitions_;
   auto built = std::make_shared<ToolDefinitions>();

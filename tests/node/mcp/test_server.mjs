@@ -28,8 +28,19 @@
 //                                     input_required (an elicitation and requestState) until the
 //                                     retry carries the answer; "roots" asks for roots/list;
 //                                     "forever" asks again on every round.
-//   node test_server.mjs modern-http [VERSIONS]  the same over HTTP on a free port ("port N");
-//                                     "meta" also returns the Mcp-* headers of its request.
+//                                     "stats" returns how many requests of each method came
+//                                     before it; "grow" adds tool "extra" to the list.
+//                                     OPTIONS (after VERSIONS): "ttl=MS" or "ttl=none" (tools/
+//                                     list's ttlMs, default 60000), "scope=public" (its
+//                                     cacheScope, default private), "polls=N" and "poll=MS" for
+//                                     the tasks of tools "slow", "held", "failing", "asks";
+//                                     "listen=yes", "listen=drop" (streams cut before their
+//                                     acknowledgment) or "listen=flood" (five notices at once
+//                                     on each stream) for subscriptions/listen
+//                                     (tool "await" {key, atLeast} waits for a count).
+//   node test_server.mjs modern-http [VERSIONS [OPTIONS]]  the same over HTTP on a free port
+//                                     ("port N"); "meta" also returns the Mcp-* headers of its
+//                                     request.
 import http from 'node:http';
 import fs from 'node:fs';
 import readline from 'node:readline';
@@ -224,8 +235,54 @@ if (mode === 'relay') {
   });
 } else if (mode === 'modern' || mode === 'modern-http') {
   const supported = (process.argv[3] || '2026-07-28').split(',');
+  // argv[4]: options "ttl=MS" (tools/list's ttlMs; "ttl=none" leaves it out) and "scope=public"
+  // (tools/list's cacheScope; private otherwise), comma-separated.
+  const settings = Object.fromEntries((process.argv[4] || '').split(',').filter(Boolean).map((item) => item.split('=')));
   const complete = (result) => ({ resultType: 'complete', ...result });
   const cacheable = (result) => complete({ ttlMs: 60000, cacheScope: 'private', ...result });
+  const listHints = () => {
+    const hints = { cacheScope: settings.scope || 'private' };
+    if (settings.ttl !== 'none') hints.ttlMs = settings.ttl === undefined ? 60000 : Number(settings.ttl);
+    return hints;
+  };
+  // The only state: how many requests of each method came (tool "stats" answers them, before
+  // counting itself) and whether tool "grow" added tool "extra" to the list.
+  const counts = {};
+  let grown = false;
+  // subscriptions/listen ("listen=yes": capabilities.tools.listChanged, streams kept open;
+  // "listen=drop": each stream is cut before its acknowledgment). `listeners` send a
+  // notification on an open stream; tool "await" {key, atLeast} answers once counts[key] reaches
+  // atLeast (counted: "subscriptions/listen" when a stream is registered, "listen-closed" when
+  // one ends).
+  const listeners = new Map();
+  const waiters = [];
+  const bump = (key) => {
+    counts[key] = (counts[key] || 0) + 1;
+    for (let i = waiters.length - 1; i >= 0; --i) {
+      if ((counts[waiters[i].key] || 0) >= waiters[i].atLeast) { waiters[i].done(); waiters.splice(i, 1); }
+    }
+  };
+  const awaitCount = (message, respond) => {
+    const { key, atLeast } = message.params.arguments;
+    const done = () => respond({ jsonrpc: '2.0', id: message.id, result: { resultType: 'complete', content: [{ type: 'text', text: `${key} ${counts[key]}` }] } });
+    if ((counts[key] || 0) >= atLeast) return done();
+    waiters.push({ key, atLeast, done });
+  };
+  const ack = (id) => ({ jsonrpc: '2.0', method: 'notifications/subscriptions/acknowledged', params: { _meta: { 'io.modelcontextprotocol/subscriptionId': id }, notifications: { toolsListChanged: true } } });
+  const changedNotice = (id) => ({ jsonrpc: '2.0', method: 'notifications/tools/list_changed', params: { _meta: { 'io.modelcontextprotocol/subscriptionId': id } } });
+  // The tasks extension (SEP-2663): tools "slow" (ends after `polls` tasks/get, default 2),
+  // "held" (works until cancelled), "failing" (fails at the first tasks/get) and "asks" (needs a
+  // name through tasks/update) answer with a task when the request declares the extension;
+  // pollIntervalMs is "poll=MS" (default 10).
+  const tasks = new Map();
+  let nextTask = 1;
+  const taskView = (task) => {
+    const view = { taskId: task.taskId, status: task.status, createdAt: task.createdAt, lastUpdatedAt: new Date().toISOString(), ttlMs: 60000, pollIntervalMs: Number(settings.poll || 10) };
+    if (task.status === 'completed') view.result = task.result;
+    if (task.status === 'failed') view.error = { code: -32000, message: 'it broke' };
+    if (task.status === 'input_required') view.inputRequests = { who: { method: 'elicitation/create', params: { mode: 'form', message: 'Your name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } } } };
+    return view;
+  };
   const form = { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] };
   // One request in, one response out: no state between requests but what requestState carries.
   const answer = (message, headers) => {
@@ -237,15 +294,52 @@ if (mode === 'relay') {
     if (!supported.includes(version)) return fail(-32022, 'Unsupported protocol version', { supported, requested: version ?? null });
     if (typeof meta['io.modelcontextprotocol/clientCapabilities'] !== 'object') return fail(-32602, 'no clientCapabilities in _meta');
     if (message.method === 'server/discover') {
-      return reply(cacheable({ supportedVersions: supported, capabilities: { tools: {} }, instructions: 'A stateless test server.', _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'parley-modern', version: '1.0.0' } } }));
+      return reply(cacheable({ supportedVersions: supported, capabilities: { tools: settings.listen ? { listChanged: true } : {} }, instructions: 'A stateless test server.', _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'parley-modern', version: '1.0.0' } } }));
     }
     // x-mcp-header (SEP-2243): `meta` mirrors `region`; `crowded` marks 33 properties, one past
     // parley's cap of 32, and must not be offered.
     const mirrored = { type: 'object', properties: { region: { type: 'string', 'x-mcp-header': 'Region' }, count: { type: 'integer', 'x-mcp-header': 'Count' } } };
     const crowded = { type: 'object', properties: Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`p${i}`, { type: 'string', 'x-mcp-header': `P${i}` }])) };
-    if (message.method === 'tools/list') return reply(cacheable({ tools: [tool('meta', { inputSchema: mirrored }), tool('ask'), tool('roots'), tool('forever'), tool('crowded', { inputSchema: crowded })] }));
+    const stats = JSON.stringify(counts);
+    counts[message.method] = (counts[message.method] || 0) + 1;
+    if (message.method === 'tools/list') {
+      const tools = [tool('meta', { inputSchema: mirrored }), tool('ask'), tool('roots'), tool('forever'), tool('crowded', { inputSchema: crowded }), tool('stats'), tool('grow'), tool('slow'), tool('held'), tool('failing'), tool('asks')];
+      if (grown) tools.push(tool('extra'));
+      return reply(complete({ tools, ...listHints() }));
+    }
+    if (message.method.startsWith('tasks/')) {
+      const task = tasks.get(message.params?.taskId);
+      if (!task) return fail(-32602, `unknown task ${message.params?.taskId}`);
+      if (message.method === 'tasks/cancel') { if (task.status === 'working' || task.status === 'input_required') task.status = 'cancelled'; return reply(complete({})); }
+      if (message.method === 'tasks/update') {
+        const given = message.params.inputResponses?.who;
+        if (task.status === 'input_required' && given?.action === 'accept') { task.status = 'completed'; task.result = { content: [{ type: 'text', text: `Hello, ${given.content.name}` }] }; }
+        return reply(complete({}));
+      }
+      if (message.method !== 'tasks/get') return fail(-32601, 'Method not found');
+      task.polls++;
+      if (task.status === 'working') {
+        if (task.tool === 'slow' && task.polls >= Number(settings.polls || 2)) { task.status = 'completed'; task.result = { content: [{ type: 'text', text: `${task.taskId} done after ${task.polls} polls` }] }; }
+        if (task.tool === 'failing') task.status = 'failed';
+        if (task.tool === 'asks') task.status = 'input_required';
+      }
+      return reply(complete(taskView(task)));
+    }
     if (message.method !== 'tools/call') return fail(-32601, 'Method not found');
     const { name } = message.params;
+    if (name === 'stats') return reply(complete({ content: [{ type: 'text', text: stats }] }));
+    if (['slow', 'held', 'failing', 'asks'].includes(name)) {
+      const capable = meta['io.modelcontextprotocol/clientCapabilities']?.extensions?.['io.modelcontextprotocol/tasks'];
+      if (!capable) return reply(complete({ content: [{ type: 'text', text: `${name} without a task` }] }));
+      const task = { taskId: `task-${nextTask++}`, tool: name, status: 'working', polls: 0, createdAt: new Date().toISOString() };
+      tasks.set(task.taskId, task);
+      return reply({ resultType: 'task', ...taskView(task) });
+    }
+    if (name === 'grow') {
+      grown = true;
+      for (const [id, notify] of listeners) notify(changedNotice(id));
+      return reply(complete({ content: [{ type: 'text', text: 'grown' }] }));
+    }
     const responses = message.params.inputResponses || {};
     const state = message.params.requestState;
     if (name === 'meta') return reply(complete({ content: [{ type: 'text', text: JSON.stringify({ meta, headers }) }] }));
@@ -269,7 +363,17 @@ if (mode === 'relay') {
     lines.on('line', (line) => {
       let message;
       try { message = JSON.parse(line); } catch { return; }
+      if (message.method === 'notifications/cancelled' && listeners.has(message.params?.requestId)) {
+        listeners.delete(message.params.requestId);
+        return bump('listen-closed');
+      }
       if (message.id === undefined || message.method === undefined) return;
+      if (message.method === 'subscriptions/listen') {
+        send(ack(message.id));
+        listeners.set(message.id, send);
+        return bump('subscriptions/listen');
+      }
+      if (message.method === 'tools/call' && message.params?.name === 'await') return awaitCount(message, send);
       send(answer(message, {}));
     });
     lines.on('close', () => process.exit(0));
@@ -281,6 +385,19 @@ if (mode === 'relay') {
         if (request.method !== 'POST') { response.writeHead(405); return response.end(); }
         const message = JSON.parse(data || '{}');
         if (message.id === undefined) { response.writeHead(202); return response.end(); }
+        const json = (value) => { response.writeHead(200, { 'Content-Type': 'application/json' }); response.end(JSON.stringify(value)); };
+        if (message.method === 'tools/call' && message.params?.name === 'await') return awaitCount(message, json);
+        if (message.method === 'subscriptions/listen') {
+          response.writeHead(200, { 'Content-Type': 'text/event-stream' });
+          if (settings.listen === 'drop') { bump('subscriptions/listen'); bump('listen-closed'); return response.end(': opened\n\n'); }
+          const event = (value) => response.write(`data: ${JSON.stringify(value)}\n\n`);
+          event(ack(message.id));
+          // "listen=flood": five notices at once on every stream.
+          if (settings.listen === 'flood') for (let i = 0; i < 5; ++i) event(changedNotice(message.id));
+          listeners.set(message.id, event);
+          response.on('close', () => { listeners.delete(message.id); bump('listen-closed'); });
+          return bump('subscriptions/listen');
+        }
         const headers = {};
         for (const key of Object.keys(request.headers)) {
           if (['mcp-method', 'mcp-name', 'mcp-protocol-version', 'mcp-session-id'].includes(key) || key.startsWith('mcp-param-')) headers[key] = request.headers[key];
