@@ -217,5 +217,51 @@ TEST(A2aClient, ACardWithoutAJsonRpcInterfaceOrAFailedTaskSaysSo) {
   EXPECT_THROW(fetchA2aAgentCard(options), ValidationError);
 }
 
+// A call notes its task as soon as the agent made it (SendMessage answered at once, the task
+// still working), then follows it; a call run again with that handle (a durable run taken over)
+// follows the same task and sends nothing new; a handle of another agent is refused.
+TEST(A2aClient, ACallCheckpointsItsTaskAndAResumedCallFollowsIt) {
+  TestAgent agent;
+  agent.answer([](const json& request) {
+    if (request["method"] == "SendMessage") return task("TASK_STATE_WORKING", "", 0);
+    // GetTask answers with the task itself.
+    return task("TASK_STATE_COMPLETED", "finished " + request["params"]["id"].get<std::string>())
+        .at("task");
+  });
+  A2aAgentOptions options;
+  options.url = agent.url();
+  auto tools = std::make_shared<ToolRegistry>();
+  addA2aAgent(*tools, "agent", options);
+  std::vector<json> noted;
+  ToolExecutorOptions fresh;
+  fresh.checkpoint = [&](const ToolContext&, const json& handle) { noted.push_back(handle); };
+  EXPECT_EQ(ToolExecutor(tools, fresh).execute({"c", "agent", R"({"message": "go"})"}).content(),
+            "finished t-1");
+  ASSERT_EQ(noted.size(), 1u);
+  EXPECT_EQ(noted[0],
+            json({{"agent", "agent"}, {"task", "t-1"}, {"context", "c-1"}, {"round", 0}}));
+  {
+    std::lock_guard lock(agent.mutex);
+    EXPECT_EQ(agent.requests.at(0)["params"]["configuration"]["returnImmediately"], true);
+    agent.requests.clear();
+  }
+
+  ToolExecutorOptions resumed;
+  resumed.resumeFrom = [&](const std::string&) { return noted[0]; };
+  EXPECT_EQ(ToolExecutor(tools, resumed).execute({"c", "agent", R"({"message": "go"})"}).content(),
+            "finished t-1");
+  {
+    std::lock_guard lock(agent.mutex);
+    ASSERT_EQ(agent.requests.size(), 1u);
+    EXPECT_EQ(agent.requests[0]["method"], "GetTask");  // no second SendMessage
+  }
+
+  resumed.resumeFrom = [](const std::string&) { return json{{"agent", "other"}, {"task", "t-9"}}; };
+  const ToolResult other =
+      ToolExecutor(tools, resumed).execute({"c", "agent", R"({"message": "go"})"});
+  EXPECT_FALSE(other.success);
+  EXPECT_NE(other.error.find("started on the A2A agent 'other'"), std::string::npos) << other.error;
+}
+
 }  // namespace
 }  // namespace parley

@@ -4,7 +4,9 @@
 // task it makes to its end; the answer is the task's artifacts as text. A task that needs input
 // (TASK_STATE_INPUT_REQUIRED) asks through the call's ToolContext::ask when the caller has one
 // (a durable run: the question becomes the run's own, answered from any process), otherwise the
-// tool's result says what the agent asks and the model may answer with `task_id`.
+// tool's result says what the agent asks and the model may answer with `task_id`. In a durable
+// run the task's id is journaled (ToolContext::checkpoint), so that a worker that takes the run
+// over follows the same remote task instead of starting another.
 //
 // Ownership: addA2aAgent() copies the options into the tool's handler. Thread-safety: the
 // handler may run on any number of threads at once; each call makes its own requests.
@@ -15,6 +17,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <stop_token>
 #include <string>
 #include <utility>
@@ -67,14 +70,30 @@ struct A2aTaskResult {
   std::string prompt;  // INPUT_REQUIRED: what the agent asks
 };
 
+// Told the task (its id and context) as soon as the agent has made it, before it ends: where a
+// caller keeps the handle of the remote work (ToolContext::checkpoint).
+using A2aTaskStarted = std::function<void(const A2aTaskResult& task)>;
+
 // Sends `text` (to task `taskId` when it waits for input, else as a new task on `contextId` when
-// given) and follows the task until it ends, needs input or taskTimeout passes.
+// given) and follows the task until it ends, needs input or taskTimeout passes. The message asks
+// the agent to answer at once (`returnImmediately`), so that `started` learns the task while it
+// works.
 A2aTaskResult sendA2aMessage(const A2aAgentCard& card, const A2aAgentOptions& options,
                              const std::string& text, const std::string& taskId = "",
-                             const std::string& contextId = "", std::stop_token stop = {});
+                             const std::string& contextId = "", std::stop_token stop = {},
+                             const A2aTaskStarted& started = {});
+
+// Picks up a task made earlier (by a call that was cut short): reads it (GetTask) and follows it
+// until it ends, needs input or taskTimeout passes. ProtocolError when the agent no longer knows
+// it.
+A2aTaskResult followA2aTask(const A2aAgentCard& card, const A2aAgentOptions& options,
+                            const std::string& taskId, std::stop_token stop = {});
 
 // Reads the card and registers the tool `name` ({"message", "task_id"}), described by the card's
-// description and skills. Returns the card.
+// description and skills. Returns the card. A call checkpoints its task as soon as it exists
+// (ToolContext::checkpoint: {"agent": name, "task", "context", "round"}, round: the questions
+// answered so far) and, run again with that handle (ToolContext::resumeFrom: a durable run taken
+// over), follows the same task instead of sending its message again.
 A2aAgentCard addA2aAgent(ToolRegistry& registry, const std::string& name,
                          const A2aAgentOptions& options);
 

@@ -243,31 +243,11 @@ A2aAgentCard fetchA2aAgentCard(const A2aAgentOptions& options) {
   return out;
 }
 
-A2aTaskResult sendA2aMessage(const A2aAgentCard& card, const A2aAgentOptions& options,
-                             const std::string& text, const std::string& taskId,
-                             const std::string& contextId, std::stop_token stop) {
-  static std::atomic<uint64_t> counter{0};
-  A2aCall call(card, options, stop);
-  json message = {
-      {"messageId",
-       "parley-" + std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) +
-           "-" + std::to_string(++counter)},
-      {"role", "ROLE_USER"},
-      {"parts", json::array({{{"text", text}}})}};
-  if (!taskId.empty()) message["taskId"] = taskId;
-  if (!contextId.empty()) message["contextId"] = contextId;
-  const json result = call.rpc("SendMessage", {{"message", std::move(message)}});
-  if (result.contains("message") && result["message"].is_object()) {
-    A2aTaskResult out;
-    out.state = "TASK_STATE_COMPLETED";  // a direct answer, no task
-    out.contextId = a2aText(result["message"], "contextId");
-    out.text = a2aPartsText(result["message"].value("parts", json::array()));
-    return out;
-  }
-  if (!result.contains("task") || !result["task"].is_object())
-    throw ProtocolError("A2A SendMessage: the result is neither a task nor a message");
-  A2aTaskResult out = call.read(result["task"]);
-  // Not settled yet (the agent answered before the task's end): read it again until it is.
+namespace {
+
+// Reads the task again (GetTask, backing off from 50 ms to 2 s) until it is settled.
+A2aTaskResult a2aPollTask(A2aCall& call, const A2aAgentCard& card, const A2aAgentOptions& options,
+                          A2aTaskResult out, const std::stop_token& stop) {
   const auto deadline = std::chrono::steady_clock::now() + options.taskTimeout;
   milliseconds pause{50};
   while (!a2aSettled(out.state)) {
@@ -282,6 +262,47 @@ A2aTaskResult sendA2aMessage(const A2aAgentCard& card, const A2aAgentOptions& op
     out = call.read(call.rpc("GetTask", {{"id", out.taskId}}));
   }
   return out;
+}
+
+}  // namespace
+
+A2aTaskResult followA2aTask(const A2aAgentCard& card, const A2aAgentOptions& options,
+                            const std::string& taskId, std::stop_token stop) {
+  A2aCall call(card, options, stop);
+  return a2aPollTask(call, card, options, call.read(call.rpc("GetTask", {{"id", taskId}})), stop);
+}
+
+A2aTaskResult sendA2aMessage(const A2aAgentCard& card, const A2aAgentOptions& options,
+                             const std::string& text, const std::string& taskId,
+                             const std::string& contextId, std::stop_token stop,
+                             const A2aTaskStarted& started) {
+  static std::atomic<uint64_t> counter{0};
+  A2aCall call(card, options, stop);
+  json message = {
+      {"messageId",
+       "parley-" + std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) +
+           "-" + std::to_string(++counter)},
+      {"role", "ROLE_USER"},
+      {"parts", json::array({{{"text", text}}})}};
+  if (!taskId.empty()) message["taskId"] = taskId;
+  if (!contextId.empty()) message["contextId"] = contextId;
+  // Answered at once with the task, not at its end: the caller notes the task while it works.
+  const json result = call.rpc("SendMessage", {{"message", std::move(message)},
+                                               {"configuration", {{"returnImmediately", true}}}});
+  if (result.contains("message") && result["message"].is_object()) {
+    A2aTaskResult out;
+    out.state = "TASK_STATE_COMPLETED";  // a direct answer, no task
+    out.contextId = a2aText(result["message"], "contextId");
+    out.text = a2aPartsText(result["message"].value("parts", json::array()));
+    return out;
+  }
+  if (!result.contains("task") || !result["task"].is_object())
+    throw ProtocolError("A2A SendMessage: the result is neither a task nor a message");
+  A2aTaskResult out = call.read(result["task"]);
+  if (out.taskId.empty()) throw ProtocolError("A2A SendMessage: the task has no id");
+  if (started) started(out);
+  // Not settled yet (the agent answered before the task's end): read it again until it is.
+  return a2aPollTask(call, card, options, std::move(out), stop);
 }
 
 A2aAgentCard addA2aAgent(ToolRegistry& registry, const std::string& name,
@@ -309,10 +330,30 @@ A2aAgentCard addA2aAgent(ToolRegistry& registry, const std::string& name,
   registry.add(
       name, description, schema,
       [card, options, name](const json& args, ToolContext& context) -> json {
-        std::string text = args.value("message", "");
-        A2aTaskResult result =
-            sendA2aMessage(card, options, text, args.value("task_id", ""), "", context.stopToken);
-        for (int round = 0; result.state == "TASK_STATE_INPUT_REQUIRED"; ++round) {
+        int round = 0;  // questions answered so far in this call
+        // The task's handle, kept by a durable run as soon as the task exists and again after
+        // each answer: a worker that takes the run over follows the same task.
+        const A2aTaskStarted note = [&](const A2aTaskResult& task) {
+          if (!context.checkpoint) return;
+          context.checkpoint(context, {{"agent", name},
+                                       {"task", task.taskId},
+                                       {"context", task.contextId},
+                                       {"round", round}});
+        };
+        A2aTaskResult result;
+        const json& resume = context.resumeFrom;
+        if (resume.is_object() && resume.contains("task") && resume["task"].is_string()) {
+          if (resume.value("agent", "") != name) {
+            throw std::runtime_error("the call was started on the A2A agent '" +
+                                     resume.value("agent", "") + "', not '" + name + "'");
+          }
+          round = std::clamp(resume.value("round", 0), 0, options.maxInputRounds);
+          result = followA2aTask(card, options, resume["task"], context.stopToken);
+        } else {
+          result = sendA2aMessage(card, options, args.value("message", ""),
+                                  args.value("task_id", ""), "", context.stopToken, note);
+        }
+        while (result.state == "TASK_STATE_INPUT_REQUIRED") {
           if (!context.ask) {
             // No one to ask here: the model reads the question and may answer it.
             return "the agent asks: " + result.prompt + "\n(call " + name +
@@ -330,8 +371,9 @@ A2aAgentCard addA2aAgent(ToolRegistry& registry, const std::string& name,
                                                     {"round", round},
                                                     {"message", result.prompt}});
           const std::string reply = answer.is_string() ? answer.get<std::string>() : answer.dump();
+          ++round;  // answered: a takeover from here on asks the next round's question
           result = sendA2aMessage(card, options, reply, result.taskId, result.contextId,
-                                  context.stopToken);
+                                  context.stopToken, note);
         }
         if (result.state != "TASK_STATE_COMPLETED") {
           throw std::runtime_error("the agent's task " + result.taskId + " ended " + result.state +
