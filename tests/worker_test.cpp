@@ -150,6 +150,7 @@ class WorkerTest : public ::testing::Test {
     tools->add("remote", "delegates", json(nullptr),
                [this](const json&, ToolContext& context) -> json {
                  if (!context.resumeFrom.is_null()) {
+                   context.progress(context, "picked up", {{"task", "rt-1"}});
                    std::lock_guard lock(countMutex);
                    resumedWith.push_back(context.resumeFrom);
                    return "resumed " + context.resumeFrom.value("task", std::string());
@@ -552,6 +553,19 @@ TYPED_TEST_P(WorkerTest, ACheckpointedCallResumesItsRemoteWorkAfterATakeover) {
   const std::string content = text(done.result["content"]);
   EXPECT_NE(content.find("resumed rt-1"), std::string::npos) << content;
   EXPECT_NE(content.find("may have run"), std::string::npos) << content;  // the gate
+  // The resumed call's progress is in the run's log, between its request and its result.
+  std::vector<std::string> types;
+  for (const auto& e : this->runs->readEvents("d", 0)) {
+    if (e.type == "tool_execution_progress") {
+      EXPECT_EQ(e.payload["message"], "picked up");
+      EXPECT_EQ(e.payload["tool_name"], "remote");
+      EXPECT_EQ(e.payload["data"], json({{"task", "rt-1"}}));
+    }
+    if (e.type.starts_with("tool_execution")) types.push_back(e.type);
+  }
+  const auto progress = std::find(types.begin(), types.end(), "tool_execution_progress");
+  ASSERT_NE(progress, types.end());
+  EXPECT_EQ(*std::prev(progress), "tool_execution_request");
   journal = this->runs->journal(run.id);
   for (const auto& entry : journal.calls) {
     if (entry.toolName == "remote") {

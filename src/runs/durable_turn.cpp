@@ -154,12 +154,14 @@ struct RunQuestions {
 };
 
 // What the calls of a durable run note while they run: their checkpoints
-// (ToolContext::checkpoint), kept in their journal entries. Shared with the handlers, which may
-// outlive the runner when abandoned: only a call the runner is running may note anything; a late
-// note (its handler abandoned, the run gone on) is refused.
+// (ToolContext::checkpoint), kept in their journal entries, and their progress
+// (ToolContext::progress), written as tool_execution_progress events. Shared with the handlers,
+// which may outlive the runner when abandoned: only a call the runner is running may note anything;
+// a late note (its handler abandoned, the run gone on) is refused.
 struct RunningCalls {
   std::mutex mutex;
   RunStore* runs = nullptr;  // null once the runner is gone
+  RunEvents* events = nullptr;
   Lease lease;
   std::map<std::string, int64_t> turns;  // call id -> its turn, while the runner runs it
   std::map<std::string, json> resume;    // call id -> the handle it resumes from
@@ -172,6 +174,18 @@ struct RunningCalls {
                            "\" came after the run stopped waiting for it");
     }
     runs->recordToolCheckpoint(lease, call->second, callId, handle);
+  }
+  // Written at once (the run's readers follow a long call as it goes); a late report is dropped.
+  void report(const ToolContext& call, const std::string& message, const json& data) {
+    std::lock_guard lock(mutex);
+    if (!runs || !events || !turns.count(call.toolCallId)) return;
+    ToolExecutionProgress progress;
+    progress.toolCallId = call.toolCallId;
+    progress.toolName = call.name;
+    progress.message = message;
+    progress.data = data.is_object() ? data : json::object();
+    events->add(eventInput(progress));
+    events->flush();
   }
   json resumeFrom(const std::string& callId) {
     std::lock_guard lock(mutex);
@@ -196,6 +210,7 @@ class JournalRunner {
         humanTool_(std::move(humanTool)) {
     questions_->resume(run_);
     running_->runs = &runs_;
+    running_->events = &events_;
     running_->lease = active_.lease;
     if (all_) {
       ToolExecutorOptions o;
@@ -209,6 +224,8 @@ class JournalRunner {
       o.resumeFrom = [running = running_](const std::string& callId) {
         return running->resumeFrom(callId);
       };
+      o.progress = [running = running_](const ToolContext& call, const std::string& message,
+                                        const json& data) { running->report(call, message, data); };
       executor_ = std::make_unique<ToolExecutor>(all_, o);
     }
   }

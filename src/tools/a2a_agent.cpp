@@ -662,6 +662,13 @@ A2aAgentCard addA2aAgent(ToolRegistry& registry, const std::string& name,
                                        {"round", round}});
         };
 
+        // The task's status messages and artifact chunks as the call's progress (a durable
+        // run's tool_execution_progress events).
+        if (context.progress) {
+          follow.progress = [&](const std::string& text, const json& data) {
+            context.progress(context, text, data);
+          };
+        }
         A2aTaskResult result;
         const json& resume = context.resumeFrom;
         if (resume.is_object() && resume.contains("task") && resume["task"].is_string()) {
