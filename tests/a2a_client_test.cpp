@@ -35,9 +35,19 @@ class TestAgent {
         authorization = req.get_header_value("Authorization");
         answer = answer_;
       }
-      res.set_content(
-          json({{"jsonrpc", "2.0"}, {"id", request["id"]}, {"result", answer(request)}}).dump(),
-          "application/json");
+      const json result = answer(request);
+      if (result.is_object() && result.contains("sse")) {
+        // A stream: each StreamResponse of "sse" an event; "raw" as it is.
+        std::string body = result.value("raw", std::string());
+        for (const json& event : result["sse"])
+          body += "data: " +
+                  json({{"jsonrpc", "2.0"}, {"id", request["id"]}, {"result", event}}).dump() +
+                  "\r\n\r\n";
+        res.set_content(body, "text/event-stream");
+        return;
+      }
+      res.set_content(json({{"jsonrpc", "2.0"}, {"id", request["id"]}, {"result", result}}).dump(),
+                      "application/json");
     });
     // Bound and listening: connections wait in the backlog until the loop accepts them.
     port_ = server_.bind_to_any_port("127.0.0.1");
@@ -215,6 +225,146 @@ TEST(A2aClient, ACardWithoutAJsonRpcInterfaceOrAFailedTaskSaysSo) {
   EXPECT_NE(result.find("TASK_STATE_FAILED: out of paint"), std::string::npos) << result;
   options.url = "ftp://example.com";
   EXPECT_THROW(fetchA2aAgentCard(options), ValidationError);
+}
+
+// A call notes its task as soon as the agent made it (SendMessage answered at once, the task
+// still working), then follows it; a call run again with that handle (a durable run taken over)
+// follows the same task and sends nothing new; a handle of another agent is refused.
+TEST(A2aClient, ACallCheckpointsItsTaskAndAResumedCallFollowsIt) {
+  TestAgent agent;
+  agent.answer([](const json& request) {
+    if (request["method"] == "SendMessage") return task("TASK_STATE_WORKING", "", 0);
+    // GetTask answers with the task itself.
+    return task("TASK_STATE_COMPLETED", "finished " + request["params"]["id"].get<std::string>())
+        .at("task");
+  });
+  A2aAgentOptions options;
+  options.url = agent.url();
+  auto tools = std::make_shared<ToolRegistry>();
+  addA2aAgent(*tools, "agent", options);
+  std::vector<json> noted;
+  ToolExecutorOptions fresh;
+  fresh.checkpoint = [&](const ToolContext&, const json& handle) { noted.push_back(handle); };
+  EXPECT_EQ(ToolExecutor(tools, fresh).execute({"c", "agent", R"({"message": "go"})"}).content(),
+            "finished t-1");
+  ASSERT_EQ(noted.size(), 1u);
+  EXPECT_EQ(noted[0],
+            json({{"agent", "agent"}, {"task", "t-1"}, {"context", "c-1"}, {"round", 0}}));
+  {
+    std::lock_guard lock(agent.mutex);
+    EXPECT_EQ(agent.requests.at(0)["params"]["configuration"]["returnImmediately"], true);
+    agent.requests.clear();
+  }
+
+  ToolExecutorOptions resumed;
+  resumed.resumeFrom = [&](const std::string&) { return noted[0]; };
+  EXPECT_EQ(ToolExecutor(tools, resumed).execute({"c", "agent", R"({"message": "go"})"}).content(),
+            "finished t-1");
+  {
+    std::lock_guard lock(agent.mutex);
+    ASSERT_EQ(agent.requests.size(), 1u);
+    EXPECT_EQ(agent.requests[0]["method"], "GetTask");  // no second SendMessage
+  }
+
+  resumed.resumeFrom = [](const std::string&) { return json{{"agent", "other"}, {"task", "t-9"}}; };
+  const ToolResult other =
+      ToolExecutor(tools, resumed).execute({"c", "agent", R"({"message": "go"})"});
+  EXPECT_FALSE(other.success);
+  EXPECT_NE(other.error.find("started on the A2A agent 'other'"), std::string::npos) << other.error;
+}
+
+json statusUpdate(const std::string& state, const std::string& text = "") {
+  json status = {{"state", state}};
+  if (!text.empty()) status["message"] = {{"role", "ROLE_AGENT"}, {"parts", {{{"text", text}}}}};
+  return {{"statusUpdate", {{"taskId", "t-1"}, {"contextId", "c-1"}, {"status", status}}}};
+}
+
+json artifactChunk(const std::string& text, bool append, bool last) {
+  return {{"artifactUpdate",
+           {{"taskId", "t-1"},
+            {"contextId", "c-1"},
+            {"artifact", {{"artifactId", "a"}, {"parts", {{{"text", text}}}}}},
+            {"append", append},
+            {"lastChunk", last}}}};
+}
+
+// An agent whose card says it streams: the task is followed over SendStreamingMessage (no GetTask),
+// noted as soon as the stream names it, its status messages and artifact chunks reported as
+// progress, the chunks appended into one answer; a resumed call subscribes to the same task.
+TEST(A2aClient, AStreamingAgentsTaskIsFollowedOverItsStream) {
+  TestAgent agent;
+  json card = agent.defaultCard();
+  card["capabilities"] = {{"streaming", true}};
+  agent.card = card.dump();
+  agent.answer([](const json& request) -> json {
+    if (request["method"] == "SendStreamingMessage") {
+      return {{"sse",
+               {json{{"task", task("TASK_STATE_WORKING", "", 0)["task"]}},
+                statusUpdate("TASK_STATE_WORKING", "thinking"), artifactChunk("Hel", false, false),
+                artifactChunk("lo", true, true), statusUpdate("TASK_STATE_COMPLETED")}}};
+    }
+    if (request["method"] == "GetTask") return task("TASK_STATE_WORKING", "", 0)["task"];
+    return {{"sse",
+             {statusUpdate("TASK_STATE_WORKING", "picked up"), artifactChunk("again", false, true),
+              statusUpdate("TASK_STATE_COMPLETED")}}};  // SubscribeToTask
+  });
+  A2aAgentOptions options;
+  options.url = agent.url();
+  const A2aAgentCard read = fetchA2aAgentCard(options);
+  EXPECT_TRUE(read.streaming);
+  std::vector<std::string> progress;
+  std::vector<std::string> started;
+  A2aFollow follow;
+  follow.started = [&](const A2aTaskResult& task) { started.push_back(task.taskId); };
+  follow.progress = [&](const std::string& text, const json&) { progress.push_back(text); };
+  const A2aTaskResult done = sendA2aMessage(read, options, "go", "", "", follow);
+  EXPECT_EQ(done.state, "TASK_STATE_COMPLETED");
+  EXPECT_EQ(done.text, "Hello");
+  EXPECT_EQ(started, std::vector<std::string>{"t-1"});
+  EXPECT_EQ(progress, (std::vector<std::string>{"thinking", "Hel", "lo", ""}));
+  {
+    std::lock_guard lock(agent.mutex);
+    ASSERT_EQ(agent.requests.size(), 1u);  // the stream only
+    EXPECT_EQ(agent.requests[0]["method"], "SendStreamingMessage");
+    agent.requests.clear();
+  }
+  progress.clear();
+  const A2aTaskResult resumed = followA2aTask(read, options, "t-1", follow);
+  EXPECT_EQ(resumed.text, "again");
+  EXPECT_EQ(progress, (std::vector<std::string>{"picked up", "again", ""}));
+  std::lock_guard lock(agent.mutex);
+  ASSERT_EQ(agent.requests.size(), 2u);
+  EXPECT_EQ(agent.requests[0]["method"], "GetTask");
+  EXPECT_EQ(agent.requests[1]["method"], "SubscribeToTask");
+  EXPECT_EQ(agent.requests[1]["params"]["id"], "t-1");
+}
+
+// A stream past its caps (events, one event's size) is the call's error naming the cap.
+TEST(A2aClient, AStreamPastItsCapsFails) {
+  TestAgent agent;
+  json card = agent.defaultCard();
+  card["capabilities"] = {{"streaming", true}};
+  agent.card = card.dump();
+  A2aAgentOptions options;
+  options.url = agent.url();
+  options.maxStreamEvents = 3;
+  options.maxStreamEventBytes = 400;
+  auto tools = std::make_shared<ToolRegistry>();
+  addA2aAgent(*tools, "agent", options);
+  agent.answer([](const json&) -> json {
+    json events = json::array();
+    for (int i = 0; i < 5; ++i)
+      events.push_back(statusUpdate("TASK_STATE_WORKING", "step"));
+    return {{"sse", events}};
+  });
+  std::string result = callTool(tools, R"({"message": "x"})");
+  EXPECT_NE(result.find("more than 3 events (maxStreamEvents)"), std::string::npos) << result;
+  agent.answer([](const json&) -> json {
+    return {{"sse", {statusUpdate("TASK_STATE_WORKING", std::string(500, 'x'))}}};
+  });
+  result = callTool(tools, R"({"message": "x"})");
+  EXPECT_NE(result.find("larger than 400 bytes (maxStreamEventBytes)"), std::string::npos)
+      << result;
 }
 
 }  // namespace

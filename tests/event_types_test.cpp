@@ -156,6 +156,15 @@ TEST(EventTypes, EveryPayloadReadsBackAsItWasWritten) {
   notRun.error = "no host";
   EXPECT_EQ(roundTrip(notRun).error, "no host");
 
+  ToolExecutionProgress progress;
+  progress.toolCallId = "c4";
+  progress.toolName = "helper";
+  progress.message = "half way";
+  progress.data = {{"state", "TASK_STATE_WORKING"}, {"last_chunk", false}};
+  auto p = roundTrip(progress);
+  EXPECT_EQ(p.message, "half way");
+  EXPECT_EQ(p.data, progress.data);
+
   UserInteractionRequested asked;
   asked.interactionId = "i";
   asked.prompt = "ok?";

@@ -751,6 +751,58 @@ TYPED_TEST_P(RunStoreConformance, TheJournalSurvivesATakeover) {
   EXPECT_THROW(this->runs().journal("r-unknown"), StoreError);
 }
 
+// A started call's checkpoint (the handle of its remote work) is kept in its journal entry
+// without counting an attempt, survives a takeover and a re-run, and goes with the call's end.
+TYPED_TEST_P(RunStoreConformance, AStartedCallKeepsItsCheckpointAcrossATakeover) {
+  RunInfo run = this->submit("t", "delegate");
+  Claim first = this->claimOrFail("w1", 1s);
+  this->runs().appendTurn(first.lease, run.input, nullptr, 1);
+  Message reply = Message::assistant(
+      "", {ToolCall{"c1", "agent", R"({"message":"go"})"}, ToolCall{"c2", "agent", "{}"}});
+  this->runs().recordReply(first.lease, reply, 1);
+  this->runs().recordToolCall(first.lease, 1, "c1", ToolCallPhase::Started);
+  this->runs().recordToolCheckpoint(first.lease, 1, "c1", {{"task", "t-1"}});
+  this->runs().recordToolCheckpoint(first.lease, 1, "c1", {{"task", "t-2"}});  // replaces
+  // Bad checkpoints change nothing.
+  EXPECT_THROW(this->runs().recordToolCheckpoint(first.lease, 1, "c2", {{"task", "x"}}),
+               StoreError);  // an intent: not started
+  EXPECT_THROW(this->runs().recordToolCheckpoint(first.lease, 1, "nope", {{"task", "x"}}),
+               StoreError);
+  EXPECT_THROW(this->runs().recordToolCheckpoint(first.lease, 1, "c1", nullptr), ValidationError);
+  RunStoreOptions small = this->clocked();
+  small.limits.maxJournalBytes = 64;
+  auto capped = this->open(small);
+  try {
+    capped->recordToolCheckpoint(first.lease, 1, "c1", {{"task", std::string(100, 'x')}});
+    ADD_FAILURE() << "a checkpoint past the journal cap was kept";
+  } catch (const ValidationError& e) {
+    EXPECT_NE(std::string(e.what()).find("maxJournalBytes"), std::string::npos) << e.what();
+  }
+
+  this->advance(2s);  // the first worker dies while the remote work goes on
+  Claim second = this->claimOrFail("w2");
+  EXPECT_THROW(this->runs().recordToolCheckpoint(first.lease, 1, "c1", {{"task", "stale"}}),
+               LeaseLost);
+  RunJournal journal = this->runs().journal(run.id);
+  ASSERT_EQ(journal.calls.size(), 2u);
+  EXPECT_EQ(journal.calls[0].phase, ToolCallPhase::Started);
+  EXPECT_EQ(journal.calls[0].checkpoint, json({{"task", "t-2"}}));
+  EXPECT_EQ(journal.calls[0].text, "");
+  EXPECT_EQ(journal.calls[0].attempts, 1);  // a checkpoint is no attempt
+  EXPECT_TRUE(journal.calls[1].checkpoint.is_null());
+
+  this->runs().recordToolCall(second.lease, 1, "c1", ToolCallPhase::Started);  // the resume
+  journal = this->runs().journal(run.id);
+  EXPECT_EQ(journal.calls[0].checkpoint, json({{"task", "t-2"}}));
+  EXPECT_EQ(journal.calls[0].attempts, 2);
+  this->runs().recordToolCall(second.lease, 1, "c1", ToolCallPhase::Completed, "done");
+  journal = this->runs().journal(run.id);
+  EXPECT_EQ(journal.calls[0].text, "done");
+  EXPECT_TRUE(journal.calls[0].checkpoint.is_null());
+  EXPECT_THROW(this->runs().recordToolCheckpoint(second.lease, 1, "c1", {{"task", "t-3"}}),
+               StoreError);  // completed is final
+}
+
 TYPED_TEST_P(RunStoreConformance, EventsAreNumberedPerThreadAndReadAfterASequence) {
   RunInfo run = this->submit("t", "hi");
   Claim claim = this->claimOrFail("w");
@@ -947,7 +999,8 @@ TYPED_TEST_P(RunStoreConformance, EventsAndWaitsInTheOldSpellingAreReadInTheNewO
   this->runs().appendEvents(
       claim.lease,
       std::vector<EventInput>{
-          {"tool_execution_request", {{"toolCallId", "c1"}, {"toolName", "count"}, {"arguments", "{}"}}},
+          {"tool_execution_request",
+           {{"toolCallId", "c1"}, {"toolName", "count"}, {"arguments", "{}"}}},
           {"tool_execution_completed",
            {{"toolCallId", "c1"}, {"toolName", "count"}, {"content", "3"}, {"success", true}}},
           {"tool_execution_failed",
@@ -958,10 +1011,12 @@ TYPED_TEST_P(RunStoreConformance, EventsAndWaitsInTheOldSpellingAreReadInTheNewO
   ASSERT_GE(events.size(), 5u);
   EXPECT_EQ(events[0].payload,
             json({{"tool_call_id", "c1"}, {"tool_name", "count"}, {"arguments", "{}"}}));
-  EXPECT_EQ(events[1].payload,
-            json({{"tool_call_id", "c1"}, {"tool_name", "count"}, {"result", "3"}, {"success", true}}));
-  EXPECT_EQ(events[2].payload,
-            json({{"tool_call_id", "c2"}, {"tool_name", "x"}, {"error", "boom"}, {"success", false}}));
+  EXPECT_EQ(
+      events[1].payload,
+      json({{"tool_call_id", "c1"}, {"tool_name", "count"}, {"result", "3"}, {"success", true}}));
+  EXPECT_EQ(
+      events[2].payload,
+      json({{"tool_call_id", "c2"}, {"tool_name", "x"}, {"error", "boom"}, {"success", false}}));
   EXPECT_EQ(events[3].payload, json({{"interaction_id", "c3"}, {"prompt", "ok?"}}));
   EXPECT_EQ(events[4].type, "run_waiting");
   EXPECT_EQ(events[4].payload["wait"]["tool_call_id"], "c3");
@@ -970,10 +1025,11 @@ TYPED_TEST_P(RunStoreConformance, EventsAndWaitsInTheOldSpellingAreReadInTheNewO
   // A tool's own result keeps its keys whatever their spelling.
   RunInfo second = this->submit("u", "again");
   Claim next = this->claimOrFail("w");
-  this->runs().appendEvents(next.lease, std::vector<EventInput>{{"tool_execution_completed",
-                                                                 {{"tool_call_id", "c9"},
-                                                                  {"success", true},
-                                                                  {"result", {{"finishReason", 1}}}}}});
+  this->runs().appendEvents(
+      next.lease,
+      std::vector<EventInput>{
+          {"tool_execution_completed",
+           {{"tool_call_id", "c9"}, {"success", true}, {"result", {{"finishReason", 1}}}}}});
   EXPECT_EQ(this->runs().readEvents("u", 2).at(0).payload["result"], json({{"finishReason", 1}}));
   EXPECT_EQ(second.threadId, "u");
 }
@@ -988,10 +1044,10 @@ REGISTER_TYPED_TEST_SUITE_P(
     AWaitingRunResumesOnAnyWorkerWithTheAnswer, RejectPolicyStoresARejectedRun,
     InterruptPolicyStopsTheRunningRunAndCancelsTheQueued, InterruptingAnOrphanedRunEndsItAtOnce,
     RollbackPolicyAsksTheWorkerToUndoTheRun, RollbackOfARunThatCommittedNothingIsImmediate,
-    TheJournalSurvivesATakeover, EventsAreNumberedPerThreadAndReadAfterASequence,
-    FinishExpiresOldStreamChunks, AWaiterWakesForEventsOfAnotherStoreObject,
-    WaitForRunsSeesARunSubmittedSinceTheLastClaim, DeletingAThreadTakesItsRunsAndFencesItsWorker,
-    ProcessesDrainingOneQueueRunEachRunOnceInOrder, AStoppedWorkerProcessIsFencedOut,
-    EventsAndWaitsInTheOldSpellingAreReadInTheNewOne);
+    TheJournalSurvivesATakeover, AStartedCallKeepsItsCheckpointAcrossATakeover,
+    EventsAreNumberedPerThreadAndReadAfterASequence, FinishExpiresOldStreamChunks,
+    AWaiterWakesForEventsOfAnotherStoreObject, WaitForRunsSeesARunSubmittedSinceTheLastClaim,
+    DeletingAThreadTakesItsRunsAndFencesItsWorker, ProcessesDrainingOneQueueRunEachRunOnceInOrder,
+    AStoppedWorkerProcessIsFencedOut, EventsAndWaitsInTheOldSpellingAreReadInTheNewOne);
 
 }  // namespace parley::testing

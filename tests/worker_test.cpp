@@ -3,6 +3,7 @@
 // (RunStoreOptions::clock), so leases expire when the test moves it, never by waiting.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
@@ -83,11 +84,12 @@ struct Gate {
 
 // Rules: after a tool result, say so; "count K" calls count {key: K}; "gate" calls gate;
 // "twice" calls count then gate; "ask" calls the human tool; "approve" calls the guarded tool;
-// anything else is echoed.
+// "delegate" calls remote and gate at once; anything else is echoed.
 constexpr const char* kScript = R"script(
 {"name": "after-gate", "match": {"last_role": "tool", "user_contains": "twice"}, "times": 1, "reply": {"tool_calls": [{"name": "gate", "arguments": {}}]}}
 {"name": "answer", "match": {"last_role": "tool"}, "reply": {"content": "done: {{tool_results}}"}}
 {"name": "count", "match": {"user_regex": "count (\\w+)"}, "reply": {"tool_calls": [{"name": "count", "arguments": {"key": "{{1}}"}}]}}
+{"name": "remote", "match": {"user_contains": "delegate"}, "reply": {"tool_calls": [{"name": "remote", "arguments": {}}, {"name": "gate", "arguments": {}}]}}
 {"name": "gate", "match": {"user_contains": "gate"}, "reply": {"tool_calls": [{"name": "gate", "arguments": {}}]}}
 {"name": "twice", "match": {"user_contains": "twice"}, "reply": {"tool_calls": [{"name": "count", "arguments": {"key": "first"}}]}}
 {"name": "ask", "match": {"user_contains": "ask"}, "reply": {"tool_calls": [{"name": "ask_human", "arguments": {"question": "Which city?"}}]}}
@@ -113,6 +115,8 @@ class WorkerTest : public ::testing::Test {
   std::shared_ptr<ProfileRegistry> profiles = std::make_shared<ProfileRegistry>();
   std::shared_ptr<ToolRegistry> tools = std::make_shared<ToolRegistry>();
   Gate gate;
+  Gate remoteGate;                // holds the remote tool's first (fresh) call
+  std::vector<json> resumedWith;  // the remote tool's resumeFrom on each resumed call
   std::mutex countMutex;
   std::map<std::string, int> counted;  // count's executions by key
 
@@ -141,6 +145,23 @@ class WorkerTest : public ::testing::Test {
         idempotent);
     tools->add("gate", "waits", json(nullptr),
                [this](const json&, ToolContext& context) { return gate.pass(context); });
+    // Work on a "remote server": a fresh call starts it (counted) and notes its handle, then
+    // holds; a resumed call picks it up by the handle.
+    tools->add("remote", "delegates", json(nullptr),
+               [this](const json&, ToolContext& context) -> json {
+                 if (!context.resumeFrom.is_null()) {
+                   context.progress(context, "picked up", {{"task", "rt-1"}});
+                   std::lock_guard lock(countMutex);
+                   resumedWith.push_back(context.resumeFrom);
+                   return "resumed " + context.resumeFrom.value("task", std::string());
+                 }
+                 {
+                   std::lock_guard lock(countMutex);
+                   ++counted["remote-started"];
+                 }
+                 context.checkpoint(context, {{"task", "rt-1"}});
+                 return remoteGate.pass(context);
+               });
     ToolOptions approval;
     approval.requiresApproval = true;
     tools->add(
@@ -153,6 +174,7 @@ class WorkerTest : public ::testing::Test {
   }
   void TearDown() override {
     gate.release();
+    remoteGate.release();
     server->stop();
   }
 
@@ -498,6 +520,63 @@ TYPED_TEST_P(WorkerTest, StopHandsBackARunStillGoing) {
   EXPECT_EQ(this->server->requests().size(), 2u);  // the reply was resumed, not asked again
 }
 
+// A call that noted the handle of its remote work (ToolContext::checkpoint) and was cut short by
+// its worker's stop runs again on the next worker with that handle (ToolContext::resumeFrom),
+// though its tool is not idempotent: the remote work is picked up, not started again. Its
+// sibling, started without a checkpoint, is still "may have run".
+TYPED_TEST_P(WorkerTest, ACheckpointedCallResumesItsRemoteWorkAfterATakeover) {
+  auto options = this->workerOptions("leaving");
+  options.shutdownGrace = 0ms;
+  auto first = this->startWorker(options);
+  RunInfo run = this->runs->submit("d", "delegate");
+  this->remoteGate.awaitEntered(1);  // its checkpoint is written before it holds
+  first->stop();
+  EXPECT_EQ(first->stats().handedBack, 1u);
+  auto journal = this->runs->journal(run.id);
+  ASSERT_EQ(journal.calls.size(), 2u);
+  const auto remote = std::find_if(journal.calls.begin(), journal.calls.end(),
+                                   [](const ToolCallEntry& e) { return e.toolName == "remote"; });
+  ASSERT_NE(remote, journal.calls.end());
+  EXPECT_EQ(remote->phase, ToolCallPhase::Started);
+  EXPECT_EQ(remote->checkpoint, json({{"task", "rt-1"}}));
+
+  auto second = this->startWorker(this->workerOptions("staying"));
+  RunInfo done = this->awaitRun(run.id, {RunStatus::Completed, RunStatus::Failed});
+  ASSERT_EQ(done.status, RunStatus::Completed) << done.error;
+  EXPECT_EQ(done.worker, "staying");
+  EXPECT_EQ(this->countOf("remote-started"), 1);  // started once, on the first worker
+  {
+    std::lock_guard lock(this->countMutex);
+    ASSERT_EQ(this->resumedWith.size(), 1u);
+    EXPECT_EQ(this->resumedWith[0], json({{"task", "rt-1"}}));
+  }
+  const std::string content = text(done.result["content"]);
+  EXPECT_NE(content.find("resumed rt-1"), std::string::npos) << content;
+  EXPECT_NE(content.find("may have run"), std::string::npos) << content;  // the gate
+  // The resumed call's progress is in the run's log, between its request and its result.
+  std::vector<std::string> types;
+  for (const auto& e : this->runs->readEvents("d", 0)) {
+    if (e.type == "tool_execution_progress") {
+      EXPECT_EQ(e.payload["message"], "picked up");
+      EXPECT_EQ(e.payload["tool_name"], "remote");
+      EXPECT_EQ(e.payload["data"], json({{"task", "rt-1"}}));
+    }
+    if (e.type.starts_with("tool_execution")) types.push_back(e.type);
+  }
+  const auto progress = std::find(types.begin(), types.end(), "tool_execution_progress");
+  ASSERT_NE(progress, types.end());
+  EXPECT_EQ(*std::prev(progress), "tool_execution_request");
+  journal = this->runs->journal(run.id);
+  for (const auto& entry : journal.calls) {
+    if (entry.toolName == "remote") {
+      EXPECT_EQ(entry.phase, ToolCallPhase::Completed);
+      EXPECT_EQ(entry.attempts, 2);
+    } else {
+      EXPECT_EQ(entry.phase, ToolCallPhase::Indeterminate);
+    }
+  }
+}
+
 TYPED_TEST_P(WorkerTest, BadInputIsRefusedWithAClearError) {
   auto options = this->workerOptions();
   options.concurrency = 0;
@@ -734,8 +813,8 @@ REGISTER_TYPED_TEST_SUITE_P(
     AnApprovalWaitSurvivesTheWorkersEnd, AHumanAnswerResumesTheRunAndADenialIsAnErrorResult,
     CancelsAQueuedAndARunningRun, InterruptStopsAfterTheToolCallKeepingTheWholeTurn,
     RollbackCancelsTheRunAndHidesItsTurns, RejectAndEnqueueLeaveTheRunningRunAlone,
-    StopHandsBackARunStillGoing, BadInputIsRefusedWithAClearError,
-    TheNextRunOfAThreadStartsFromTheCacheUnlessTheThreadChanged,
+    StopHandsBackARunStillGoing, ACheckpointedCallResumesItsRemoteWorkAfterATakeover,
+    BadInputIsRefusedWithAClearError, TheNextRunOfAThreadStartsFromTheCacheUnlessTheThreadChanged,
     AFinishingRunHandsItsSlotTheThreadsNextRun,
     ARunAgainstAModelThatNeverAnswersFailsAtItsTurnTimeout, ACallTimeoutBoundsEachModelCallOfARun,
     ThePerReplyToolCapHoldsInARun, ATokenLimitIsReportedInTheRunsEvents,

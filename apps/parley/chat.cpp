@@ -80,7 +80,8 @@ int ChatSession::run() {
     EndpointArgs local = args_.endpoint;
     local.baseUrl = mock_->baseUrl();
     client = resolveEndpoint(local);
-    if (toolSets.empty() && args_.toolFiles.empty() && args_.mcpServers.empty())
+    if (toolSets.empty() && args_.toolFiles.empty() && args_.mcpServers.empty() &&
+        args_.a2aAgents.empty())
       toolSets.push_back("demo");
     intro = "parley chat: no endpoint configured, talking to the built-in mock's demo agent at " +
             mock_->baseUrl() + " (offline; try \"weather in Paris\" or \"what is 6 * 7\")";
@@ -104,6 +105,8 @@ int ChatSession::run() {
                   std::string line;
                   return std::getline(std::cin, line) && (line == "y" || line == "yes");
                 }));
+  // A remote agent's question comes back to the model, which may ask the person.
+  addA2aAgents(*tools, args_.a2aAgents, configFile(args_.endpoint));
   if (args_.maxIterations < 1) throw ValidationError("--max-iterations", "must be at least 1");
   if (args_.tokenLimit < 0) throw ValidationError("--token-limit", "must be >= 0");
   turn_.systemPrompt = args_.system;
@@ -339,6 +342,7 @@ void addChatCommand(CLI::App& app, int& exitCode) {
   cmd->add_option("--tools-file", args->toolFiles, "Offer the tools of a TOML file")
       ->allow_extra_args(false);
   addMcpOption(*cmd, args->mcpServers);
+  addA2aOption(*cmd, args->a2aAgents);
   cmd->footer(std::string("\nIn the session:\n") + ChatSession::helpText() +
               "Ctrl-C at the prompt clears the line; everything is already saved.");
   cmd->add_option("--system", args->system, "System prompt of a new conversation");

@@ -63,6 +63,7 @@ struct ChatArgs {
   std::vector<std::string> toolSets;
   std::vector<std::string> toolFiles;
   std::vector<std::string> mcpServers;
+  std::vector<std::string> a2aAgents;  // --a2a NAME: [a2a.NAME] tables of the config file
   std::string system;
   std::string db;
   std::string thread;

@@ -15,6 +15,7 @@ void addWorkerOptions(CLI::App& cmd, WorkerArgs& args) {
   cmd.add_option("--tools", args.toolSets, "Built-in tool set to offer (demo)");
   cmd.add_option("--tools-file", args.toolFiles, "TOML file of command tools to offer");
   addMcpOption(cmd, args.mcpServers);
+  addA2aOption(cmd, args.a2aAgents);
   cmd.add_option("--concurrency", args.concurrency, "Runs at once (default 4)")
       ->check(CLI::Range(1, 1024));
   cmd.add_option("--lease-ms", args.leaseMs, "Lease length in ms (default 30000)");
@@ -84,6 +85,8 @@ WorkerOptions workerOptions(const WorkerArgs& args) {
   // A run waits for an MCP tool's approval or a server's form like any other question.
   addMcpServers(*options.tools, args.mcpServers, config, std::cerr, nullptr, {}, {},
                 McpAsking::DurableRun);
+  // A remote agent's question is the run's; its task is journaled and resumed on a takeover.
+  addA2aAgents(*options.tools, args.a2aAgents, config);
   options.log = [](const std::string& line) { std::cerr << line << "\n"; };
   if (args.maxCostPerRun >= 0) options.turn.budget.maxCostPerRun = args.maxCostPerRun;
   if (args.maxCostPerWorker >= 0) options.maxCostPerWorker = args.maxCostPerWorker;

@@ -1,7 +1,7 @@
 // The options of a worker loop that `parley worker` and `parley serve --workers N` share: the
-// endpoint (endpoint.hpp), the tools (built-in sets, tool files, MCP servers), concurrency, lease,
-// grace, the turn's settings (iterations, tool calls, timeouts, token limit, system prompt), the
-// human tool, the price table and the cost limits.
+// endpoint (endpoint.hpp), the tools (built-in sets, tool files, MCP servers, A2A agents),
+// concurrency, lease, grace, the turn's settings (iterations, tool calls, timeouts, token limit,
+// system prompt), the human tool, the price table and the cost limits.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -19,6 +19,7 @@ struct WorkerArgs {
   std::vector<std::string> toolSets;
   std::vector<std::string> toolFiles;
   std::vector<std::string> mcpServers;  // --mcp NAME: [mcp.NAME] tables of the config file
+  std::vector<std::string> a2aAgents;   // --a2a NAME: [a2a.NAME] tables of the config file
   int concurrency = 4;
   int64_t leaseMs = 30'000;
   int64_t graceMs = 10'000;

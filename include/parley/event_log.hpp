@@ -39,6 +39,7 @@ nlohmann::json describeEvent(const MessageAdded& event);
 nlohmann::json describeEvent(const ToolExecutionRequest& event);
 nlohmann::json describeEvent(const ToolExecutionCompleted& event);
 nlohmann::json describeEvent(const ToolExecutionFailed& event);
+nlohmann::json describeEvent(const ToolExecutionProgress& event);
 nlohmann::json describeEvent(const UserInteractionRequested& event);
 nlohmann::json describeEvent(const UserInteractionResponded& event);
 

@@ -28,6 +28,7 @@ enum class EventType : uint8_t {
   ToolExecutionRequest,
   ToolExecutionCompleted,
   ToolExecutionFailed,
+  ToolExecutionProgress,
   // a person
   UserInteractionRequested,
   UserInteractionResponded,
@@ -44,7 +45,7 @@ enum class EventType : uint8_t {
   RunCancelled,
 };
 
-inline constexpr std::size_t kEventTypeCount = 22;
+inline constexpr std::size_t kEventTypeCount = 23;
 
 namespace detail {
 // The one table of names, in the enum's order.
@@ -59,6 +60,7 @@ inline constexpr std::array<std::string_view, kEventTypeCount> kEventNames = {
     "tool_execution_request",
     "tool_execution_completed",
     "tool_execution_failed",
+    "tool_execution_progress",
     "user_interaction_requested",
     "user_interaction_responded",
     "run_queued",

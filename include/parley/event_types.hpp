@@ -209,6 +209,18 @@ struct ToolExecutionFailed : EventHeader {
   nlohmann::json errorDetails = nlohmann::json::object();
 };
 
+// A running tool's report on its progress (ToolContext::progress: a remote task's status
+// messages and artifact chunks). Written by a durable run between the call's
+// tool_execution_request and its tool_execution_completed.
+struct ToolExecutionProgress : EventHeader {
+  static constexpr EventType kEventType = EventType::ToolExecutionProgress;
+  ToolExecutionProgress() { type = eventName(kEventType); }
+  std::string toolCallId;
+  std::string toolName;
+  std::string message;                             // a line for people ("" when there is none)
+  nlohmann::json data = nlohmann::json::object();  // the tool's details (docs/a2a.md for A2A)
+};
+
 // --- human interaction ----------------------------------------------------------------------
 
 struct UserInteractionRequested : EventHeader {
@@ -243,6 +255,7 @@ nlohmann::json eventToJson(const MessageAdded& event);
 nlohmann::json eventToJson(const ToolExecutionRequest& event);
 nlohmann::json eventToJson(const ToolExecutionCompleted& event);
 nlohmann::json eventToJson(const ToolExecutionFailed& event);
+nlohmann::json eventToJson(const ToolExecutionProgress& event);
 nlohmann::json eventToJson(const UserInteractionRequested& event);
 nlohmann::json eventToJson(const UserInteractionResponded& event);
 

@@ -176,8 +176,14 @@ struct ToolCallEntry {
   ToolCallPhase phase = ToolCallPhase::Intent;
   std::string arguments;  // JSON text, as the model sent it
   std::string text;       // the result (completed) or the error (failed, indeterminate)
-  int64_t attempts = 0;   // times started
-  int64_t token = 0;      // the lease that wrote the phase
+  // A started call's checkpoint: the handle of the work it started elsewhere (a remote task),
+  // as recordToolCheckpoint() kept it; null when it noted none (and in every other phase). A
+  // worker taking the run over runs a started call that has one again with it
+  // (ToolContext::resumeFrom), tool idempotent or not; without one, a started call of a tool
+  // that is not idempotent is indeterminate.
+  nlohmann::json checkpoint;
+  int64_t attempts = 0;  // times started
+  int64_t token = 0;     // the lease that wrote the phase
   std::chrono::system_clock::time_point updatedAt;
 };
 
@@ -345,6 +351,13 @@ class RunStore {
   // StoreError for an unknown call or a finished one.
   void recordToolCall(const Lease& lease, int64_t turn, const std::string& callId,
                       ToolCallPhase phase, const std::string& text = "");
+  // Keeps the handle of a started call's remote work (ToolContext::checkpoint) in its journal
+  // entry: the phase stays Started and no attempt is counted; a later checkpoint replaces it, a
+  // re-run (Started again) keeps it, the call's end (Completed, Failed, Indeterminate) drops it.
+  // ValidationError for a null handle or one past RunStoreLimits::maxJournalBytes (as JSON);
+  // StoreError for an unknown call or one that is not started.
+  void recordToolCheckpoint(const Lease& lease, int64_t turn, const std::string& callId,
+                            const nlohmann::json& handle);
   RunJournal journal(const std::string& runId);
 
   // The run now waits for `what` (an object describing the interaction or approval): status

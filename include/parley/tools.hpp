@@ -53,6 +53,10 @@ using ToolAsk =
 using ToolCheckpoint = std::function<void(const ToolContext& call, const nlohmann::json& handle)>;
 // The handle a call resumes from (ToolContext::resumeFrom), by call id; null json: none.
 using ToolResumeLookup = std::function<nlohmann::json(const std::string& toolCallId)>;
+// How a call reports progress while it runs (ToolContext::progress): a line for people and
+// details for programs.
+using ToolProgress = std::function<void(const ToolContext& call, const std::string& message,
+                                        const nlohmann::json& data)>;
 
 // What a handler learns about the call it serves. The executor owns it; a handler may keep a
 // reference only until it returns.
@@ -74,6 +78,9 @@ struct ToolContext {
   // call.
   ToolCheckpoint checkpoint;
   nlohmann::json resumeFrom;
+  // Progress of a long call (a remote task's status and artifact chunks): a durable run writes
+  // each report as a tool_execution_progress event. Null: nobody listens.
+  ToolProgress progress;
 
   bool stopRequested() const noexcept { return stopToken.stop_requested(); }
 };
@@ -266,6 +273,8 @@ struct ToolExecutorOptions {
   ToolCheckpoint checkpoint{};
   // Asked for each call's ToolContext::resumeFrom before its first attempt; null: none.
   ToolResumeLookup resumeFrom{};
+  // Given to every call's ToolContext::progress; null: none.
+  ToolProgress progress{};
 };
 
 // Checks and runs tool calls against a registry.

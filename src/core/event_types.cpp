@@ -149,6 +149,13 @@ json eventToJson(const ToolExecutionFailed& e) {
           {"error_details", e.errorDetails}};
 }
 
+json eventToJson(const ToolExecutionProgress& e) {
+  return {{"tool_call_id", e.toolCallId},
+          {"tool_name", e.toolName},
+          {"message", e.message},
+          {"data", e.data}};
+}
+
 json eventToJson(const UserInteractionRequested& e) {
   json j = {
       {"interaction_id", e.interactionId}, {"prompt", e.prompt}, {"timeout_ms", e.timeout.count()}};
@@ -278,6 +285,16 @@ ToolExecutionFailed eventFromJson<ToolExecutionFailed>(const json& j) {
   e.toolName = read<std::string>(j, "tool_name");
   e.error = read<std::string>(j, "error");
   e.errorDetails = rawOr(j, "error_details", json::object());
+  return e;
+}
+
+template <>
+ToolExecutionProgress eventFromJson<ToolExecutionProgress>(const json& j) {
+  ToolExecutionProgress e;
+  e.toolCallId = read<std::string>(j, "tool_call_id");
+  e.toolName = read<std::string>(j, "tool_name");
+  e.message = read<std::string>(j, "message");
+  e.data = rawOr(j, "data", json::object());
   return e;
 }
 

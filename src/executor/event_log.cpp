@@ -11,7 +11,9 @@
 namespace parley {
 namespace {
 
-nlohmann::json header(const EventHeader& e) { return eventHeaderToJson(e); }
+nlohmann::json header(const EventHeader& e) {
+  return eventHeaderToJson(e);
+}
 
 nlohmann::json redacted(const nlohmann::json& value) {
   if (value.is_object()) {
@@ -140,6 +142,13 @@ nlohmann::json describeEvent(const ToolExecutionFailed& e) {
   return j;
 }
 
+nlohmann::json describeEvent(const ToolExecutionProgress& e) {
+  auto j = header(e);
+  j["tool_call_id"] = e.toolCallId;
+  j["message_bytes"] = e.message.size();
+  return j;
+}
+
 nlohmann::json describeEvent(const UserInteractionRequested& e) {
   auto j = header(e);
   j["node_id"] = e.nodeId;
@@ -170,6 +179,7 @@ EventLog::EventLog(EventBus& bus, std::ostream& out, EventLogOptions options) : 
   add(static_cast<ToolExecutionRequest*>(nullptr));
   add(static_cast<ToolExecutionCompleted*>(nullptr));
   add(static_cast<ToolExecutionFailed*>(nullptr));
+  add(static_cast<ToolExecutionProgress*>(nullptr));
   add(static_cast<UserInteractionRequested*>(nullptr));
   add(static_cast<UserInteractionResponded*>(nullptr));
 }

@@ -154,6 +154,47 @@ struct RunQuestions {
   }
 };
 
+// What the calls of a durable run note while they run: their checkpoints
+// (ToolContext::checkpoint), kept in their journal entries, and their progress
+// (ToolContext::progress), written as tool_execution_progress events. Shared with the handlers,
+// which may outlive the runner when abandoned: only a call the runner is running may note anything;
+// a late note (its handler abandoned, the run gone on) is refused.
+struct RunningCalls {
+  std::mutex mutex;
+  RunStore* runs = nullptr;  // null once the runner is gone
+  RunEvents* events = nullptr;
+  Lease lease;
+  std::map<std::string, int64_t> turns;  // call id -> its turn, while the runner runs it
+  std::map<std::string, json> resume;    // call id -> the handle it resumes from
+
+  void note(const std::string& callId, const json& handle) {
+    std::lock_guard lock(mutex);
+    auto call = turns.find(callId);
+    if (!runs || call == turns.end()) {
+      throw CancelledError("the checkpoint of tool call \"" + callId +
+                           "\" came after the run stopped waiting for it");
+    }
+    runs->recordToolCheckpoint(lease, call->second, callId, handle);
+  }
+  // Written at once (the run's readers follow a long call as it goes); a late report is dropped.
+  void report(const ToolContext& call, const std::string& message, const json& data) {
+    std::lock_guard lock(mutex);
+    if (!runs || !events || !turns.count(call.toolCallId)) return;
+    ToolExecutionProgress progress;
+    progress.toolCallId = call.toolCallId;
+    progress.toolName = call.name;
+    progress.message = message;
+    progress.data = data.is_object() ? data : json::object();
+    events->add(eventInput(progress));
+    events->flush();
+  }
+  json resumeFrom(const std::string& callId) {
+    std::lock_guard lock(mutex);
+    auto found = resume.find(callId);
+    return found == resume.end() ? json() : found->second;
+  }
+};
+
 // The tool calls of a durable run, consulting its journal.
 class JournalRunner {
  public:
@@ -171,15 +212,32 @@ class JournalRunner {
         all_(std::move(all)),
         humanTool_(std::move(humanTool)) {
     questions_->resume(run_);
+    running_->runs = &runs_;
+    running_->events = &events_;
+    running_->lease = active_.lease;
     if (all_) {
       ToolExecutorOptions o;
       o.maxConcurrent = maxConcurrent;
       o.ask = [questions = questions_](const ToolContext& call, const json& question) {
         return questions->ask(call.toolCallId, question);
       };
+      o.checkpoint = [running = running_](const ToolContext& call, const json& handle) {
+        running->note(call.toolCallId, handle);
+      };
+      o.resumeFrom = [running = running_](const std::string& callId) {
+        return running->resumeFrom(callId);
+      };
+      o.progress = [running = running_](const ToolContext& call, const std::string& message,
+                                        const json& data) { running->report(call, message, data); };
       executor_ = std::make_unique<ToolExecutor>(all_, o);
     }
   }
+  ~JournalRunner() {
+    std::lock_guard lock(running_->mutex);
+    running_->runs = nullptr;
+  }
+  JournalRunner(const JournalRunner&) = delete;
+  JournalRunner& operator=(const JournalRunner&) = delete;
 
   int64_t turn = 0;  // the storage index of the reply whose calls run next
 
@@ -225,8 +283,13 @@ class JournalRunner {
       // The call stopped at a question of its own: it runs again with the answer (approved
       // before it ran, if it needed approval).
       const bool asked = call.id == questions_->callId;
+      // A started call that noted the handle of its remote work picks that work up again
+      // (ToolContext::resumeFrom): safe whether or not the tool is idempotent, and approved
+      // already if it needed approval (it started).
+      const bool resumes =
+          entry && entry->phase == ToolCallPhase::Started && !entry->checkpoint.is_null();
       if (entry && entry->phase == ToolCallPhase::Started && info && !info->options.idempotent &&
-          !asked) {
+          !asked && !resumes) {
         results[i] = errorResult(
             call, ToolErrorKind::HandlerFailed,
             "the call may have run: it was started before its worker stopped and its result was "
@@ -236,7 +299,7 @@ class JournalRunner {
         continue;
       }
       const bool human = call.name == humanTool_;
-      if (!asked && (human || (info && info->options.requiresApproval))) {
+      if (!asked && !resumes && (human || (info && info->options.requiresApproval))) {
         const json* answer = answerFor(call.id);
         if (!answer) {
           if (!waitFor) waitFor = waitDescription(call, human);
@@ -410,6 +473,17 @@ class JournalRunner {
   void runCalls(const std::vector<ToolCall>& calls, const std::vector<size_t>& toRun,
                 std::vector<std::optional<ToolResult>>& results, std::stop_token stop) {
     std::vector<ToolCall> batch;
+    {
+      std::lock_guard lock(running_->mutex);
+      running_->turns.clear();
+      running_->resume.clear();
+      for (size_t i : toRun) {
+        running_->turns[calls[i].id] = turn;
+        const ToolCallEntry* entry = find(calls[i].id);
+        if (entry && entry->phase == ToolCallPhase::Started && !entry->checkpoint.is_null())
+          running_->resume[calls[i].id] = entry->checkpoint;
+      }
+    }
     for (size_t i : toRun) {
       batch.push_back(calls[i]);
       record(calls[i], ToolCallPhase::Started, "");
@@ -424,6 +498,10 @@ class JournalRunner {
     }
     events_.flush();
     std::vector<ToolResult> done = executor_->executeAll(batch, stop);
+    {
+      std::lock_guard lock(running_->mutex);
+      running_->turns.clear();
+    }
     for (size_t k = 0; k < toRun.size(); ++k) {
       ToolResult& r = done[k];
       // A call that asked a question stays "started": it runs again once the run has the answer.
@@ -469,6 +547,7 @@ class JournalRunner {
   std::unique_ptr<ToolExecutor> executor_;
   std::string humanTool_;
   std::shared_ptr<RunQuestions> questions_ = std::make_shared<RunQuestions>();
+  std::shared_ptr<RunningCalls> running_ = std::make_shared<RunningCalls>();
 };
 
 }  // namespace

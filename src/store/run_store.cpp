@@ -641,12 +641,46 @@ void RunStore::recordToolCall(const Lease& lease, int64_t turn, const std::strin
     if (current != ToolCallPhase::Intent && current != ToolCallPhase::Started) {
       throw StoreError("store: " + call + " is already " + std::string(toString(current)));
     }
-    const bool started = phase == ToolCallPhase::Started;
+    if (phase == ToolCallPhase::Started) {
+      // A started call's result column holds its checkpoint (recordToolCheckpoint): a re-run
+      // keeps it, so that a second takeover still resumes the same remote work.
+      c.execute(
+          "UPDATE parley_tool_calls SET phase = 'started', attempts = attempts + 1, token = $1, "
+          "updated_at = $2 WHERE run_id = $3 AND turn = $4 AND call_id = $5",
+          {lease.token, now, lease.runId, turn, callId});
+      return;
+    }
     c.execute(
-        "UPDATE parley_tool_calls SET phase = $1, result = $2, attempts = attempts + $3, "
-        "token = $4, updated_at = $5 WHERE run_id = $6 AND turn = $7 AND call_id = $8",
-        {std::string(toString(phase)), started ? SqlValue() : SqlValue(text),
-         static_cast<int64_t>(started ? 1 : 0), lease.token, now, lease.runId, turn, callId});
+        "UPDATE parley_tool_calls SET phase = $1, result = $2, token = $3, updated_at = $4 "
+        "WHERE run_id = $5 AND turn = $6 AND call_id = $7",
+        {std::string(toString(phase)), text, lease.token, now, lease.runId, turn, callId});
+  });
+}
+
+void RunStore::recordToolCheckpoint(const Lease& lease, int64_t turn, const std::string& callId,
+                                    const json& handle) {
+  checkLeaseFields(lease);
+  detail::checkId(callId, "callId");
+  if (handle.is_null()) throw ValidationError("handle", "must not be null");
+  const std::string text = detail::dumpJson(handle, "handle");
+  checkSize(text, options_.limits.maxJournalBytes, "handle", "maxJournalBytes");
+  fenced(lease, [&](SqlConnection& c, int64_t now, const LockedThread&) {
+    auto rows = c.query(
+        "SELECT phase FROM parley_tool_calls WHERE run_id = $1 AND turn = $2 AND call_id = $3",
+        {lease.runId, turn, callId});
+    const std::string call = "call " + named(callId) + " at turn " + std::to_string(turn) +
+                             " of run " + named(lease.runId);
+    if (rows.empty()) {
+      throw StoreError("store: no journaled " + call + " (recordReply journals a reply's calls)");
+    }
+    if (asText(rows[0].at(0)) != toString(ToolCallPhase::Started)) {
+      throw StoreError("store: " + call + " is " + asText(rows[0].at(0)) +
+                       ": only a started call keeps a checkpoint");
+    }
+    c.execute(
+        "UPDATE parley_tool_calls SET result = $1, token = $2, updated_at = $3 WHERE run_id = $4 "
+        "AND turn = $5 AND call_id = $6",
+        {text, lease.token, now, lease.runId, turn, callId});
   });
 }
 
@@ -678,7 +712,12 @@ RunJournal RunStore::journal(const std::string& runId) {
       entry.phase =
           parseName<ToolCallPhase>(asText(row.at(3)), kPhaseNames).value_or(ToolCallPhase::Intent);
       entry.arguments = asText(row.at(4));
-      entry.text = asText(row.at(5));
+      if (entry.phase != ToolCallPhase::Started) {
+        entry.text = asText(row.at(5));
+      } else if (!isNull(row.at(5))) {
+        entry.checkpoint = detail::parseColumn(
+            row.at(5), "run " + named(runId) + " call " + named(entry.callId) + " checkpoint");
+      }
       entry.attempts = asInt(row.at(6));
       entry.token = asInt(row.at(7));
       entry.updatedAt = detail::fromMs(asInt(row.at(8)));

@@ -90,6 +90,7 @@ const std::vector<std::string> kSchemaV2Sqlite = {
     " tool_name TEXT NOT NULL,"
     " phase TEXT NOT NULL,"  // intent started completed failed indeterminate
     " arguments TEXT NOT NULL,"
+    // The result or the error; a started call's checkpoint (JSON, RunStore::recordToolCheckpoint)
     " result TEXT,"
     " attempts BIGINT NOT NULL,"  // times started
     " token BIGINT NOT NULL,"     // the lease that wrote the last phase

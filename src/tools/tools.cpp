@@ -296,7 +296,8 @@ struct detail::ToolExecutorState {
         sleep(std::move(o.sleep)),
         ask(std::move(o.ask)),
         checkpoint(std::move(o.checkpoint)),
-        resumeFrom(std::move(o.resumeFrom)) {}
+        resumeFrom(std::move(o.resumeFrom)),
+        progress(std::move(o.progress)) {}
 
   Gate gate;
   std::shared_ptr<ThreadPool> pool;
@@ -304,6 +305,7 @@ struct detail::ToolExecutorState {
   ToolAsk ask;
   ToolCheckpoint checkpoint;
   ToolResumeLookup resumeFrom;
+  ToolProgress progress;
 };
 
 namespace {
@@ -325,8 +327,9 @@ static Outcome runAttempt(ThreadPool& pool, const ToolPtr& tool,
     deadline = *callDeadline;
     timeout = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
   }
-  attempt->context = ToolContext{call.id,       call.name, attempt->stop.get_token(), deadline,
-                                 attemptNumber, state.ask, state.checkpoint,          resumeFrom};
+  attempt->context = ToolContext{call.id,          call.name,     attempt->stop.get_token(),
+                                 deadline,         attemptNumber, state.ask,
+                                 state.checkpoint, resumeFrom,    state.progress};
   try {
     pool.submit([attempt, tool, args, trace = currentTraceContext()] {
       ContextScope scope(trace);  // the handler's own spans (an MCP call) join the tool's

@@ -96,6 +96,13 @@ const card = {
   signatures: [],
 };
 const handler = new DefaultRequestHandler(card, new InMemoryTaskStore(), new Executor());
+// The card says it streams: parley follows its tasks over SendStreamingMessage.
+seen.streams = 0;
+const sendMessageStream = handler.sendMessageStream.bind(handler);
+handler.sendMessageStream = (...args) => {
+  seen.streams += 1;
+  return sendMessageStream(...args);
+};
 app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: handler }));
 app.use('/a2a', (req, res, next) => {
   seen.headers.push(req.headers['x-team']);
@@ -126,6 +133,7 @@ try {
   assert.equal(r.code, 0, r.err);
   assert.match(r.out, /remote says: remote answer to: What is the capital of France\?/);
   assert.deepEqual(seen.messages, ['What is the capital of France?']);
+  assert.equal(seen.streams, 1, 'the task is followed over its stream');
   assert.ok(seen.headers.includes('tests'), 'the table\'s header is sent');
   checks.push('a parley run delegates to the remote agent and answers with what it said');
 
