@@ -18,6 +18,7 @@
 
 #include "mock_fixture.hpp"
 #include "parley/conversation_manager.hpp"
+#include "parley/cost.hpp"
 #include "parley/errors.hpp"
 #include "parley/events.hpp"
 #include "parley/executor.hpp"
@@ -262,6 +263,43 @@ TEST(GenAiSpansTest, ATurnIsAnAgentSpanWithItsChatAndToolSpans) {
   }
   EXPECT_EQ(durations, 2u);
   EXPECT_EQ(tokenUsages, 4u);  // input and output per call
+}
+
+// With prices, each chat span says what its call cost and the run's span what the run cost.
+TEST(GenAiSpansTest, PricedCallsCarryTheirCost) {
+  auto server = testing::startMockServer(kWeatherScript);
+  auto collector = std::make_shared<Collector>();
+  Installed installed(collector);
+  auto tools = std::make_shared<ToolRegistry>();
+  tools->add("get_weather", "The weather of a city",
+             json{{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}},
+             [](const json& args, ToolContext&) {
+               return json{{"city", args["city"]}};
+             });
+  ConversationOptions options;
+  options.llm = std::make_shared<OpenAiClient>(testing::mockClientOptions(*server, "mock-model"));
+  options.tools = tools;
+  auto prices = std::make_shared<PriceTable>();
+  prices->set("mock-model", {1, {}, {}, 2, {}, {}});
+  options.budget.prices = prices;
+  ConversationManager manager(std::move(options));
+  manager.run("What is the weather in Oslo?");
+
+  const auto spans = collector->spans();
+  const auto chats = named(spans, "chat mock-model");
+  const auto agents = named(spans, "invoke_agent");
+  ASSERT_EQ(chats.size(), 2u);
+  ASSERT_EQ(agents.size(), 1u);
+  double sum = 0;
+  for (const SpanData& chat : chats) {
+    const double expected = (value<int64_t>(chat, "gen_ai.usage.input_tokens") * 1.0 +
+                             value<int64_t>(chat, "gen_ai.usage.output_tokens") * 2.0) /
+                            1e6;
+    EXPECT_NEAR(value<double>(chat, "parley.cost.usd"), expected, 1e-12);
+    sum += expected;
+  }
+  EXPECT_GT(sum, 0);
+  EXPECT_NEAR(value<double>(agents[0], "parley.cost.usd"), sum, 1e-12);
 }
 
 // The executor's bus carries the trace: a request published with a traceparent (or from inside

@@ -259,11 +259,10 @@ int runAsk(const AskArgs& given) {
         std::min(std::chrono::milliseconds(*args.timeoutMs), TurnDefaults::kMaxTimeout);
     turn.turnTimeout = turn.callTimeout;
   }
-  if (args.maxCost >= 0) {
-    // Checked before every model call of the turn: nothing is sent that could go over.
-    turn.budget.prices = std::make_shared<const PriceTable>(prices);
-    turn.budget.maxCostPerRun = args.maxCost;
-  }
+  // Prices the telemetry spans too (parley.cost.usd); without a limit nothing is checked.
+  turn.budget.prices = std::make_shared<const PriceTable>(prices);
+  // Checked before every model call of the turn: nothing is sent that could go over.
+  if (args.maxCost >= 0) turn.budget.maxCostPerRun = args.maxCost;
   ConversationOptions options = configureConversation(client, makeClient(client), tools, turn);
   options.stream = args.stream;
   ConversationManager manager(options);

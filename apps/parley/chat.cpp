@@ -112,6 +112,7 @@ int ChatSession::run() {
   turn_.systemPrompt = args_.system;
   turn_.maxIterations = args_.maxIterations;
   turn_.tokenLimit = args_.tokenLimit;
+  turn_.budget.prices = std::make_shared<const PriceTable>(prices_);  // prices the spans
   ConversationOptions options = configureConversation(client, llm, tools, turn_);
   options.stream = args_.stream;
   if (args_.jsonMode) options.request.responseFormat = ResponseFormat::jsonObject();

@@ -90,10 +90,9 @@ WorkerOptions workerOptions(const WorkerArgs& args) {
   options.log = [](const std::string& line) { std::cerr << line << "\n"; };
   if (args.maxCostPerRun >= 0) options.turn.budget.maxCostPerRun = args.maxCostPerRun;
   if (args.maxCostPerWorker >= 0) options.maxCostPerWorker = args.maxCostPerWorker;
-  if (options.turn.budget.maxCostPerRun || options.maxCostPerWorker || !args.pricesFile.empty()) {
-    options.turn.budget.prices =
-        std::make_shared<const PriceTable>(cliPriceTable(args.pricesFile, config));
-  }
+  // Always: the runs' telemetry spans are priced (parley.cost.usd), and the limits need it.
+  options.turn.budget.prices =
+      std::make_shared<const PriceTable>(cliPriceTable(args.pricesFile, config));
   return options;
 }
 

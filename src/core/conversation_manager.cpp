@@ -877,7 +877,7 @@ ChatResult ConversationManager::call(const std::vector<Message>& pending,
       if (reserved.first > 0) config.budget.shared->settle(reserved.first, 0);
       throw;
     }
-    chat.finish(result);
+    chat.finish(result, config.budget.prices.get());
     if (reserved.first > 0) {
       // What the reply cost; without usage, its worst case stays spent.
       const auto price = config.budget.prices->find(reserved.second);
@@ -1138,6 +1138,14 @@ RunResult ConversationManager::run(std::vector<Message> input, const RunOptions&
     agent.set("gen_ai.response.finish_reasons", std::vector<std::string>{run.finishReason});
     if (!run.message.model.empty()) agent.set("gen_ai.response.model", run.message.model);
     agent.set("parley.iterations", run.iterations);
+    const CostBudget& budget = state_->options->budget;
+    const ChatRequest& base = options.request ? *options.request : state_->options->request;
+    std::string priced = base.model.empty() ? budget.model : base.model;
+    if (priced.empty() && state_->options->llm)
+      priced = state_->options->llm->endpoint().defaultModel;
+    if (auto price = budget.prices ? budget.prices->find(priced) : std::nullopt) {
+      agent.set("parley.cost.usd", spentCost(*price).run);
+    }
   }
   return run;
 }

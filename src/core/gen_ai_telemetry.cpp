@@ -205,8 +205,14 @@ void ChatTelemetry::chunk() noexcept {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
-void ChatTelemetry::finish(const ChatResult& result) {
+void ChatTelemetry::finish(const ChatResult& result, const PriceTable* prices) {
   if (!span_.recording()) return;
+  if (prices && result.usage) {
+    if (const auto price = prices->find(requestModel_)) {
+      span_.set("parley.cost.usd",
+                costOf(*result.usage, *price) + webSearchCost(result.message, *price));
+    }
+  }
   if (!result.id.empty()) span_.set("gen_ai.response.id", result.id);
   const std::string& responseModel = !result.model.empty() ? result.model : requestModel_;
   if (!responseModel.empty()) span_.set("gen_ai.response.model", responseModel);

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "parley/cost.hpp"
 #include "parley/llm.hpp"
 #include "parley/message.hpp"
 #include "parley/telemetry.hpp"
@@ -35,7 +36,9 @@ class ChatTelemetry {
   bool recording() const noexcept { return span_.recording(); }
   // A streamed delta arrived (the first one sets the time to first chunk).
   void chunk() noexcept;
-  void finish(const ChatResult& result);
+  // With `prices` (ConversationOptions::budget.prices) and the requested model priced, the span
+  // says what the call cost (parley.cost.usd: its tokens and web searches).
+  void finish(const ChatResult& result, const PriceTable* prices = nullptr);
   void fail(const std::exception& e);
 
  private:
