@@ -898,6 +898,7 @@ TEST(ProviderFields, EachRuleSendsItsFieldOnlyWhereItBelongs) {
       {kResponseOutput, false, false, true, false, false},
       {kGeminiParts, false, false, false, false, true},
       {kStopDetails, false, false, false, false, false},
+      {kGeminiMetadata, false, false, false, false, false},
   };
   ASSERT_EQ(providerFieldRules().size(), std::size(expected));
   for (const Expect& e : expected) {

@@ -23,6 +23,9 @@ assert.ok(parley && chromium && testServer,
 
 const dir = mkdtempSync(join(tmpdir(), 'parley-signin-'));
 const server = spawn(process.execPath, [testServer, 'oauth', 'ok'], { stdio: ['ignore', 'pipe', 'inherit'] });
+// Whatever ends this script ends its servers too (they hold ctest's output pipe).
+const children = [server];
+process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')));
 const port = await new Promise((resolve, reject) => {
   server.once('exit', (code) => reject(new Error(`the OAuth test server exited (${code})`)));
   createInterface({ input: server.stdout }).once('line', (line) => resolve(line.split(' ')[1]));
@@ -39,6 +42,7 @@ writeFileSync(config, `[mcp.secure]\nurl = "http://127.0.0.1:${port}/mcp"\noauth
 const env = { ...process.env, HOME: dir, XDG_STATE_HOME: join(dir, 'state'),
               XDG_DATA_HOME: join(dir, 'data') };
 const mock = await start(parley, ['mock', '--port', '0']);
+children.push(mock.child);
 
 // Runs `parley ARGS` (stdin: `input`); `onUrl` gets the sign-in URL when parley prints one.
 function run(args, input, onUrl) {
@@ -65,14 +69,18 @@ const browser = await puppeteer.launch({
   args: ['--no-sandbox', '--disable-gpu', '--no-first-run'],
 });
 let landed = null;
+let opened = null;  // the browser's visit, awaited before its result is read
 try {
   const first = await run(['chat', '--config', config, '--mcp', 'secure', '--base-url', mock.line,
                            '--model', 'mock-model', '--api-key', 'k', '--no-stream'],
-                          'hello\n/quit\n', async (url) => {
-    const page = await browser.newPage();
-    await page.goto(url, { waitUntil: 'load', timeout: 20000 });
-    landed = { url: page.url(), text: await page.evaluate(() => document.body.innerText) };
+                          'hello\n/quit\n', (url) => {
+    opened = (async () => {
+      const page = await browser.newPage();
+      await page.goto(url, { waitUntil: 'load', timeout: 20000 });
+      landed = { url: page.url(), text: await page.evaluate(() => document.body.innerText) };
+    })();
   });
+  await opened;
   assert.equal(first.code, 0, first.err);
   assert.match(first.err, /needs a sign-in/);
   assert.ok(landed, 'the browser never opened the URL');
