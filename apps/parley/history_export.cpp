@@ -66,8 +66,7 @@ ThreadCost threadCost(std::span<const Message> messages, const PriceTable& price
     ++total.replies;
     total.promptTokens += m.usage->promptTokens;
     total.completionTokens += m.usage->completionTokens;
-    const std::optional<double> cost =
-        m.model.empty() ? std::nullopt : prices.cost(m.model, m);
+    const std::optional<double> cost = m.model.empty() ? std::nullopt : prices.cost(m.model, m);
     if (cost) {
       total.usd = total.usd.value_or(0) + *cost;
     } else {

@@ -62,9 +62,9 @@ struct RunReplay {
 // `into` is a database whose queue nothing else uses meanwhile (a new one): the replaying
 // worker claims what it queues.
 // ValidationError: no such run, a run of the thread up to it that did not complete (only
-// completed runs replay), `into` already holding the thread or unfinished runs. ReplayMiss: see above (a run that
-// failed in the replay carries its error, e.g. the CassetteMiss's text). TimeoutError past
-// `options.timeout`.
+// completed runs replay), `into` already holding the thread or unfinished runs. ReplayMiss: see
+// above (a run that failed in the replay carries its error, e.g. the CassetteMiss's text).
+// TimeoutError past `options.timeout`.
 RunReplay replayRun(RunStore& recorded, const std::string& runId, std::shared_ptr<RunStore> into,
                     RunReplayOptions options);
 

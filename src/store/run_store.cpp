@@ -619,6 +619,24 @@ void RunStore::recordReply(const Lease& lease, const Message& reply, int64_t at)
   });
 }
 
+namespace {
+
+// A journaled call's phase and how errors name it; StoreError when the call is not journaled.
+std::pair<std::string, std::string> journaledCall(SqlConnection& c, const std::string& runId,
+                                                  int64_t turn, const std::string& callId) {
+  auto rows = c.query(
+      "SELECT phase FROM parley_tool_calls WHERE run_id = $1 AND turn = $2 AND call_id = $3",
+      {runId, turn, callId});
+  std::string call =
+      "call " + named(callId) + " at turn " + std::to_string(turn) + " of run " + named(runId);
+  if (rows.empty()) {
+    throw StoreError("store: no journaled " + call + " (recordReply journals a reply's calls)");
+  }
+  return {asText(rows[0].at(0)), std::move(call)};
+}
+
+}  // namespace
+
 void RunStore::recordToolCall(const Lease& lease, int64_t turn, const std::string& callId,
                               ToolCallPhase phase, const std::string& text) {
   checkLeaseFields(lease);
@@ -628,16 +646,9 @@ void RunStore::recordToolCall(const Lease& lease, int64_t turn, const std::strin
   }
   checkSize(text, options_.limits.maxJournalBytes, "text", "maxJournalBytes");
   fenced(lease, [&](SqlConnection& c, int64_t now, const LockedThread&) {
-    auto rows = c.query(
-        "SELECT phase FROM parley_tool_calls WHERE run_id = $1 AND turn = $2 AND call_id = $3",
-        {lease.runId, turn, callId});
-    const std::string call = "call " + named(callId) + " at turn " + std::to_string(turn) +
-                             " of run " + named(lease.runId);
-    if (rows.empty()) {
-      throw StoreError("store: no journaled " + call + " (recordReply journals a reply's calls)");
-    }
-    const auto current = parseName<ToolCallPhase>(asText(rows[0].at(0)), kPhaseNames)
-                             .value_or(ToolCallPhase::Intent);
+    const auto [phaseText, call] = journaledCall(c, lease.runId, turn, callId);
+    const auto current =
+        parseName<ToolCallPhase>(phaseText, kPhaseNames).value_or(ToolCallPhase::Intent);
     if (current != ToolCallPhase::Intent && current != ToolCallPhase::Started) {
       throw StoreError("store: " + call + " is already " + std::string(toString(current)));
     }
@@ -665,16 +676,9 @@ void RunStore::recordToolCheckpoint(const Lease& lease, int64_t turn, const std:
   const std::string text = detail::dumpJson(handle, "handle");
   checkSize(text, options_.limits.maxJournalBytes, "handle", "maxJournalBytes");
   fenced(lease, [&](SqlConnection& c, int64_t now, const LockedThread&) {
-    auto rows = c.query(
-        "SELECT phase FROM parley_tool_calls WHERE run_id = $1 AND turn = $2 AND call_id = $3",
-        {lease.runId, turn, callId});
-    const std::string call = "call " + named(callId) + " at turn " + std::to_string(turn) +
-                             " of run " + named(lease.runId);
-    if (rows.empty()) {
-      throw StoreError("store: no journaled " + call + " (recordReply journals a reply's calls)");
-    }
-    if (asText(rows[0].at(0)) != toString(ToolCallPhase::Started)) {
-      throw StoreError("store: " + call + " is " + asText(rows[0].at(0)) +
+    const auto [phaseText, call] = journaledCall(c, lease.runId, turn, callId);
+    if (phaseText != toString(ToolCallPhase::Started)) {
+      throw StoreError("store: " + call + " is " + phaseText +
                        ": only a started call keeps a checkpoint");
     }
     c.execute(
