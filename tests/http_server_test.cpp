@@ -108,6 +108,10 @@ class HttpServerTest : public ::testing::Test {
       ++handled;
       res.set_content("hello", "text/plain");
     });
+    server->Get("/empty", [this](const httplib::Request&, httplib::Response& res) {
+      ++handled;
+      res.set_content("", "text/plain");
+    });
     server->Post("/echo", [this](const httplib::Request& req, httplib::Response& res) {
       ++handled;
       {
@@ -235,6 +239,26 @@ TEST_F(HttpServerTest, PipelinedRequestsAreAnsweredInOrder) {
   EXPECT_NE(second, std::string::npos) << answer;
   EXPECT_LT(first, second);
   EXPECT_EQ(handled, 2);
+}
+
+// A sized answer's head is held until its body's first bytes (one segment): a head whose body is
+// empty or never written (HEAD) must still leave, and the connection goes on serving.
+TEST_F(HttpServerTest, HeadsOfEmptyAndHeadAnswersLeaveAndTheConnectionGoesOn) {
+  start({});
+  RawClient client(port);
+  for (int round = 0; round < 3; ++round) {
+    client.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    EXPECT_NE(client.readUntil("hello").find("Content-Length: 5"), std::string::npos);
+    client.send("HEAD / HTTP/1.1\r\nHost: x\r\n\r\n");
+    const std::string head = client.readUntil("\r\n\r\n");
+    EXPECT_NE(head.find("HTTP/1.1 200"), std::string::npos) << head;
+    EXPECT_EQ(head.find("hello"), std::string::npos) << head;
+    client.send("GET /empty HTTP/1.1\r\nHost: x\r\n\r\n");
+    const std::string empty = client.readUntil("\r\n\r\n");
+    EXPECT_NE(empty.find("Content-Length: 0"), std::string::npos) << empty;
+    ASSERT_FALSE(client.closed());
+  }
+  EXPECT_EQ(handled, 9);
 }
 
 TEST_F(HttpServerTest, AnIdleKeepAliveConnectionIsClosed) {

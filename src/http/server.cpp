@@ -87,12 +87,32 @@ class RequestStream : public httplib::Stream {
     return static_cast<ssize_t>(n);
   }
   ssize_t write(const char* ptr, size_t size) override {
-    for (;;) {
-      const ssize_t n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
-      if (n >= 0) return n;
-      if (errno == EINTR) continue;
-      if ((errno != EAGAIN && errno != EWOULDBLOCK) || !is_writable()) return -1;
+    // httplib writes a response's head and its body apart. A head that announces a sized body is
+    // held and sent with the body's first bytes: one segment, and one wake-up of the client
+    // instead of two. A streamed response's head (no Content-Length) leaves at once.
+    if (!headSent_) {
+      headSent_ = true;
+      const std::string_view text(ptr, size);
+      if (text.size() >= 4 && text.substr(text.size() - 4) == "\r\n\r\n" &&
+          hasContentLength(text)) {
+        held_.assign(text);
+        return static_cast<ssize_t>(size);
+      }
     }
+    if (!held_.empty()) {
+      held_.append(ptr, size);
+      const bool sent = sendAll(held_.data(), held_.size());
+      held_.clear();
+      return sent ? static_cast<ssize_t>(size) : -1;
+    }
+    return sendSome(ptr, size);
+  }
+  // Sends a held head (a response whose body was empty or never written).
+  bool flush() {
+    if (held_.empty()) return true;
+    const bool sent = sendAll(held_.data(), held_.size());
+    held_.clear();
+    return sent;
   }
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
     addressOf(sock_, true, ip, port);
@@ -103,10 +123,40 @@ class RequestStream : public httplib::Stream {
   socket_t socket() const override { return sock_; }
 
  private:
+  static bool hasContentLength(std::string_view head) {
+    static constexpr std::string_view kName = "\r\ncontent-length:";
+    for (size_t i = 0; i + kName.size() <= head.size(); ++i) {
+      size_t k = 0;
+      while (k < kName.size() && std::tolower(static_cast<unsigned char>(head[i + k])) == kName[k])
+        ++k;
+      if (k == kName.size()) return true;
+    }
+    return false;
+  }
+  ssize_t sendSome(const char* ptr, size_t size) {
+    for (;;) {
+      const ssize_t n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
+      if (n >= 0) return n;
+      if (errno == EINTR) continue;
+      if ((errno != EAGAIN && errno != EWOULDBLOCK) || !is_writable()) return -1;
+    }
+  }
+  bool sendAll(const char* ptr, size_t size) {
+    while (size > 0) {
+      const ssize_t n = sendSome(ptr, size);
+      if (n <= 0) return false;
+      ptr += n;
+      size -= static_cast<size_t>(n);
+    }
+    return true;
+  }
+
   int sock_;
   std::string request_;
   size_t at_ = 0;
   std::chrono::milliseconds writeTimeout_;
+  bool headSent_ = false;
+  std::string held_;  // a response's head, until its body's first write
 };
 
 std::string errorAnswer(int status, const char* reason, const char* code,
@@ -151,7 +201,8 @@ struct Server::Front {
   struct Conn {
     int fd = -1;
     uint64_t id = 0;
-    State state = State::Head;
+    // Atomic: a worker hands a served connection back to the loop by setting it (serve()).
+    std::atomic<State> state{State::Head};
     Clock::time_point since{};     // when this state began (eviction order)
     Clock::time_point deadline{};  // of the state
     std::string in;                // read and not yet consumed
@@ -609,13 +660,23 @@ struct Server::Front {
       } catch (const std::exception&) {
         keep = false;  // a handler's error httplib did not catch: drop the connection
       }
+      if (!stream.flush()) keep = false;
       servingWatch.reset();
       if (conn->watch && conn->watch->gone()) keep = false;
     }
-    {
-      std::lock_guard lock(mutex);
-      returned.emplace_back(conn, keep);
+    std::lock_guard lock(mutex);
+    if (keep && !stopping && !conn->watch && conn->in.empty()) {
+      // The common case, without a hop through the loop: the connection waits for its next
+      // request in the loop's epoll again. Its fields are set before the state leaves Busy (the
+      // loop reads no field of a busy connection); under the mutex, so that a shutdown either
+      // comes first (and the connection goes back by `returned`) or finds it idle and closes it.
+      conn->since = Clock::now();
+      conn->deadline = conn->since + limits.idleTimeout;
+      watch(conn);
+      conn->state = State::Idle;
+      return;
     }
+    returned.emplace_back(conn, keep);
     wake();
   }
 
