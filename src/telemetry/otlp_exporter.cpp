@@ -360,6 +360,45 @@ struct OtlpExporter::State {
   std::map<std::string, std::map<std::string, size_t>> seriesIndex;
   bool metricsDirty = false;
 
+  // The series of metric `name` with `attributes`, both made on first use: a histogram, or a
+  // counter of the kind the table of known metrics gives (a counter when it says histogram).
+  // Null when the metric is of the other family, when a monotonic counter is given a
+  // `negative` delta, or when it holds kMaxSeriesPerMetric series already. metricsMutex held.
+  detail::MetricSeries* seriesOf(std::string_view name, const std::vector<Attribute>& attributes,
+                                 bool histogram, bool negative, detail::MetricData*& metric) {
+    using Kind = detail::MetricData::Kind;
+    auto [it, added] = metrics.try_emplace(std::string(name));
+    detail::MetricData& m = it->second;
+    if (added) {
+      const MetricInfo* info = metricInfo(name);
+      m.name = std::string(name);
+      m.unit = info ? info->unit : "";
+      m.description = info ? info->description : "";
+      if (histogram) {
+        m.kind = Kind::Histogram;
+        m.bounds = info && info->bounds ? *info->bounds : kDurationBounds;
+      } else {
+        m.kind = info && info->kind != Kind::Histogram ? info->kind : Kind::Counter;
+      }
+    }
+    if ((m.kind == Kind::Histogram) != histogram) return nullptr;
+    if (m.kind == Kind::Counter && negative) return nullptr;
+    auto& index = seriesIndex[m.name];
+    auto [slot, fresh] = index.try_emplace(seriesKey(attributes), m.series.size());
+    if (fresh) {
+      if (m.series.size() >= kMaxSeriesPerMetric) {
+        index.erase(slot);
+        return nullptr;
+      }
+      detail::MetricSeries series;
+      series.attributes = attributes;
+      if (histogram) series.bucketCounts.assign(m.bounds.size() + 1, 0);
+      m.series.push_back(std::move(series));
+    }
+    metric = &m;
+    return &m.series[slot->second];
+  }
+
   std::thread thread;
 
   int post(const std::string& url, const std::string& body) {
@@ -538,38 +577,17 @@ void OtlpExporter::recordHistogram(std::string_view name, double value,
   State& s = *state_;
   try {
     std::lock_guard lock(s.metricsMutex);
-    auto [it, added] = s.metrics.try_emplace(std::string(name));
-    detail::MetricData& m = it->second;
-    if (added) {
-      const MetricInfo* info = metricInfo(name);
-      m.name = std::string(name);
-      m.unit = info ? info->unit : "";
-      m.description = info ? info->description : "";
-      m.kind = detail::MetricData::Kind::Histogram;
-      m.bounds = info && info->bounds ? *info->bounds : kDurationBounds;
-    }
-    if (m.kind != detail::MetricData::Kind::Histogram) return;
-    auto& index = s.seriesIndex[m.name];
-    auto [slot, fresh] = index.try_emplace(seriesKey(attributes), m.series.size());
-    if (fresh) {
-      if (m.series.size() >= kMaxSeriesPerMetric) {
-        index.erase(slot);
-        return;
-      }
-      detail::MetricSeries series;
-      series.attributes = attributes;
-      series.bucketCounts.assign(m.bounds.size() + 1, 0);
-      series.min = series.max = value;
-      m.series.push_back(std::move(series));
-    }
-    detail::MetricSeries& series = m.series[slot->second];
+    detail::MetricData* m = nullptr;
+    detail::MetricSeries* series = s.seriesOf(name, attributes, true, false, m);
+    if (!series) return;
+    if (series->count == 0) series->min = series->max = value;
     const size_t bucket = static_cast<size_t>(
-        std::lower_bound(m.bounds.begin(), m.bounds.end(), value) - m.bounds.begin());
-    ++series.bucketCounts[bucket];
-    series.sum += value;
-    ++series.count;
-    series.min = std::min(series.min, value);
-    series.max = std::max(series.max, value);
+        std::lower_bound(m->bounds.begin(), m->bounds.end(), value) - m->bounds.begin());
+    ++series->bucketCounts[bucket];
+    series->sum += value;
+    ++series->count;
+    series->min = std::min(series->min, value);
+    series->max = std::max(series->max, value);
     s.metricsDirty = true;
   } catch (...) {  // a measurement lost to memory pressure is not worth a turn
   }
@@ -580,30 +598,10 @@ void OtlpExporter::addCounter(std::string_view name, int64_t delta,
   State& s = *state_;
   try {
     std::lock_guard lock(s.metricsMutex);
-    auto [it, added] = s.metrics.try_emplace(std::string(name));
-    detail::MetricData& m = it->second;
-    if (added) {
-      const MetricInfo* info = metricInfo(name);
-      m.name = std::string(name);
-      m.unit = info ? info->unit : "";
-      m.description = info ? info->description : "";
-      m.kind = info ? info->kind : detail::MetricData::Kind::Counter;
-      if (m.kind == detail::MetricData::Kind::Histogram) m.kind = detail::MetricData::Kind::Counter;
-    }
-    if (m.kind == detail::MetricData::Kind::Histogram) return;
-    if (m.kind == detail::MetricData::Kind::Counter && delta < 0) return;  // monotonic
-    auto& index = s.seriesIndex[m.name];
-    auto [slot, fresh] = index.try_emplace(seriesKey(attributes), m.series.size());
-    if (fresh) {
-      if (m.series.size() >= kMaxSeriesPerMetric) {
-        index.erase(slot);
-        return;
-      }
-      detail::MetricSeries series;
-      series.attributes = attributes;
-      m.series.push_back(std::move(series));
-    }
-    m.series[slot->second].value += delta;
+    detail::MetricData* m = nullptr;
+    detail::MetricSeries* series = s.seriesOf(name, attributes, false, delta < 0, m);
+    if (!series) return;
+    series->value += delta;
     s.metricsDirty = true;
   } catch (...) {
   }
