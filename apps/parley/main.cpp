@@ -80,21 +80,32 @@ int main(int argc, char** argv) {
   // runs still start with SIGPIPE at its default action (parley/command_tools.hpp).
   std::signal(SIGPIPE, SIG_IGN);
   int exitCode = kExitOk;
-  // Subcommands (one line each, in alphabetical order).
-  addTokensCommand(app, exitCode);
-  addAskCommand(app, exitCode);
-  addMockCommand(app, exitCode);
-  addHistoryCommand(app, exitCode);
-  addChatCommand(app, exitCode);
-  addMcpCommand(app, exitCode);
-  addTemplatesCommand(app, exitCode);
-  addModelsCommand(app, exitCode);
-  addWorkerCommand(app, exitCode);
-  addSubmitCommand(app, exitCode);
-  addRunsCommand(app, exitCode);
-  addServeCommand(app, exitCode);
-  addEvalCommand(app, exitCode);
-  addCompletionCommand(app, exitCode);
+  // Subcommands. A command line that names one (most do) gets only that one's options: building
+  // every command's options is a tenth of a short command's start-up (issue 42's one-turn `ask`).
+  // Anything else (`--help`, `--version`, a mistyped name, `completion`, which lists them all) gets
+  // every command.
+  struct Command {
+    const char* name;
+    void (*add)(CLI::App&, int&);
+  };
+  static constexpr Command kCommands[] = {
+      {"tokens", addTokensCommand},       {"ask", addAskCommand},
+      {"mock", addMockCommand},           {"history", addHistoryCommand},
+      {"chat", addChatCommand},           {"mcp", addMcpCommand},
+      {"templates", addTemplatesCommand}, {"models", addModelsCommand},
+      {"worker", addWorkerCommand},       {"submit", addSubmitCommand},
+      {"runs", addRunsCommand},           {"serve", addServeCommand},
+      {"eval", addEvalCommand},           {"completion", addCompletionCommand},
+  };
+  const std::string_view named = argc > 1 ? argv[1] : "";
+  const auto only = std::find_if(std::begin(kCommands), std::end(kCommands),
+                                 [&](const Command& c) { return named == c.name; });
+  if (only != std::end(kCommands) && named != "completion") {
+    only->add(app, exitCode);
+  } else {
+    for (const Command& command : kCommands)
+      command.add(app, exitCode);
+  }
 
   // Argument errors say who is speaking, as the other errors do.
   app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
