@@ -60,9 +60,12 @@ class A2aRoutes {
   json card(const httplib::Request& req, bool extended) const {
     std::string host = req.get_header_value("Host");
     if (host.empty()) host = state_.options.host;
-    return a2aAgentCard(
+    json out = a2aAgentCard(
         {"http://" + host, state_.options.models, !state_.options.authTokens.empty(), extended},
         limits_);
+    // Signed per request: the card names the Host it was reached by.
+    if (state_.options.a2aCardSigner) out = state_.options.a2aCardSigner->sign(std::move(out));
+    return out;
   }
 
   RunInfo mustTask(const std::string& id) {
