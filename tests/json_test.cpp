@@ -95,14 +95,10 @@ TEST(CanonicalJson, SortsMemberNamesByUtf16CodeUnits) {
     "\u20ac": "Euro Sign", "\r": "Carriage Return", "\ufb33": "Hebrew Letter Dalet With Dagesh",
     "1": "One", "\ud83d\ude00": "Emoji: Grinning Face", "\u0080": "Control",
     "\u00f6": "Latin Small Letter O With Diaeresis"})");
-  const std::string text = canonicalJson(value);
-  std::vector<std::string> order;
-  const nlohmann::ordered_json ordered = parseOrderedJson(text);
-  for (auto it = ordered.begin(); it != ordered.end(); ++it)
-    order.push_back(it.key());
-  EXPECT_EQ(order, (std::vector<std::string>{"\r", "1", "\u0080", "\u00f6", "\u20ac", "\U0001F600",
-                                             "\uFB33"}));
-  EXPECT_EQ(text.substr(0, 28), "{\"\\r\":\"Carriage Return\",\"1\":");
+  EXPECT_EQ(canonicalJson(value),
+            "{\"\\r\":\"Carriage Return\",\"1\":\"One\",\"\u0080\":\"Control\",\"\u00f6\":\"Latin "
+            "Small Letter O With Diaeresis\",\"\u20ac\":\"Euro Sign\",\"\U0001F600\":\"Emoji: "
+            "Grinning Face\",\"\uFB33\":\"Hebrew Letter Dalet With Dagesh\"}");
 }
 
 // RFC 8785, Appendix B: each IEEE 754 double as ECMAScript writes it.
