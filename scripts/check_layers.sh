@@ -24,7 +24,7 @@ declare -A rank=(
 # here is itself a violation: every header must say where it belongs.
 declare -A public_layer=(
   [errors]=model [event_names]=model [logger]=model [message]=model [server_tools]=model [part]=model [iso_time]=model [usage]=model [cache_diagnostic]=model [detail/persistent_vector]=model
-  [version]=model [json]=model [telemetry]=model [sse]=model [toml]=model
+  [version]=model [json]=model [canonical_json]=model [telemetry]=model [sse]=model [toml]=model
   [llm]=client [openai_client]=client [profiles]=client [transport]=client [cassette]=client
   [anthropic_client]=client [gemini_client]=client [responses_client]=client [protocol]=client
   [tools]=tools [thread_pool]=tools [command_tools]=tools [mcp]=tools [a2a]=tools [tool_schema]=tools

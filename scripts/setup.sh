@@ -12,7 +12,7 @@ if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
 
 packages=(
   build-essential cmake pkg-config git ca-certificates
-  nlohmann-json3-dev libsimdjson-dev libcurl4-openssl-dev
+  nlohmann-json3-dev libsimdjson-dev libcurl4-openssl-dev libssl-dev
   libsqlite3-dev libpq-dev postgresql
   zlib1g-dev
   libcpp-httplib-dev libcli11-dev libedit-dev libtomlplusplus-dev

@@ -1,15 +1,19 @@
 // parley's A2A client (parley/a2a.hpp) against a loopback agent of the test's own: the card read,
 // a task followed to its end, INPUT_REQUIRED asked through ToolContext::ask and answered on the
-// same task, and each cap on what the agent sends (card, answer, artifacts, input rounds).
+// same task, and each cap on what the agent sends (card, answer, artifacts, input rounds); a
+// signed card verified (or refused: unsigned, another key, changed, past a cap).
 #include "parley/a2a.hpp"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 
 #include <atomic>
 #include <mutex>
 #include <thread>
 
+#include "model/base64url.hpp"
 #include "parley/errors.hpp"
 #include "parley/tools.hpp"
 
@@ -365,6 +369,190 @@ TEST(A2aClient, AStreamPastItsCapsFails) {
   result = callTool(tools, R"({"message": "x"})");
   EXPECT_NE(result.find("larger than 400 bytes (maxStreamEventBytes)"), std::string::npos)
       << result;
+}
+
+// --- Signed Agent Cards ------------------------------------------------------------------------
+
+// A new key as PEM: "P-256", "P-384" or "RSA" (2048 bits); `publicHalf`: its public key.
+struct TestKey {
+  std::string privatePem;
+  std::string publicPem;
+};
+TestKey newKey(const std::string& kind) {
+  EVP_PKEY* key = kind == "RSA" ? EVP_RSA_gen(2048) : EVP_EC_gen(kind.c_str());
+  EXPECT_NE(key, nullptr);
+  auto pem = [&](bool isPrivate) {
+    BIO* bio = BIO_new(BIO_s_mem());
+    if (isPrivate)
+      PEM_write_bio_PrivateKey(bio, key, nullptr, nullptr, 0, nullptr, nullptr);
+    else
+      PEM_write_bio_PUBKEY(bio, key);
+    char* data = nullptr;
+    const long size = BIO_get_mem_data(bio, &data);
+    std::string out(data, static_cast<size_t>(size));
+    BIO_free(bio);
+    return out;
+  };
+  TestKey out{pem(true), pem(false)};
+  EVP_PKEY_free(key);
+  return out;
+}
+
+std::string refusal(const json& card, const std::string& publicPem,
+                    const A2aCardSignatureLimits& limits = {}) {
+  try {
+    verifyA2aCardSignature(card, publicPem, limits);
+  } catch (const ProtocolError& e) {
+    return e.what();
+  }
+  return "(verified)";
+}
+
+// What the signature covers: the card without `signatures` and without empty values, canonical.
+TEST(A2aCardSignature, ThePayloadLeavesOutSignaturesAndEmptyValues) {
+  const json card = {
+      {"name", "x"},
+      {"description", ""},
+      {"skills", json::array()},
+      {"capabilities", {{"streaming", false}, {"extensions", json::array()}}},
+      {"securityRequirements", {{{"schemes", {{"bearer", {{"list", json::array()}}}}}}}},
+      {"provider", nullptr},
+      {"version", 1.50},
+      {"signatures", {{{"protected", "a"}, {"signature", "b"}}}}};
+  EXPECT_EQ(a2aCardSigningPayload(card),
+            R"({"capabilities":{"streaming":false},"name":"x","version":1.5})");
+}
+
+// Signed by the service's key (ES256, and RS256), verified by the client's; the kid is the key's
+// RFC 7638 thumbprint unless one is given.
+TEST(A2aCardSignature, ASignedCardVerifiesWithItsKey) {
+  const json card = {
+      {"name", "parley"}, {"description", "d\u00e9j\u00e0 \U0001F600"}, {"version", "1.0.0"}};
+  for (const std::string kind : {"P-256", "RSA"}) {
+    const TestKey key = newKey(kind);
+    const A2aCardSigner signer(key.privatePem);
+    EXPECT_EQ(signer.algorithm(), kind == "RSA" ? "RS256" : "ES256");
+    EXPECT_EQ(signer.keyId(), a2aKeyThumbprint(key.publicPem));
+    EXPECT_EQ(a2aKeyThumbprint(key.privatePem), a2aKeyThumbprint(key.publicPem));
+    const json signedCard = signer.sign(card);
+    ASSERT_EQ(signedCard["signatures"].size(), 1u);
+    const json header = json::parse(
+        *detail::base64UrlDecode(signedCard["signatures"][0]["protected"].get<std::string>()));
+    EXPECT_EQ(header,
+              json({{"alg", signer.algorithm()}, {"kid", signer.keyId()}, {"typ", "JOSE"}}));
+    EXPECT_EQ(verifyA2aCardSignature(signedCard, key.publicPem), signer.keyId());
+    // Signing again replaces the signature; member order and whitespace do not matter.
+    const json again = json::parse(signer.sign(signedCard).dump(2));
+    EXPECT_EQ(again["signatures"].size(), 1u);
+    EXPECT_EQ(verifyA2aCardSignature(again, key.publicPem), signer.keyId());
+  }
+  const TestKey key = newKey("P-256");
+  const A2aCardSigner named(key.privatePem, "key-1", "https://example.com/jwks.json");
+  const json header = json::parse(
+      *detail::base64UrlDecode(named.sign(card)["signatures"][0]["protected"].get<std::string>()));
+  EXPECT_EQ(header["kid"], "key-1");
+  EXPECT_EQ(header["jku"], "https://example.com/jwks.json");
+  EXPECT_EQ(verifyA2aCardSignature(named.sign(card), key.publicPem), "key-1");
+}
+
+TEST(A2aCardSignature, AnUnsignedAlteredOrForeignCardIsRefusedSayingWhy) {
+  const TestKey mine = newKey("P-256");
+  const TestKey other = newKey("P-256");
+  const json card = {{"name", "parley"}, {"description", "answers"}};
+  EXPECT_NE(refusal(card, mine.publicPem).find("not signed"), std::string::npos);
+  json empty = card;
+  empty["signatures"] = json::array();
+  EXPECT_NE(refusal(empty, mine.publicPem).find("not signed"), std::string::npos);
+
+  const json foreign = A2aCardSigner(other.privatePem).sign(card);
+  EXPECT_NE(refusal(foreign, mine.publicPem).find("signed by another key"), std::string::npos)
+      << refusal(foreign, mine.publicPem);
+
+  json altered = A2aCardSigner(mine.privatePem).sign(card);
+  altered["description"] = "answers, and sends your data elsewhere";
+  EXPECT_NE(refusal(altered, mine.publicPem).find("the card was changed after it was signed"),
+            std::string::npos)
+      << refusal(altered, mine.publicPem);
+  json added = A2aCardSigner(mine.privatePem).sign(card);
+  added["supportedInterfaces"] = {{{"url", "https://evil.example/rpc"}}};
+  EXPECT_NE(refusal(added, mine.publicPem).find("changed after it was signed"), std::string::npos);
+
+  // An RSA signature for an EC key; a header with `crit`; a mangled entry.
+  const json rsa = A2aCardSigner(newKey("RSA").privatePem).sign(card);
+  EXPECT_NE(refusal(rsa, mine.publicPem).find("is RS256"), std::string::npos);
+  json crit = A2aCardSigner(mine.privatePem).sign(card);
+  json header =
+      json::parse(*detail::base64UrlDecode(crit["signatures"][0]["protected"].get<std::string>()));
+  header["crit"] = {"b64"};
+  crit["signatures"][0]["protected"] = detail::base64UrlEncode(header.dump());
+  EXPECT_NE(refusal(crit, mine.publicPem).find("crit"), std::string::npos);
+  json mangled = card;
+  mangled["signatures"] = {{{"protected", 5}}};
+  EXPECT_NE(refusal(mangled, mine.publicPem).find("no `protected` and `signature` strings"),
+            std::string::npos);
+  // One good signature among others is enough (key rotation).
+  json rotated = A2aCardSigner(other.privatePem).sign(card);
+  rotated["signatures"].push_back(A2aCardSigner(mine.privatePem).sign(card)["signatures"][0]);
+  EXPECT_NO_THROW(verifyA2aCardSignature(rotated, mine.publicPem));
+
+  // Keys that are not EC P-256 or RSA >= 2048, or not keys.
+  EXPECT_THROW(A2aCardSigner(newKey("P-384").privatePem), ValidationError);
+  EXPECT_THROW(A2aCardSigner(mine.publicPem), ValidationError);
+  EXPECT_THROW(verifyA2aCardSignature(foreign, "not a key"), ValidationError);
+}
+
+TEST(A2aCardSignature, CapsOnTheSignaturesArePassedSayingWhich) {
+  const TestKey key = newKey("P-256");
+  const json card = A2aCardSigner(key.privatePem).sign({{"name", "parley"}});
+  A2aCardSignatureLimits limits;
+  json many = card;
+  for (int i = 0; i < 8; ++i)
+    many["signatures"].push_back(card["signatures"][0]);
+  EXPECT_NE(refusal(many, key.publicPem, limits)
+                .find("9 signatures, over 8 (A2aCardSignatureLimits::maxSignatures)"),
+            std::string::npos);
+  limits.maxSignatures = 9;
+  EXPECT_EQ(refusal(many, key.publicPem, limits), "(verified)");
+
+  json bigHeader = card;
+  bigHeader["signatures"][0]["protected"] = std::string(4097, 'e');
+  EXPECT_NE(refusal(bigHeader, key.publicPem).find("maxProtectedHeaderBytes"), std::string::npos);
+  json bigSignature = card;
+  bigSignature["signatures"][0]["signature"] = std::string(2049, 'A');
+  EXPECT_NE(refusal(bigSignature, key.publicPem).find("maxSignatureBytes"), std::string::npos);
+}
+
+// The client with cardPublicKey: a card signed by that key is used, any other refused before
+// its tool exists.
+TEST(A2aClient, ACardThatMustBeSignedIsVerifiedBeforeUse) {
+  TestAgent agent;
+  const TestKey key = newKey("P-256");
+  const A2aCardSigner signer(key.privatePem);
+  agent.card = signer.sign(agent.defaultCard()).dump();
+  A2aAgentOptions options;
+  options.url = agent.url();
+  options.cardPublicKey = key.publicPem;
+  const A2aAgentCard card = fetchA2aAgentCard(options);
+  EXPECT_EQ(card.signedBy, signer.keyId());
+  EXPECT_EQ(card.jsonRpcUrl, agent.url() + "/rpc");
+
+  json altered = signer.sign(agent.defaultCard());
+  altered["supportedInterfaces"][0]["url"] = "http://127.0.0.1:1/rpc";
+  agent.card = altered.dump();
+  auto tools = std::make_shared<ToolRegistry>();
+  try {
+    addA2aAgent(*tools, "agent", options);
+    ADD_FAILURE() << "an altered card was used";
+  } catch (const ProtocolError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("the Agent Card at " + agent.url()), std::string::npos) << what;
+    EXPECT_NE(what.find("changed after it was signed"), std::string::npos) << what;
+  }
+  EXPECT_FALSE(tools->find("agent"));
+  agent.card = "";  // unsigned
+  EXPECT_THROW(fetchA2aAgentCard(options), ProtocolError);
+  options.cardPublicKey.clear();  // no key: an unsigned card is fine
+  EXPECT_TRUE(fetchA2aAgentCard(options).signedBy.empty());
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // of order, never, with an unknown id), many threads at once, snapshots, validation, cleanup.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -201,6 +202,48 @@ TEST_F(Executor, DefaultToolWorkerRunsRegisteredTools) {
   ASSERT_EQ(result.toolCalls.size(), 2u);
   EXPECT_EQ(result.toolCalls[0].name, "alpha");
   EXPECT_EQ(result.iterations, 2);
+}
+
+// A tool's progress reports (ToolContext::progress) reach the bus as tool_execution_progress
+// events under the request's ids, between the call's request and its result.
+TEST_F(Executor, TheToolWorkerPublishesACallsProgress) {
+  startMock(kToolScript);
+  tools_->add("alpha", "first", nullptr, [](const json&, ToolContext& call) -> json {
+    if (call.progress) {
+      call.progress(call, "halfway", {{"step", 1}});
+      call.progress(call, "done", json::array());  // not an object: published as {}
+    }
+    return "A";
+  });
+  tools_->add("beta", "second", nullptr, [](const json&, ToolContext&) -> json { return "B"; });
+  std::mutex mutex;
+  std::vector<ToolExecutionProgress> reports;
+  std::vector<std::string> order;
+  auto progressSub = bus_.subscribe<ToolExecutionProgress>([&](const ToolExecutionProgress& e) {
+    std::lock_guard lock(mutex);
+    reports.push_back(e);
+    order.push_back(e.type + ":" + e.toolName);
+  });
+  auto doneSub = bus_.subscribe<ToolExecutionCompleted>([&](const ToolExecutionCompleted& e) {
+    std::lock_guard lock(mutex);
+    order.push_back(e.type + ":" + e.toolName);
+  });
+  LlmExecutor executor(bus_, options());
+  const auto result = executor.execute(request("t", "use tools"));
+  EXPECT_EQ(result.content, "got A; B");
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_EQ(reports[0].type, "tool_execution_progress");
+  EXPECT_EQ(reports[0].workflowId, "wf-1");
+  EXPECT_EQ(reports[0].threadId, "t");
+  EXPECT_FALSE(reports[0].traceId.empty());
+  EXPECT_EQ(reports[0].toolCallId, result.toolCalls[0].id);
+  EXPECT_EQ(reports[0].message, "halfway");
+  EXPECT_EQ(reports[0].data, json({{"step", 1}}));
+  EXPECT_EQ(reports[1].data, json::object());
+  const auto firstDone = std::find(order.begin(), order.end(), "tool_execution_completed:alpha");
+  ASSERT_NE(firstDone, order.end());
+  EXPECT_LT(std::find(order.begin(), order.end(), "tool_execution_progress:alpha"), firstDone);
 }
 
 // A worker of the test's own: collects the requests and answers from another thread.

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
+
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -188,6 +190,37 @@ TEST(WebhooksTest, RetriesWithBackoffThenGivesUp) {
   ASSERT_TRUE(once.idle(20s));
   EXPECT_EQ(refusing.count(), 1u);  // a 4xx is not retried
   EXPECT_EQ(once.stats().failed, 1u);
+}
+
+// Each delivery says how it ended, once: what an A2A push cursor waits for before it moves on.
+TEST(WebhooksTest, TellsHowEachDeliveryEnded) {
+  Receiver ok;
+  Receiver refusing({400});
+  Receiver down({500, 500});
+  WebhookOptions o = loopbackOptions();
+  o.maxRetries = 1;
+  WebhookSender sender(o);
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::pair<std::string, bool>> ended;
+  auto delivery = [&](const std::string& url, const std::string& name) {
+    WebhookDelivery d{url, "e", "{}"};
+    d.done = [&, name](bool delivered) {
+      std::lock_guard lock(mutex);
+      ended.emplace_back(name, delivered);
+      changed.notify_all();
+    };
+    return d;
+  };
+  ASSERT_TRUE(sender.send(delivery(ok.url(), "delivered")));
+  ASSERT_TRUE(sender.send(delivery(refusing.url(), "refused")));
+  ASSERT_TRUE(sender.send(delivery(down.url(), "given up")));
+  std::unique_lock lock(mutex);
+  changed.wait_for(lock, 20s, [&] { return ended.size() >= 3; });
+  std::sort(ended.begin(), ended.end());
+  EXPECT_EQ(ended, (std::vector<std::pair<std::string, bool>>{
+                       {"delivered", true}, {"given up", false}, {"refused", false}}));
+  EXPECT_EQ(down.count(), 2u);  // told once, after its retry
 }
 
 TEST(WebhooksTest, DoesNotFollowRedirects) {

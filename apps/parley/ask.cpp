@@ -23,6 +23,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <span>
@@ -265,6 +266,9 @@ int runAsk(const AskArgs& given) {
   if (args.maxCost >= 0) turn.budget.maxCostPerRun = args.maxCost;
   ConversationOptions options = configureConversation(client, makeClient(client), tools, turn);
   options.stream = args.stream;
+  // A long call's progress (a remote agent working) on stderr, beside the [tool] lines.
+  static std::mutex progressLines;
+  if (!args.json) showToolProgress(options, std::cerr, STDERR_FILENO, progressLines);
   ConversationManager manager(options);
 
   // The turn is saved only when it completes, in one transaction, so the thread only ever holds

@@ -115,6 +115,8 @@ int ChatSession::run() {
   turn_.budget.prices = std::make_shared<const PriceTable>(prices_);  // prices the spans
   ConversationOptions options = configureConversation(client, llm, tools, turn_);
   options.stream = args_.stream;
+  // A long call's progress (a remote agent working) between its [tool] lines.
+  showToolProgress(options, out_, STDOUT_FILENO, mcpTerminal_);
   if (args_.jsonMode) options.request.responseFormat = ResponseFormat::jsonObject();
   if (args_.continueLast && !args_.thread.empty()) {
     throw ValidationError("-c", "resumes the thread used last; it cannot go with --thread");

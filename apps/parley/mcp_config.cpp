@@ -358,6 +358,22 @@ void addMcpServers(ToolRegistry& registry, const std::vector<std::string>& serve
   }
 }
 
+std::string readA2aKeyFile(const std::string& path, const std::string& field) {
+  constexpr std::uintmax_t kMaxKeyFileBytes = 64 << 10;  // an RSA 8192 PEM is under 7 KiB
+  std::error_code error;
+  const auto size = std::filesystem::file_size(path, error);
+  if (error) throw ValidationError(field, "cannot read the key file " + path);
+  if (size > kMaxKeyFileBytes)
+    throw ValidationError(field, path + ": " + std::to_string(size) +
+                                     " bytes, over 65536 (a PEM "
+                                     "key file)");
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) throw ValidationError(field, "cannot read the key file " + path);
+  return text.str();
+}
+
 A2aAgentOptions readA2aAgent(const std::string& file, const std::string& name) {
   toml::table root = parseFile(file);
   const std::string where = file + ": a2a." + name;
@@ -380,8 +396,19 @@ A2aAgentOptions readA2aAgent(const std::string& file, const std::string& name) {
       if (!ms || *ms < 1 || *ms > 86'400'000)
         throw ValidationError(field, "must be 1 to 86400000 milliseconds");
       options.taskTimeout = std::chrono::milliseconds(*ms);
+    } else if (k == "card_public_key") {
+      // A relative path is the config file's neighbour.
+      std::filesystem::path path(stringValue(node, field));
+      if (path.is_relative()) path = std::filesystem::path(file).parent_path() / path;
+      options.cardPublicKey = readA2aKeyFile(path.string(), field);
+      try {
+        a2aKeyThumbprint(options.cardPublicKey);  // refused now rather than at the first card
+      } catch (const ValidationError& e) {
+        throw ValidationError(field, path.string() + ": " + e.what());
+      }
     } else {
-      throw ValidationError(field, "unknown key (url, bearer_token_env, headers, timeout_ms)");
+      throw ValidationError(
+          field, "unknown key (url, bearer_token_env, headers, timeout_ms, card_public_key)");
     }
   }
   if (options.url.empty()) throw ValidationError(where + ".url", "is required");

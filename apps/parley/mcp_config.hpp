@@ -79,7 +79,10 @@ McpElicitationHandler terminalForm(std::istream& in, std::ostream& out, std::mut
 //   bearer_token_env = "HELPER_TOKEN"   # the variable holding its bearer token
 //   headers = { "X-Team" = "docs" }
 //   timeout_ms = 600000                 # one call: the remote task followed to its end
+//   card_public_key = "helper.pem"      # its card must be signed by this key (relative: to FILE)
 A2aAgentOptions readA2aAgent(const std::string& file, const std::string& name);
+// A PEM key file (at most 64 KiB); ValidationError naming `field` and the path.
+std::string readA2aKeyFile(const std::string& path, const std::string& field);
 void addA2aOption(CLI::App& cmd, std::vector<std::string>& agents);
 // Reads each agent's card and registers its tool.
 void addA2aAgents(ToolRegistry& registry, const std::vector<std::string>& agents,

@@ -4,6 +4,7 @@
 //   parley serve [--db URL] [--host 127.0.0.1] [--port P] [--auth-token-env VAR]...
 //                [--cors ORIGIN] [--allowed-host NAME]... [--workers N]
 //                [--webhook-secret-env VAR] [--webhook-allow-loopback] [--webhook-allow-private]
+//                [--a2a-card-key PEM_FILE [--a2a-card-key-id KID] [--a2a-card-jku URL]]
 //                [the endpoint and worker options of `parley worker`]
 //
 // The first line on stdout is the base URL (http://HOST:PORT; --port 0 picks a free port), once
@@ -19,6 +20,7 @@
 
 #include "cli_store.hpp"
 #include "commands.hpp"
+#include "mcp_config.hpp"
 #include "mock/mock_server.hpp"
 #include "parley/run_store.hpp"
 #include "parley/worker.hpp"
@@ -40,6 +42,9 @@ struct ServeArgs {
   std::string webhookSecretVar;
   bool webhookLoopback = false;
   bool webhookPrivate = false;
+  std::string cardKeyFile;
+  std::string cardKeyId;
+  std::string cardJku;
   int workers = 0;
   WorkerArgs worker;
 };
@@ -60,6 +65,16 @@ int runServe(ServeArgs args) {
   }
   options.webhooks.allowLoopback = args.webhookLoopback;
   options.webhooks.allowPrivate = args.webhookPrivate;
+  if (!args.cardKeyFile.empty()) {
+    try {
+      options.a2aCardSigner = std::make_shared<const A2aCardSigner>(
+          readA2aKeyFile(args.cardKeyFile, "--a2a-card-key"), args.cardKeyId, args.cardJku);
+    } catch (const ValidationError& e) {
+      throw ValidationError("--a2a-card-key", args.cardKeyFile + ": " + e.what());
+    }
+  } else if (!args.cardKeyId.empty() || !args.cardJku.empty()) {
+    throw ValidationError("--a2a-card-key-id", "goes with --a2a-card-key");
+  }
   for (const std::string& var : args.tokenVars) {
     const char* value = std::getenv(var.c_str());
     if (!value || !*value) {
@@ -151,6 +166,13 @@ void addServeCommand(CLI::App& app, int& exitCode) {
                 "Let webhooks go to loopback addresses, over http too (local receivers, tests)");
   cmd->add_flag("--webhook-allow-private", args->webhookPrivate,
                 "Let webhooks go to private, link-local and unique-local addresses");
+  cmd->add_option("--a2a-card-key", args->cardKeyFile,
+                  "Sign the A2A Agent Card with this PEM private key (EC P-256: ES256; RSA: "
+                  "RS256)");
+  cmd->add_option("--a2a-card-key-id", args->cardKeyId,
+                  "The signature's kid (default: the key's RFC 7638 thumbprint)");
+  cmd->add_option("--a2a-card-jku", args->cardJku,
+                  "The signature's jku: the URL of a JWK Set holding the public key");
   cmd->add_option("--workers", args->workers, "Also run N worker loops in this process (default 0)")
       ->check(CLI::Range(0, 64));
   addWorkerOptions(*cmd, args->worker);

@@ -101,4 +101,22 @@ std::string toolResultLine(const ToolResult& result, int fd) {
       "[tool] " + result.name + " -> " + preview(result.content()) + " (" + ms + " ms)", fd);
 }
 
+std::string toolProgressLine(const ToolContext& call, const std::string& message, int fd) {
+  return forTerminal("[tool] " + call.name + " ... " + preview(message), fd);
+}
+
+void showToolProgress(ConversationOptions& options, std::ostream& out, int fd, std::mutex& mutex) {
+  if (!options.tools || options.toolExecutor) return;
+  ToolExecutorOptions executorOptions;
+  executorOptions.maxConcurrent = options.maxToolConcurrency;
+  executorOptions.progress = [&out, fd, &mutex](const ToolContext& call, const std::string& message,
+                                                const nlohmann::json&) {
+    if (message.empty()) return;
+    const std::string line = toolProgressLine(call, message, fd);
+    std::lock_guard lock(mutex);
+    out << line << "\n" << std::flush;
+  };
+  options.toolExecutor = std::make_shared<ToolExecutor>(options.tools, executorOptions);
+}
+
 }  // namespace parley::cli

@@ -6,9 +6,12 @@
 #pragma once
 
 #include <cstddef>
+#include <mutex>
+#include <ostream>
 #include <string>
 #include <string_view>
 
+#include "parley/conversation_manager.hpp"
 #include "parley/tools.hpp"
 
 namespace parley::cli {
@@ -46,5 +49,12 @@ std::string preview(std::string_view text, std::size_t maxBytes = 200);
 // them: previews, filtered for a terminal on `fd`.
 std::string toolCallLine(const ToolCall& call, int fd);
 std::string toolResultLine(const ToolResult& result, int fd);
+// "[tool] NAME ... MESSAGE": a running call's report (ToolContext::progress: a remote agent's
+// status, an artifact's chunk), a preview.
+std::string toolProgressLine(const ToolContext& call, const std::string& message, int fd);
+// Gives the conversation a tool executor (its concurrency kept) whose calls' reports are shown on
+// `out` as toolProgressLine()s, each written whole under `mutex` (calls run on other threads).
+// Reports without a message are not shown. A conversation without tools is left as it is.
+void showToolProgress(ConversationOptions& options, std::ostream& out, int fd, std::mutex& mutex);
 
 }  // namespace parley::cli

@@ -14,13 +14,19 @@
 // Failures: an unreachable agent, a card or answer past a cap, or a failed remote task is the
 // tool call's error result (never an exception out of the tool loop); fetchA2aAgentCard() throws
 // ConnectionError, TimeoutError, HttpError or ProtocolError naming the URL.
+//
+// Signed Agent Cards (A2A 1.0 section 8.4, docs/a2a.md "Signed Agent Card"): A2aCardSigner signs
+// a card (the service's), verifyA2aCardSignature() checks one against a public key (the client's
+// `cardPublicKey`). Both are immutable after construction and safe from any thread.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -29,6 +35,58 @@
 namespace parley {
 
 class ToolRegistry;
+
+// --- Signed Agent Cards ------------------------------------------------------------------------
+
+// What a card's signatures cover (section 8.4.1): the card without `signatures`, its empty values
+// (null, "", [], {}) left out as the official SDKs leave them out, canonicalized by RFC 8785.
+std::string a2aCardSigningPayload(const nlohmann::json& card);
+
+// The RFC 7638 thumbprint (SHA-256, base64url) of a PEM key's public half: the `kid` a signer
+// uses unless told another. ValidationError when the PEM is not an EC P-256 or RSA key.
+std::string a2aKeyThumbprint(std::string_view pem);
+
+// A private key that signs Agent Cards: EC P-256 (ES256) or RSA of 2048 bits or more (RS256),
+// in PEM (PKCS#8 or the traditional form, not encrypted).
+class A2aCardSigner {
+ public:
+  // `keyId`: the protected header's `kid` (empty: the key's thumbprint); `jku`: an optional URL
+  // of a JWK Set that holds the public key. ValidationError naming what is wrong with the key.
+  explicit A2aCardSigner(std::string_view privateKeyPem, std::string keyId = "",
+                         std::string jku = "");
+  // The card with `signatures` replaced by one JWS signature (protected header {"alg", "kid",
+  // "typ": "JOSE"[, "jku"]}, base64url) over a2aCardSigningPayload(card).
+  nlohmann::json sign(nlohmann::json card) const;
+  const std::string& keyId() const noexcept { return keyId_; }
+  const std::string& algorithm() const noexcept { return algorithm_; }
+
+  struct Key;  // the OpenSSL key (a2a_card_signature.cpp)
+
+ private:
+  std::shared_ptr<const Key> key_;
+  std::string keyId_;
+  std::string jku_;
+  std::string algorithm_;
+};
+
+// Caps on a card's signatures, read before any is checked.
+struct A2aCardSignatureLimits {
+  std::size_t maxSignatures = 8;               // entries of `signatures`
+  std::size_t maxProtectedHeaderBytes = 4096;  // one `protected`, base64url
+  std::size_t maxSignatureBytes = 2048;        // one `signature`, base64url (RSA 8192: 1366)
+};
+
+// Checks that at least one of the card's signatures verifies with `publicKeyPem` (an EC P-256
+// or RSA public key, or a private key's PEM) over a2aCardSigningPayload(card) (or, for signers
+// that keep empty values, the card as it is without `signatures`). Returns the `kid` of the
+// signature that verified. ProtocolError naming the problem: no signatures, past a cap, a
+// malformed entry, signed by another key (its kid is not the key's), or changed since it was
+// signed (a signature of this key that does not match the content); ValidationError for a key
+// that cannot be read.
+std::string verifyA2aCardSignature(const nlohmann::json& card, std::string_view publicKeyPem,
+                                   const A2aCardSignatureLimits& limits = {});
+
+// --- The client ----------------------------------------------------------------------------------
 
 struct A2aAgentOptions {
   // The agent's base URL (its card at URL/.well-known/agent-card.json) or the card's own URL
@@ -46,6 +104,10 @@ struct A2aAgentOptions {
   std::size_t maxStreamEventBytes = 1 << 20;       // one event of a task's stream
   std::size_t maxStreamEvents = 10'000;            // events of one stream
   int maxInputRounds = 8;                          // INPUT_REQUIRED answered in one call
+  // A PEM public key: when set, the card must carry a signature that verifies with it
+  // (verifyA2aCardSignature) or it is refused, before anything of it is used.
+  std::string cardPublicKey{};
+  A2aCardSignatureLimits cardSignatureLimits{};
 };
 
 struct A2aSkill {
@@ -60,6 +122,7 @@ struct A2aAgentCard {
   std::string jsonRpcUrl;  // the card's JSONRPC interface of protocol version 1.0
   bool streaming = false;  // capabilities.streaming: tasks are followed over SSE
   std::vector<A2aSkill> skills;
+  std::string signedBy;  // with cardPublicKey: the kid of the signature that verified
 };
 
 // Reads and checks the card (a JSONRPC 1.0 interface is required).

@@ -1,5 +1,9 @@
+#include <chrono>
 #include <condition_variable>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <string>
 
 #include "model/deadline.hpp"
 #include "parley/errors.hpp"
@@ -9,14 +13,66 @@
 
 namespace parley {
 
+namespace {
+
+// The progress reports of a worker's calls (ToolContext::progress), published as the durable
+// runs write them (tool_execution_progress) under the ids of the request each call serves. Shared
+// with the handlers, which may outlive the worker when abandoned at a timeout: only a call that
+// is running reports, and nothing is published once the worker is gone.
+struct WorkerProgress {
+  std::mutex mutex;
+  EventBus* bus = nullptr;                        // null once the worker is gone
+  std::multimap<std::string, EventHeader> calls;  // call id -> its request's ids, while it runs
+
+  // Call ids are the model's, unique in a conversation; two conversations on one bus running
+  // calls of the same id at once publish under the first's ids.
+  void report(const ToolContext& call, const std::string& message, const nlohmann::json& data) {
+    std::lock_guard lock(mutex);
+    const auto running = calls.find(call.toolCallId);
+    if (!bus || running == calls.end()) return;
+    ToolExecutionProgress progress;
+    static_cast<EventHeader&>(progress) = running->second;
+    progress.type = eventName(ToolExecutionProgress::kEventType);
+    progress.timestamp = std::chrono::system_clock::now();
+    progress.toolCallId = call.toolCallId;
+    progress.toolName = call.name;
+    progress.message = message;
+    progress.data = data.is_object() ? data : nlohmann::json::object();
+    bus->publish(progress);
+  }
+};
+
+ToolExecutorOptions workerExecutorOptions(const ToolWorkerOptions& o,
+                                          std::shared_ptr<ThreadPool> pool,
+                                          const std::shared_ptr<WorkerProgress>& progress) {
+  ToolExecutorOptions options{o.maxConcurrent, std::move(pool), {}};
+  options.progress = [progress](const ToolContext& call, const std::string& message,
+                                const nlohmann::json& data) {
+    progress->report(call, message, data);
+  };
+  return options;
+}
+
+}  // namespace
+
 struct ToolWorker::Impl : std::enable_shared_from_this<ToolWorker::Impl> {
   Impl(EventBus& b, std::shared_ptr<ToolRegistry> tools, const ToolWorkerOptions& o)
       : bus(b),
         pool(o.pool ? o.pool : ThreadPool::shared()),
-        executor(std::move(tools), ToolExecutorOptions{o.maxConcurrent, pool, {}}) {}
+        progress(std::make_shared<WorkerProgress>()),
+        executor(std::move(tools), workerExecutorOptions(o, pool, progress)) {
+    progress->bus = &bus;
+  }
+  ~Impl() {
+    std::lock_guard lock(progress->mutex);
+    progress->bus = nullptr;
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   EventBus& bus;
   std::shared_ptr<ThreadPool> pool;
+  std::shared_ptr<WorkerProgress> progress;
   ToolExecutor executor;
   std::mutex mutex;
   std::condition_variable idle;
@@ -48,7 +104,16 @@ struct ToolWorker::Impl : std::enable_shared_from_this<ToolWorker::Impl> {
         }
         limits.retries = request.executionOptions.retries;
         limits.retryDelay = request.executionOptions.retryDelay;
+        std::multimap<std::string, EventHeader>::iterator running;
+        {
+          std::lock_guard lock(self->progress->mutex);
+          running = self->progress->calls.emplace(request.toolCall.id, request);
+        }
         ToolResult r = self->executor.execute(request.toolCall, {}, limits);
+        {
+          std::lock_guard lock(self->progress->mutex);
+          self->progress->calls.erase(running);
+        }
         ToolExecutionCompleted done;
         done.workflowId = request.workflowId;
         done.threadId = request.threadId;

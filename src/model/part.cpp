@@ -8,6 +8,7 @@
 #include <iostream>
 #include <iterator>
 
+#include "model/base64url.hpp"
 #include "parley/errors.hpp"
 #include "parley/message.hpp"
 
@@ -199,6 +200,31 @@ std::optional<std::string> base64Decode(std::string_view text) {
   }
   return out;
 }
+
+namespace detail {
+
+std::string base64UrlEncode(std::string_view bytes) {
+  std::string text = base64Encode(bytes);
+  for (char& c : text) {
+    if (c == '+') c = '-';
+    if (c == '/') c = '_';
+  }
+  while (!text.empty() && text.back() == '=')
+    text.pop_back();
+  return text;
+}
+
+std::optional<std::string> base64UrlDecode(std::string_view text) {
+  std::string standard(text);
+  for (char& c : standard) {
+    if (c == '+' || c == '/' || c == '=') return std::nullopt;  // not of the url alphabet
+    if (c == '-') c = '+';
+    if (c == '_') c = '/';
+  }
+  return base64Decode(standard);
+}
+
+}  // namespace detail
 
 // --- sniffing and image headers ----------------------------------------------------------------
 

@@ -3,12 +3,14 @@
 // binding under /a2a/rest. Both bindings call the same operations, over the durable runs: a task
 // is a run, its stream the run's events encoded by A2aTaskEncoder (a2a_mapping.hpp).
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -39,16 +41,50 @@ constexpr size_t kA2aMaxPushTokenBytes = 1'024;
 constexpr size_t kA2aMaxPushCredentialsBytes = 4'096;
 constexpr size_t kA2aMaxWatchedTasks = 10'000;
 const char* const kA2aPushNamespace = "a2a-push";
+// A task's push cursor ({"posted": the state last notified, "owner": the process delivering,
+// "until": its claim's end, ms since the epoch}), one item per task with configs, shared by every
+// process of the database: the process holding it delivers; a claim not renewed (its process
+// died) is taken over by another.
+const char* const kA2aPushCursorNamespace = "a2a-push-cursor";
+constexpr int64_t kA2aPushLeaseMs = 5'000;
+constexpr auto kA2aPushPoll = std::chrono::milliseconds(250);
+constexpr auto kA2aPushIdlePoll = std::chrono::milliseconds(1'000);  // no task has configs
+
+int64_t a2aEpochMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The watcher's state, shared with the webhook sender's threads, which tell it when the posts
+// of a round have ended (they may do so after the routes are gone).
+struct A2aPushWatch {
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stopping = false;
+  bool woken = false;
+  // Task id -> the state being notified and its posts not ended yet.
+  std::map<std::string, std::pair<std::string, size_t>> rounds;
+
+  void postEnded(const std::string& taskId) {
+    std::lock_guard lock(mutex);
+    auto round = rounds.find(taskId);
+    if (round != rounds.end() && round->second.second > 0 && --round->second.second == 0) {
+      woken = true;
+      wake.notify_all();
+    }
+  }
+};
 
 class A2aRoutes {
  public:
   explicit A2aRoutes(ServiceState& state) : state_(state) {}
   ~A2aRoutes() {
     {
-      std::lock_guard lock(watchMutex_);
-      stopping_ = true;
+      std::lock_guard lock(push_->mutex);
+      push_->stopping = true;
     }
-    watchWake_.notify_all();
+    push_->wake.notify_all();
     if (watcher_.joinable()) watcher_.join();
   }
 
@@ -60,9 +96,12 @@ class A2aRoutes {
   json card(const httplib::Request& req, bool extended) const {
     std::string host = req.get_header_value("Host");
     if (host.empty()) host = state_.options.host;
-    return a2aAgentCard(
+    json out = a2aAgentCard(
         {"http://" + host, state_.options.models, !state_.options.authTokens.empty(), extended},
         limits_);
+    // Signed per request: the card names the Host it was reached by.
+    if (state_.options.a2aCardSigner) out = state_.options.a2aCardSigner->sign(std::move(out));
+    return out;
   }
 
   RunInfo mustTask(const std::string& id) {
@@ -179,9 +218,12 @@ class A2aRoutes {
     return json::object();
   }
   // Posts the task's status to its configs whenever it changes, until it has finished: one
-  // watcher thread for the process, started by the first config (docs/a2a.md).
-  void watch(const std::string& taskId);
+  // watcher thread per process, each delivering for the tasks whose cursor it holds
+  // (docs/a2a.md, "Push notifications").
+  void watch();
   void watchLoop();
+  bool deliverPushes();
+  void deliverPush(const detail::StoredItem& item, int64_t now);
   void notify(const RunInfo& run);
 
   // Streams the run's events after `after` as StreamResponses, the task first.
@@ -217,10 +259,10 @@ class A2aRoutes {
   A2aLimits limits_;
   std::once_flag itemsOnce_;
   std::unique_ptr<detail::ItemStore> items_;
-  std::mutex watchMutex_;
-  std::condition_variable watchWake_;
-  std::map<std::string, std::string> watched_;  // task id -> the state last posted
-  bool stopping_ = false;
+  std::shared_ptr<A2aPushWatch> push_ = std::make_shared<A2aPushWatch>();
+  const std::string processId_ = detail::generateId("a2a-");  // its claims on push cursors
+  std::atomic<size_t> cursorsSeen_{0};                        // by the last round
+  std::once_flag watchOnce_;
   std::thread watcher_;
 };
 
@@ -274,47 +316,111 @@ json A2aRoutes::pushCreate(const json& params) {
                            std::to_string(kA2aMaxPushConfigsPerTask) +
                            " push notification configs, the most it may have");
   }
-  items().put(pushNamespace(taskId), id, config, std::nullopt);
-  watch(taskId);
-  return config;
-}
-
-void A2aRoutes::watch(const std::string& taskId) {
-  std::lock_guard lock(watchMutex_);
-  if (!watched_.count(taskId) && watched_.size() >= kA2aMaxWatchedTasks) {
+  if (cursorsSeen_ >= kA2aMaxWatchedTasks) {
     throw a2aInternal("the service watches " + std::to_string(kA2aMaxWatchedTasks) +
                       " tasks for push notifications at most; try again later");
   }
-  watched_.emplace(taskId, "");
-  if (!watcher_.joinable()) watcher_ = std::thread([this] { watchLoop(); });
-  watchWake_.notify_all();
+  items().put(pushNamespace(taskId), id, config, std::nullopt);
+  // The task's cursor, unless it has one: the next round of any process delivers.
+  items().replaceIf({kA2aPushCursorNamespace}, taskId, nullptr,
+                    {{"posted", ""}, {"owner", ""}, {"until", 0}});
+  watch();
+  return config;
+}
+
+void A2aRoutes::watch() {
+  std::call_once(watchOnce_, [this] { watcher_ = std::thread([this] { watchLoop(); }); });
+  std::lock_guard lock(push_->mutex);
+  push_->woken = true;
+  push_->wake.notify_all();
 }
 
 void A2aRoutes::watchLoop() {
-  std::unique_lock lock(watchMutex_);
-  while (!stopping_) {
-    const auto tasks = watched_;
+  std::unique_lock lock(push_->mutex);
+  while (!push_->stopping) {
     lock.unlock();
-    for (const auto& [taskId, posted] : tasks) {
-      std::optional<RunInfo> run;
-      try {
-        run = runs().run(taskId);
-      } catch (const std::exception& e) {
-        state_.log("parley serve: A2A push notifications: " + std::string(e.what()));
-      }
-      const std::string state = run ? a2aTaskState(run->status) : "";
-      if (run && state != posted) notify(*run);
-      std::lock_guard relock(watchMutex_);
-      if (!run || a2aTerminal(run->status)) {
-        watched_.erase(taskId);
-      } else {
-        watched_[taskId] = state;
-      }
+    bool busy = false;
+    try {
+      busy = deliverPushes();
+    } catch (const ValidationError&) {
+      return;  // a store without the item table (not parley's SQL engine): nothing to deliver
+    } catch (const std::exception& e) {
+      state_.log("parley serve: A2A push notifications: " + std::string(e.what()));
     }
     lock.lock();
-    // A poll, as the workers may be other processes; the store is read once per watched task.
-    watchWake_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stopping_; });
+    // A poll, as the tasks may be worked, and their configs made, by other processes.
+    push_->wake.wait_for(lock, busy ? kA2aPushPoll : kA2aPushIdlePoll,
+                         [this] { return push_->stopping || push_->woken; });
+    push_->woken = false;
   }
+}
+
+// One round over every task with configs; true if there was any.
+bool A2aRoutes::deliverPushes() {
+  const auto cursors =
+      items().search({kA2aPushCursorNamespace}, json::object(), kA2aMaxWatchedTasks, 0, false);
+  cursorsSeen_ = cursors.size();
+  const int64_t now = a2aEpochMs();
+  for (const auto& item : cursors) {
+    {
+      std::lock_guard lock(push_->mutex);
+      if (push_->stopping) break;
+    }
+    try {
+      deliverPush(item, now);
+    } catch (const std::exception& e) {
+      state_.log("parley serve: A2A push notifications of task " + item.key + ": " + e.what());
+    }
+  }
+  return !cursors.empty();
+}
+
+void A2aRoutes::deliverPush(const detail::StoredItem& item, int64_t now) {
+  const std::vector<std::string> ns{kA2aPushCursorNamespace};
+  json cursor = item.value;
+  const bool mine = cursor.value("owner", "") == processId_;
+  const int64_t until = cursor.value("until", int64_t{0});
+  if (!mine && until > now) return;  // another process delivers; its claim is alive
+  // Claimed, or renewed once half gone (a claim is a write: not one per poll).
+  if (!mine || until - now < kA2aPushLeaseMs / 2) {
+    json claimed = cursor;
+    claimed["owner"] = processId_;
+    claimed["until"] = now + kA2aPushLeaseMs;
+    if (!items().replaceIf(ns, item.key, cursor, claimed)) return;  // another process was first
+    cursor = std::move(claimed);
+  }
+  if (!mine) {  // a claim taken over: what an earlier holder had under way is not ours
+    std::lock_guard lock(push_->mutex);
+    push_->rounds.erase(item.key);
+  }
+  // The posts of a round under way; once they have ended, the cursor moves on to its state.
+  std::optional<std::string> ended;
+  {
+    std::lock_guard lock(push_->mutex);
+    auto round = push_->rounds.find(item.key);
+    if (round != push_->rounds.end()) {
+      if (round->second.second > 0) return;
+      ended = round->second.first;
+      push_->rounds.erase(round);
+    }
+  }
+  if (ended) {
+    json posted = cursor;
+    posted["posted"] = *ended;
+    if (!items().replaceIf(ns, item.key, cursor, posted)) return;
+    cursor = std::move(posted);
+  }
+  const auto run = runs().run(item.key);
+  if (!run) {
+    items().remove(ns, item.key);  // the task is gone
+    return;
+  }
+  const std::string state = a2aTaskState(run->status);
+  if (state == cursor.value("posted", "")) {
+    if (a2aTerminal(run->status)) items().remove(ns, item.key);  // all said
+    return;
+  }
+  notify(*run);
 }
 
 void A2aRoutes::notify(const RunInfo& run) {
@@ -329,6 +435,11 @@ void A2aRoutes::notify(const RunInfo& run) {
   const json body = {
       {"statusUpdate", {{"taskId", run.id}, {"contextId", run.threadId}, {"status", status}}}};
   const std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  {
+    std::lock_guard lock(push_->mutex);
+    push_->rounds[run.id] = {a2aTaskState(run.status), configs.size()};
+    if (configs.empty()) push_->woken = true;  // nothing to post: the cursor moves on at once
+  }
   for (const auto& config : configs) {
     WebhookDelivery delivery;
     delivery.url = config.value("url", "");
@@ -341,7 +452,9 @@ void A2aRoutes::notify(const RunInfo& run) {
       delivery.headers.emplace_back("Authorization",
                                     auth.value("scheme", "") + " " + auth.value("credentials", ""));
     }
-    state_.webhooks->send(std::move(delivery));
+    delivery.done = [push = push_, id = run.id](bool) { push->postEnded(id); };
+    // Refused or dropped at once: no post to wait for (given up on, as a failed post is).
+    if (!state_.webhooks->send(std::move(delivery))) push_->postEnded(run.id);
   }
 }
 
@@ -741,6 +854,8 @@ void A2aRoutes::install(const std::shared_ptr<A2aRoutes>& self, http::Server& se
     self->jsonRpc(req, res);
     span.finish(res);
   });
+  // Every process delivers push notifications, for tasks of any process (docs/a2a.md).
+  self->watch();
   const std::string base = "/a2a/rest";
   const std::string task = base + "/tasks/([^/:]+)";
   auto route = [self](std::function<void(const httplib::Request&, httplib::Response&)> f) {

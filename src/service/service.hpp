@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "parley/a2a.hpp"
 #include "parley/cost.hpp"
 #include "parley/logger.hpp"
 #include "parley/run_store.hpp"
@@ -101,6 +102,9 @@ struct ServiceOptions {
   // Webhooks on a run's completion (a LangGraph run's `webhook`; docs/service.md, "Webhooks"):
   // the signing secret, which targets are allowed, the caps. Its log is `log` when null.
   service::WebhookOptions webhooks{};
+  // Signs the A2A Agent Card and the extended card (docs/a2a.md, "Signed Agent Card"); null:
+  // they are served unsigned.
+  std::shared_ptr<const A2aCardSigner> a2aCardSigner{};
   Logger log{};  // diagnostics; null: stderr
 };
 

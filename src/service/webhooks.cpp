@@ -271,10 +271,19 @@ void WebhookSender::work() {
     lock.lock();
     --inFlight_;
     const bool retryable = status == 0 || status == 408 || status == 429 || status >= 500;
+    // How the delivery ended, told outside the lock; a retry has not ended.
+    auto ended = [&](bool delivered) {
+      if (!pending.delivery.done) return;
+      lock.unlock();
+      pending.delivery.done(delivered);
+      lock.lock();
+    };
     if (status >= 200 && status < 300) {
       ++stats_.delivered;
+      ended(true);
     } else if (status < 0) {
       ++stats_.refused;
+      ended(false);
     } else if (retryable && pending.attempt < options_.maxRetries && !stopping_ &&
                queue_.size() < options_.maxQueue) {
       ++stats_.retries;
@@ -295,6 +304,7 @@ void WebhookSender::work() {
       writeLog(options_.log, "webhook: " + url + " answered " +
                                  (status ? std::to_string(status) : std::string("nothing")) +
                                  "; the delivery is given up on");
+      if (pending.delivery.done) pending.delivery.done(false);
       lock.lock();
     }
     quiet_.notify_all();
@@ -385,14 +395,19 @@ bool WebhookSender::idle(std::chrono::milliseconds timeout) {
 
 void WebhookSender::stop() {
   std::vector<std::thread> threads;
+  std::vector<std::function<void(bool)>> dropped;
   {
     std::lock_guard lock(mutex_);
     if (stopping_ && threads_.empty()) return;
     stopping_ = true;
     stats_.dropped += queue_.size();
+    for (auto& [due, pending] : queue_)
+      if (pending.delivery.done) dropped.push_back(std::move(pending.delivery.done));
     queue_.clear();
     threads.swap(threads_);
   }
+  for (auto& done : dropped)
+    done(false);
   wake_.notify_all();
   for (std::thread& thread : threads)
     thread.join();

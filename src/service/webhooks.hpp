@@ -62,6 +62,10 @@ struct WebhookDelivery {
   std::string event;  // sent as X-Parley-Event ("run.completed")
   std::string body;   // JSON
   std::vector<std::pair<std::string, std::string>> headers{};
+  // Once send() has taken it: told once, on a sender thread, how it ended: true when a post was
+  // answered 2xx, false when the target refused it, it was given up on, or the sender stopped
+  // with it queued. Null: nobody asks.
+  std::function<void(bool delivered)> done{};
 };
 
 struct WebhookStats {

@@ -163,6 +163,33 @@ bool ItemStore::remove(const std::vector<std::string>& ns, const std::string& ke
   return removed;
 }
 
+bool ItemStore::replaceIf(const std::vector<std::string>& ns, const std::string& key,
+                          const json& expected, const json& value) {
+  checkNamespace(ns, "namespace", false);
+  checkKey(key);
+  if (!value.is_object()) throw ValidationError("value", "must be a JSON object");
+  const std::string text = dumpJson(value, "value");
+  if (text.size() > kMaxItemValueBytes) {
+    throw ValidationError("value", "is over " + std::to_string(kMaxItemValueBytes) + " bytes");
+  }
+  bool wrote = false;
+  engine_->transaction(true, [&](SqlConnection& c) {
+    const int64_t now = c.nowMs();
+    // The stored text is dumpJson's, so equal values compare equal as text.
+    wrote = expected.is_null()
+                ? c.execute(
+                      "INSERT INTO parley_store_items (namespace, item_key, value, "
+                      "created_at, updated_at) VALUES ($1, $2, $3, $4, $4) "
+                      "ON CONFLICT (namespace, item_key) DO NOTHING",
+                      {joined(ns), key, text, now}) > 0
+                : c.execute(
+                      "UPDATE parley_store_items SET value = $1, updated_at = $2 "
+                      "WHERE namespace = $3 AND item_key = $4 AND value = $5",
+                      {text, now, joined(ns), key, dumpJson(expected, "expected")}) > 0;
+  });
+  return wrote;
+}
+
 std::vector<StoredItem> ItemStore::search(const std::vector<std::string>& prefix,
                                           const json& filter, size_t limit, size_t offset,
                                           bool refreshTtl) {

@@ -44,6 +44,11 @@ class ItemStore {
   std::optional<StoredItem> get(const std::vector<std::string>& ns, const std::string& key,
                                 bool refreshTtl);
   bool remove(const std::vector<std::string>& ns, const std::string& key);
+  // Compare and set: writes `value` only if the item's value is still `expected` (a null
+  // `expected`: only if there is no item); true if it wrote. Of processes racing from the same
+  // `expected`, exactly one wins (one conditional statement). For items without a time to live.
+  bool replaceIf(const std::vector<std::string>& ns, const std::string& key,
+                 const nlohmann::json& expected, const nlohmann::json& value);
   // Items under `prefix` (itself and below) whose value holds every key of `filter` with an
   // equal value, by namespace and key.
   std::vector<StoredItem> search(const std::vector<std::string>& prefix,

@@ -370,6 +370,15 @@ A2aAgentCard fetchA2aAgentCard(const A2aAgentOptions& options) {
   if (card.is_discarded() || !card.is_object())
     throw ProtocolError("the Agent Card at " + url + " is not a JSON object");
   A2aAgentCard out;
+  // A card that must be signed is checked before anything of it is used.
+  if (!options.cardPublicKey.empty()) {
+    try {
+      out.signedBy =
+          verifyA2aCardSignature(card, options.cardPublicKey, options.cardSignatureLimits);
+    } catch (const ProtocolError& e) {
+      throw ProtocolError("the Agent Card at " + url + " is refused: " + e.what());
+    }
+  }
   out.name = a2aText(card, "name");
   out.description = a2aText(card, "description");
   for (const auto& iface : card.value("supportedInterfaces", json::array())) {

@@ -29,6 +29,7 @@
 #include <set>
 #include <sstream>
 
+#include "model/base64url.hpp"
 #include "model/percent_encode.hpp"
 #include "model/sha256.hpp"
 #include "parley/errors.hpp"
@@ -47,17 +48,6 @@ constexpr std::size_t kMaxTokenFileBytes = std::size_t{1} << 20;
 constexpr int kMaxDocumentDepth = 16;
 constexpr int kExpirySlackSeconds = 30;  // refresh a token this long before it expires
 
-std::string base64Url(std::string_view bytes) {
-  std::string text = base64Encode(bytes);
-  for (char& c : text) {
-    if (c == '+') c = '-';
-    if (c == '/') c = '_';
-  }
-  while (!text.empty() && text.back() == '=')
-    text.pop_back();
-  return text;
-}
-
 std::string randomToken(std::size_t bytes) {
   std::string buffer(bytes, '\0');
   std::size_t got = 0;
@@ -67,7 +57,7 @@ std::string randomToken(std::size_t bytes) {
     if (n < 0) throw ConnectionError(std::string("getrandom failed: ") + std::strerror(errno));
     got += static_cast<std::size_t>(n);
   }
-  return base64Url(buffer);
+  return detail::base64UrlEncode(buffer);
 }
 
 std::string percentDecode(std::string_view text) {
@@ -662,7 +652,7 @@ struct McpOAuth::State {
                             "the server asks for a sign-in and there is no way to show one");
     ensureClient(cancel);
     std::string verifier = randomToken(32);
-    std::string challenge = base64Url(sha256(verifier));
+    std::string challenge = detail::base64UrlEncode(sha256(verifier));
     std::string state = randomToken(16);
     std::vector<std::pair<std::string, std::string>> query = {{"response_type", "code"},
                                                               {"client_id", clientId},

@@ -3,7 +3,8 @@
 // --a2a remote`, with `parley mock` as the model, delegates to it and answers with what it said.
 // The agent wants a bearer token (from bearer_token_env) and a header of the table; a task that
 // needs input (INPUT_REQUIRED) comes back to the model as the agent's question with its task id
-// (`parley ask` has no one to ask), for the model to answer with that task_id.
+// (`parley ask` has no one to ask), for the model to answer with that task_id. The streamed
+// answer is shown as the call's progress by `parley ask` (stderr) and `parley chat`.
 //
 //   node a2a_client.mjs PARLEY_BINARY
 import { spawn } from 'node:child_process';
@@ -40,9 +41,10 @@ function start(args, env = {}) {
   });
 }
 
-function run(args, env) {
+function run(args, env, input) {
   return new Promise((resolve, reject) => {
-    const child = spawn(parley, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+    const child = spawn(parley, args, { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+    if (input !== undefined) child.stdin.end(input);
     let out = '';
     let err = '';
     child.stdout.on('data', (d) => (out += d));
@@ -136,6 +138,22 @@ try {
   assert.equal(seen.streams, 1, 'the task is followed over its stream');
   assert.ok(seen.headers.includes('tests'), 'the table\'s header is sent');
   checks.push('a parley run delegates to the remote agent and answers with what it said');
+  // The streamed artifact chunk is the call's progress: a line on stderr, between the call's
+  // [tool] lines, and nothing of it in the answer on stdout.
+  const lines = r.err.split('\n');
+  const progress = lines.findIndex((l) => l === '[tool] remote ... remote answer to: What is the capital of France?');
+  assert.ok(progress > 0, r.err);
+  assert.match(lines[progress - 1], /^\[tool\] remote \{/);
+  assert.match(lines[progress + 1], /^\[tool\] remote -> /);
+  assert.doesNotMatch(r.out, /\[tool\]/);
+  r = await run(['ask', '--json', '--base-url', mock.url, '--model', 'm', '--api-key', 'k', '--a2a', 'remote', 'Ask the remote agent about France'], env);
+  assert.equal(r.code, 0, r.err);
+  assert.doesNotMatch(r.err, /\[tool\]/);
+  JSON.parse(r.out);
+  r = await run(['chat', '--db', join(dir, 'chat.db'), '--base-url', mock.url, '--model', 'm', '--api-key', 'k', '--a2a', 'remote'], env, 'Ask the remote agent about France\n/quit\n');
+  assert.equal(r.code, 0, r.err);
+  assert.match(r.out, /\[tool\] remote \{[^\n]*\n\[tool\] remote \.\.\. remote answer to: What is the capital of France\?\n\[tool\] remote -> /);
+  checks.push('the remote agent\'s progress is shown by parley ask (stderr, not with --json) and parley chat');
 
   r = await ask('Ask the remote agent to paint my house');
   assert.equal(r.code, 0, r.err);
