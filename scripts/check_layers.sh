@@ -31,7 +31,7 @@ declare -A public_layer=(
   [tokens]=tokens [bpe]=tokens
   [store]=store [run_store]=store [run_request]=store [postgres_store]=store
   [conversation_manager]=core [context_ops]=core [message_store]=core [compression]=core
-  [stored_thread]=core [turn_sink]=core [turn_loop]=core [context_snapshot]=core [cost]=core [structured_output]=core [prompt_counter]=core [turn_defaults]=core [event_types]=core [eval]=core
+  [stored_thread]=core [turn_sink]=core [turn_loop]=core [context_snapshot]=core [cost]=core [structured_output]=core [prompt_counter]=core [turn_defaults]=core [event_types]=core [eval]=core [tool_tape]=core
   [executor]=executor [events]=executor [event_log]=executor
   [otlp]=telemetry
   [runs]=runs [worker]=runs [run_replay]=runs

@@ -248,5 +248,93 @@ TEST_F(CliEval, RunsReplayWorksARecordedRunAgainWithoutTheModelOrTheTools) {
   EXPECT_EQ(slurp(ran), ranWhenRecorded) << "the tool ran in the replay";
 }
 
+// `parley ask --record DIR` writes the turn's tool results beside its cassettes (DIR/tools.jsonl);
+// `--replay DIR` replays both: two turns of a thread, the mock stopped, the command tool not run,
+// the same output and the same stored thread. A tape whose call has other arguments is a miss
+// naming the call.
+TEST_F(CliEval, AskReplaysItsToolsFromTheRecording) {
+  const fs::path ran = dir / "ran";
+  std::ofstream(dir / "tools.toml")
+      << "[[tool]]\nname = \"count\"\ndescription = \"counts\"\n"
+      << "command = [\"sh\", \"-c\", \"echo x >> '" << ran.string() << "'; echo counted $$\"]\n";
+  const std::string cassettes = (dir / "cassettes").string();
+  auto ask = [&](const std::string& mode, const std::string& from, const std::string& db,
+                 const std::string& prompt) {
+    return runCli({"ask", "--base-url", server->baseUrl(), "--model", "parley-mock", "--api-key",
+                   "test", "--tools-file", (dir / "tools.toml").string(), "--system", "Count.",
+                   "--db", db, "--thread", "t", "--no-stream", mode, from, prompt},
+                  dir / "cli");
+  };
+  const std::string recorded = (dir / "recorded.db").string();
+  std::vector<CliRun> asked;
+  for (const char* prompt : {"count please", "count again"}) {
+    asked.push_back(ask("--record", cassettes, recorded, prompt));
+    ASSERT_EQ(asked.back().exitCode, 0) << asked.back().err;
+  }
+  server->stop();  // nothing answers any more
+  const std::string ranWhenRecorded = slurp(ran);
+  EXPECT_EQ(ranWhenRecorded, "x\nx\nx\nx\nx\n");
+  // The tool's output differs at each run ($$): a result that was not replayed would show.
+  const std::string into = (dir / "replayed.db").string();
+  for (size_t i = 0; i < asked.size(); ++i) {
+    const CliRun r = ask("--replay", cassettes, into, i == 0 ? "count please" : "count again");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_EQ(r.out, asked[i].out);
+  }
+  EXPECT_EQ(slurp(ran), ranWhenRecorded) << "the tool ran in the replay";
+  EXPECT_EQ(toJson(openSqliteStore(into)->loadThread("t").messages).dump(),
+            toJson(openSqliteStore(recorded)->loadThread("t").messages).dump());
+
+  // The first call's arguments edited on the tape.
+  std::ifstream in(dir / "cassettes" / "tools.jsonl");
+  std::string first;
+  std::getline(in, first);
+  std::stringstream rest;
+  rest << in.rdbuf();
+  json line = json::parse(first);
+  const std::string id = line["payload"]["tool_call_id"];
+  line["payload"]["arguments"] = R"({"n":"9"})";
+  in.close();
+  std::ofstream(dir / "cassettes" / "tools.jsonl") << line.dump() << "\n" << rest.str();
+  const CliRun miss = ask("--replay", cassettes, (dir / "missed.db").string(), "count please");
+  EXPECT_EQ(miss.exitCode, 2) << miss.out << miss.err;
+  EXPECT_NE(miss.err.find("call " + id + " (count) of the reply at message 2"), std::string::npos)
+      << miss.err;
+  EXPECT_NE(miss.err.find("other arguments than when recorded"), std::string::npos) << miss.err;
+  EXPECT_EQ(slurp(ran), ranWhenRecorded) << "the tool ran in the replay";
+}
+
+// `parley chat` the same way: a session of two turns recorded, then replayed from its input with
+// the mock stopped, to the same stored thread; the tool does not run.
+TEST_F(CliEval, ChatReplaysItsToolsFromTheRecording) {
+  const fs::path ran = dir / "ran";
+  std::ofstream(dir / "tools.toml")
+      << "[[tool]]\nname = \"count\"\ndescription = \"counts\"\n"
+      << "command = [\"sh\", \"-c\", \"echo x >> '" << ran.string() << "'; echo counted $$\"]\n";
+  const std::string cassettes = (dir / "cassettes").string();
+  auto chat = [&](const std::string& mode, const std::string& db) {
+    return runCli({"chat", "--base-url", server->baseUrl(), "--model", "parley-mock", "--api-key",
+                   "test", "--tools-file", (dir / "tools.toml").string(), "--system", "Count.",
+                   "--db", db, "--thread", "t", mode, cassettes},
+                  dir / "cli", "", "count please\ncount again\n");
+  };
+  const std::string recorded = (dir / "recorded.db").string();
+  const CliRun first = chat("--record", recorded);
+  ASSERT_EQ(first.exitCode, 0) << first.err;
+  server->stop();
+  const std::string ranWhenRecorded = slurp(ran);
+  EXPECT_EQ(ranWhenRecorded, "x\nx\nx\nx\nx\n");
+  const std::string into = (dir / "replayed.db").string();
+  const CliRun again = chat("--replay", into);
+  ASSERT_EQ(again.exitCode, 0) << again.err;
+  EXPECT_EQ(slurp(ran), ranWhenRecorded) << "the tool ran in the replay";
+  const auto messages = openSqliteStore(recorded)->loadThread("t").messages;
+  // The system prompt; turn 1: the prompt, 3 replies, 3 results; turn 2: the prompt, 2 replies,
+  // 2 results (the script asks for a second round once).
+  EXPECT_EQ(messages.size(), 13u);
+  EXPECT_EQ(toJson(openSqliteStore(into)->loadThread("t").messages).dump(),
+            toJson(messages).dump());
+}
+
 }  // namespace
 }  // namespace parley::testing

@@ -3,7 +3,7 @@
 // a person's answer, a failing tool on the way), replays with the mock stopped and tools that
 // fail the test if run to a thread whose stored messages hash the same; a tool result edited in
 // the journal, a request edited in a cassette and a call missing from the journal each give a
-// loud miss that names what differs.
+// loud miss that names what differs. The whole run is recorded and replayed on PostgreSQL too.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
@@ -21,6 +21,7 @@
 #include "parley/run_store.hpp"
 #include "parley/store.hpp"
 #include "parley/worker.hpp"
+#include "run_databases.hpp"
 
 namespace parley {
 namespace {
@@ -161,30 +162,37 @@ class CassetteRunReplay : public ::testing::Test {
   }
 
   static void record() {
+    auto runs = openRuns(recordedDb());
+    runId_ = recordInto(runs);
+    recordedHash_ = threadHash(*runs, "long");
+  }
+
+  // Records the run into `runs` against a mock of its own, which stops on return: nothing
+  // answers at baseUrl_ any more. The run's id.
+  static std::string recordInto(const std::shared_ptr<RunStore>& runs) {
     mock::MockOptions options;
     options.script = mock::readScript(kScript);
     mock::MockServer server(options);
     server.start();
     baseUrl_ = server.baseUrl();
-    auto runs = openRuns(recordedDb());
     Worker worker(runs, workerOptions(CassetteMode::Record, true));
     worker.start();
     SubmitOptions submit;
     submit.maxIterations = kTurns + 10;
     submit.stream = true;
-    runId_ = runs->submit("long", "Look up everything.", submit).id;
+    const std::string id = runs->submit("long", "Look up everything.", submit).id;
     for (const char* answer : {"yes", "no", "Oslo"}) {
-      awaitStatus(*runs, runId_, RunStatus::Waiting);
-      runs->respond(runId_, answer);
+      awaitStatus(*runs, id, RunStatus::Waiting);
+      runs->respond(id, answer);
     }
-    awaitStatus(*runs, runId_, RunStatus::Completed);
+    awaitStatus(*runs, id, RunStatus::Completed);
     worker.stop();
     if (server.requests().size() != static_cast<size_t>(kTurns)) {
       throw std::runtime_error("the mock saw " + std::to_string(server.requests().size()) +
                                " requests");
     }
-    recordedHash_ = threadHash(*runs, "long");
-  }  // the mock stops here: nothing answers at baseUrl_ any more
+    return id;
+  }
 
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
@@ -378,6 +386,40 @@ TEST_F(CassetteRunReplay, OnlyACompletedRunIntoANewThreadReplays) {
     EXPECT_NE(std::string(e.what()).find("already holds thread long"), std::string::npos)
         << e.what();
   }
+}
+
+// The same run recorded and replayed on PostgreSQL: the journal, the thread and the run
+// read from its tables (the suite's SQLite recording is not used).
+class CassetteRunReplayPostgres : public CassetteRunReplay {
+ protected:
+  static void SetUpTestSuite() {}
+  static void TearDownTestSuite() {}
+};
+
+TEST_F(CassetteRunReplayPostgres, ALongToolHeavyRunReplaysToTheSameStoredThread) {
+  dir_ = freshDir("postgres");
+  testing::PostgresRunDb recordedPg;
+  testing::PostgresRunDb replayedPg;
+  auto open = [](const testing::PostgresRunDb& db) {
+    RunStoreOptions ro;
+    ro.pollMax = 20ms;
+    return std::make_shared<RunStore>(db.open(), ro);
+  };
+  auto recorded = open(recordedPg);
+  const std::string id = recordInto(recorded);
+  const int ranWhenRecorded = toolRuns_;
+  const auto messages = recorded->threads().loadThread("long").messages;
+  ASSERT_EQ(messages.size(), static_cast<size_t>(2 + kTurns + 2 * (kTurns - 3) + 2));
+
+  RunReplayOptions o;
+  o.worker = workerOptions(CassetteMode::ReplayOnly, false);
+  auto into = open(replayedPg);
+  const RunReplay replayed = replayRun(*recorded, id, into, o);
+  EXPECT_EQ(toolRuns_, ranWhenRecorded) << "a tool ran during the replay";
+  EXPECT_EQ(replayed.messages, messages.size());
+  EXPECT_EQ(threadHash(*into, "long"), threadHash(*recorded, "long"));
+  EXPECT_EQ(into->journal(id).calls.size(), recorded->journal(id).calls.size());
+  fs::remove_all(dir_);
 }
 
 }  // namespace

@@ -305,6 +305,7 @@ int runAsk(const AskArgs& given) {
 
   RunOptions run = turnRunOptions(turn);
   if (stored) run.conversationId = stored->threadId();  // gen_ai.conversation.id
+  if (loop) run.toolTape = toolTapeFor(args.endpoint);  // --record / --replay: the tools too
   bool printedText = false;
   bool atLineStart = true;
   TerminalFilter toStdout(STDOUT_FILENO);

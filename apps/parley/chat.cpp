@@ -112,6 +112,7 @@ int ChatSession::run() {
   turn_.systemPrompt = args_.system;
   turn_.maxIterations = args_.maxIterations;
   turn_.tokenLimit = args_.tokenLimit;
+  toolTape_ = toolTapeFor(args_.endpoint);  // --record / --replay: the tools' results too
   turn_.budget.prices = std::make_shared<const PriceTable>(prices_);  // prices the spans
   ConversationOptions options = configureConversation(client, llm, tools, turn_);
   options.stream = args_.stream;

@@ -348,8 +348,9 @@ class ChatSession {
   // /set overrides of the request (an unset key keeps the endpoint's value); nullopt: none.
   std::optional<nlohmann::json> settings_;
   PriceTable prices_;
-  TurnDefaults turn_;        // the turn's settings every branch's conversation is made with
-  std::mutex mcpTerminal_;   // an MCP server's questions, one at a time
+  TurnDefaults turn_;  // the turn's settings every branch's conversation is made with
+  std::shared_ptr<ToolTape> toolTape_;  // --record / --replay: every turn's tool calls
+  std::mutex mcpTerminal_;              // an MCP server's questions, one at a time
   std::string clientModel_;  // the endpoint's model, priced when no /model or /set model is in use
   double sessionCost_ = 0;   // the priced turns of this session, every branch
   int unpricedTurns_ = 0;

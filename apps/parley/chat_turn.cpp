@@ -22,6 +22,7 @@ void ChatSession::turn(const std::string& prompt) {
   // chat turn is all or nothing.
   ConversationManager before = branch.manager.clone();
   RunOptions run = turnRunOptions(turn_);
+  run.toolTape = toolTape_;
   if (settings_.has_value()) run.request = requestWithSettings(branch.manager.options().request);
   const std::string model = run.request.value_or(branch.manager.options().request).model;
   const size_t viewBefore = branch.manager.getMessages().size();

@@ -143,6 +143,20 @@ ClientOptions resolveEndpoint(const EndpointArgs& args) {
   return options;
 }
 
+std::shared_ptr<ToolTape> toolTapeFor(const EndpointArgs& args) {
+  if (args.recordDir.empty() && args.replayDir.empty()) return nullptr;
+  const std::string dir = args.recordDir.empty() ? args.replayDir : args.recordDir;
+  CassetteMode mode = args.recordDir.empty() ? CassetteMode::ReplayOnly : CassetteMode::Record;
+  if (!args.cassetteMode.empty())
+    mode = cassetteModeFromString(args.cassetteMode, "--cassette-mode");
+  const std::filesystem::path file = std::filesystem::path(dir) / "tools.jsonl";
+  if (mode == CassetteMode::Record) return ToolTape::record(file);
+  if (mode == CassetteMode::ReplayOnly && std::filesystem::exists(file)) {
+    return ToolTape::replay(file);
+  }
+  return nullptr;
+}
+
 bool endpointConfigured(const EndpointArgs& args) {
   checkConfigFile(args);
   return !args.baseUrl.empty() || !args.apiKey.empty() || !args.apiKeyEnv.empty() ||

@@ -6,9 +6,11 @@
 
 #include <CLI/CLI.hpp>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "parley/openai_client.hpp"
+#include "parley/tool_tape.hpp"
 
 namespace parley::cli {
 
@@ -46,6 +48,11 @@ std::string resolveModelAlias(const std::string& file, const std::string& model)
 // --model may be an alias of the config file. Throws ValidationError for a missing config file or
 // an unknown profile.
 ClientOptions resolveEndpoint(const EndpointArgs& args);
+
+// The tool tape of --record / --replay (docs/cassettes.md, "Whole runs"): DIR/tools.jsonl,
+// recorded with --record (cassette mode record), replayed with --replay (replay-only) when the
+// file is there, so the turn's tools do not run; null otherwise (replay-or-record runs them).
+std::shared_ptr<ToolTape> toolTapeFor(const EndpointArgs& args);
 
 // True when anything names an endpoint: an option above, $OPENAI_BASE_URL or $OPENAI_API_KEY.
 bool endpointConfigured(const EndpointArgs& args);

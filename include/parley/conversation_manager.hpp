@@ -51,6 +51,8 @@
 
 namespace parley {
 
+class ToolTape;
+
 class ConversationManager;
 
 // What checkTokenUsage() found.
@@ -159,6 +161,11 @@ struct RunOptions : LlmCallOptions {
   // How the calls are executed. Null: the conversation's ToolExecutor, in this process. The
   // executor sends them out as events to a ToolWorker; a durable run journals them.
   ToolCallRunner runToolCalls;
+  // Records each reply's tool calls and results on the tape, or, on a replaying tape, takes
+  // them from it instead of running anything (tool_tape.hpp; onToolCall and onToolResult still
+  // see them). toolTapeThread names the thread on the tape ("" for a lone conversation).
+  std::shared_ptr<ToolTape> toolTape;
+  std::string toolTapeThread;
   // Each message the run adds to the history (the prompt, each reply, each tool result), in
   // order, once it is appended.
   std::function<void(const Message&)> onMessage;

@@ -81,6 +81,7 @@ namespace parley {
 
 class ConversationStore;
 class ThreadPool;
+class ToolTape;
 
 struct ExecutorOptions {
   std::shared_ptr<ProfileRegistry> profiles;  // required: requests name a profile
@@ -118,6 +119,15 @@ struct ExecutorOptions {
   // not kept. Shared by every thread of the executor; identical requests that miss at the
   // same time both call the model.
   size_t responseCacheSize = 0;
+  // Records the tool calls of every llm request's loop and their results, or, replaying, takes
+  // them from the tape instead of sending them out (tool_tape.hpp, docs/cassettes.md "Whole
+  // runs"): with the model calls replayed from cassettes, a recorded run replays whole, no tool
+  // runs and no approval is asked. Calls are keyed by the request's threadId (replay with
+  // ToolTapeOptions::byThread when threads may reuse call ids). A replayed call publishes no
+  // ToolExecutionRequest/Completed (nothing runs it); its tool message is a MessageAdded as
+  // always. A call the tape lacks fails the request with a ReplayMiss naming the call and the
+  // message. Tool nodes (nodeType "tool") are not on the tape: their call ids are new each time.
+  std::shared_ptr<ToolTape> toolTape;
   Logger log;  // diagnostics; null: stderr
   // Each failed request (LlmExecutionFailed) and each tool call that could not be run
   // (ToolExecutionFailed) is also written to `log`, one line with its trace id, so a failure

@@ -24,16 +24,10 @@
 
 #include "parley/errors.hpp"
 #include "parley/run_store.hpp"
+#include "parley/tool_tape.hpp"
 #include "parley/worker.hpp"
 
 namespace parley {
-
-// A replay that departs from its recording: a tool call without a journaled result, a run that
-// ends otherwise than it did, a thread that differs (what() names the run, call or message).
-class ReplayMiss : public ValidationError {
- public:
-  explicit ReplayMiss(const std::string& reason) : ValidationError("replay", reason) {}
-};
 
 struct RunReplayOptions {
   // The replaying worker: profiles whose clients replay the recording's cassettes

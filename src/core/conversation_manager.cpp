@@ -3,6 +3,7 @@
 // a turn appends, counts and saves under the same rules.
 #include "parley/conversation_manager.hpp"
 #include "parley/server_tools.hpp"
+#include "parley/tool_tape.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -1009,13 +1010,21 @@ std::vector<ToolResult> ConversationManager::runTools(const std::vector<ToolCall
   const std::vector<ToolCall> capped(
       calls.begin(), calls.begin() + static_cast<std::ptrdiff_t>(std::min(cap, calls.size())));
   const std::vector<ToolCall>& toRun = calls.size() > cap ? capped : calls;
-  std::vector<ToolResult> results = hooks && hooks->runToolCalls
-                                        ? hooks->runToolCalls(toRun, std::move(cancel))
-                                        : state_->executor->executeAll(toRun, std::move(cancel));
+  ToolTape* tape = hooks ? hooks->toolTape.get() : nullptr;
+  std::vector<ToolResult> results;
+  if (tape && tape->replaying()) {
+    // The reply asking for the calls is the last message stored.
+    const auto reply = static_cast<int64_t>(storageSize()) - 1;
+    results = tape->take(hooks->toolTapeThread, reply, toRun);
+  } else {
+    results = hooks && hooks->runToolCalls ? hooks->runToolCalls(toRun, std::move(cancel))
+                                           : state_->executor->executeAll(toRun, std::move(cancel));
+  }
   if (results.size() != toRun.size()) {
     throw ProtocolError("the tool-call runner returned " + std::to_string(results.size()) +
                         " results for " + std::to_string(toRun.size()) + " calls");
   }
+  if (tape && !tape->replaying()) tape->write(hooks->toolTapeThread, toRun, results);
   for (size_t i = toRun.size(); i < calls.size(); ++i) {
     ToolResult r;
     r.toolCallId = calls[i].id;

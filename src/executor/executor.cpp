@@ -508,6 +508,8 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     run.stream = data.stream;
     run.stopToken = stop;
     run.request = modelRequest(manager, request, state.currentKind);
+    run.toolTape = options.toolTape;
+    run.toolTapeThread = request.threadId;
     int iteration = 1;      // of the model call under way: one more than the replies seen
     state.callDone = true;  // the first call's first event starts its span
     run.onChunk = [&](const StreamDelta& delta) {
