@@ -111,10 +111,15 @@ try {
     assert.equal(shown, null, `useChat's error: ${shown}`);
     assert.deepEqual(errors, []);
   };
+  // Waits for `condition` in the page, or for useChat's error (then fails with it at once).
+  const waitFor = async (condition, arg) => {
+    await page.waitForFunction(`document.getElementById('error') || (${condition})(${JSON.stringify(arg)})`);
+    await noError();
+  };
   const texts = (role) => page.$$eval(`.msg.${role}`, (l) => l.map((e) =>
     [...e.querySelectorAll('.text')].map((t) => t.textContent).join('')));
   const send = async (words) => {
-    await page.waitForFunction(() => document.getElementById('status').dataset.status === 'ready');
+    await waitFor(() => document.getElementById('status').dataset.status === 'ready');
     await page.type('#input', words);
     await page.click('#send');
   };
@@ -122,28 +127,26 @@ try {
   // A message and its streamed reply.
   await open('uc-1');
   await send('hello page');
-  await page.waitForFunction(() => document.getElementById('status').dataset.status === 'ready' &&
+  await waitFor(() => document.getElementById('status').dataset.status === 'ready' &&
     document.querySelectorAll('.msg.assistant').length === 1);
-  await noError();
   assert.deepEqual(await texts('user'), ['hello page']);
   assert.deepEqual(await texts('assistant'), ['You said: hello page']);
 
   // A tool call that needs approval: the page asks, a click approves, the same message goes on.
   await send('delete a.txt');
-  await page.waitForSelector('.tool[data-name="delete_file"][data-state="approval-requested"] button.approve');
+  await waitFor(() => !!document.querySelector('.tool[data-name="delete_file"][data-state="approval-requested"] button.approve'));
   assert.equal(await page.$eval('.tool .input', (e) => e.textContent), '{"path":"a.txt"}');
   await page.click('button.approve');
-  await page.waitForFunction(() => [...document.querySelectorAll('.msg.assistant .text')]
+  await waitFor(() => [...document.querySelectorAll('.msg.assistant .text')]
     .some((e) => e.textContent.startsWith('delete_file says:')));
-  await page.waitForFunction(() => document.getElementById('status').dataset.status === 'ready');
-  await noError();
+  await waitFor(() => document.getElementById('status').dataset.status === 'ready');
   assert.equal(await page.$eval('.tool[data-name="delete_file"]', (e) => e.dataset.state), 'output-available');
   assert.match((await texts('assistant')).at(-1), /^delete_file says: \{"path":"a.txt"\}$/);
   assert.equal(await page.$$eval('.msg.assistant', (l) => l.length), 2, 'the approval went on in the same message');
 
   // A streamed reply, and a reload in the middle of it: the page shows the thread and resumes.
   await send('tell a story');
-  await page.waitForFunction(() => {
+  await waitFor(() => {
     const last = [...document.querySelectorAll('.msg.assistant .text')].at(-1);
     return last && last.textContent.startsWith('word1 ') && last.textContent.split(' ').length >= 3;
   });
@@ -152,10 +155,9 @@ try {
   await page.reload();
   await page.waitForSelector('#input, #error');
   await noError();
-  await page.waitForFunction((story) => [...document.querySelectorAll('.msg.assistant')]
-    .some((e) => e.textContent === story), {}, kStory);
-  await page.waitForFunction(() => document.getElementById('status').dataset.status === 'ready');
-  await noError();
+  await waitFor((story) => [...document.querySelectorAll('.msg.assistant')]
+    .some((e) => e.textContent === story), kStory);
+  await waitFor(() => document.getElementById('status').dataset.status === 'ready');
   // The thread's history (both earlier exchanges) and the story once.
   assert.deepEqual(await texts('user'), ['hello page', 'delete a.txt', 'tell a story']);
   const replies = await texts('assistant');
@@ -164,8 +166,8 @@ try {
 
   // And after the run, a plain reload shows the same thread from the history alone.
   await page.reload();
-  await page.waitForFunction((story) => [...document.querySelectorAll('.msg.assistant')]
-    .some((e) => e.textContent === story), {}, kStory);
+  await waitFor((story) => [...document.querySelectorAll('.msg.assistant')]
+    .some((e) => e.textContent === story), kStory);
   assert.deepEqual(await texts('user'), ['hello page', 'delete a.txt', 'tell a story']);
   await noError();
   console.log('useChat page: sent, streamed, approved, resumed after a reload');
