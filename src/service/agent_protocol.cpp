@@ -1,7 +1,7 @@
 // The Agent Protocol / LangGraph API of `parley serve` (docs/service.md, "Agent Protocol and the
-// LangGraph API"): the routes' registration, the readers and forms the route files share, and the
-// routes. Assistants are in agent_protocol_assistants.cpp, threads in agent_protocol_threads.cpp,
-// runs in agent_protocol_runs.cpp, the stream encoding in agent_protocol_stream.cpp.
+// LangGraph API"): the routes' registration and the readers and forms the route files share.
+// Assistants are in agent_protocol_assistants.cpp, threads in agent_protocol_threads.cpp, runs in
+// agent_protocol_runs.cpp, the stream encoding in agent_protocol_stream.cpp.
 #include "service/agent_protocol.hpp"
 
 #include <charconv>
