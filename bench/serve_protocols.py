@@ -2,9 +2,10 @@
 # Usage: bench/serve_protocols.py BUILD/apps/parley/parley [RUNS] [STREAMS] (docs/service.md,
 # "Measured"). Against `parley serve --workers 1` and its zero-latency demo agent: submit (or
 # create) + stream + complete, p50 and p90 over RUNS sequential requests through each protocol
-# (the native routes, Chat Completions, Responses, the AI SDK UI stream, AG-UI); then, against a
-# service without workers (so every run stays queued and every stream open), the RSS of
-# `parley serve` per open streaming chat completion, over STREAMS of them.
+# (the native routes, the LangGraph API on the default assistant and on a created one, Chat
+# Completions, Responses, the AI SDK UI stream, AG-UI); then, against a service without workers
+# (so every run stays queued and every stream open), the RSS of `parley serve` per open stream,
+# over STREAMS streaming chat completions and STREAMS LangGraph run streams.
 import http.client, json, os, socket, statistics, subprocess, sys, tempfile, time
 
 binary = sys.argv[1]
@@ -49,6 +50,18 @@ def native(conn, i):
     conn.close()  # a followed stream does not end by itself
 
 
+def langgraph(conn, i, assistant='agent'):
+    resp = request(conn, 'POST', '/threads/g%s%d/runs/stream' % (assistant, i),
+                   {'assistant_id': assistant, 'if_not_exists': 'create',
+                    'input': {'messages': [{'role': 'user', 'content': 'hello'}]},
+                    'stream_mode': ['messages-tuple']})
+    read_until(resp, b'event: end')
+
+
+def langgraph_assistant(conn, i):
+    langgraph(conn, i, 'bench-assistant')
+
+
 def chat(conn, i):
     resp = request(conn, 'POST', '/v1/chat/completions',
                    {'model': 'default', 'stream': True, 'messages': [{'role': 'user', 'content': 'hello'}]})
@@ -74,7 +87,12 @@ def agui(conn, i):
 
 
 p, host, port = serve(['--workers', '1'])
-for name, f in [('native runs + events', native), ('chat.completions stream', chat),
+setup = http.client.HTTPConnection(host, port)
+request(setup, 'POST', '/assistants', {'assistant_id': 'bench-assistant', 'graph_id': 'agent',
+                                       'config': {'configurable': {'system_prompt': 'Be brief.'}}}).read()
+setup.close()
+for name, f in [('native runs + events', native), ('LangGraph runs.stream', langgraph),
+                ('LangGraph, made assistant', langgraph_assistant), ('chat.completions stream', chat),
                 ('responses stream', responses), ('AI SDK UI stream', ui), ('AG-UI', agui)]:
     times = []
     for i in range(runs):
@@ -95,22 +113,30 @@ def rss(pid):
             return int(line.split()[1])
 
 
-p, host, port = serve([])
-time.sleep(0.5)
-before = rss(p.pid)
-socks = []
-body = json.dumps({'model': 'default', 'stream': True, 'messages': [{'role': 'user', 'content': 'hi'}]})
-for i in range(streams):
-    s = socket.create_connection((host, port))
-    s.sendall(('POST /v1/chat/completions HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n'
-               'Content-Length: %d\r\n\r\n%s' % (host, port, len(body), body)).encode())
-    socks.append(s)
-for s in socks:
-    s.recv(4096)  # the headers and the first chunk: the stream is open
-time.sleep(1)
-after = rss(p.pid)
-print('open streaming chat completions: %d, RSS %d -> %d kB, %.1f kB per stream'
-      % (streams, before, after, (after - before) / streams))
-for s in socks:
-    s.close()
-p.terminate(); p.wait()
+def open_streams(label, path, body):
+    p, host, port = serve([])
+    time.sleep(0.5)
+    before = rss(p.pid)
+    socks = []
+    for i in range(streams):
+        text = json.dumps(body(i))
+        s = socket.create_connection((host, port))
+        s.sendall(('POST %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n'
+                   'Content-Length: %d\r\n\r\n%s' % (path(i), host, port, len(text), text)).encode())
+        socks.append(s)
+    for s in socks:
+        s.recv(4096)  # the headers and the first chunk: the stream is open
+    time.sleep(1)
+    after = rss(p.pid)
+    print('open %s: %d, RSS %d -> %d kB, %.1f kB per stream'
+          % (label, streams, before, after, (after - before) / streams))
+    for s in socks:
+        s.close()
+    p.terminate(); p.wait()
+
+
+open_streams('streaming chat completions', lambda i: '/v1/chat/completions',
+             lambda i: {'model': 'default', 'stream': True, 'messages': [{'role': 'user', 'content': 'hi'}]})
+open_streams('LangGraph run streams', lambda i: '/threads/s%d/runs/stream' % i,
+             lambda i: {'assistant_id': 'agent', 'if_not_exists': 'create',
+                        'input': {'messages': [{'role': 'user', 'content': 'hi'}]}})

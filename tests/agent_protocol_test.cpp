@@ -364,6 +364,147 @@ TEST_F(AgentProtocolTest, RunsCreateListCancelAndDoubleTexting) {
                409, "run_not_waiting");
 }
 
+// Created assistants, versioned; a run on one starts from the version set as latest, and its
+// own config goes over it. The profiles' assistant ("agent") is read-only.
+TEST_F(AgentProtocolTest, AssistantsAreCreatedVersionedAndRunWith) {
+  const json v1 = {{"configurable", {{"system_prompt", "be brief"}, {"tools", {"get_time"}}}}};
+  auto made = post("/assistants", {{"assistant_id", "a1"},
+                                   {"graph_id", "agent"},
+                                   {"name", "Brief"},
+                                   {"description", "short answers"},
+                                   {"config", v1},
+                                   {"metadata", {{"team", "x"}}}});
+  ASSERT_EQ(made.status, 200) << made.body;
+  EXPECT_EQ(made.json()["version"], 1);
+  EXPECT_EQ(made.json()["config"], v1);
+  expectStatus(post("/assistants", {{"assistant_id", "a1"}, {"graph_id", "agent"}}), 409,
+               "assistant_exists");
+  auto kept = post("/assistants",
+                   {{"assistant_id", "a1"}, {"graph_id", "agent"}, {"if_exists", "do_nothing"}});
+  ASSERT_EQ(kept.status, 200) << kept.body;
+  EXPECT_EQ(kept.json()["name"], "Brief");
+  auto generated = post("/assistants", {{"graph_id", "agent"}, {"name", "Other"}});
+  ASSERT_EQ(generated.status, 200) << generated.body;
+  EXPECT_EQ(generated.json()["assistant_id"].get<std::string>().rfind("asst-", 0), 0u);
+
+  auto updated = patch(
+      "/assistants/a1",
+      {{"config", {{"configurable", {{"tools", json::array()}}}}}, {"metadata", {{"stage", 2}}}});
+  ASSERT_EQ(updated.status, 200) << updated.body;
+  EXPECT_EQ(updated.json()["version"], 2);
+  EXPECT_EQ(updated.json()["metadata"], (json{{"team", "x"}, {"stage", 2}}));
+  EXPECT_EQ(get("/assistants/a1").json()["version"], 2);
+  auto versions = post("/assistants/a1/versions");
+  ASSERT_EQ(versions.status, 200) << versions.body;
+  ASSERT_EQ(versions.json().size(), 2u);
+  EXPECT_EQ(versions.json()[0]["version"], 2);
+
+  ASSERT_EQ(post("/threads", {{"thread_id", "as"}}).status, 200);
+  auto runWith = [&](json extra = json::object()) {
+    json body = {{"assistant_id", "a1"}, {"input", messages("hi")}};
+    body.update(extra);
+    auto run = post("/threads/as/runs", body);
+    EXPECT_EQ(run.status, 200) << run.body;
+    EXPECT_EQ(run.json()["assistant_id"], "a1");
+    return runs->run(run.json()["run_id"].get<std::string>())->options;
+  };
+  auto latest = runWith();
+  EXPECT_FALSE(latest.systemPrompt);  // version 2 has no system prompt
+  ASSERT_TRUE(latest.tools);
+  EXPECT_TRUE(latest.tools->empty());
+  auto set = post("/assistants/a1/latest", {{"version", 1}});
+  ASSERT_EQ(set.status, 200) << set.body;
+  EXPECT_EQ(set.json()["version"], 1);
+  auto first = runWith();
+  EXPECT_EQ(first.systemPrompt, "be brief");
+  EXPECT_EQ(first.tools, (std::vector<std::string>{"get_time"}));
+  EXPECT_EQ(first.profile, "");
+  auto own = runWith({{"config", {{"configurable", {{"system_prompt", "own"}}}}}});
+  EXPECT_EQ(own.systemPrompt, "own");
+  expectStatus(post("/assistants/a1/latest", {{"version", 7}}), 404, "not_found");
+
+  auto search = [&](json body) {
+    auto found = post("/assistants/search", body);
+    EXPECT_EQ(found.status, 200) << found.body;
+    return found;
+  };
+  auto byTeam = search({{"metadata", {{"team", "x"}}}});
+  ASSERT_EQ(byTeam.json().size(), 1u);
+  EXPECT_EQ(byTeam.json()[0]["assistant_id"], "a1");
+  EXPECT_EQ(search({{"name", "bri"}}).json().size(), 1u);        // part of the name, case ignored
+  EXPECT_EQ(search({{"graph_id", "agent"}}).json().size(), 3u);  // "agent" itself and two made
+  auto page = search({{"sort_by", "name"}, {"sort_order", "asc"}, {"limit", 1}});
+  ASSERT_EQ(page.json().size(), 1u);
+  EXPECT_EQ(page.json()[0]["name"], "Brief");
+  EXPECT_EQ(page.headers["x-pagination-next"], "1");
+  auto picked = search({{"sort_by", "name"},
+                        {"sort_order", "asc"},
+                        {"offset", 1},
+                        {"select", {"assistant_id", "name"}}});
+  ASSERT_EQ(picked.json().size(), 2u);
+  EXPECT_EQ(picked.json()[0],
+            (json{{"assistant_id", picked.json()[0]["assistant_id"]}, {"name", "Other"}}));
+  EXPECT_EQ(post("/assistants/count", {{"graph_id", "agent"}}).json(), 3);
+  EXPECT_EQ(post("/assistants/count", {{"metadata", {{"team", "y"}}}}).json(), 0);
+
+  // The OpenAI models list the made ones too.
+  auto models = get("/v1/models");
+  ASSERT_EQ(models.status, 200) << models.body;
+  const json modelList = models.json();
+  bool listed = false;
+  for (const auto& m : modelList["data"])
+    listed = listed || m["id"] == "a1";
+  EXPECT_TRUE(listed) << models.body;
+
+  expectStatus(patch("/assistants/agent", {{"name", "x"}}), 409, "read_only_assistant");
+  expectStatus(del("/assistants/agent"), 409, "read_only_assistant");
+  expectStatus(patch("/assistants/nope", {{"name", "x"}}), 404, "not_found");
+  expectStatus(del("/assistants/a1?delete_threads=true"), 400, "unsupported");
+  EXPECT_EQ(del("/assistants/a1").status, 204);
+  expectStatus(get("/assistants/a1"), 404, "not_found");
+  expectStatus(del("/assistants/a1"), 404, "not_found");
+}
+
+TEST_F(AgentProtocolTest, AssistantsPastTheirCapsAreRefused) {
+  const json base = {{"graph_id", "agent"}};
+  auto create = [&](json extra) {
+    json body = base;
+    body.update(extra);
+    return post("/assistants", body);
+  };
+  expectStatus(post("/assistants", json::object()), 400, "invalid_graph_id");
+  expectStatus(create({{"name", std::string(257, 'n')}}), 400, "invalid_name");
+  expectStatus(create({{"description", std::string(4097, 'd')}}), 400, "invalid_description");
+  expectStatus(
+      create({{"config", {{"configurable", {{"system_prompt", std::string(70'000, 's')}}}}}}), 400,
+      "invalid_config");
+  expectStatus(create({{"context", {{"big", std::string(70'000, 'c')}}}}), 400, "invalid_context");
+  expectStatus(create({{"config", {{"configurable", {{"model", "gpt-4o"}}}}}}), 400,
+               "unsupported_config");
+  expectStatus(create({{"metadata", {{"big", std::string(70'000, 'x')}}}}), 400,
+               "invalid_metadata");
+  expectStatus(create({{"assistant_id", std::string(200, 'a')}}), 400, "invalid_id");
+  expectStatus(create({{"if_exists", "replace"}}), 400, "invalid_if_exists");
+  expectStatus(post("/assistants/search", {{"limit", 1001}}), 400, "invalid_limit");
+  expectStatus(post("/assistants/search", {{"sort_by", "version"}}), 400, "invalid_sort_by");
+  // Just within: accepted.
+  ASSERT_EQ(create({{"assistant_id", "cap"},
+                    {"name", std::string(256, 'n')},
+                    {"description", std::string(4096, 'd')}})
+                .status,
+            200);
+  expectStatus(patch("/assistants/cap", {{"name", std::string(257, 'n')}}), 400, "invalid_name");
+  // Versions kept: 100; the 101st update drops version 1 (and 2 after it).
+  for (int i = 0; i < 101; ++i)
+    ASSERT_EQ(patch("/assistants/cap", {{"metadata", {{"i", i}}}}).status, 200);
+  auto versions = post("/assistants/cap/versions", {{"limit", 1000}});
+  ASSERT_EQ(versions.status, 200) << versions.body;
+  ASSERT_EQ(versions.json().size(), 100u);
+  EXPECT_EQ(versions.json()[0]["version"], 102);
+  EXPECT_EQ(versions.json()[99]["version"], 3);
+  expectStatus(post("/assistants/cap/latest", {{"version", 1}}), 404, "not_found");
+}
+
 TEST_F(AgentProtocolTest, WhatCannotBeHonouredIsRefused) {
   ASSERT_EQ(post("/threads", {{"thread_id", "x"}}).status, 200);
   const json ok = {{"assistant_id", "agent"}, {"input", messages("hi")}};

@@ -434,7 +434,8 @@ TYPED_TEST_P(RunStoreConformance, MigratesAVersion3QueueToQueueHeads) {
     down = {"DROP TRIGGER parley_runs_head ON parley_runs", "DROP FUNCTION parley_runs_head()"};
   }
   for (const char* sql :
-       {"DROP TABLE parley_blobs",  // version 5's
+       {"DROP TABLE parley_assistant_versions", "DROP TABLE parley_assistants",  // version 6's
+        "DROP TABLE parley_blobs",                                               // version 5's
         "DROP INDEX parley_threads_queue", "DROP INDEX parley_threads_leases",
         "ALTER TABLE parley_threads DROP COLUMN queue_head_at",
         "CREATE INDEX parley_runs_queue ON parley_runs (created_at, position, id) "

@@ -870,6 +870,8 @@ TYPED_TEST_P(StoreConformance, AVersion4DatabaseGainsTheBlobTable) {
   this->store.reset();
   this->backend.exec("DELETE FROM parley_blobs");
   this->backend.exec("DROP TABLE parley_blobs");
+  this->backend.exec("DROP TABLE parley_assistant_versions");  // version 6's
+  this->backend.exec("DROP TABLE parley_assistants");
   this->backend.exec("UPDATE parley_schema SET version = 4");
   this->backend.exec(
       "UPDATE parley_messages SET body = '{\"content\":[{\"text\":\"x\",\"type\":\"text\"},"
@@ -880,6 +882,8 @@ TYPED_TEST_P(StoreConformance, AVersion4DatabaseGainsTheBlobTable) {
   EXPECT_EQ(this->store->loadThread("old").messages, std::vector<Message>{old});
   this->store->createThread({.id = "new"}, std::vector<Message>{partsMessage('z')});
   EXPECT_EQ(this->store->loadThread("new").messages, std::vector<Message>{partsMessage('z')});
+  // And version 6's tables, made by the same upgrade.
+  EXPECT_EQ(this->backend.count("SELECT COUNT(*) FROM parley_assistants"), 0);
 }
 
 REGISTER_TYPED_TEST_SUITE_P(

@@ -186,9 +186,9 @@ std::unique_ptr<ConversationStore> openSqliteStore(const std::string& path,
 // the run queue, leases, the tool journal and the event log (run_store.hpp); version 3 the index
 // of message text that searchMessages() reads; version 4 the queue heads a claim reads (one index
 // entry per claim, whatever the queue's depth); version 5 the content-addressed blobs that hold the
-// bytes of message parts (docs/parts.md). An older database is upgraded when it is opened for
-// writing.
-inline constexpr int kStoreSchemaVersion = 5;
+// bytes of message parts (docs/parts.md); version 6 the service's assistants and their versions
+// (docs/service.md). An older database is upgraded when it is opened for writing.
+inline constexpr int kStoreSchemaVersion = 6;
 
 // For openStore.
 struct OpenStoreOptions {

@@ -1,7 +1,7 @@
 // The Agent Protocol / LangGraph API of `parley serve` (docs/service.md, "Agent Protocol and the
-// LangGraph API"): the routes' registration, the readers and forms the route files share, and the
-// assistants. Threads are in agent_protocol_threads.cpp, runs in agent_protocol_runs.cpp, the
-// stream encoding in agent_protocol_stream.cpp.
+// LangGraph API"): the routes' registration and the readers and forms the route files share.
+// Assistants are in agent_protocol_assistants.cpp, threads in agent_protocol_threads.cpp, runs in
+// agent_protocol_runs.cpp, the stream encoding in agent_protocol_stream.cpp.
 #include "service/agent_protocol.hpp"
 
 #include <charconv>
@@ -27,9 +27,6 @@ size_t depthOf(const json& value) {
     deepest = std::max(deepest, depthOf(item));
   return deepest + 1;
 }
-
-// The assistant every served profile has: its graph id is LangGraph's default graph name.
-constexpr const char* kDefaultAssistant = "agent";
 
 }  // namespace
 
@@ -241,55 +238,6 @@ json AgentProtocol::Impl::stateJson(const ThreadInfo& info, const View& view, bo
   return out;
 }
 
-// --- assistants -------------------------------------------------------------------------------
-
-std::string AgentProtocol::Impl::profileOf(const std::string& assistantId) const {
-  checkId(assistantId, "assistant");
-  return assistantId == kDefaultAssistant ? "" : assistantId;
-}
-
-json AgentProtocol::Impl::assistantJson(const std::string& assistantId) const {
-  const std::string profile = profileOf(assistantId);
-  const std::string epoch = isoTime(std::chrono::system_clock::time_point{});
-  return {{"assistant_id", assistantId},
-          {"graph_id", assistantId},
-          {"name", assistantId},
-          {"description", profile.empty() ? "the workers' default profile"
-                                          : "the workers' profile '" + profile + "'"},
-          {"config", {{"configurable", {{"profile", profile}}}}},
-          {"context", json::object()},
-          {"metadata", {{"created_by", "system"}}},
-          {"version", 1},
-          {"created_at", epoch},
-          {"updated_at", epoch}};
-}
-
-void AgentProtocol::Impl::getAssistant(const httplib::Request& req, httplib::Response& res) {
-  sendApJson(res, 200, assistantJson(req.matches[1]));
-}
-
-void AgentProtocol::Impl::searchAssistants(const httplib::Request& req, httplib::Response& res,
-                                           bool count) {
-  const json in = body(req);
-  if (!count) pageLimit(in.value("limit", json()), 10);
-  const size_t offset = pageOffset(in.value("offset", json()));
-  // The one assistant the service knows without asking the workers: the default.
-  bool match = offset == 0;
-  for (const char* key : {"graph_id", "name"}) {
-    if (in.contains(key) && !in[key].is_null() && in[key] != kDefaultAssistant) match = false;
-  }
-  if (in.contains("metadata") && in["metadata"].is_object()) {
-    const json metadata = assistantJson(kDefaultAssistant)["metadata"];
-    for (const auto& [key, value] : in["metadata"].items())
-      if (!metadata.contains(key) || metadata[key] != value) match = false;
-  }
-  if (count) {
-    sendApJson(res, 200, match ? 1 : 0);
-    return;
-  }
-  sendApJson(res, 200, match ? json::array({assistantJson(kDefaultAssistant)}) : json::array());
-}
-
 // --- registration -----------------------------------------------------------------------------
 
 AgentProtocol::AgentProtocol(ServiceState& state) : impl_(std::make_unique<Impl>(state)) {}
@@ -408,15 +356,17 @@ void AgentProtocol::install(httplib::Server& server) {
   server.Post("/runs/stream",
               route([s](Q q, R r) { s->createRun(q, r, true, Impl::Answer::Stream); }));
   server.Get("/runs/" + id + "/stream", route([s](Q q, R r) { s->joinStream(q, r, true); }));
-  // Assistants: the workers' profiles.
-  server.Get("/assistants/" + id, route([s](Q q, R r) { s->getAssistant(q, r); }));
+  // Assistants: the workers' profiles (read-only) and the created ones, versioned.
+  server.Post("/assistants", route([s](Q q, R r) { s->createAssistant(q, r); }));
   server.Post("/assistants/search", route([s](Q q, R r) { s->searchAssistants(q, r, false); }));
   server.Post("/assistants/count", route([s](Q q, R r) { s->searchAssistants(q, r, true); }));
-  server.Post("/assistants", route([](Q, R) {
-                throw apBadRequest("unsupported",
-                                   "assistants are the workers' profiles (parley worker "
-                                   "--profile, profiles.toml); they are not created over HTTP");
-              }));
+  server.Get("/assistants/" + id, route([s](Q q, R r) { s->getAssistant(q, r); }));
+  server.Patch("/assistants/" + id, route([s](Q q, R r) { s->updateAssistant(q, r); }));
+  server.Delete("/assistants/" + id, route([s](Q q, R r) { s->deleteAssistant(q, r); }));
+  server.Post("/assistants/" + id + "/versions",
+              route([s](Q q, R r) { s->assistantVersions(q, r); }));
+  server.Post("/assistants/" + id + "/latest",
+              route([s](Q q, R r) { s->setLatestAssistant(q, r); }));
 
   // The store: namespaced items.
   server.Put("/store/items", route([s](Q q, R r) { s->storePut(q, r); }));

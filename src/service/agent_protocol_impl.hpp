@@ -19,6 +19,7 @@
 #include "parley/run_store.hpp"
 #include "service/agent_protocol.hpp"
 #include "service/agent_protocol_stream.hpp"
+#include "service/assistants.hpp"
 #include "service/event_feeds.hpp"
 #include "service/metrics.hpp"
 #include "service/service.hpp"
@@ -60,6 +61,16 @@ inline std::string optionalString(const nlohmann::json& in, const char* key,
   if (!it->is_string())
     throw apBadRequest("invalid_" + std::string(key), std::string(key) + " is a string");
   return it->get<std::string>();
+}
+
+// Whether `have` holds every key of `wanted` with an equal value (a search's metadata filter;
+// not an object: everything matches).
+inline bool metadataMatches(const nlohmann::json& have, const nlohmann::json& wanted) {
+  if (!wanted.is_object()) return true;
+  for (const auto& [key, value] : wanted.items()) {
+    if (!have.is_object() || !have.contains(key) || have[key] != value) return false;
+  }
+  return true;
 }
 
 // LangGraph's names of parley's run states.
@@ -178,11 +189,25 @@ struct AgentProtocol::Impl {
   void storeSearch(const httplib::Request& req, httplib::Response& res);
   void storeNamespaces(const httplib::Request& req, httplib::Response& res);
 
-  // --- routes (agent_protocol.cpp) ------------------------------------------------------------
+  // --- routes (agent_protocol_assistants.cpp) -------------------------------------------------
+  Assistants& assistants() const;
+  // The created assistants' store; ApError 400 when the service's store keeps none.
+  detail::AssistantStore& assistantStore() const;
+  void createAssistant(const httplib::Request& req, httplib::Response& res);
   void getAssistant(const httplib::Request& req, httplib::Response& res);
+  void updateAssistant(const httplib::Request& req, httplib::Response& res);
+  void deleteAssistant(const httplib::Request& req, httplib::Response& res);
+  void assistantVersions(const httplib::Request& req, httplib::Response& res);
+  void setLatestAssistant(const httplib::Request& req, httplib::Response& res);
   void searchAssistants(const httplib::Request& req, httplib::Response& res, bool count);
-  // The profile an assistant id runs with ("" the worker's default); ApError 404 if unknown.
+  void readAssistantFields(const nlohmann::json& in, detail::AssistantChange& change) const;
+  void mustCreatedAssistant(const std::string& id) const;
+  // The profile an assistant id names ("" the workers' default).
   std::string profileOf(const std::string& assistantId) const;
+  // The settings a run on the assistant starts from (a created one's current version, else the
+  // profile); ApError 404 for an id that is neither, when the served profiles are known.
+  void applyAssistant(const std::string& assistantId, SubmitOptions& submit,
+                      const std::string& threadId) const;
   nlohmann::json assistantJson(const std::string& assistantId) const;
 };
 

@@ -25,43 +25,6 @@ bool given(const json& in, const char* key) {
   return true;
 }
 
-// What a run's config (or context) may set: the rest is refused, never ignored.
-void readSettings(const json& settings, const std::string& field, SubmitOptions& submit,
-                  const std::string& threadId) {
-  if (settings.is_null()) return;
-  if (!settings.is_object()) throw apBadRequest("invalid_config", field + " must be an object");
-  for (const auto& [key, value] : settings.items()) {
-    if (key == "thread_id") {
-      if (!value.is_string() || (!threadId.empty() && value.get<std::string>() != threadId)) {
-        throw apBadRequest("invalid_config", field + ".thread_id is not the run's thread");
-      }
-    } else if (key == "system_prompt") {
-      if (!value.is_string())
-        throw apBadRequest("invalid_config", field + "." + key + ": a string");
-      submit.systemPrompt = value.get<std::string>();
-    } else if (key == "tools") {
-      if (!value.is_array())
-        throw apBadRequest("invalid_config", field + ".tools: a list of names");
-      std::vector<std::string> names;
-      for (const auto& name : value) {
-        if (!name.is_string()) throw apBadRequest("invalid_config", field + ".tools: names");
-        names.push_back(name.get<std::string>());
-      }
-      submit.tools = names;
-    } else if (key == "max_iterations") {
-      if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 10'000) {
-        throw apBadRequest("invalid_config", field + ".max_iterations: 1 to 10000");
-      }
-      submit.maxIterations = static_cast<int>(value.get<int64_t>());
-    } else {
-      throw apBadRequest("unsupported_config",
-                         field + "." + key.substr(0, 64) +
-                             " is not a setting parley can honour (thread_id, system_prompt, "
-                             "tools, max_iterations; the model is the assistant's profile)");
-    }
-  }
-}
-
 std::vector<std::string> streamModeParams(const httplib::Request& req) {
   std::vector<std::string> out;
   const size_t n = req.get_param_value_count("stream_mode");
@@ -109,31 +72,9 @@ void AgentProtocol::Impl::createRun(const httplib::Request& req, httplib::Respon
     throw apBadRequest("invalid_assistant", "assistant_id is required (\"agent\": the default)");
   }
   const std::string assistant = in["assistant_id"].get<std::string>();
-  submit.profile = profileOf(assistant);
-  const json config = in.value("config", json());
-  if (!config.is_null()) {
-    if (!config.is_object()) throw apBadRequest("invalid_config", "config must be an object");
-    for (const auto& [key, value] : config.items()) {
-      if (key == "configurable") {
-        readSettings(value, "config.configurable", submit, threadId);
-      } else if (key == "recursion_limit") {
-        if (!value.is_number_integer() || value.get<int64_t>() < 1 ||
-            value.get<int64_t>() > 10'000) {
-          throw apBadRequest("invalid_config", "config.recursion_limit: 1 to 10000");
-        }
-        submit.maxIterations = static_cast<int>(value.get<int64_t>());
-      } else if ((key == "tags" || key == "metadata") &&
-                 (value.is_null() || (value.is_structured() && value.empty()))) {
-        // Empty: nothing asked.
-      } else {
-        throw apBadRequest("unsupported_config",
-                           "config." + key.substr(0, 64) +
-                               " is not a setting parley can honour (configurable, "
-                               "recursion_limit)");
-      }
-    }
-  }
-  readSettings(in.value("context", json()), "context", submit, threadId);
+  // The assistant's settings first; the run's own config and context over them.
+  applyAssistant(assistant, submit, threadId);
+  readRunSettings(in.value("config", json()), in.value("context", json()), submit, threadId);
   json metadata = in.value("metadata", json());
   checkMetadata(metadata, "metadata");
   if (!metadata.is_object()) metadata = json::object();

@@ -30,14 +30,6 @@ std::optional<std::pair<size_t, size_t>> parseCheckpoint(const std::string& id) 
   return std::make_pair(batch, size);
 }
 
-bool metadataMatches(const json& have, const json& wanted) {
-  if (!wanted.is_object()) return true;
-  for (const auto& [key, value] : wanted.items()) {
-    if (!have.is_object() || !have.contains(key) || have[key] != value) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 void AgentProtocol::Impl::createThread(const httplib::Request& req, httplib::Response& res) {

@@ -36,25 +36,40 @@ int64_t unixNow() {
       .count();
 }
 
-// The profile a request's `model` names: one of the served models (404 model_not_found for
-// another), or any name when the service lists none (its workers live elsewhere).
-std::string profileFor(const json& in, const ServiceOptions& options) {
+// The model a request names: a served profile or a created assistant (404 model_not_found for
+// another), or any name when the service lists no profiles (its workers live elsewhere).
+std::string profileFor(const json& in, const ServiceOptions& options, Assistants& assistants) {
   if (!in.contains("model") || !in["model"].is_string() || in["model"].get<std::string>().empty()) {
     throw OpenAiError(400, "invalid_request_error", "missing_model", "model is required", "model");
   }
   const std::string model = in["model"].get<std::string>();
-  if (!options.models.empty() &&
-      std::find(options.models.begin(), options.models.end(), model) == options.models.end()) {
-    throw OpenAiError(404, "invalid_request_error", "model_not_found",
-                      "The model `" + model + "` does not exist (GET /v1/models lists them)",
-                      "model");
-  }
   if (model.size() > options.maxIdBytes) {
     throw OpenAiError(400, "invalid_request_error", "invalid_model",
                       "model must be at most " + std::to_string(options.maxIdBytes) + " bytes",
                       "model");
   }
+  if (!options.models.empty() &&
+      std::find(options.models.begin(), options.models.end(), model) == options.models.end() &&
+      !assistants.created(model)) {
+    throw OpenAiError(404, "invalid_request_error", "model_not_found",
+                      "The model `" + model + "` does not exist (GET /v1/models lists them)",
+                      "model");
+  }
   return model;
+}
+
+// The run's settings for the model: a created assistant's current version, else the profile.
+void applyModel(const std::string& model, const ServiceOptions& options, Assistants& assistants,
+                SubmitOptions& submit) {
+  const bool served =
+      std::find(options.models.begin(), options.models.end(), model) != options.models.end();
+  if (!served) {
+    if (auto made = assistants.created(model)) {
+      Assistants::applyVersion(made->current, submit, "");
+      return;
+    }
+  }
+  submit.profile = model;
 }
 
 bool flag(const json& in, const char* key, bool fallback) {
@@ -421,13 +436,20 @@ class OpenAiRoutes {
     json data = json::array();
     for (const auto& name : state_.options.models)
       data.push_back(modelJson(name));
+    // The created assistants too: a client picks one as its model.
+    if (auto* store = state_.assistants->store()) {
+      for (const auto& a : store->list(kMaxAssistantsListed)) {
+        if (!state_.assistants->isProfile(a.current.id)) data.push_back(modelJson(a.current.id));
+      }
+    }
     sendJson(res, 200, {{"object", "list"}, {"data", data}});
   }
 
   void model(const httplib::Request& req, httplib::Response& res) const {
     const std::string name = req.matches[1];
     const auto& served = state_.options.models;
-    if (std::find(served.begin(), served.end(), name) == served.end()) {
+    if (std::find(served.begin(), served.end(), name) == served.end() &&
+        !state_.assistants->created(name)) {
       throw OpenAiError(404, "invalid_request_error", "model_not_found",
                         "The model `" + name + "` does not exist", "model");
     }
@@ -437,12 +459,12 @@ class OpenAiRoutes {
   void createResponse(const httplib::Request& req, httplib::Response& res) const {
     const json in = jsonBody(req);
     auto r = std::make_shared<ResponseState>();
-    r->model = profileFor(in, state_.options);
+    r->model = profileFor(in, state_.options, *state_.assistants);
     ResponseInput input = responseInput(in, state_.runs->options().limits.maxInputMessages);
     const bool stream = flag(in, "stream", false);
     r->store = flag(in, "store", true);
     SubmitOptions submit;
-    submit.profile = r->model;
+    applyModel(r->model, state_.options, *state_.assistants, submit);
     submit.stream = stream;
     submit.clientTools = responseClientTools(in);
     submit.metadata = {{"source", "responses"}};
@@ -623,7 +645,7 @@ class OpenAiRoutes {
   void chatCompletions(const httplib::Request& req, httplib::Response& res) const {
     const json in = jsonBody(req);
     auto chat = std::make_shared<ChatCompletion>();
-    chat->model = profileFor(in, state_.options);
+    chat->model = profileFor(in, state_.options, *state_.assistants);
     std::vector<Message> messages =
         chatMessages(in, state_.runs->options().limits.maxInputMessages);
     if (in.contains("n") && !in["n"].is_null() && in["n"] != 1) {
@@ -636,7 +658,7 @@ class OpenAiRoutes {
       chat->includeUsage = flag(in["stream_options"], "include_usage", false);
     }
     SubmitOptions submit;
-    submit.profile = chat->model;
+    applyModel(chat->model, state_.options, *state_.assistants, submit);
     submit.stream = chat->stream;
     submit.clientTools = chatClientTools(in);
     submit.metadata = {{"source", "chat.completions"}};

@@ -74,7 +74,7 @@ struct Service::Impl {
   }
 
   Impl(std::shared_ptr<RunStore> r, ServiceOptions o)
-      : state{std::move(r), std::move(o), nullptr, {}, nullptr},
+      : state{std::move(r), std::move(o), nullptr, {}, nullptr, nullptr},
         options(state.options),
         admission(state.options) {
     state.feeds =
@@ -82,6 +82,7 @@ struct Service::Impl {
     WebhookOptions webhooks = options.webhooks;
     if (!webhooks.log) webhooks.log = options.log;
     state.webhooks = std::make_unique<WebhookSender>(std::move(webhooks));
+    state.assistants = std::make_unique<Assistants>(*state.runs, state.options);
   }
 
   void health(httplib::Response& res) {

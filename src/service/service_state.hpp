@@ -14,6 +14,7 @@
 #include "parley/json.hpp"
 #include "parley/run_store.hpp"
 #include "service/api.hpp"
+#include "service/assistants.hpp"
 #include "service/event_feeds.hpp"
 #include "service/metrics.hpp"
 #include "service/service.hpp"
@@ -27,6 +28,7 @@ struct ServiceState {
   std::unique_ptr<EventFeeds> feeds;
   ServiceMetrics metrics;
   std::unique_ptr<WebhookSender> webhooks;  // posts run completions (and A2A notifications)
+  std::unique_ptr<Assistants> assistants;   // the profiles' and the created ones
 
   void log(const std::string& line) const { writeLog(options.log, line); }
   void checkId(const std::string& id, const char* what) const {

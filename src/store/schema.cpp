@@ -1,9 +1,9 @@
 // Every step of the store's schema, for both engines, from version 1 to kStoreSchemaVersion
-// (store.hpp): the threads and messages (1), the run queue (2), message search (3), ... The
-// engine's migrate() (sql_store.cpp) runs the steps after a database's version, in one
-// transaction. A new table or column is a new version here, for both engines at once; a step
-// once released never changes (databases in the field ran it). docs/scale-out.md, "Tables",
-// describes the tables.
+// (store.hpp): the threads and messages (1), the run queue (2), message search (3), ..., the
+// service's assistants (6). The engine's migrate() (sql_store.cpp) runs the steps after a
+// database's version, in one transaction. A new table or column is a new version here, for both
+// engines at once; a step once released never changes (databases in the field ran it).
+// docs/scale-out.md, "Tables", describes the tables.
 #include <string>
 #include <vector>
 
@@ -203,6 +203,28 @@ const std::vector<std::string> kSchemaV5Sqlite = {
     " created_at BIGINT NOT NULL) WITHOUT ROWID",
 };
 
+// Version 6: the assistants of `parley serve` (the LangGraph API's, docs/service.md): one row
+// per assistant naming the version its runs use, and every version kept (a capped number; an
+// update makes a new one). config, context and metadata are JSON objects as text.
+const std::vector<std::string> kSchemaV6Sqlite = {
+    "CREATE TABLE parley_assistants ("
+    " assistant_id TEXT PRIMARY KEY,"
+    " latest_version BIGINT NOT NULL,"  // the version runs use (setLatest moves it)
+    " created_at BIGINT NOT NULL,"      // milliseconds since the Unix epoch
+    " updated_at BIGINT NOT NULL)",
+    "CREATE TABLE parley_assistant_versions ("
+    " assistant_id TEXT NOT NULL,"
+    " version BIGINT NOT NULL,"  // from 1, one more per update
+    " graph_id TEXT NOT NULL,"   // the workers' profile ("agent": their default)
+    " name TEXT NOT NULL,"
+    " description TEXT,"  // NULL: none
+    " config TEXT NOT NULL,"
+    " context TEXT NOT NULL,"
+    " metadata TEXT NOT NULL,"
+    " created_at BIGINT NOT NULL,"
+    " PRIMARY KEY (assistant_id, version))",
+};
+
 std::vector<std::string> postgresVariant(std::vector<std::string> steps) {
   for (auto& step : steps) {
     if (auto at = step.find(" WITHOUT ROWID"); at != std::string::npos) step.erase(at);
@@ -216,6 +238,7 @@ const std::vector<std::string>& migrationSteps(SqlDialect dialect, int toVersion
   static const std::vector<std::string> postgresV1 = postgresVariant(kSchemaV1Sqlite);
   static const std::vector<std::string> postgresV2 = postgresVariant(kSchemaV2Sqlite);
   static const std::vector<std::string> postgresV5 = postgresVariant(kSchemaV5Sqlite);
+  static const std::vector<std::string> postgresV6 = postgresVariant(kSchemaV6Sqlite);
   const bool sqlite = dialect == SqlDialect::Sqlite;
   switch (toVersion) {
     case 1:
@@ -228,6 +251,8 @@ const std::vector<std::string>& migrationSteps(SqlDialect dialect, int toVersion
       return sqlite ? kSchemaV4Sqlite : kSchemaV4Postgres;
     case 5:
       return sqlite ? kSchemaV5Sqlite : postgresV5;
+    case 6:
+      return sqlite ? kSchemaV6Sqlite : postgresV6;
     default:
       throw StoreError("store: no migration to schema version " + std::to_string(toVersion));
   }

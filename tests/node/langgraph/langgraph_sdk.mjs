@@ -1,5 +1,6 @@
 // The official LangGraph JS SDK (@langchain/langgraph-sdk, pinned in package-lock.json) against
-// `parley serve`'s Agent Protocol routes, end to end: assistants, threads (create, get, search,
+// `parley serve`'s Agent Protocol routes, end to end: assistants (the profile's, read-only;
+// created, updated as versions, a run on an older version set as latest), threads (create, get, search,
 // count, update, copy, state, history, delete), runs on a thread and stateless (create, wait,
 // stream in each mode, join, joinStream resumed after a cut with Last-Event-ID, list, get,
 // cancel), each multitask strategy, an interrupt answered with command.resume, the store,
@@ -140,7 +141,70 @@ try {
     assert.equal(found.length, 1);
     assert.equal(found[0].assistant_id, 'agent');
     assert.equal((await client.assistants.get('agent')).graph_id, 'agent');
-    await rejects(client.assistants.create({ graphId: 'x' }), 400, 'assistants.create');
+    await rejects(client.assistants.create({ graphId: 'x' }), 400, 'a graph that is no profile');
+    await rejects(client.assistants.update('agent', { name: 'mine' }), 409, 'the profile is read-only');
+  });
+
+  await check('assistants: create, update, versions, setLatest, search, count, delete; a run on an older version', async () => {
+    // Version 1 may call get_weather; version 2 no tool at all.
+    const weather = await client.assistants.create({
+      assistantId: 'weather-bot', graphId: 'agent', name: 'Weather bot', description: 'asks the weather tool',
+      config: { configurable: { tools: ['get_weather'], system_prompt: 'You report the weather.' } },
+      context: { max_iterations: 4 }, metadata: { team: 'sky' },
+    });
+    assert.equal(weather.assistant_id, 'weather-bot');
+    assert.equal(weather.version, 1);
+    assert.deepEqual(weather.metadata, { team: 'sky' });
+    await rejects(client.assistants.create({ assistantId: 'weather-bot', graphId: 'agent' }), 409, 'if_exists raise');
+    const same = await client.assistants.create({ assistantId: 'weather-bot', graphId: 'agent', ifExists: 'do_nothing' });
+    assert.equal(same.name, 'Weather bot');
+    const other = await client.assistants.create({ graphId: 'agent', name: 'Plain', metadata: { team: 'ground' } });
+    assert.ok(other.assistant_id);
+
+    const v2 = await client.assistants.update('weather-bot', { config: { configurable: { tools: [] } }, metadata: { stage: 'no tools' } });
+    assert.equal(v2.version, 2);
+    assert.deepEqual(v2.metadata, { team: 'sky', stage: 'no tools' });
+    assert.equal((await client.assistants.get('weather-bot')).version, 2);
+    const versions = await client.assistants.getVersions('weather-bot');
+    assert.deepEqual(versions.map((v) => v.version), [2, 1]);
+    assert.deepEqual(versions[1].config.configurable.tools, ['get_weather']);
+    assert.equal((await client.assistants.getVersions('weather-bot', { metadata: { stage: 'no tools' } })).length, 1);
+
+    // The latest version has no tools: the model's plain answer.
+    const t = (await client.threads.create()).thread_id;
+    let values = await client.runs.wait(t, 'weather-bot', { input: input('what is the weather?') });
+    assert.equal(lastText(values), 'You said: what is the weather?');
+    // Back to version 1 (not the newest): its tool runs.
+    const back = await client.assistants.setLatest('weather-bot', 1);
+    assert.equal(back.version, 1);
+    values = await client.runs.wait(t, 'weather-bot', { input: input('the weather again?') });
+    assert.match(lastText(values), /^get_weather says: /);
+    const runs = await client.runs.list(t);
+    assert.ok(runs.every((r) => r.assistant_id === 'weather-bot'));
+    await rejects(client.assistants.setLatest('weather-bot', 9), 404, 'a version that is not there');
+
+    const bySky = await client.assistants.search({ metadata: { team: 'sky' } });
+    assert.deepEqual(bySky.map((a) => a.assistant_id), ['weather-bot']);
+    assert.equal(bySky[0].version, 1);
+    assert.deepEqual((await client.assistants.search({ name: 'weather' })).map((a) => a.assistant_id), ['weather-bot']);
+    const byName = await client.assistants.search({ graphId: 'agent', sortBy: 'name', sortOrder: 'asc', limit: 2, offset: 1 });
+    assert.deepEqual(byName.map((a) => a.name), ['Weather bot', 'agent']);
+    const paged = await client.assistants.search({ sortBy: 'assistant_id', sortOrder: 'asc', limit: 1, includePagination: true });
+    assert.equal(paged.assistants.length, 1);
+    assert.equal(paged.next, '1');
+    assert.equal(await client.assistants.count({ graphId: 'agent' }), 3);
+    assert.equal(await client.assistants.count({ metadata: { team: 'ground' } }), 1);
+    await rejects(client.assistants.search({ limit: 5000 }), 400, 'search limit past the cap');
+    await rejects(client.assistants.create({ graphId: 'agent', name: 'n'.repeat(300) }), 400, 'name past the cap');
+
+    // The OpenAI-compatible models list them too.
+    const models = await (await fetch(`${serve.url}/v1/models`)).json();
+    const ids = models.data.map((m) => m.id);
+    assert.ok(ids.includes('weather-bot') && ids.includes(other.assistant_id), JSON.stringify(ids));
+
+    await client.assistants.delete(other.assistant_id);
+    await rejects(client.assistants.get(other.assistant_id), 404, 'a deleted assistant');
+    await rejects(client.runs.create(t, other.assistant_id, { input: input('x') }), 404, 'a run on a deleted assistant');
   });
 
   const thread = await client.threads.create({ metadata: { user: 'ada' } });
@@ -457,6 +521,8 @@ try {
     const values = await client.runs.join(t.thread_id, run.run_id);
     assert.equal(lastText(values), 'slow done');
     assert.equal((await client.runs.get(t.thread_id, run.run_id)).status, 'success');
+    // The assistants are in the database: the new process has them, at the version set.
+    assert.equal((await client.assistants.get('weather-bot')).version, 1);
   });
 
   await check('store: put, get, search, namespaces, delete, ttl', async () => {
