@@ -54,10 +54,10 @@ const rows = fs.readFileSync(process.argv[2], 'utf8').trim().split('\n').map((l)
 const parley = rows[0];
 console.log(`durable runs on one PostgreSQL 15 (fsync on), 1 worker x 8 slots: ${parley.runs} runs ` +
             `drained, ${parley.latency_runs} submitted one at a time`);
-console.log('queue                  runs/s  parley is  submit->start p50 ms  p99 ms  WAL bytes/run');
+console.log('queue                  runs/s  parley faster  submit->start p50 ms  p99 ms  WAL bytes/run');
 for (const r of rows) {
   const ratio = r === parley ? '' : `${(parley.runs_per_s / r.runs_per_s).toFixed(1)}x`;
-  console.log(`${r.peer.padEnd(21)} ${r.runs_per_s.toFixed(0).padStart(7)} ${ratio.padStart(10)} ` +
+  console.log(`${r.peer.padEnd(21)} ${r.runs_per_s.toFixed(0).padStart(7)} ${ratio.padStart(14)} ` +
               `${r.p50_ms.toFixed(2).padStart(21)} ${r.p99_ms.toFixed(2).padStart(7)} ` +
               `${Math.round(r.wal_bytes_per_run).toString().padStart(14)}`);
 }
