@@ -5,7 +5,8 @@
 # Each script installs its pinned npm peers into BUILD_DIR (npm ci, cached in the build tree).
 # Needs the parley command, client_bench, tokens_bench, mcp_bench, tool_loop_bench, worker_bench
 # and pg_test_cluster built in BUILD_DIR.
-# --tiny: each comparison on a tiny input, once (ctest's `peers` test runs it so).
+# --tiny: each comparison on a tiny input, once (the README test runs it so; about 2.5 minutes
+# here once the npm packages are installed, the figures are noise).
 # A comparison that fails is reported and the others still run; the exit status is that of the
 # last failure (0 when every one ran).
 set -uo pipefail
