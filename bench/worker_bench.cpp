@@ -13,15 +13,27 @@
 //   in flight    with a 100 ms model delay, N threads of 20 runs each served by 4 workers of
 //                concurrency N/4: runs/s against the ideal N / 100 ms
 //
-//   build/bench/worker_bench [sqlite|postgres]... [overhead|throughput|inflight]...
-//   (default: everything; --benchmark_list_tests=true lists the parts it would run)
+//   peer         (bench/queue/run.sh, beside graphile-worker and DBOS on the same cluster) one
+//                worker of 8 slots: runs/s draining N runs submitted beforehand (one thread
+//                each), submit -> start (the model's request) p50 and p99 of runs submitted one
+//                at a time by another RunStore, and the WAL written per run (submit to
+//                completion); one JSON line. PARLEY_BENCH_PG_INFO names the cluster's info file
+//                (tests/pg_test_cluster_main.cpp), PARLEY_BENCH_QUEUE_RUNS and
+//                PARLEY_BENCH_QUEUE_LATENCY_RUNS the counts (default 2 000 and 300).
+//
+//   build/bench/worker_bench [sqlite|postgres]... [overhead|throughput|inflight|peer]...
+//   (default: everything but peer; --benchmark_list_tests=true lists the parts it would run)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
+
+#include <libpq-fe.h>
 
 #include "mock/mock_server.hpp"
 #include "mock/script.hpp"
@@ -262,6 +274,60 @@ void inFlight(const Engine& engine) {
   }
 }
 
+int envCount(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  return value && *value ? std::max(1, std::atoi(value)) : fallback;
+}
+
+// The server's WAL position in bytes (pg_current_wal_lsn), read over a connection of its own.
+double walBytes(const std::string& conninfo) {
+  PGconn* conn = PQconnectdb(conninfo.c_str());
+  PGresult* result = PQexec(conn, "SELECT (pg_current_wal_lsn() - '0/0')::float8");
+  const bool ok = PQresultStatus(result) == PGRES_TUPLES_OK;
+  const double bytes = ok ? std::atof(PQgetvalue(result, 0, 0)) : 0;
+  const std::string reason = ok ? "" : PQerrorMessage(conn);
+  PQclear(result);
+  PQfinish(conn);
+  if (!ok) throw std::runtime_error("pg_current_wal_lsn: " + reason);
+  return bytes;
+}
+
+std::string peerConninfo;  // set by main for the peer part (a connection outside the schema)
+
+void peer(const Engine& engine) {
+  if (engine.name != "postgres") throw std::runtime_error("the peer part runs on postgres only");
+  const int runs = envCount("PARLEY_BENCH_QUEUE_RUNS", 2'000);
+  const int latencyRuns = envCount("PARLEY_BENCH_QUEUE_LATENCY_RUNS", 300);
+  Mock mock(0);
+  RunStore producer(engine.open());
+  const double wal0 = walBytes(peerConninfo);
+  for (int i = 0; i < runs; ++i)
+    producer.submit("peer-" + std::to_string(i), "run " + std::to_string(i));
+  auto workers = makeWorkers(engine, mock, 1, 8, nullptr, false);
+  const auto start = Clock::now();
+  workers.front()->start();
+  awaitCompleted(workers, static_cast<uint64_t>(runs));
+  const double seconds = ms(Clock::now() - start) / 1000;
+  const double walPerRun = (walBytes(peerConninfo) - wal0) / runs;
+  // Submitted one at a time while the worker waits (woken by NOTIFY), each awaited.
+  std::vector<double> latency;
+  const int warmUp = std::max(3, latencyRuns / 10);
+  for (int i = 0; i < latencyRuns + warmUp; ++i) {
+    const std::string prompt = "latency " + std::to_string(i);
+    const auto submitted = Clock::now();
+    producer.submit("lat-" + std::to_string(i), prompt);
+    awaitCompleted(workers, static_cast<uint64_t>(runs + i + 1));
+    auto at = mock.arrivals.of(prompt);
+    if (!at) throw std::runtime_error("the mock saw no request for " + prompt);
+    if (i >= warmUp) latency.push_back(ms(*at - submitted));
+  }
+  std::printf(
+      "{\"peer\": \"parley\", \"runs\": %d, \"runs_per_s\": %.1f, \"latency_runs\": %d, "
+      "\"p50_ms\": %.3f, \"p99_ms\": %.3f, \"wal_bytes_per_run\": %.0f}\n",
+      runs, runs / seconds, latencyRuns, percentile(latency, 0.5), percentile(latency, 0.99),
+      walPerRun);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -278,9 +344,10 @@ int main(int argc, char** argv) {
   if (wanted.empty()) wanted = {"sqlite", "postgres"};
   if (parts.empty()) parts = {"overhead", "throughput", "inflight"};
   for (const auto& p : parts) {
-    if (p != "overhead" && p != "throughput" && p != "inflight") {
-      std::fprintf(stderr,
-                   "usage: worker_bench [sqlite|postgres]... [overhead|throughput|inflight]...\n");
+    if (p != "overhead" && p != "throughput" && p != "inflight" && p != "peer") {
+      std::fprintf(
+          stderr,
+          "usage: worker_bench [sqlite|postgres]... [overhead|throughput|inflight|peer]...\n");
       return 2;
     }
   }
@@ -297,7 +364,12 @@ int main(int argc, char** argv) {
   std::unique_ptr<testing::PgTestCluster> cluster;
   int databases = 0;
   for (const auto& name : wanted) {
-    if (name == "postgres" && !cluster) cluster = testing::PgTestCluster::start({.fsync = true});
+    if (name == "postgres" && !cluster) {
+      const char* info = std::getenv("PARLEY_BENCH_PG_INFO");
+      cluster = info && *info ? testing::PgTestCluster::attach(info)
+                              : testing::PgTestCluster::start({.fsync = true});
+      peerConninfo = cluster->conninfo();
+    }
     // Each part on a fresh database.
     auto part = [&](void (*fn)(const Engine&)) {
       Engine engine{name, nullptr};
@@ -317,6 +389,7 @@ int main(int argc, char** argv) {
     if (has("overhead")) part(overheadAndLatency);
     if (has("throughput")) part(throughput);
     if (has("inflight")) part(inFlight);
+    if (has("peer")) part(peer);
   }
   std::filesystem::remove_all(dir);
   return 0;

@@ -3,7 +3,10 @@
 # machine: prints the machine, then each comparison's table, or why a peer could not run here.
 #   bench/peers/run.sh [--tiny] [BUILD_DIR]     (default: build)
 # Each script installs its pinned npm peers into BUILD_DIR (npm ci, cached in the build tree).
-# --tiny: each comparison on a tiny input, once (ctest's `peers` test runs it so).
+# Needs the parley command, client_bench, tokens_bench, mcp_bench, tool_loop_bench, worker_bench
+# and pg_test_cluster built in BUILD_DIR.
+# --tiny: each comparison on a tiny input, once (the README test runs it so; about 2.5 minutes
+# here once the npm packages are installed, the figures are noise).
 # A comparison that fails is reported and the others still run; the exit status is that of the
 # last failure (0 when every one ran).
 set -uo pipefail
@@ -42,11 +45,8 @@ section "one-turn process: parley ask vs node + openai" "$root/bench/startup/run
 section "tokens: parley BPE vs npm tiktoken and gpt-tokenizer" "$root/bench/tokens/run.sh" "${tiny[@]}" "$build"
 section "stream assembly: parley vs the official SDKs" "$root/bench/stream/run.sh" "${tiny[@]}" "$build"
 section "MCP tools/call: parley vs the TypeScript SDK" "$root/bench/mcp/run.sh" "${tiny[@]}" "$build"
-
-# Not yet scripted in this tree (issue 42): each is said, not skipped silently.
-echo
-echo "== not run here"
-echo "tool loop vs @openai/agents 0.20 and ai 7: no script in bench/ yet"
-echo "durable runs vs graphile-worker 0.18 and DBOS 5.3 on a throwaway PostgreSQL: no script in bench/ yet"
-echo "service vs @langchain/langgraph-api 2.0: no script in bench/ yet"
+section "tool loop: parley vs @openai/agents and ai" "$root/bench/toolloop/run.sh" "${tiny[@]}" "$build"
+section "durable runs: parley vs graphile-worker and DBOS on one PostgreSQL" \
+  "$root/bench/queue/run.sh" "${tiny[@]}" "$build"
+section "service: parley serve vs the LangGraph API server" "$root/bench/service/run.sh" "${tiny[@]}" "$build"
 exit $status

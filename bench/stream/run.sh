@@ -49,7 +49,7 @@ echo "mock: $url"
 PARLEY_BENCH_BASE_URL="$url" "$build/bench/client_bench" --benchmark_filter='BM_StreamLoopback' \
   --benchmark_repetitions="$runs" --benchmark_report_aggregates_only=false \
   --benchmark_format=json >"$work/parley.json"
-node "$work/stream_bench.mjs" "$url" "$bytes" "$runs" | tee "$work/npm.jsonl"
+node "$work/stream_bench.mjs" "$url" "$bytes" "$runs" >"$work/npm.jsonl"
 
 node - "$work/parley.json" "$work/npm.jsonl" <<'JS'
 const fs = require('fs');
@@ -74,7 +74,7 @@ JS
 PARLEY_BENCH_BASE_URL="$url" "$build/bench/client_bench" \
   --benchmark_filter='BM_ProtocolStreamLoopback/[123]' --benchmark_repetitions="$runs" \
   --benchmark_format=json >"$work/protocols.json"
-node "$work/protocols_bench.mjs" "$url" "$responses_bytes" "$anthropic_bytes" "$runs" "$gemini_bytes" | tee "$work/protocols-npm.jsonl"
+node "$work/protocols_bench.mjs" "$url" "$responses_bytes" "$anthropic_bytes" "$runs" "$gemini_bytes" >"$work/protocols-npm.jsonl"
 node - "$work/protocols.json" "$work/protocols-npm.jsonl" <<'JS'
 const fs = require('fs');
 const [parleyFile, npmFile] = process.argv.slice(2);
