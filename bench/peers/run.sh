@@ -5,8 +5,10 @@
 # Each script installs its pinned npm peers into BUILD_DIR (npm ci, cached in the build tree).
 # Needs the parley command, client_bench, tokens_bench, mcp_bench, tool_loop_bench, worker_bench
 # and pg_test_cluster built in BUILD_DIR.
-# --tiny: each comparison on a tiny input, once (the README test runs it so; about 2.5 minutes
-# here once the npm packages are installed, the figures are noise).
+# --tiny: each comparison on a tiny input, once (about 2.5 minutes here once the npm packages are
+# installed, the figures are noise). PARLEY_PEERS_QUICK=1 leaves out the three comparisons whose
+# peers are large npm installs (tool loop, queue, service): the README test runs `--tiny` so, and
+# the ctest test bench.peers (-DPARLEY_PEER_BENCH_TEST=ON, label peers) runs them all.
 # A comparison that fails is reported and the others still run; the exit status is that of the
 # last failure (0 when every one ran).
 set -uo pipefail
@@ -45,6 +47,11 @@ section "one-turn process: parley ask vs node + openai" "$root/bench/startup/run
 section "tokens: parley BPE vs npm tiktoken and gpt-tokenizer" "$root/bench/tokens/run.sh" "${tiny[@]}" "$build"
 section "stream assembly: parley vs the official SDKs" "$root/bench/stream/run.sh" "${tiny[@]}" "$build"
 section "MCP tools/call: parley vs the TypeScript SDK" "$root/bench/mcp/run.sh" "${tiny[@]}" "$build"
+if [ "${PARLEY_PEERS_QUICK:-0}" = 1 ]; then
+  echo
+  echo "(PARLEY_PEERS_QUICK=1: the tool loop, durable runs and service comparisons left out)"
+  exit $status
+fi
 section "tool loop: parley vs @openai/agents and ai" "$root/bench/toolloop/run.sh" "${tiny[@]}" "$build"
 section "durable runs: parley vs graphile-worker and DBOS on one PostgreSQL" \
   "$root/bench/queue/run.sh" "${tiny[@]}" "$build"
