@@ -21,9 +21,9 @@ for arg in "$@"; do
 done
 build=$(realpath "$build")
 cd "$(dirname "$(realpath "$0")")/../.."  # the repository (this script may be reached through a link)
+. bench/common.sh
 work="$build/bench/mcp-node"
-mkdir -p "$work"
-cmake -DSRC="$PWD/tests/node/mcp" -DDST="$work" -DNPM="$(command -v npm)" -P tests/node/npm_ci.cmake
+npm_install "$PWD/tests/node/mcp" "$work"
 cp bench/mcp/sdk_bench.mjs "$work/"
 node_bin=$(command -v node)
 everything="$work/node_modules/@modelcontextprotocol/server-everything/dist/index.js"

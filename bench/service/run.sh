@@ -18,20 +18,11 @@ for arg in "$@"; do
 done
 build=$(realpath "$build")
 cd "$(dirname "$(realpath "$0")")/../.."
+. bench/common.sh
 work="$build/bench/service-node"
-mkdir -p "$work"
-cmake -DSRC="$PWD/bench/service" -DDST="$work" -DNPM="$(command -v npm)" -P tests/node/npm_ci.cmake
+npm_install "$PWD/bench/service" "$work"
 parley="$build/apps/parley/parley"
-
-out="$work/mock.out"
-"$parley" mock --port 0 >"$out" 2>/dev/null &
-mock_pid=$!
-trap 'kill $mock_pid 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do
-  [ -s "$out" ] && break
-  sleep 0.1
-done
-url=$(head -1 "$out")
+start_mock "$work/mock.out"
 
 node "$work/service_bench.mjs" "$parley" "$url" "$runs" >"$work/results.jsonl"
 node - "$work/results.jsonl" <<'JS'

@@ -18,14 +18,9 @@ for arg in "$@"; do
 done
 build=$(cd "$build" && pwd)
 cd "$(dirname "$0")/../.."
+. bench/common.sh
 work="$build/bench/stream-node"
-mkdir -p "$work"
-cp bench/stream/package.json bench/stream/package-lock.json bench/stream/stream_bench.mjs \
-  bench/stream/protocols_bench.mjs "$work/"
-if ! cmp -s bench/stream/package-lock.json "$work/node_modules/.parley-lock-stamp" 2>/dev/null; then
-  (cd "$work" && npm ci --no-audit --no-fund --loglevel=error)
-  cp bench/stream/package-lock.json "$work/node_modules/.parley-lock-stamp"
-fi
+npm_install "$PWD/bench/stream" "$work"
 
 script="$work/stream.jsonl"
 info=$("$build/bench/client_bench" --write-stream-script="$script")
@@ -35,15 +30,7 @@ anthropic_bytes=$(echo "$info" | sed -E 's/.*anthropic ([0-9]+) bytes.*/\1/')
 gemini_bytes=$(echo "$info" | sed -E 's/.*gemini ([0-9]+) bytes.*/\1/')
 echo "$info"
 
-out="$work/mock.out"
-"$build/apps/parley/parley" mock --port 0 --script "$script" >"$out" 2>/dev/null &
-mock_pid=$!
-trap 'kill $mock_pid 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do
-  [ -s "$out" ] && break
-  sleep 0.1
-done
-url=$(head -1 "$out")
+start_mock "$work/mock.out" --script "$script"
 echo "mock: $url"
 
 PARLEY_BENCH_BASE_URL="$url" "$build/bench/client_bench" --benchmark_filter='BM_StreamLoopback' \

@@ -19,24 +19,16 @@ for arg in "$@"; do
 done
 build=$(realpath "$build")
 cd "$(dirname "$(realpath "$0")")/../.."
+. bench/common.sh
 work="$build/bench/toolloop-node"
-mkdir -p "$work"
-cmake -DSRC="$PWD/bench/toolloop" -DDST="$work" -DNPM="$(command -v npm)" -P tests/node/npm_ci.cmake
+npm_install "$PWD/bench/toolloop" "$work"
 
 # Every client offers get_weather; the model calls it, then answers from its result.
 cat >"$work/script.jsonl" <<'JSONL'
 {"name": "answer", "match": {"last_role": "tool"}, "reply": {"content": "In Oslo: {{last_tool}}"}}
 {"name": "call", "match": {"tool": "get_weather"}, "reply": {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]}}
 JSONL
-out="$work/mock.out"
-"$build/apps/parley/parley" mock --port 0 --script "$work/script.jsonl" >"$out" 2>/dev/null &
-mock_pid=$!
-trap 'kill $mock_pid 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do
-  [ -s "$out" ] && break
-  sleep 0.1
-done
-url=$(head -1 "$out")
+start_mock "$work/mock.out" --script "$work/script.jsonl"
 
 : >"$work/results.jsonl"
 for protocol in chat responses; do
