@@ -9,7 +9,6 @@
 //
 //   node a2a_card_signature.mjs PARLEY_BINARY
 import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,6 +20,7 @@ import canonicalize from 'canonicalize';
 import { A2A_PROTOCOL_VERSION, TaskState, generateAgentCardSignature, verifyAgentCardSignature } from '@a2a-js/sdk';
 import { DefaultRequestHandler, InMemoryTaskStore, AgentEvent } from '@a2a-js/sdk/server';
 import { jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
+import { parleyProcesses } from './parley_processes.mjs';
 
 const [parley] = process.argv.slice(2);
 if (!parley) {
@@ -28,21 +28,7 @@ if (!parley) {
   process.exit(2);
 }
 const dir = mkdtempSync(join(tmpdir(), 'parley-a2a-sign-'));
-const children = new Set();
-
-function start(args, env = {}) {
-  const child = spawn(parley, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } });
-  children.add(child);
-  child.once('exit', () => children.delete(child));
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`parley ${args[0]} exited early (${code})`)));
-    createInterface({ input: child.stdout }).once('line', (line) => {
-      child.removeAllListeners('exit');
-      resolve({ child, url: line.trim() });
-    });
-  });
-}
+const { start, children } = parleyProcesses(parley);
 
 function run(args, env) {
   return new Promise((resolve, reject) => {

@@ -8,7 +8,6 @@
 //
 //   node a2a_client.mjs PARLEY_BINARY
 import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +17,7 @@ import express from 'express';
 import { A2A_PROTOCOL_VERSION, AGENT_CARD_PATH, Role, TaskState } from '@a2a-js/sdk';
 import { DefaultRequestHandler, InMemoryTaskStore, AgentEvent } from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
+import { parleyProcesses } from './parley_processes.mjs';
 
 const [parley] = process.argv.slice(2);
 if (!parley) {
@@ -25,21 +25,7 @@ if (!parley) {
   process.exit(2);
 }
 const dir = mkdtempSync(join(tmpdir(), 'parley-a2a-client-'));
-const children = new Set();
-
-function start(args, env = {}) {
-  const child = spawn(parley, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } });
-  children.add(child);
-  child.once('exit', () => children.delete(child));
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`parley ${args[0]} exited early (${code})`)));
-    createInterface({ input: child.stdout }).once('line', (line) => {
-      child.removeAllListeners('exit');
-      resolve({ child, url: line.trim() });
-    });
-  });
-}
+const { start, children } = parleyProcesses(parley);
 
 function run(args, env, input) {
   return new Promise((resolve, reject) => {

@@ -6,14 +6,14 @@
 // and posts the rest, once.
 //
 //   node a2a_push_processes.mjs PARLEY_BINARY sqlite|postgres
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createServer } from 'node:http';
-import { createInterface } from 'node:readline';
 import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { parleyProcesses } from './parley_processes.mjs';
 
 const [parley, backend = 'sqlite'] = process.argv.slice(2);
 if (!parley) {
@@ -21,22 +21,7 @@ if (!parley) {
   process.exit(2);
 }
 const dir = mkdtempSync(join(tmpdir(), 'parley-a2a-push-'));
-const children = new Set();
-
-function start(args) {
-  const child = spawn(parley, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  children.add(child);
-  child.once('exit', () => children.delete(child));
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`parley ${args[0]} exited early (${code})`)));
-    createInterface({ input: child.stdout }).once('line', (line) => {
-      child.removeAllListeners('exit');
-      child.once('exit', () => children.delete(child));
-      resolve({ child, url: line.trim() });
-    });
-  });
-}
+const { start, children } = parleyProcesses(parley);
 const exited = (child) =>
   new Promise((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once('exit', resolve)));
 

@@ -7,7 +7,6 @@
 //
 //   node a2a_resume.mjs PARLEY_BINARY
 import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +16,7 @@ import express from 'express';
 import { A2A_PROTOCOL_VERSION, AGENT_CARD_PATH, TaskState } from '@a2a-js/sdk';
 import { DefaultRequestHandler, InMemoryTaskStore, AgentEvent } from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
+import { parleyProcesses } from './parley_processes.mjs';
 
 const [parley] = process.argv.slice(2);
 if (!parley) {
@@ -24,23 +24,7 @@ if (!parley) {
   process.exit(2);
 }
 const dir = mkdtempSync(join(tmpdir(), 'parley-a2a-resume-'));
-const children = new Set();
-
-// A process whose first line of output says it is up.
-function start(args) {
-  const child = spawn(parley, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  children.add(child);
-  child.once('exit', () => children.delete(child));
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`parley ${args[0]} exited early (${code})`)));
-    createInterface({ input: child.stdout }).once('line', (line) => {
-      child.removeAllListeners('exit');
-      child.once('exit', () => children.delete(child));
-      resolve({ child, line: line.trim() });
-    });
-  });
-}
+const { start, children } = parleyProcesses(parley);
 
 function run(args) {
   return new Promise((resolve, reject) => {

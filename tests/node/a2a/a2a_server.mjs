@@ -12,9 +12,7 @@
 //
 // The model is `parley mock` with a script of its own (a question for the human tool, a slow
 // reply, a streamed story).
-import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
-import { createInterface } from 'node:readline';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,6 +25,7 @@ import {
   JsonRpcTransportFactory,
   RestTransportFactory,
 } from '@a2a-js/sdk/client';
+import { parleyProcesses } from './parley_processes.mjs';
 
 const [parley] = process.argv.slice(2);
 if (!parley) {
@@ -34,25 +33,7 @@ if (!parley) {
   process.exit(2);
 }
 const dir = mkdtempSync(join(tmpdir(), 'parley-a2a-'));
-const children = new Set();
-
-function start(args, env = {}) {
-  const child = spawn(parley, args, {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, ...env },
-  });
-  children.add(child);
-  child.once('exit', () => children.delete(child));
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`parley ${args[0]} exited early (${code})`)));
-    createInterface({ input: child.stdout }).once('line', (line) => {
-      child.removeAllListeners('exit');
-      child.once('exit', () => children.delete(child));
-      resolve({ child, url: line.trim() });
-    });
-  });
-}
+const { start, children } = parleyProcesses(parley);
 
 const script = join(dir, 'script.jsonl');
 writeFileSync(
