@@ -431,7 +431,9 @@ TYPED_TEST_P(RunStoreConformance, MigratesAVersion3QueueToQueueHeads) {
     down = {"DROP TRIGGER parley_runs_head_insert", "DROP TRIGGER parley_runs_head_update",
             "DROP TRIGGER parley_runs_head_delete"};
   } else {
-    down = {"DROP TRIGGER parley_runs_head ON parley_runs", "DROP FUNCTION parley_runs_head()"};
+    down = {"DROP TRIGGER parley_runs_head ON parley_runs",
+            "DROP TRIGGER parley_runs_head_update ON parley_runs",  // version 7's
+            "DROP FUNCTION parley_runs_head()"};
   }
   for (const char* sql :
        {"DROP TABLE parley_assistant_versions", "DROP TABLE parley_assistants",  // version 6's

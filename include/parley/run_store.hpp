@@ -157,6 +157,12 @@ struct Lease {
 struct Claim {
   RunInfo run;
   Lease lease;
+  // The thread held no messages and no saved state when it was claimed (a thread its first run
+  // created): there is nothing to load.
+  bool threadEmpty = false;
+  // The events ClaimEvents gave for this run follow its run_started, written by the claim (false
+  // when none were given, or they were past RunStoreLimits: then nothing of them was written).
+  bool startEventsWritten = false;
 };
 
 struct LeaseRenewal {
@@ -200,6 +206,13 @@ struct EventInput {
   std::string type;  // e.g. "message_added"; kStreamChunkEventType expires
   nlohmann::json payload;
 };
+
+// What a worker's claim writes for each run it takes, in the claim's transaction, right after
+// the run's run_started: a worker announces there the input a run starts with, instead of in a
+// transaction of its own. Called inside the transaction, once per claimed run (again if the
+// transaction is run again): it must be quick, must not use the store, and its events are held
+// to RunStoreLimits as appendEvents' are.
+using ClaimEvents = std::function<std::vector<EventInput>(const Claim& claim)>;
 
 // An event as read back. Sequence numbers grow by one per event of a thread and are never
 // reused; expired stream chunks leave gaps.
@@ -321,8 +334,9 @@ class RunStore {
   // Claims up to `maxRuns` runs (of as many threads) in one transaction, in the order claim()
   // would take them one by one: a worker with several free slots pays for one transaction.
   // ValidationError if maxRuns is 0 or past RunStoreLimits::maxClaimBatch.
+  // `startEvents`: what each claim also writes (ClaimEvents).
   std::vector<Claim> claim(const std::string& workerId, std::chrono::milliseconds leaseDuration,
-                           size_t maxRuns);
+                           size_t maxRuns, const ClaimEvents& startEvents = {});
 
   // Extends the lease to now + leaseDuration (the heartbeat) and reports what the run is asked to
   // do. LeaseLost if another worker took the thread over or the run was ended without its worker.
@@ -388,7 +402,8 @@ class RunStore {
                                       const nlohmann::json& state, Version expectedVersion,
                                       const nlohmann::json& result,
                                       std::span<const EventInput> events,
-                                      std::chrono::milliseconds leaseDuration);
+                                      std::chrono::milliseconds leaseDuration,
+                                      const ClaimEvents& startEvents = {});
 
   // --- events ----------------------------------------------------------------------------------
 
@@ -433,30 +448,38 @@ class RunStore {
 
  private:
   class Wakeups;
+  struct TurnFinish;
+  class FinishBatches;
   int64_t now(detail::SqlConnection& c) const;
   // Runs write(connection, now, the thread row as locked) in a write transaction, after
   // checking (and locking) the lease; LeaseLost if it is stale. Not `durable`: the commit need
   // not wait for the disk.
-  void fenced(const Lease& lease,
-              const std::function<void(detail::SqlConnection&, int64_t,
-                                       const detail::LockedThread&)>& write,
-              bool durable = true);
+  void fenced(
+      const Lease& lease,
+      const std::function<void(detail::SqlConnection&, int64_t, detail::LockedThread&)>& write,
+      bool durable = true);
   void afterWrite(const std::string& threadId, bool runsChanged);
   void maybeExpireChunks();
   FinishedTurn finishTurn(const Lease& lease, std::span<const Message> messages,
                           const nlohmann::json& state, Version expectedVersion,
                           const nlohmann::json& result, std::span<const EventInput> events,
-                          std::optional<std::chrono::milliseconds> claimFor);
-  // claim()'s work inside the caller's write transaction: appends up to `maxRuns` claims.
+                          std::optional<std::chrono::milliseconds> claimFor,
+                          const ClaimEvents& startEvents);
+  // Writes the finishes in one transaction, each checked alone; records each one's outcome in
+  // it (never throws).
+  void finishBatch(std::span<TurnFinish* const> items);
+  // claim()'s work inside the caller's write transaction: appends up to `maxRuns` claims. `now`:
+  // the time to judge leases by, when the caller knows it (else the database's clock).
   void claimIn(detail::SqlConnection& c, const std::string& workerId,
-               std::chrono::milliseconds leaseDuration, size_t maxRuns, int64_t now,
-               std::vector<Claim>& claimed);
+               std::chrono::milliseconds leaseDuration, size_t maxRuns, std::optional<int64_t> now,
+               std::vector<Claim>& claimed, const ClaimEvents& startEvents);
 
   std::shared_ptr<ConversationStore> store_;
   RunStoreOptions options_;
   detail::SqlStoreEngine* engine_ = nullptr;
   std::unique_ptr<Wakeups> wakeups_;
   std::atomic<int64_t> lastChunkSweep_{0};
+  std::unique_ptr<FinishBatches> batches_;
 };
 
 }  // namespace parley

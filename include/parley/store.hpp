@@ -187,8 +187,10 @@ std::unique_ptr<ConversationStore> openSqliteStore(const std::string& path,
 // of message text that searchMessages() reads; version 4 the queue heads a claim reads (one index
 // entry per claim, whatever the queue's depth); version 5 the content-addressed blobs that hold the
 // bytes of message parts (docs/parts.md); version 6 the service's assistants and their versions
-// (docs/service.md). An older database is upgraded when it is opened for writing.
-inline constexpr int kStoreSchemaVersion = 6;
+// (docs/service.md); version 7 keeps the queue heads with less work (a run's update touches its
+// thread's head only when it can move it). An older database is upgraded when it is opened for
+// writing.
+inline constexpr int kStoreSchemaVersion = 7;
 
 // For openStore.
 struct OpenStoreOptions {

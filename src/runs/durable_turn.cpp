@@ -550,11 +550,52 @@ class JournalRunner {
   std::shared_ptr<RunningCalls> running_ = std::make_shared<RunningCalls>();
 };
 
+// message_added of the messages a run starts with, from storage index `stored`.
+std::vector<EventInput> inputEvents(const std::vector<Message>& input, int64_t stored) {
+  std::vector<EventInput> events;
+  events.reserve(input.size());
+  for (size_t i = 0; i < input.size(); ++i) {
+    MessageAdded added;
+    added.message = input[i];
+    added.index = stored + static_cast<int64_t>(i);
+    events.push_back(eventInput(added));
+  }
+  return events;
+}
+
 }  // namespace
 
-DurableTurn::DurableTurn(const DurableTurnHost& host, const RunInfo& run, ActiveRun& active,
+std::vector<Message> startingInput(const RunInfo& run, int64_t stored,
+                                   const std::string& defaultSystemPrompt) {
+  std::vector<Message> input;
+  const std::string& system =
+      run.options.systemPrompt ? *run.options.systemPrompt : defaultSystemPrompt;
+  if (!system.empty() && (stored == 0 || run.options.systemPrompt)) {
+    // A new thread starts with it; a run's own prompt on a thread with history takes effect
+    // from here on (docs/scale-out.md, "The worker").
+    input.push_back(Message::system(system));
+  }
+  input.insert(input.end(), run.input.begin(), run.input.end());
+  return input;
+}
+
+ClaimEvents announceInput(std::string defaultSystemPrompt) {
+  return [system = std::move(defaultSystemPrompt)](const Claim& claim) {
+    const RunInfo& run = claim.run;
+    // A run taken over or resumed announced its input in its first attempt.
+    if (run.attempts != 1 || !run.baseMessageCount) return std::vector<EventInput>{};
+    return inputEvents(startingInput(run, *run.baseMessageCount, system), *run.baseMessageCount);
+  };
+}
+
+DurableTurn::DurableTurn(const DurableTurnHost& host, const Claim& claim, ActiveRun& active,
                          RunEvents& events, std::shared_ptr<ToolRegistry> allowed)
-    : host_(host), run_(run), active_(active), events_(events), allowed_(std::move(allowed)) {}
+    : host_(host),
+      claim_(claim),
+      run_(claim.run),
+      active_(active),
+      events_(events),
+      allowed_(std::move(allowed)) {}
 
 void DurableTurn::run() {
   const std::string profile =
@@ -589,6 +630,8 @@ void DurableTurn::run() {
     manager.restoreFromSnapshot(*kept);
     version = *run_.baseVersion;
     host_.cacheHit();
+  } else if (claim_.threadEmpty && run_.attempts == 1 && run_.baseVersion) {
+    version = *run_.baseVersion;  // nothing to load: the manager as made is the thread
   } else {
     version = loadConversation(host_.runs.threads(), run_.threadId, manager);
   }
@@ -604,14 +647,7 @@ void DurableTurn::run() {
   std::vector<Message> input;
   int done = 0;
   if (stored <= base) {
-    const std::string system =
-        run_.options.systemPrompt ? *run_.options.systemPrompt : host_.options.turn.systemPrompt;
-    if (!system.empty() && (stored == 0 || run_.options.systemPrompt)) {
-      // A new thread starts with it; a run's own prompt on a thread with history takes effect
-      // from here on (docs/scale-out.md, "The worker").
-      input.push_back(Message::system(system));
-    }
-    input.insert(input.end(), run_.input.begin(), run_.input.end());
+    input = startingInput(run_, stored, host_.options.turn.systemPrompt);
   } else {
     auto all = manager.getAllMessages();
     for (size_t i = static_cast<size_t>(base); i < all.size(); ++i)
@@ -662,17 +698,14 @@ void DurableTurn::run() {
     }
   }
   // A UI renders the log in order (docs/scale-out.md, "Events"): the run's input is announced
-  // before the model is called, and a reply with tool calls (journaled as it is made) before its
-  // tools run; the rest of a turn's messages are announced when the turn commits. A run taken
-  // over or resumed announced its input in its first attempt.
+  // before the model is called (by the claim, announceInput(), unless its events were past the
+  // limits: then here, where the same check fails the run), and a reply with tool calls
+  // (journaled as it is made) before its tools run; the rest of a turn's messages are announced
+  // when the turn commits. A run taken over or resumed announced its input in its first attempt.
   const int64_t inputEnd = stored + static_cast<int64_t>(input.size());
-  if (run_.attempts == 1 && !resumed) {
-    for (size_t i = 0; i < input.size(); ++i) {
-      MessageAdded added;
-      added.message = input[i];
-      added.index = stored + static_cast<int64_t>(i);
-      events_.add(eventInput(added));
-    }
+  if (run_.attempts == 1 && !resumed && !claim_.startEventsWritten) {
+    for (auto& event : inputEvents(input, stored))
+      events_.add(std::move(event));
     events_.flush();
   }
   ro.onMessage = [&](const Message& m) {
@@ -731,7 +764,7 @@ void DurableTurn::run() {
     if (host_.stillClaiming()) {
       auto finished = host_.runs.finishWithTurnAndClaim(
           active_.lease, answer->turn.messages, answer->turn.state, sink->version(), ending,
-          answer->events, host_.options.leaseDuration);
+          answer->events, host_.options.leaseDuration, host_.startEvents);
       committed = finished.version;
       active_.next = std::move(finished.next);
     } else {

@@ -14,6 +14,8 @@
 
 #include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "parley/cost.hpp"
 #include "parley/worker.hpp"
@@ -33,12 +35,26 @@ struct DurableTurnHost {
   // Called as a run's thread is restored from the ThreadCache (before the run goes on, so that a
   // reader of the worker's stats who saw the run end sees it counted).
   std::function<void()> cacheHit;
+  // What the worker's claims write for a run they take (announceInput).
+  const ClaimEvents& startEvents;
 };
+
+// The messages a run adds before its first model call, on a thread of `stored` messages: its
+// input, after a system message when the run brings its own system prompt, or when the thread
+// is empty and the worker has one (`defaultSystemPrompt`).
+std::vector<Message> startingInput(const RunInfo& run, int64_t stored,
+                                   const std::string& defaultSystemPrompt);
+
+// A worker's ClaimEvents: a run claimed for the first time announces its starting input
+// (message_added, at the storage indices it will take) in the claim's transaction, so that a UI
+// shows the user's message as the run starts, before the model is called, without a transaction
+// of its own.
+ClaimEvents announceInput(std::string defaultSystemPrompt);
 
 class DurableTurn {
  public:
   // `allowed`: the tools the run may call (a subset of the worker's, or all of them).
-  DurableTurn(const DurableTurnHost& host, const RunInfo& run, ActiveRun& active, RunEvents& events,
+  DurableTurn(const DurableTurnHost& host, const Claim& claim, ActiveRun& active, RunEvents& events,
               std::shared_ptr<ToolRegistry> allowed);
 
   // Works the run until its finish is written (completed), or throws: RunWaits when it waits for
@@ -48,6 +64,7 @@ class DurableTurn {
 
  private:
   const DurableTurnHost& host_;
+  const Claim& claim_;
   const RunInfo& run_;
   ActiveRun& active_;
   RunEvents& events_;

@@ -74,6 +74,8 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
 
   // Threads whose runs completed here (WorkerOptions::threadCache).
   std::unique_ptr<detail::ThreadCache> cache;
+  // What the claims write for each run they take: its starting input (detail::announceInput).
+  ClaimEvents startEvents;
 
   // Registries offering a subset of `tools` to the model, by the subset's names.
   std::mutex subsetMutex;
@@ -109,7 +111,7 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
       try {
         // Every free slot in one transaction: under load several free up during one claim.
         claims = runs->claim(options.workerId, options.leaseDuration,
-                             std::min(free, runs->options().limits.maxClaimBatch));
+                             std::min(free, runs->options().limits.maxClaimBatch), startEvents);
       } catch (const std::exception& e) {
         log("parley worker: claim failed: " + std::string(e.what()));
       }
@@ -300,7 +302,7 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
         endCancelled(run, active, events);
         return;
       }
-      execute(run, active, events);
+      execute(claim, active, events);
     } catch (const RunWaits&) {
       count(&Stats::waiting);
     } catch (const LeaseLost& e) {
@@ -376,14 +378,16 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
     count(&Stats::cancelled);
   }
 
-  void execute(const RunInfo& run, ActiveRun& active, detail::RunEvents& events) {
+  void execute(const Claim& claim, ActiveRun& active, detail::RunEvents& events) {
+    const RunInfo& run = claim.run;
     detail::DurableTurnHost host{*runs,
                                  options,
                                  *cache,
                                  spending,
                                  [this] { return stillClaiming(); },
-                                 [this] { count(&Stats::fromCache); }};
-    detail::DurableTurn(host, run, active, events, toolsFor(run)).run();
+                                 [this] { count(&Stats::fromCache); },
+                                 startEvents};
+    detail::DurableTurn(host, claim, active, events, toolsFor(run)).run();
     count(&Stats::completed);
   }
 };
@@ -440,6 +444,7 @@ Worker::Worker(std::shared_ptr<RunStore> runs, WorkerOptions options)
   if (impl_->heartbeat.count() <= 0) impl_->heartbeat = milliseconds(1);
   impl_->runs = std::move(runs);
   impl_->cache = std::make_unique<detail::ThreadCache>(options.threadCache);
+  impl_->startEvents = detail::announceInput(options.turn.systemPrompt);
   impl_->options = std::move(options);
 }
 

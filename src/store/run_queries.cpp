@@ -157,14 +157,57 @@ StoreError noRun(const std::string& runId) {
   return StoreError("store: no run " + named(runId));
 }
 
+std::map<std::string, LockedThread> lockThreads(SqlConnection& c, std::vector<std::string> ids,
+                                                int64_t* now) {
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  const std::string clock = now ? c.nowMsExpression(false) : std::string();
+  std::string sql =
+      "SELECT id, deleted, version, message_count, last_event_seq, last_run_seq, lease_owner, "
+      "lease_run_id, lease_token, lease_expires_at" +
+      (clock.empty() ? "" : ", " + clock) + " FROM parley_threads WHERE id IN (";
+  SqlParams params;
+  for (const std::string& id : ids) {
+    params.emplace_back(id);
+    sql += (params.size() > 1 ? ", $" : "$") + std::to_string(params.size());
+  }
+  // In id order, as every caller locks them: two transactions locking several rows cannot each
+  // wait for the other.
+  sql += ") ORDER BY id";
+  sql += c.forUpdate();
+  auto rows = c.query(sql, params);
+  if (now) *now = clock.empty() || rows.empty() ? c.nowMs() : asInt(rows[0].at(10));
+  std::map<std::string, LockedThread> threads;
+  for (const SqlRow& row : rows) {
+    LockedThread thread;
+    thread.deleted = asInt(row.at(1)) != 0;
+    thread.version = asInt(row.at(2));
+    thread.messageCount = asInt(row.at(3));
+    thread.lastEventSeq = asInt(row.at(4));
+    thread.lastRunSeq = asInt(row.at(5));
+    thread.leaseOwner = asText(row.at(6));
+    thread.leaseRunId = asText(row.at(7));
+    thread.leaseToken = asInt(row.at(8));
+    thread.leaseExpiresAt = asInt(row.at(9));
+    threads.emplace(asText(row.at(0)), std::move(thread));
+  }
+  return threads;
+}
+
+std::optional<LockedThread> lockThread(SqlConnection& c, const std::string& threadId,
+                                       int64_t* now) {
+  auto threads = lockThreads(c, {threadId}, now);
+  if (threads.empty()) return std::nullopt;
+  return std::move(threads.begin()->second);
+}
+
 // Locks the thread of a run (the queue's lock) and returns the run as it is then.
-RunInfo lockRun(SqlConnection& c, const std::string& runId) {
-  auto thread = c.query("SELECT thread_id FROM parley_runs WHERE id = $1", {runId});
-  if (thread.empty()) throw noRun(runId);
-  c.query(std::string("SELECT 1 FROM parley_threads WHERE id = $1") + c.forUpdate(),
-          {asText(thread[0].at(0))});
+RunInfo lockRun(SqlConnection& c, const std::string& runId, std::optional<LockedThread>& thread) {
+  auto owner = c.query("SELECT thread_id FROM parley_runs WHERE id = $1", {runId});
+  if (owner.empty()) throw noRun(runId);
+  thread = lockThread(c, asText(owner[0].at(0)));
   auto run = readRun(c, runId);
-  if (!run) throw noRun(runId);
+  if (!run || !thread) throw noRun(runId);
   return *run;
 }
 
@@ -175,23 +218,16 @@ void notify(SqlConnection& c, const char* channel, const std::string& payload) {
   c.notifyAfterCommit(channel, payload);
 }
 
-// Appends to the log of a thread whose row the caller has locked; returns the last seq.
-int64_t appendEventRows(SqlConnection& c, const std::string& threadId,
+// Appends to the log of a locked thread, numbered from the row as locked; returns the last seq.
+// The row's new count is written with its other changes (LockedThread::changes).
+int64_t appendEventRows(SqlConnection& c, const std::string& threadId, LockedThread& thread,
                         const std::vector<EventRow>& events, int64_t now) {
-  if (events.empty()) {
-    auto rows = c.query("SELECT last_event_seq FROM parley_threads WHERE id = $1", {threadId});
-    if (rows.empty()) throw StoreError("store: no thread " + named(threadId));
-    return asInt(rows[0].at(0));
-  }
-  auto rows = c.query(
-      "UPDATE parley_threads SET last_event_seq = last_event_seq + $1 WHERE id = $2 "
-      "RETURNING last_event_seq",
-      {static_cast<int64_t>(events.size()), threadId});
-  if (rows.empty()) throw StoreError("store: no thread " + named(threadId));
-  const int64_t last = asInt(rows[0].at(0));
-  c.insertEvents(threadId, last - static_cast<int64_t>(events.size()) + 1, events, now);
+  if (events.empty()) return thread.lastEventSeq;
+  c.insertEvents(threadId, thread.lastEventSeq + 1, events, now);
+  thread.lastEventSeq += static_cast<int64_t>(events.size());
+  thread.changes.set("last_event_seq", thread.lastEventSeq);
   notify(c, kEventsChannel, threadId);
-  return last;
+  return thread.lastEventSeq;
 }
 
 // The events that end a run, whoever ends it: the store's run_<status> (the state change only),
@@ -242,81 +278,72 @@ void checkLeaseFields(const Lease& lease) {
   if (lease.owner.empty()) throw ValidationError("lease.owner", "must not be empty");
 }
 
-// Locks the lease's thread and checks that the lease is still its lease: same token, owner and
-// run. Returns the thread's version and message count.
-// Also reads the database's clock into `now` when it is given, in the same statement where the
-// clock is the database's (one round trip less per fenced write).
 LockedThread checkLease(SqlConnection& c, const Lease& lease, int64_t* now) {
-  const std::string clock = now ? c.nowMsExpression() : std::string();
-  auto rows = c.query(std::string("SELECT lease_token, lease_owner, lease_run_id, deleted, "
-                                  "message_count, version") +
-                          (clock.empty() ? "" : ", " + clock) +
-                          " FROM parley_threads WHERE id = $1" + c.forUpdate(),
-                      {lease.threadId});
-  if (now) *now = clock.empty() || rows.empty() ? c.nowMs() : asInt(rows[0].at(6));
+  auto thread = lockThread(c, lease.threadId, now);
+  checkLeaseOf(thread ? &*thread : nullptr, lease);
+  return std::move(*thread);
+}
+
+void checkLeaseOf(const LockedThread* thread, const Lease& lease) {
   const std::string holder = "the lease of worker " + named(lease.owner) + " on thread " +
                              named(lease.threadId) + " (run " + named(lease.runId) + ", token " +
                              std::to_string(lease.token) + ") is lost: ";
-  if (rows.empty() || asInt(rows[0].at(3)) != 0) {
+  if (!thread || thread->deleted) {
     throw LeaseLost("store: " + holder + "the thread was deleted");
   }
-  const int64_t token = asInt(rows[0].at(0));
-  const std::string owner = asText(rows[0].at(1));
-  const std::string runId = asText(rows[0].at(2));
-  if (token == lease.token && owner == lease.owner && runId == lease.runId) {
-    return {asInt(rows[0].at(5)), asInt(rows[0].at(4))};
+  if (thread->leaseToken == lease.token && thread->leaseOwner == lease.owner &&
+      thread->leaseRunId == lease.runId) {
+    return;
   }
-  if (owner.empty()) {
+  if (thread->leaseOwner.empty()) {
     throw LeaseLost("store: " + holder +
                     "the thread is free now (the run was finished, cancelled or handed back)");
   }
-  throw LeaseLost("store: " + holder + "worker " + named(owner) + " holds the thread with token " +
-                  std::to_string(token) + " (run " + named(runId) + ")");
+  throw LeaseLost("store: " + holder + "worker " + named(thread->leaseOwner) +
+                  " holds the thread with token " + std::to_string(thread->leaseToken) + " (run " +
+                  named(thread->leaseRunId) + ")");
 }
 
-// Frees the thread's lease if it is `runId`'s, growing the token so that its holder, if it still
-// runs, is fenced out.
-void revokeLease(SqlConnection& c, const std::string& threadId, const std::string& runId) {
-  c.execute(
-      "UPDATE parley_threads SET lease_owner = NULL, lease_run_id = NULL, lease_expires_at = 0, "
-      "lease_token = lease_token + 1 WHERE id = $1 AND lease_run_id = $2",
-      {threadId, runId});
+void revokeLease(LockedThread& thread, const std::string& runId) {
+  if (thread.leaseRunId != runId) return;
+  freeLease(thread);
+  thread.leaseToken += 1;
+  thread.changes.set("lease_token", thread.leaseToken);
 }
 
-void freeLease(SqlConnection& c, const std::string& threadId) {
-  c.executeLater(
-      "UPDATE parley_threads SET lease_owner = NULL, lease_run_id = NULL, lease_expires_at = 0 "
-      "WHERE id = $1",
-      {threadId});
+void freeLease(LockedThread& thread) {
+  thread.leaseOwner.clear();
+  thread.leaseRunId.clear();
+  thread.leaseExpiresAt = 0;
+  thread.changes.set("lease_owner", SqlValue());
+  thread.changes.set("lease_run_id", SqlValue());
+  thread.changes.set("lease_expires_at", int64_t{0});
 }
 
 // --- ending runs without their worker ---------------------------------------------------------
 
-void cancelNow(SqlConnection& c, const RunInfo& run, const std::string& reason, int64_t now,
-               std::vector<EventRow>& events) {
-  c.execute(
+void cancelNow(SqlConnection& c, LockedThread& thread, const RunInfo& run,
+               const std::string& reason, int64_t now, std::vector<EventRow>& events) {
+  c.executeLater(
       "UPDATE parley_runs SET status = 'cancelled', error = $1, cancel_request = NULL, "
       "pending_reply = NULL, pending_at = NULL, finished_at = $2, updated_at = $2 WHERE id = $3",
       {reason, now, run.id});
-  revokeLease(c, run.threadId, run.id);
+  revokeLease(thread, run.id);
   endEvents(events, run.id, run.options.traceId, RunStatus::Cancelled, reason, nullptr);
 }
 
 void requestCancel(SqlConnection& c, const RunInfo& run, CancelRequest request,
                    const std::string& reason, int64_t now, std::vector<EventRow>& events) {
   if (run.cancelRequest >= request) return;  // Cancel < Interrupt < Rollback
-  c.execute("UPDATE parley_runs SET cancel_request = $1, error = $2, updated_at = $3 WHERE id = $4",
-            {std::string(toString(request)), reason, now, run.id});
+  c.executeLater(
+      "UPDATE parley_runs SET cancel_request = $1, error = $2, updated_at = $3 WHERE id = $4",
+      {std::string(toString(request)), reason, now, run.id});
   events.push_back(lifecycle(run, EventType::RunCancelRequested,
                              {{"request", std::string(toString(request))}, {"reason", reason}}));
 }
 
-LeaseState leaseOf(SqlConnection& c, const std::string& threadId) {
-  auto rows = c.query(
-      "SELECT lease_owner, lease_run_id, lease_expires_at FROM parley_threads WHERE id = $1",
-      {threadId});
-  if (rows.empty()) return {};
-  return {asText(rows[0].at(0)), asText(rows[0].at(1)), asInt(rows[0].at(2))};
+bool leaseLiveFor(const LockedThread& thread, const std::string& runId, int64_t now) {
+  return !thread.leaseOwner.empty() && thread.leaseRunId == runId && thread.leaseExpiresAt > now;
 }
 
 std::string joinArray(const std::vector<std::string>& bodies) {

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -60,14 +61,24 @@ nlohmann::json optionsJson(const SubmitOptions& options);
 RunInfo runFromRow(const SqlRow& row);
 std::optional<RunInfo> readRun(SqlConnection& c, const std::string& runId);
 StoreError noRun(const std::string& runId);
-// Locks the thread of a run (the queue's lock) and returns the run as it is then.
-RunInfo lockRun(SqlConnection& c, const std::string& runId);
+// Locks a thread row (the queue's lock) and reads it; nullopt when there is none. Also reads the
+// database's clock into `now` when it is given, in the same statement where the clock is the
+// database's (one round trip less). What the transaction changes in the row goes in its
+// `changes`, which the caller writes at the end (ThreadRowWrite::write).
+std::optional<LockedThread> lockThread(SqlConnection& c, const std::string& threadId,
+                                       int64_t* now = nullptr);
+// lockThread of several threads in one statement, by id (those that exist).
+std::map<std::string, LockedThread> lockThreads(SqlConnection& c, std::vector<std::string> ids,
+                                                int64_t* now = nullptr);
+// Locks the thread of a run (into `thread`) and returns the run as it is then.
+RunInfo lockRun(SqlConnection& c, const std::string& runId, std::optional<LockedThread>& thread);
 
 // --- events ---
 // NOTIFY `channel` once the transaction commits (ids only: a payload is limited to 8000 bytes).
 void notify(SqlConnection& c, const char* channel, const std::string& payload);
-// Appends to the log of a locked thread; returns the last seq.
-int64_t appendEventRows(SqlConnection& c, const std::string& threadId,
+// Appends to the log of a locked thread, numbered from the row as locked; returns the last
+// seq. The thread's new count goes in its changes.
+int64_t appendEventRows(SqlConnection& c, const std::string& threadId, LockedThread& thread,
                         const std::vector<EventRow>& events, int64_t now);
 // The events that end a run, whoever ends it: the store's run_<status> (no outcome), then the
 // run's one terminal event in the executor's words (kRunCompletedEventType, kRunFailedEventType),
@@ -87,31 +98,22 @@ std::string joinArray(const std::vector<std::string>& bodies);
 // --- leases ---
 void checkLeaseFields(const Lease& lease);
 // Locks the lease's thread and checks that the lease is still its lease: same token, owner and
-// run (LeaseLost otherwise). Returns the thread's version and message count. Also reads the
-// database's clock into `now` when it is given, in the same statement (one round trip less
-// per fenced write).
+// run (LeaseLost otherwise). Returns the thread row as locked (lockThread, `now` likewise).
 LockedThread checkLease(SqlConnection& c, const Lease& lease, int64_t* now = nullptr);
-// Frees the thread's lease if it is `runId`'s, growing the token so that its holder, if it still
-// runs, is fenced out.
-void revokeLease(SqlConnection& c, const std::string& threadId, const std::string& runId);
-// Frees the thread's lease (at commit).
-void freeLease(SqlConnection& c, const std::string& threadId);
-
-struct LeaseState {
-  std::string owner;
-  std::string runId;
-  int64_t expiresAt = 0;
-  bool liveFor(const std::string& run, int64_t now) const {
-    return !owner.empty() && runId == run && expiresAt > now;
-  }
-};
-
-LeaseState leaseOf(SqlConnection& c, const std::string& threadId);
+// The check alone, of a row the caller locked (nullptr: none).
+void checkLeaseOf(const LockedThread* thread, const Lease& lease);
+// Frees the locked thread's lease if it is `runId`'s, growing the token so that its holder, if
+// it still runs, is fenced out.
+void revokeLease(LockedThread& thread, const std::string& runId);
+// Frees the locked thread's lease.
+void freeLease(LockedThread& thread);
+// Whether a live lease (not expired at `now`) holds the thread for `runId`.
+bool leaseLiveFor(const LockedThread& thread, const std::string& runId, int64_t now);
 
 // --- ending runs without their worker ---
 // Cancels `run` at once (no worker holds it, or its lease is revoked), with its end events.
-void cancelNow(SqlConnection& c, const RunInfo& run, const std::string& reason, int64_t now,
-               std::vector<EventRow>& events);
+void cancelNow(SqlConnection& c, LockedThread& thread, const RunInfo& run,
+               const std::string& reason, int64_t now, std::vector<EventRow>& events);
 // Asks the run's worker to stop at its next safe point (Cancel < Interrupt < Rollback: a
 // stronger request replaces a weaker one).
 void requestCancel(SqlConnection& c, const RunInfo& run, CancelRequest request,

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <array>
 #include <condition_variable>
+#include <deque>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -53,17 +55,16 @@ using detail::kPolicyNames;
 using detail::kRunColumns;
 using detail::kRunsChannel;
 using detail::kStatusNames;
-using detail::leaseOf;
-using detail::LeaseState;
+using detail::leaseLiveFor;
 using detail::lifecycle;
 using detail::lockRun;
+using detail::lockThread;
 using detail::noRun;
 using detail::notify;
 using detail::optionsJson;
 using detail::parseName;
 using detail::readRun;
 using detail::requestCancel;
-using detail::revokeLease;
 using detail::runFromRow;
 using detail::tooBig;
 
@@ -144,6 +145,7 @@ RunStore::RunStore(std::shared_ptr<ConversationStore> store, RunStoreOptions opt
     throw ValidationError("options", "needs 0 < pollMin <= pollMax and listenPoll > 0");
   }
   wakeups_ = std::make_unique<Wakeups>(*engine_, options_.listen);
+  batches_ = std::make_unique<FinishBatches>();
 }
 
 RunStore::~RunStore() = default;
@@ -157,16 +159,17 @@ void RunStore::afterWrite(const std::string& threadId, bool runsChanged) {
   if (runsChanged) wakeups_->bump(Wakeups::kRuns);
 }
 
-void RunStore::fenced(
-    const Lease& lease,
-    const std::function<void(SqlConnection&, int64_t, const LockedThread&)>& write, bool durable) {
+void RunStore::fenced(const Lease& lease,
+                      const std::function<void(SqlConnection&, int64_t, LockedThread&)>& write,
+                      bool durable) {
   engine_->transaction(
       true,
       [&](SqlConnection& c) {
         int64_t now = 0;
-        const LockedThread thread = checkLease(c, lease, options_.clock ? nullptr : &now);
+        LockedThread thread = checkLease(c, lease, options_.clock ? nullptr : &now);
         if (options_.clock) now = options_.clock();
         write(c, now, thread);
+        thread.changes.write(c, lease.threadId);
       },
       durable);
 }
@@ -202,33 +205,33 @@ RunInfo RunStore::submit(const std::string& threadId, std::span<const Message> i
 
   RunInfo result;
   engine_->transaction(true, [&](SqlConnection& c) {
-    const int64_t now = this->now(c);
     const int64_t wallNow = detail::nowMs();
-    c.execute(
+    // Sent with the lock below (one round trip); the thread row is then written once, at the end.
+    c.executeLater(
         "INSERT INTO parley_threads (id, parent_id, fork_position, message_count, version, "
         "created_at, updated_at, title, metadata, state) "
         "VALUES ($1, NULL, 0, 0, 1, $2, $2, '', NULL, NULL) ON CONFLICT (id) DO NOTHING",
         {threadId, wallNow});
-    auto thread = c.query(std::string("SELECT deleted, last_run_seq, version FROM parley_threads "
-                                      "WHERE id = $1") +
-                              c.forUpdate(),
-                          {threadId});
-    if (thread.empty() || asInt(thread[0].at(0)) != 0) {
+    int64_t now = 0;
+    auto thread = lockThread(c, threadId, options_.clock ? nullptr : &now);
+    if (options_.clock) now = options_.clock();
+    if (!thread || thread->deleted) {
       throw StoreError("store: thread " + named(threadId) +
                        " was deleted (its id stays taken while its forks need its messages)");
     }
-    if (!c.query("SELECT 1 FROM parley_runs WHERE id = $1", {runId}).empty()) {
-      throw StoreError("store: a run " + named(runId) + " already exists");
-    }
-    const int64_t position = asInt(thread[0].at(1)) + 1;
-    const int64_t threadVersion = asInt(thread[0].at(2));
+    const int64_t position = thread->lastRunSeq + 1;
+    const int64_t threadVersion = thread->version;
 
+    // The thread's unfinished runs, and a run that already has the new id (one query).
     std::vector<RunInfo> active;
     for (const auto& row : c.query(std::string("SELECT ") + kRunColumns +
-                                       " FROM parley_runs WHERE thread_id = $1 "
+                                       " FROM parley_runs WHERE (thread_id = $1 "
                                        "AND status IN " +
-                                       kActive + " ORDER BY position",
-                                   {threadId})) {
+                                       kActive + ") OR id = $2 ORDER BY position",
+                                   {threadId, runId})) {
+      if (asText(row.at(0)) == runId) {
+        throw StoreError("store: a run " + named(runId) + " already exists");
+      }
       active.push_back(runFromRow(row));
     }
 
@@ -243,37 +246,42 @@ RunInfo RunStore::submit(const std::string& threadId, std::span<const Message> i
       const bool rollback = options.policy == DoubleTextPolicy::Rollback;
       const std::string reason =
           std::string(rollback ? "rolled back" : "interrupted") + " by run " + named(runId);
-      const LeaseState lease = leaseOf(c, threadId);
       for (const auto& run : active) {
         // Only a thread's head run can have started; the others are cancelled as they are.
         const bool started = run.attempts > 0;
-        const bool live = lease.liveFor(run.id, now);
+        const bool live = leaseLiveFor(*thread, run.id, now);
         if (!started) {
-          cancelNow(c, run, reason, now, events);
+          cancelNow(c, *thread, run, reason, now, events);
         } else if (!rollback) {
           live ? requestCancel(c, run, CancelRequest::Interrupt, reason, now, events)
-               : cancelNow(c, run, reason, now, events);
+               : cancelNow(c, *thread, run, reason, now, events);
         } else if (!live && run.baseVersion && *run.baseVersion == threadVersion) {
-          cancelNow(c, run, reason, now, events);  // it committed nothing: nothing to undo
+          cancelNow(c, *thread, run, reason, now, events);  // it committed nothing: nothing to undo
         } else {
           requestCancel(c, run, CancelRequest::Rollback, reason, now, events);
         }
       }
     }
-    c.execute("UPDATE parley_threads SET last_run_seq = $1 WHERE id = $2", {position, threadId});
-    c.execute(
+    thread->changes.set("last_run_seq", position);
+    const SqlValue errorValue = error.empty() ? SqlValue() : SqlValue(error);
+    const SqlValue finishedAt = status == "rejected" ? SqlValue(now) : SqlValue();
+    c.executeLater(
         "INSERT INTO parley_runs (id, thread_id, position, status, policy, input, options, "
         "trace_id, error, created_at, updated_at, finished_at) "
         "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11)",
-        {runId, threadId, position, status, policy, inputText, optionsText, traceId,
-         error.empty() ? SqlValue() : SqlValue(error), now,
-         status == "rejected" ? SqlValue(now) : SqlValue()});
-    result = *readRun(c, runId);
+        {runId, threadId, position, status, policy, inputText, optionsText, traceId, errorValue,
+         now, finishedAt});
+    // The run as readRun() would read it back (kRunColumns), without the round trip.
+    result = runFromRow({runId,       threadId,   position,   status,     policy,     inputText,
+                         optionsText, traceId,    int64_t{0}, SqlValue(), SqlValue(), SqlValue(),
+                         SqlValue(),  errorValue, SqlValue(), SqlValue(), SqlValue(), now,
+                         now,         SqlValue(), finishedAt});
     events.push_back(status == "rejected"
                          ? lifecycle(result, EventType::RunRejected, {{"error", error}})
                          : lifecycle(result, EventType::RunQueued,
                                      {{"position", position}, {"policy", policy}}));
-    appendEventRows(c, threadId, events, now);
+    appendEventRows(c, threadId, *thread, events, now);
+    thread->changes.write(c, threadId);
     notify(c, kRunsChannel, runId);
   });
   afterWrite(threadId, true);
@@ -338,18 +346,20 @@ RunInfo RunStore::cancel(const std::string& runId) {
   bool changed = false;
   engine_->transaction(true, [&](SqlConnection& c) {
     const int64_t now = this->now(c);
-    RunInfo run = lockRun(c, runId);
+    std::optional<LockedThread> thread;
+    RunInfo run = lockRun(c, runId, thread);
     changed = false;
     std::vector<EventRow> events;
     if (!isFinished(run.status)) {
       const std::string reason = "cancelled";
-      if (run.status == RunStatus::Running && leaseOf(c, run.threadId).liveFor(run.id, now)) {
+      if (run.status == RunStatus::Running && leaseLiveFor(*thread, run.id, now)) {
         requestCancel(c, run, CancelRequest::Cancel, reason, now, events);
       } else {
-        cancelNow(c, run, reason, now, events);
+        cancelNow(c, *thread, run, reason, now, events);
       }
       changed = !events.empty();
-      appendEventRows(c, run.threadId, events, now);
+      appendEventRows(c, run.threadId, *thread, events, now);
+      thread->changes.write(c, run.threadId);
       if (changed) notify(c, kRunsChannel, runId);
     }
     result = *readRun(c, runId);
@@ -364,7 +374,8 @@ RunInfo RunStore::respond(const std::string& runId, const json& response) {
   RunInfo result;
   engine_->transaction(true, [&](SqlConnection& c) {
     const int64_t now = this->now(c);
-    RunInfo run = lockRun(c, runId);
+    std::optional<LockedThread> thread;
+    RunInfo run = lockRun(c, runId, thread);
     if (run.status != RunStatus::Waiting) {
       throw StoreError("store: run " + named(runId) + " is " + std::string(toString(run.status)) +
                        ", not waiting for an answer");
@@ -372,10 +383,11 @@ RunInfo RunStore::respond(const std::string& runId, const json& response) {
     if (!run.response.is_null()) {
       throw StoreError("store: run " + named(runId) + " was already answered");
     }
-    c.execute("UPDATE parley_runs SET response = $1, updated_at = $2 WHERE id = $3",
-              {text, now, runId});
-    appendEventRows(c, run.threadId,
+    c.executeLater("UPDATE parley_runs SET response = $1, updated_at = $2 WHERE id = $3",
+                   {text, now, runId});
+    appendEventRows(c, run.threadId, *thread,
                     {lifecycle(run, EventType::RunResponded, {{"response", response}})}, now);
+    thread->changes.write(c, run.threadId);
     notify(c, kRunsChannel, runId);
     result = *readRun(c, runId);
   });
@@ -391,7 +403,8 @@ std::optional<Claim> RunStore::claim(const std::string& workerId,
 }
 
 std::vector<Claim> RunStore::claim(const std::string& workerId,
-                                   std::chrono::milliseconds leaseDuration, size_t maxRuns) {
+                                   std::chrono::milliseconds leaseDuration, size_t maxRuns,
+                                   const ClaimEvents& startEvents) {
   detail::checkId(workerId, "workerId");
   if (leaseDuration.count() <= 0) throw ValidationError("leaseDuration", "must be positive");
   if (maxRuns < 1 || maxRuns > options_.limits.maxClaimBatch) {
@@ -408,7 +421,9 @@ std::vector<Claim> RunStore::claim(const std::string& workerId,
       true,
       [&](SqlConnection& c) {
         claimed.clear();
-        claimIn(c, workerId, leaseDuration, maxRuns, this->now(c), claimed);
+        claimIn(c, workerId, leaseDuration, maxRuns,
+                options_.clock ? std::optional<int64_t>(options_.clock()) : std::nullopt, claimed,
+                startEvents);
       },
       /*durable=*/false);
   for (const auto& claim : claimed)
@@ -418,84 +433,113 @@ std::vector<Claim> RunStore::claim(const std::string& workerId,
 
 // What a claim reads of a candidate thread row, in this order.
 constexpr const char* kThreadColumns =
-    "id, lease_owner, lease_expires_at, lease_token, version, message_count";
+    "id, lease_owner, lease_expires_at, lease_token, version, message_count, last_event_seq, "
+    "CASE WHEN state IS NULL THEN 1 ELSE 0 END AS stateless";
 
 void RunStore::claimIn(SqlConnection& c, const std::string& workerId,
-                       std::chrono::milliseconds leaseDuration, size_t maxRuns, int64_t now,
-                       std::vector<Claim>& claimed) {
-  // A thread whose head run (its oldest unfinished one) can be claimed: a thread whose lease
-  // expired (a worker that died or stalled), or else the oldest such head among the threads no
-  // lease holds. Both read one entry of an index over the thread rows (parley_threads_leases,
-  // parley_threads_queue: schema version 4), however many runs are queued. PostgreSQL locks the
-  // thread row and skips threads other claimers hold; a thread claimed earlier in the same
-  // transaction no longer matches (its lease is taken).
-  auto expiredThreads = [](SqlConnection& c) {
-    return std::string("SELECT ") + kThreadColumns + " FROM parley_threads" +
-           c.indexedBy("parley_threads_leases") +
-           " WHERE lease_owner IS NOT NULL AND lease_expires_at <= $1"
-           " AND queue_head_at IS NOT NULL AND deleted = 0 ORDER BY lease_expires_at LIMIT 1" +
-           c.forUpdateSkipLocked("parley_threads");
-  };
-  auto freeThreads = [](SqlConnection& c) {
-    return std::string("SELECT ") + kThreadColumns + " FROM parley_threads" +
-           c.indexedBy("parley_threads_queue") +
-           " WHERE queue_head_at IS NOT NULL AND lease_owner IS NULL AND deleted = 0"
-           " ORDER BY queue_head_at, id LIMIT 1" +
-           c.forUpdateSkipLocked("parley_threads");
-  };
-  // The thread row as locked: PostgreSQL returns a row locked FOR UPDATE as it is once locked
-  // (a commit that came after the statement's snapshot included), and every change to a thread's
-  // runs and lease happens under that lock, so the head run is read after it. A candidate that
-  // is no longer claimable is passed over, a few times at most.
-  int misses = 0;
-  while (claimed.size() < maxRuns && misses < 3) {
-    auto thread = c.query(expiredThreads(c), {now});
-    if (thread.empty()) thread = c.query(freeThreads(c), {});
-    if (thread.empty()) break;
-    const std::string threadId = asText(thread[0].at(0));
-    auto head = c.query(std::string("SELECT ") + kRunColumns +
-                            " FROM parley_runs WHERE thread_id = $1 AND status IN " + kActive +
-                            " ORDER BY position LIMIT 1",
-                        {threadId});
-    if (thread.empty() || head.empty()) {
-      ++misses;
-      continue;
+                       std::chrono::milliseconds leaseDuration, size_t maxRuns,
+                       std::optional<int64_t> knownNow, std::vector<Claim>& claimed,
+                       const ClaimEvents& startEvents) {
+  // Threads whose head run (their oldest unfinished one) can be claimed: threads whose lease
+  // expired (a worker that died or stalled) first, then the oldest heads among the threads no
+  // lease holds, up to `limit` in one query. Each reads one entry of an index over the thread
+  // rows per thread (parley_threads_leases, parley_threads_queue: schema version 4), however many
+  // runs are queued; the second part runs only when the first found too few. PostgreSQL locks
+  // the rows and skips threads other claimers hold; a thread claimed earlier in the same
+  // transaction no longer matches (its lease is taken). The database's clock is read in the same
+  // query where the caller gave none (SQLite's costs nothing: the connection's), as the time the
+  // query began: compared with the running clock, or with a parameter, the planner of a table
+  // without statistics yet reads every thread row instead of the index of leases.
+  const std::string clock = knownNow ? std::string() : c.nowMsExpression(/*indexable=*/true);
+  const int64_t localNow = knownNow ? *knownNow : clock.empty() ? c.nowMs() : 0;
+  auto candidates = [&](size_t limit) {
+    detail::SqlParams params;
+    std::string now = clock;
+    if (clock.empty()) {
+      params.emplace_back(localNow);
+      now = "$1";
     }
-    RunInfo run = runFromRow(head[0]);
-    const bool leaseFree = isNull(thread[0].at(1)) || asInt(thread[0].at(2)) <= now;
-    const bool claimable = run.status != RunStatus::Waiting || !run.response.is_null() ||
-                           run.cancelRequest != CancelRequest::None;
-    if (!leaseFree || !claimable) {
-      ++misses;
-      continue;
+    params.emplace_back(static_cast<int64_t>(limit));
+    const std::string limitParam = "$" + std::to_string(params.size());
+    const std::string columns = std::string(kThreadColumns) + (clock.empty() ? "" : ", " + clock);
+    const std::string skip = c.forUpdateSkipLocked("parley_threads");
+    return c.query("WITH expired AS (SELECT " + columns + " FROM parley_threads" +
+                       c.indexedBy("parley_threads_leases") +
+                       " WHERE lease_owner IS NOT NULL AND lease_expires_at <= " + now +
+                       " AND queue_head_at IS NOT NULL AND deleted = 0 ORDER BY lease_expires_at "
+                       "LIMIT " +
+                       limitParam + skip + "), free AS (SELECT " + columns +
+                       " FROM parley_threads" + c.indexedBy("parley_threads_queue") +
+                       " WHERE queue_head_at IS NOT NULL AND lease_owner IS NULL AND deleted = 0"
+                       " ORDER BY queue_head_at, id LIMIT " +
+                       limitParam + skip +
+                       ") SELECT * FROM expired UNION ALL SELECT * FROM free LIMIT " + limitParam,
+                   params);
+  };
+  // The head run, read and claimed in one statement once the thread row is locked: PostgreSQL
+  // returns a row locked FOR UPDATE as it is once locked (a commit that came after the query's
+  // snapshot included), and every change to a thread's runs and lease happens under that lock,
+  // so a statement after the lock sees the head as it is. A head that cannot be claimed (a
+  // waiting run without an answer) is left alone: the thread is passed over, a few times at most.
+  const std::string claimHead =
+      std::string(
+          "UPDATE parley_runs SET status = 'running', attempts = attempts + 1, "
+          "worker = $1, started_at = COALESCE(started_at, $2), "
+          "base_version = COALESCE(base_version, $3), "
+          "base_message_count = COALESCE(base_message_count, $4), updated_at = $2 "
+          "WHERE id = (SELECT id FROM parley_runs WHERE thread_id = $5 AND status IN ") +
+      kActive +
+      " ORDER BY position LIMIT 1) AND (status <> 'waiting' OR response IS NOT NULL OR "
+      "cancel_request IS NOT NULL) RETURNING " +
+      kRunColumns;
+  for (int round = 0; round < 3 && claimed.size() < maxRuns; ++round) {
+    const size_t before = claimed.size();
+    const auto rows = candidates(maxRuns - claimed.size());
+    for (const SqlRow& row : rows) {
+      const std::string threadId = asText(row.at(0));
+      const int64_t now = knownNow || clock.empty() ? localNow : asInt(row.at(8));
+      LockedThread thread;
+      thread.leaseOwner = asText(row.at(1));
+      thread.leaseExpiresAt = asInt(row.at(2));
+      thread.leaseToken = asInt(row.at(3));
+      thread.version = asInt(row.at(4));
+      thread.messageCount = asInt(row.at(5));
+      thread.lastEventSeq = asInt(row.at(6));
+      if (!thread.leaseOwner.empty() && thread.leaseExpiresAt > now) continue;
+      auto head =
+          c.query(claimHead, {workerId, now, thread.version, thread.messageCount, threadId});
+      if (head.empty()) continue;
+      Claim claim;
+      claim.run = runFromRow(head[0]);
+      const int64_t expires = now + leaseDuration.count();
+      claim.lease = Lease{threadId, claim.run.id,          claim.run.options.traceId,
+                          workerId, thread.leaseToken + 1, detail::fromMs(expires)};
+      claim.threadEmpty = thread.messageCount == 0 && asInt(row.at(7)) != 0;
+      thread.changes.set("lease_owner", workerId);
+      thread.changes.set("lease_run_id", claim.run.id);
+      thread.changes.set("lease_token", claim.lease.token);
+      thread.changes.set("lease_expires_at", expires);
+      std::vector<EventRow> events = {
+          lifecycle(claim.run, EventType::RunStarted,
+                    {{"attempt", claim.run.attempts}, {"worker", workerId}})};
+      if (startEvents) {
+        // Past the limits, the worker's own write of them meets the same check (and fails the
+        // run, not the claim of every run claimed with it).
+        try {
+          auto more = eventRows(claim.lease, startEvents(claim), options_.limits);
+          events.insert(events.end(), std::make_move_iterator(more.begin()),
+                        std::make_move_iterator(more.end()));
+          claim.startEventsWritten = true;
+        } catch (const ValidationError&) {
+        }
+      }
+      appendEventRows(c, threadId, thread, events, now);
+      thread.changes.write(c, threadId);
+      claimed.push_back(std::move(claim));
     }
-    const std::string runId = run.id;
-    const int64_t token = asInt(thread[0].at(3)) + 1;
-    const int64_t expires = now + leaseDuration.count();
-    c.executeLater(
-        "UPDATE parley_threads SET lease_owner = $1, lease_run_id = $2, lease_token = $3, "
-        "lease_expires_at = $4 WHERE id = $5",
-        {workerId, runId, token, expires, threadId});
-    c.executeLater(
-        "UPDATE parley_runs SET status = 'running', attempts = attempts + 1, worker = $1, "
-        "started_at = COALESCE(started_at, $2), base_version = COALESCE(base_version, $3), "
-        "base_message_count = COALESCE(base_message_count, $4), updated_at = $2 WHERE id = "
-        "$5",
-        {workerId, now, asInt(thread[0].at(4)), asInt(thread[0].at(5)), runId});
-    // As the update left it (no read back: one round trip less per claimed run).
-    run.status = RunStatus::Running;
-    ++run.attempts;
-    run.worker = workerId;
-    if (!run.startedAt) run.startedAt = detail::fromMs(now);
-    if (!run.baseVersion) run.baseVersion = asInt(thread[0].at(4));
-    if (!run.baseMessageCount) run.baseMessageCount = asInt(thread[0].at(5));
-    run.updatedAt = detail::fromMs(now);
-    appendEventRows(
-        c, threadId,
-        {lifecycle(run, EventType::RunStarted, {{"attempt", run.attempts}, {"worker", workerId}})},
-        now);
-    claimed.push_back(Claim{run, Lease{threadId, runId, run.options.traceId, workerId, token,
-                                       detail::fromMs(expires)}});
+    // Fewer candidates than asked for: there are no more. Else, if some were passed over, look
+    // again (those claimed no longer match).
+    if (rows.size() < maxRuns - before || claimed.size() == before) break;
   }
 }
 
@@ -506,10 +550,9 @@ LeaseRenewal RunStore::renew(const Lease& lease, std::chrono::milliseconds lease
   // A renewal lost in a crash only shortens the lease.
   fenced(
       lease,
-      [&](SqlConnection& c, int64_t now, const LockedThread&) {
+      [&](SqlConnection& c, int64_t now, LockedThread& thread) {
         const int64_t expires = now + leaseDuration.count();
-        c.execute("UPDATE parley_threads SET lease_expires_at = $1 WHERE id = $2",
-                  {expires, lease.threadId});
+        thread.changes.set("lease_expires_at", expires);
         auto rows = c.query("SELECT cancel_request FROM parley_runs WHERE id = $1", {lease.runId});
         renewal.expiresAt = detail::fromMs(expires);
         renewal.cancelRequest = rows.empty()
@@ -525,18 +568,21 @@ bool RunStore::release(const Lease& lease) {
   checkLeaseFields(lease);
   bool released = false;
   engine_->transaction(true, [&](SqlConnection& c) {
-    const int64_t now = this->now(c);
+    int64_t now = 0;
+    LockedThread thread;
     try {
-      checkLease(c, lease);
+      thread = checkLease(c, lease, options_.clock ? nullptr : &now);
     } catch (const LeaseLost&) {
       released = false;
       return;
     }
-    freeLease(c, lease.threadId);
-    appendEventRows(c, lease.threadId,
+    if (options_.clock) now = options_.clock();
+    freeLease(thread);
+    appendEventRows(c, lease.threadId, thread,
                     {{lease.runId, lease.traceId, std::string(eventName(EventType::RunReleased)),
                       json({{"worker", lease.owner}}).dump()}},
                     now);
+    thread.changes.write(c, lease.threadId);
     notify(c, kRunsChannel, lease.runId);
     released = true;
   });
@@ -552,14 +598,14 @@ RunStore::Version RunStore::appendTurn(const Lease& lease, std::span<const Messa
   SqlValue stateText = detail::stateValue(state);
   auto rows = eventRows(lease, events, options_.limits);
   Version version = 0;
-  fenced(lease, [&](SqlConnection& c, int64_t now, const LockedThread& thread) {
+  fenced(lease, [&](SqlConnection& c, int64_t now, LockedThread& thread) {
     version = engine_->appendTurnIn(c, lease.threadId, bodies, stateText, state, expectedVersion,
                                     &thread);
-    c.execute(
+    c.executeLater(
         "UPDATE parley_runs SET pending_reply = NULL, pending_at = NULL, wait = NULL, "
         "response = NULL, updated_at = $1 WHERE id = $2",
         {now, lease.runId});
-    appendEventRows(c, lease.threadId, rows, now);
+    appendEventRows(c, lease.threadId, thread, rows, now);
   });
   afterWrite(lease.threadId, false);
   return version;
@@ -569,8 +615,8 @@ int64_t RunStore::appendEvents(const Lease& lease, std::span<const EventInput> e
   checkLeaseFields(lease);
   auto rows = eventRows(lease, events, options_.limits);
   int64_t last = 0;
-  fenced(lease, [&](SqlConnection& c, int64_t now, const LockedThread&) {
-    last = appendEventRows(c, lease.threadId, rows, now);
+  fenced(lease, [&](SqlConnection& c, int64_t now, LockedThread& thread) {
+    last = appendEventRows(c, lease.threadId, thread, rows, now);
   });
   afterWrite(lease.threadId, false);
   return last;
@@ -600,17 +646,17 @@ void RunStore::recordReply(const Lease& lease, const Message& reply, int64_t at)
     }
     ids.push_back(call.id);
   }
-  fenced(lease, [&](SqlConnection& c, int64_t now, const LockedThread& thread) {
+  fenced(lease, [&](SqlConnection& c, int64_t now, LockedThread& thread) {
     if (at < thread.messageCount) {
       throw ValidationError("at", "is " + std::to_string(at) + ", before the end of thread " +
                                       named(lease.threadId) + " (" +
                                       std::to_string(thread.messageCount) + " messages)");
     }
-    c.execute(
+    c.executeLater(
         "UPDATE parley_runs SET pending_reply = $1, pending_at = $2, updated_at = $3 WHERE id = $4",
         {body, at, now, lease.runId});
     for (const auto& call : reply.toolCalls) {
-      c.execute(
+      c.executeLater(
           "INSERT INTO parley_tool_calls (run_id, turn, call_id, tool_name, phase, arguments, "
           "result, attempts, token, updated_at) VALUES ($1, $2, $3, $4, 'intent', $5, NULL, 0, "
           "$6, $7) ON CONFLICT (run_id, turn, call_id) DO NOTHING",
@@ -645,7 +691,7 @@ void RunStore::recordToolCall(const Lease& lease, int64_t turn, const std::strin
     throw ValidationError("phase", "intent is recorded by recordReply");
   }
   checkSize(text, options_.limits.maxJournalBytes, "text", "maxJournalBytes");
-  fenced(lease, [&](SqlConnection& c, int64_t now, const LockedThread&) {
+  fenced(lease, [&](SqlConnection& c, int64_t now, LockedThread&) {
     const auto [phaseText, call] = journaledCall(c, lease.runId, turn, callId);
     const auto current =
         parseName<ToolCallPhase>(phaseText, kPhaseNames).value_or(ToolCallPhase::Intent);
@@ -655,13 +701,13 @@ void RunStore::recordToolCall(const Lease& lease, int64_t turn, const std::strin
     if (phase == ToolCallPhase::Started) {
       // A started call's result column holds its checkpoint (recordToolCheckpoint): a re-run
       // keeps it, so that a second takeover still resumes the same remote work.
-      c.execute(
+      c.executeLater(
           "UPDATE parley_tool_calls SET phase = 'started', attempts = attempts + 1, token = $1, "
           "updated_at = $2 WHERE run_id = $3 AND turn = $4 AND call_id = $5",
           {lease.token, now, lease.runId, turn, callId});
       return;
     }
-    c.execute(
+    c.executeLater(
         "UPDATE parley_tool_calls SET phase = $1, result = $2, token = $3, updated_at = $4 "
         "WHERE run_id = $5 AND turn = $6 AND call_id = $7",
         {std::string(toString(phase)), text, lease.token, now, lease.runId, turn, callId});
@@ -675,13 +721,13 @@ void RunStore::recordToolCheckpoint(const Lease& lease, int64_t turn, const std:
   if (handle.is_null()) throw ValidationError("handle", "must not be null");
   const std::string text = detail::dumpJson(handle, "handle");
   checkSize(text, options_.limits.maxJournalBytes, "handle", "maxJournalBytes");
-  fenced(lease, [&](SqlConnection& c, int64_t now, const LockedThread&) {
+  fenced(lease, [&](SqlConnection& c, int64_t now, LockedThread&) {
     const auto [phaseText, call] = journaledCall(c, lease.runId, turn, callId);
     if (phaseText != toString(ToolCallPhase::Started)) {
       throw StoreError("store: " + call + " is " + phaseText +
                        ": only a started call keeps a checkpoint");
     }
-    c.execute(
+    c.executeLater(
         "UPDATE parley_tool_calls SET result = $1, token = $2, updated_at = $3 WHERE run_id = $4 "
         "AND turn = $5 AND call_id = $6",
         {text, lease.token, now, lease.runId, turn, callId});
@@ -737,16 +783,16 @@ void RunStore::wait(const Lease& lease, const json& what, std::span<const EventI
   const std::string text = detail::dumpJson(what, "what");
   checkSize(text, options_.limits.maxResponseBytes, "what", "maxResponseBytes");
   auto rows = eventRows(lease, events, options_.limits);
-  fenced(lease, [&](SqlConnection& c, int64_t now, const LockedThread&) {
-    c.execute(
+  fenced(lease, [&](SqlConnection& c, int64_t now, LockedThread& thread) {
+    c.executeLater(
         "UPDATE parley_runs SET status = 'waiting', wait = $1, response = NULL, updated_at = $2 "
         "WHERE id = $3",
         {text, now, lease.runId});
-    freeLease(c, lease.threadId);
+    freeLease(thread);
     auto all = rows;
     all.push_back({lease.runId, lease.traceId, std::string(eventName(EventType::RunWaiting)),
                    json({{"wait", what}}).dump()});
-    appendEventRows(c, lease.threadId, all, now);
+    appendEventRows(c, lease.threadId, thread, all, now);
   });
   afterWrite(lease.threadId, false);
 }
@@ -765,9 +811,9 @@ void checkFinish(RunStatus status, const std::string& error, const std::string& 
 }
 
 // finish()'s writes, inside the caller's fenced transaction.
-void writeFinish(SqlConnection& c, const Lease& lease, RunStatus status, const std::string& error,
-                 const json& result, const std::string& resultText, std::vector<EventRow> rows,
-                 int64_t now) {
+void writeFinish(SqlConnection& c, LockedThread& thread, const Lease& lease, RunStatus status,
+                 const std::string& error, const json& result, const std::string& resultText,
+                 std::vector<EventRow> rows, int64_t now) {
   std::string reason = error;
   if (reason.empty() && status == RunStatus::Cancelled) {
     auto current = c.query("SELECT error FROM parley_runs WHERE id = $1", {lease.runId});
@@ -781,9 +827,9 @@ void writeFinish(SqlConnection& c, const Lease& lease, RunStatus status, const s
       "WHERE id = $5",
       {std::string(toString(status)), reason.empty() ? SqlValue() : SqlValue(reason),
        result.is_null() ? SqlValue() : SqlValue(resultText), now, lease.runId});
-  freeLease(c, lease.threadId);
+  freeLease(thread);
   endEvents(rows, lease.runId, lease.traceId, status, reason, result);
-  appendEventRows(c, lease.threadId, rows, now);
+  appendEventRows(c, lease.threadId, thread, rows, now);
   notify(c, kRunsChannel, lease.runId);
 }
 
@@ -795,8 +841,8 @@ void RunStore::finish(const Lease& lease, RunStatus status, const std::string& e
   const std::string resultText = detail::dumpJson(result, "result");
   checkFinish(status, error, resultText, options_.limits);
   auto rows = eventRows(lease, events, options_.limits);
-  fenced(lease, [&](SqlConnection& c, int64_t now, const LockedThread&) {
-    writeFinish(c, lease, status, error, result, resultText, rows, now);
+  fenced(lease, [&](SqlConnection& c, int64_t now, LockedThread& thread) {
+    writeFinish(c, thread, lease, status, error, result, resultText, rows, now);
   });
   afterWrite(lease.threadId, true);
   maybeExpireChunks();
@@ -805,45 +851,199 @@ void RunStore::finish(const Lease& lease, RunStatus status, const std::string& e
 RunStore::Version RunStore::finishWithTurn(const Lease& lease, std::span<const Message> messages,
                                            const json& state, Version expectedVersion,
                                            const json& result, std::span<const EventInput> events) {
-  return finishTurn(lease, messages, state, expectedVersion, result, events, std::nullopt).version;
+  return finishTurn(lease, messages, state, expectedVersion, result, events, std::nullopt, {})
+      .version;
 }
 
-RunStore::FinishedTurn RunStore::finishWithTurnAndClaim(const Lease& lease,
-                                                        std::span<const Message> messages,
-                                                        const json& state, Version expectedVersion,
-                                                        const json& result,
-                                                        std::span<const EventInput> events,
-                                                        std::chrono::milliseconds leaseDuration) {
+RunStore::FinishedTurn RunStore::finishWithTurnAndClaim(
+    const Lease& lease, std::span<const Message> messages, const json& state,
+    Version expectedVersion, const json& result, std::span<const EventInput> events,
+    std::chrono::milliseconds leaseDuration, const ClaimEvents& startEvents) {
   if (leaseDuration.count() <= 0) throw ValidationError("leaseDuration", "must be positive");
-  return finishTurn(lease, messages, state, expectedVersion, result, events, leaseDuration);
+  return finishTurn(lease, messages, state, expectedVersion, result, events, leaseDuration,
+                    startEvents);
 }
+
+// One finishTurn() call: what it writes (checked and serialised before any transaction), and
+// what came of it.
+struct RunStore::TurnFinish {
+  const Lease* lease = nullptr;
+  std::vector<std::string> bodies;
+  SqlValue stateText;
+  const json* state = nullptr;
+  Version expectedVersion = 0;
+  const json* result = nullptr;
+  std::string resultText;
+  std::vector<EventRow> rows;
+  std::optional<std::chrono::milliseconds> claimFor;
+  const ClaimEvents* startEvents = nullptr;
+  // The outcome: `finished`, or `error` (its own: a lost lease, a stale version; or the
+  // transaction's, shared by every call in it).
+  FinishedTurn finished;
+  std::exception_ptr error;
+  // FinishBatches: set by the batch's leader under the batches' mutex, which `wake` waits with.
+  bool done = false;
+  std::condition_variable wake;
+};
+
+// Group commit for finishWithTurnAndClaim (the chained finish of a busy worker's slots): the
+// calls that arrive while a batch commits wait, then go together in the next batch, one
+// transaction: one disk flush and a few round trips for the lot, where each call alone pays
+// its own. No call waits for company: under light load a batch is one call, sent at once. The
+// caller whose call is first in the queue when a batch slot is free leads the next batch on its
+// own thread; each caller is woken alone, when its call is done or it is to lead (a wake-up of
+// every waiter per batch cost the slots more than the batches saved).
+class RunStore::FinishBatches {
+ public:
+  void run(RunStore& store, TurnFinish& item) {
+    std::unique_lock lock(mutex_);
+    queue_.push_back(&item);
+    for (;;) {
+      if (!item.done && !(inFlight_ < kMaxInFlight && queue_.front() == &item)) {
+        item.wake.wait(lock, [&] {
+          return item.done || (inFlight_ < kMaxInFlight && queue_.front() == &item);
+        });
+      }
+      if (item.done) return;
+      std::vector<TurnFinish*> batch;
+      while (!queue_.empty() && batch.size() < kMaxBatch) {
+        batch.push_back(queue_.front());
+        queue_.pop_front();
+      }
+      ++inFlight_;
+      wakeLeader();  // a second batch may start while this one commits
+      lock.unlock();
+      store.finishBatch(batch);  // records each call's outcome; never throws
+      lock.lock();
+      --inFlight_;
+      for (TurnFinish* done : batch) {
+        done->done = true;
+        if (done != &item) done->wake.notify_one();
+      }
+      wakeLeader();
+    }
+  }
+
+ private:
+  // REQUIRES mutex_: the first waiting call leads the next batch when one may start.
+  void wakeLeader() {
+    if (!queue_.empty() && inFlight_ < kMaxInFlight) queue_.front()->wake.notify_one();
+  }
+
+  // Two batches may be under way at once: one commits (waits for the disk) while the next one's
+  // statements run.
+  static constexpr int kMaxInFlight = 2;
+  static constexpr size_t kMaxBatch = 64;
+  std::mutex mutex_;
+  std::deque<TurnFinish*> queue_;
+  int inFlight_ = 0;
+};
 
 RunStore::FinishedTurn RunStore::finishTurn(const Lease& lease, std::span<const Message> messages,
                                             const json& state, Version expectedVersion,
                                             const json& result, std::span<const EventInput> events,
-                                            std::optional<std::chrono::milliseconds> claimFor) {
+                                            std::optional<std::chrono::milliseconds> claimFor,
+                                            const ClaimEvents& startEvents) {
   checkLeaseFields(lease);
-  auto bodies = detail::messageBodies(messages);
-  SqlValue stateText = detail::stateValue(state);
-  const std::string resultText = detail::dumpJson(result, "result");
-  checkFinish(RunStatus::Completed, "", resultText, options_.limits);
-  auto rows = eventRows(lease, events, options_.limits);
-  FinishedTurn finished;
-  std::vector<Claim> claimed;
-  fenced(lease, [&](SqlConnection& c, int64_t now, const LockedThread& thread) {
-    claimed.clear();
-    finished.version = engine_->appendTurnIn(c, lease.threadId, bodies, stateText, state,
-                                             expectedVersion, &thread);
-    writeFinish(c, lease, RunStatus::Completed, "", result, resultText, rows, now);
-    if (claimFor) claimIn(c, lease.owner, *claimFor, 1, now, claimed);
-  });
-  afterWrite(lease.threadId, true);
-  if (!claimed.empty()) {
-    afterWrite(claimed.front().lease.threadId, false);
-    finished.next = std::move(claimed.front());
+  TurnFinish item;
+  item.lease = &lease;
+  item.bodies = detail::messageBodies(messages);
+  item.stateText = detail::stateValue(state);
+  item.state = &state;
+  item.expectedVersion = expectedVersion;
+  item.result = &result;
+  item.resultText = detail::dumpJson(result, "result");
+  checkFinish(RunStatus::Completed, "", item.resultText, options_.limits);
+  item.rows = eventRows(lease, events, options_.limits);
+  item.claimFor = claimFor;
+  item.startEvents = &startEvents;
+  if (claimFor) {
+    batches_->run(*this, item);
+  } else {
+    TurnFinish* alone = &item;
+    finishBatch(std::span<TurnFinish* const>(&alone, 1));
+  }
+  if (item.error) std::rethrow_exception(item.error);
+  return std::move(item.finished);
+}
+
+void RunStore::finishBatch(std::span<TurnFinish* const> items) {
+  try {
+    engine_->transaction(true, [&](SqlConnection& c) {
+      for (TurnFinish* item : items) {
+        item->finished = {};
+        item->error = nullptr;
+      }
+      // Every thread of the batch locked in one statement (in id order, as every batch locks
+      // them: two batches cannot deadlock), checked call by call: a call whose lease is lost or
+      // whose version is stale fails alone, before it writes anything, and the others go on.
+      std::vector<std::string> ids;
+      for (TurnFinish* item : items)
+        ids.push_back(item->lease->threadId);
+      int64_t now = 0;
+      auto threads = detail::lockThreads(c, ids, options_.clock ? nullptr : &now);
+      if (options_.clock) now = options_.clock();
+      for (TurnFinish* item : items) {
+        const Lease& lease = *item->lease;
+        auto found = threads.find(lease.threadId);
+        try {
+          detail::checkLeaseOf(found == threads.end() ? nullptr : &found->second, lease);
+          LockedThread& thread = found->second;
+          item->finished.version =
+              engine_->appendTurnIn(c, lease.threadId, item->bodies, item->stateText, *item->state,
+                                    item->expectedVersion, &thread);
+          writeFinish(c, thread, lease, RunStatus::Completed, "", *item->result, item->resultText,
+                      item->rows, now);
+        } catch (const LeaseLost&) {
+          item->error = std::current_exception();
+        } catch (const StoreConflict&) {
+          item->error = std::current_exception();
+        } catch (const ValidationError&) {
+          item->error = std::current_exception();
+        }
+      }
+      // The threads first: a claim may take one of them again (its next run).
+      for (auto& [id, thread] : threads)
+        thread.changes.write(c, id);
+      // The next runs, for the calls that asked, by worker: one claim of as many runs per worker,
+      // handed out in the calls' order.
+      std::vector<TurnFinish*> asking;
+      for (TurnFinish* item : items)
+        if (!item->error && item->claimFor) asking.push_back(item);
+      while (!asking.empty()) {
+        const std::string owner = asking.front()->lease->owner;
+        const auto duration = *asking.front()->claimFor;
+        std::vector<TurnFinish*> group, rest;
+        for (TurnFinish* item : asking)
+          (item->lease->owner == owner && *item->claimFor == duration ? group : rest)
+              .push_back(item);
+        asking = std::move(rest);
+        size_t next = 0;
+        const ClaimEvents startEvents = [&](const Claim& claim) {
+          const ClaimEvents* own = group[next++]->startEvents;
+          return own && *own ? (*own)(claim) : std::vector<EventInput>{};
+        };
+        std::vector<Claim> claimed;
+        claimIn(c, owner, duration, group.size(),
+                options_.clock ? std::optional<int64_t>(now) : std::nullopt, claimed, startEvents);
+        for (size_t i = 0; i < claimed.size(); ++i)
+          group[i]->finished.next = std::move(claimed[i]);
+      }
+    });
+  } catch (...) {
+    // The transaction failed as a whole: every call in it fails with its error.
+    const auto error = std::current_exception();
+    for (TurnFinish* item : items) {
+      item->finished = {};
+      item->error = error;
+    }
+  }
+  for (TurnFinish* item : items) {
+    if (item->error) continue;
+    afterWrite(item->lease->threadId, true);
+    if (item->finished.next) afterWrite(item->finished.next->lease.threadId, false);
   }
   maybeExpireChunks();
-  return finished;
 }
 
 void RunStore::maybeExpireChunks() {

@@ -1,9 +1,9 @@
 // Every step of the store's schema, for both engines, from version 1 to kStoreSchemaVersion
 // (store.hpp): the threads and messages (1), the run queue (2), message search (3), ..., the
-// service's assistants (6). The engine's migrate() (sql_store.cpp) runs the steps after a
-// database's version, in one transaction. A new table or column is a new version here, for both
-// engines at once; a step once released never changes (databases in the field ran it).
-// docs/scale-out.md, "Tables", describes the tables.
+// service's assistants (6), the queue-head trigger woken only when the head may move (7). The
+// engine's migrate() (sql_store.cpp) runs the steps after a database's version, in one transaction.
+// A new table or column is a new version here, for both engines at once; a step once released never
+// changes (databases in the field ran it). docs/scale-out.md, "Tables", describes the tables.
 #include <string>
 #include <vector>
 
@@ -189,7 +189,6 @@ const std::vector<std::string> kSchemaV4Postgres = {
     "cancel_request ON parley_runs FOR EACH ROW EXECUTE FUNCTION parley_runs_head()",
 };
 #undef PARLEY_QUEUE_INDEXES
-#undef PARLEY_QUEUE_HEAD
 
 // Version 5: the bytes of message parts (images, audio, files), keyed by the sha256 of the bytes,
 // so that a fork, a copy or a resent picture stores them once. `data` is their base64, as the
@@ -225,6 +224,35 @@ const std::vector<std::string> kSchemaV6Sqlite = {
     " PRIMARY KEY (assistant_id, version))",
 };
 
+// Version 7: a run's update wakes the queue-head trigger only when it can move the head: when
+// the run joins or leaves the unfinished runs, or becomes claimable or stops being so. A claim
+// (queued to running), a cancel request on a running run and the like leave the head as it was,
+// and no longer cost a head query and an update of the thread row each. (The DROPs make the step
+// safe to run on a database whose version was set back by hand.)
+#define PARLEY_HEAD_MAY_MOVE                                                                      \
+  "(OLD.status IN ('queued', 'running', 'waiting')) <> (NEW.status IN ('queued', 'running', "     \
+  "'waiting')) OR (OLD.status <> 'waiting' OR OLD.response IS NOT NULL OR OLD.cancel_request IS " \
+  "NOT NULL) <> (NEW.status <> 'waiting' OR NEW.response IS NOT NULL OR NEW.cancel_request IS "   \
+  "NOT NULL)"
+const std::vector<std::string> kSchemaV7Sqlite = {
+    "DROP TRIGGER IF EXISTS parley_runs_head_update",
+    "CREATE TRIGGER parley_runs_head_update AFTER UPDATE OF status, response, cancel_request "
+    "ON parley_runs WHEN " PARLEY_HEAD_MAY_MOVE
+    " BEGIN "
+    "UPDATE parley_threads SET queue_head_at = " PARLEY_QUEUE_HEAD(
+        "new.thread_id") " WHERE id = new.thread_id; END",
+};
+const std::vector<std::string> kSchemaV7Postgres = {
+    "DROP TRIGGER IF EXISTS parley_runs_head ON parley_runs",
+    "DROP TRIGGER IF EXISTS parley_runs_head_update ON parley_runs",
+    "CREATE TRIGGER parley_runs_head AFTER INSERT OR DELETE ON parley_runs FOR EACH ROW EXECUTE "
+    "FUNCTION parley_runs_head()",
+    "CREATE TRIGGER parley_runs_head_update AFTER UPDATE OF status, response, cancel_request ON "
+    "parley_runs FOR EACH ROW WHEN (" PARLEY_HEAD_MAY_MOVE ") EXECUTE FUNCTION parley_runs_head()",
+};
+#undef PARLEY_HEAD_MAY_MOVE
+#undef PARLEY_QUEUE_HEAD
+
 std::vector<std::string> postgresVariant(std::vector<std::string> steps) {
   for (auto& step : steps) {
     if (auto at = step.find(" WITHOUT ROWID"); at != std::string::npos) step.erase(at);
@@ -253,6 +281,8 @@ const std::vector<std::string>& migrationSteps(SqlDialect dialect, int toVersion
       return sqlite ? kSchemaV5Sqlite : postgresV5;
     case 6:
       return sqlite ? kSchemaV6Sqlite : postgresV6;
+    case 7:
+      return sqlite ? kSchemaV7Sqlite : kSchemaV7Postgres;
     default:
       throw StoreError("store: no migration to schema version " + std::to_string(toVersion));
   }

@@ -542,18 +542,18 @@ SqlStoreEngine::Version SqlStoreEngine::appendTurnIn(SqlConnection& c, const std
                                                      const std::vector<std::string>& bodies,
                                                      const SqlValue& stateText, const json& state,
                                                      Version expectedVersion,
-                                                     const LockedThread* locked) {
-  LockedThread row;
-  if (locked) {
-    row = *locked;
-  } else {
+                                                     LockedThread* locked) {
+  LockedThread own;
+  if (!locked) {
     auto rows = c.query(std::string("SELECT version, message_count, deleted FROM parley_threads "
                                     "WHERE id = $1") +
                             c.forUpdate(),
                         {threadId});
     if (rows.empty() || asInt(rows[0].at(2)) != 0) throw notFound(threadId);
-    row = {asInt(rows[0].at(0)), asInt(rows[0].at(1))};
+    own.version = asInt(rows[0].at(0));
+    own.messageCount = asInt(rows[0].at(1));
   }
+  LockedThread& row = locked ? *locked : own;
   const Version version = row.version;
   const int64_t count = row.messageCount;
   if (version != expectedVersion) {
@@ -564,11 +564,40 @@ SqlStoreEngine::Version SqlStoreEngine::appendTurnIn(SqlConnection& c, const std
   int64_t newCount = count + static_cast<int64_t>(bodies.size());
   checkStateSize(state, newCount);
   if (!bodies.empty()) insertMessageRows(c, threadId, count, bodies);
-  c.executeLater(
-      "UPDATE parley_threads SET version = $1, message_count = $2, updated_at = $3, "
-      "state = COALESCE($4, state) WHERE id = $5",
-      {version + 1, newCount, nowMs(), stateText, threadId});
-  return version + 1;
+  row.version = version + 1;
+  row.messageCount = newCount;
+  row.changes.set("version", row.version);
+  row.changes.set("message_count", newCount);
+  row.changes.set("updated_at", nowMs());
+  if (!isNull(stateText)) row.changes.set("state", stateText);
+  if (!locked) own.changes.write(c, threadId);
+  return row.version;
+}
+
+void ThreadRowWrite::set(const char* column, SqlValue value) {
+  for (auto& [name, current] : columns_) {
+    if (std::string_view(name) == column) {
+      current = std::move(value);
+      return;
+    }
+  }
+  columns_.emplace_back(column, std::move(value));
+}
+
+void ThreadRowWrite::write(SqlConnection& c, const std::string& threadId) {
+  if (columns_.empty()) return;
+  std::string sql = "UPDATE parley_threads SET ";
+  SqlParams params;
+  params.reserve(columns_.size() + 1);
+  for (auto& [name, value] : columns_) {
+    if (!params.empty()) sql += ", ";
+    params.push_back(std::move(value));
+    sql += std::string(name) + " = $" + std::to_string(params.size());
+  }
+  params.emplace_back(threadId);
+  sql += " WHERE id = $" + std::to_string(params.size());
+  columns_.clear();
+  c.executeLater(sql, params);
 }
 
 void SqlStoreEngine::transaction(bool write, const std::function<void(SqlConnection&)>& fn,

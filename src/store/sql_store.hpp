@@ -50,14 +50,42 @@ struct EventRow {
   std::string payload;  // JSON text
 };
 
-// One database connection, used by one thread at a time. SQL uses $1, $2... placeholders.
-// Every method throws StoreError (or RetryableStoreError) on failure.
-// A thread row as a write transaction locked and read it (not deleted).
+class SqlConnection;
+
+// The changes a write transaction makes to one row of parley_threads, written as one UPDATE
+// at its end (write()). Each UPDATE of a row makes a new version of it (on PostgreSQL a whole
+// new tuple, and new index entries unless the update is HOT), so a transaction that appends a
+// turn, frees the lease and counts its events writes the row once, not three times.
+class ThreadRowWrite {
+ public:
+  // Sets `column` (a literal name) to `value`; a later set of the same column replaces it.
+  void set(const char* column, SqlValue value);
+  bool empty() const { return columns_.empty(); }
+  // The UPDATE of row `threadId`, deferred (SqlConnection::executeLater); forgets the changes.
+  void write(SqlConnection& c, const std::string& threadId);
+
+ private:
+  std::vector<std::pair<const char*, SqlValue>> columns_;
+};
+
+// A thread row as a write transaction locked and read it, and the changes the transaction
+// makes to it. `version`, `messageCount` and `lastEventSeq` follow those changes; the lease and
+// the rest are as read (the run queue's columns, run_queries.hpp's lockThread()).
 struct LockedThread {
   int64_t version = 0;
   int64_t messageCount = 0;
+  int64_t lastEventSeq = 0;
+  int64_t lastRunSeq = 0;
+  bool deleted = false;
+  std::string leaseOwner;  // "" when no lease holds the thread
+  std::string leaseRunId;
+  int64_t leaseToken = 0;
+  int64_t leaseExpiresAt = 0;
+  ThreadRowWrite changes;
 };
 
+// One database connection, used by one thread at a time. SQL uses $1, $2... placeholders.
+// Every method throws StoreError (or RetryableStoreError) on failure.
 class SqlConnection {
  public:
   virtual ~SqlConnection() = default;
@@ -105,8 +133,13 @@ class SqlConnection {
   // machines agree on lease expiry (SQLite serves one machine: its clock is the system's).
   virtual int64_t nowMs() = 0;
   // The same clock as a SQL expression, so that a query can read it without a round trip of its
-  // own; empty where nowMs() costs none.
-  virtual std::string nowMsExpression() const { return {}; }
+  // own; empty where nowMs() costs none. `indexable`: the time the statement began instead of
+  // the running clock (microseconds apart), which the planner compares with an index where it
+  // cannot compare a volatile function: for a query that looks leases up by their expiry.
+  virtual std::string nowMsExpression(bool indexable = false) const {
+    (void)indexable;
+    return {};
+  }
   // Called inside the migration transaction when the database has no parley schema yet, before
   // anything is created: refuses a damaged file or another application's tables (SQLite).
   virtual void checkBeforeCreate() {}
@@ -174,11 +207,12 @@ class SqlStoreEngine {
   void transaction(bool write, const std::function<void(SqlConnection&)>& fn, bool durable = true);
   // appendTurn's body inside the caller's write transaction: locks the thread row, checks the
   // version, appends `bodies` (from messageBodies) and sets the state (from stateValue).
-  // `locked`: the row as the caller locked and read it in this transaction (not read again).
+  // `locked`: the row as the caller locked and read it in this transaction (not read again);
+  // the thread row's changes are then left in locked->changes for the caller to write.
   Version appendTurnIn(SqlConnection& c, const std::string& threadId,
                        const std::vector<std::string>& bodies, const SqlValue& stateText,
                        const nlohmann::json& state, Version expectedVersion,
-                       const LockedThread* locked = nullptr);
+                       LockedThread* locked = nullptr);
   SqlDialect dialect() const { return dialect_; }
   // A new connection outside the pool (the notification listener's).
   std::unique_ptr<SqlConnection> connectDedicated() { return connect_(); }
