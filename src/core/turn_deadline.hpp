@@ -1,22 +1,20 @@
 // One deadline for a run of model calls (RunOptions::turnTimeout, StructuredOptions::turnTimeout):
-// a watchdog stops what is under way through one stop source that also follows the caller's
-// token, and the calls' own timeouts are cut to what is left. Internal to parley.
-// Thread-safety: made, asked and destroyed by the running call's thread; the watchdog only
-// requests the stop.
+// the process's DeadlineTimer stops what is under way through one stop source that also follows
+// the caller's token, and the calls' own timeouts are cut to what is left. Internal to parley.
+// Thread-safety: made, asked and destroyed by the running call's thread; the timer only requests
+// the stop.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
-#include <thread>
 
 #include "model/deadline.hpp"
+#include "model/deadline_timer.hpp"
 #include "parley/errors.hpp"
 
 namespace parley::detail {
@@ -31,17 +29,14 @@ class TurnDeadline {
     if (!timeout_) return;
     deadline_ = deadlineAfter(Clock::now(), *timeout_);
     followCaller_.emplace(caller_, std::function<void()>([this] { stop_.request_stop(); }));
-    watchdog_ = std::jthread([this, until = *deadline_](std::stop_token own) {
-      std::mutex mutex;
-      std::condition_variable_any wake;
-      std::unique_lock lock(mutex);
-      wake.wait_until(lock, own, until, [] { return false; });
-      if (own.stop_requested()) return;
+    timer_ = DeadlineTimer::shared().schedule(*deadline_, [this] {
       expired_ = true;
       stop_.request_stop();
     });
   }
-  ~TurnDeadline() = default;  // the watchdog (declared last) is stopped and joined first
+  ~TurnDeadline() {
+    if (timer_) DeadlineTimer::shared().cancel(timer_);  // waits for a callback under way
+  }
   TurnDeadline(const TurnDeadline&) = delete;
   TurnDeadline& operator=(const TurnDeadline&) = delete;
 
@@ -86,7 +81,7 @@ class TurnDeadline {
   std::stop_source stop_;
   std::optional<std::stop_callback<std::function<void()>>> followCaller_;
   std::atomic<bool> expired_{false};
-  std::jthread watchdog_;
+  DeadlineTimer::Id timer_ = 0;
 };
 
 }  // namespace parley::detail
