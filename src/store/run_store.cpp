@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -222,13 +223,17 @@ RunInfo RunStore::submit(const std::string& threadId, std::span<const Message> i
     const int64_t position = thread->lastRunSeq + 1;
     const int64_t threadVersion = thread->version;
 
-    // The thread's unfinished runs, and a run that already has the new id (one query).
+    // The thread's unfinished runs, and a run that already has the new id (one query). The
+    // enqueue policy leaves the unfinished runs as they are, and an id of generateId() is new
+    // (128 random bits): such a submit needs neither.
     std::vector<RunInfo> active;
-    for (const auto& row : c.query(std::string("SELECT ") + kRunColumns +
-                                       " FROM parley_runs WHERE (thread_id = $1 "
-                                       "AND status IN " +
-                                       kActive + ") OR id = $2 ORDER BY position",
-                                   {threadId, runId})) {
+    const bool leavesRuns = options.policy == DoubleTextPolicy::Enqueue && options.id.empty();
+    for (const auto& row : leavesRuns ? std::vector<SqlRow>()
+                                      : c.query(std::string("SELECT ") + kRunColumns +
+                                                    " FROM parley_runs WHERE (thread_id = $1 "
+                                                    "AND status IN " +
+                                                    kActive + ") OR id = $2 ORDER BY position",
+                                                {threadId, runId})) {
       if (asText(row.at(0)) == runId) {
         throw StoreError("store: a run " + named(runId) + " already exists");
       }
@@ -476,41 +481,62 @@ void RunStore::claimIn(SqlConnection& c, const std::string& workerId,
                        ") SELECT * FROM expired UNION ALL SELECT * FROM free LIMIT " + limitParam,
                    params);
   };
-  // The head run, read and claimed in one statement once the thread row is locked: PostgreSQL
-  // returns a row locked FOR UPDATE as it is once locked (a commit that came after the query's
-  // snapshot included), and every change to a thread's runs and lease happens under that lock,
-  // so a statement after the lock sees the head as it is. A head that cannot be claimed (a
-  // waiting run without an answer) is left alone: the thread is passed over, a few times at most.
-  const std::string claimHead =
-      std::string(
-          "UPDATE parley_runs SET status = 'running', attempts = attempts + 1, "
-          "worker = $1, started_at = COALESCE(started_at, $2), "
-          "base_version = COALESCE(base_version, $3), "
-          "base_message_count = COALESCE(base_message_count, $4), updated_at = $2 "
-          "WHERE id = (SELECT id FROM parley_runs WHERE thread_id = $5 AND status IN ") +
-      kActive +
-      " ORDER BY position LIMIT 1) AND (status <> 'waiting' OR response IS NOT NULL OR "
-      "cancel_request IS NOT NULL) RETURNING " +
-      kRunColumns;
+  // The head runs of the locked threads, read and claimed in one statement after the lock:
+  // PostgreSQL returns a row locked FOR UPDATE as it is once locked (a commit that came after the
+  // query's snapshot included), and every change to a thread's runs and lease happens under that
+  // lock, so a statement after the lock sees the heads as they are. A head that cannot be claimed
+  // (a waiting run without an answer) is left alone: its thread is passed over, a few times at
+  // most. The thread's version and message count at the first claim are the run's base.
+  auto claimHeads = [&](const std::vector<std::string>& threadIds, int64_t now) {
+    detail::SqlParams params = {workerId, now};
+    std::string in;
+    for (const std::string& id : threadIds) {
+      params.emplace_back(id);
+      in += (in.empty() ? "$" : ", $") + std::to_string(params.size());
+    }
+    return c.query(
+        std::string("UPDATE parley_runs SET status = 'running', attempts = attempts + 1, "
+                    "worker = $1, started_at = COALESCE(started_at, $2), "
+                    "base_version = COALESCE(base_version, (SELECT t.version FROM parley_threads "
+                    "t WHERE t.id = parley_runs.thread_id)), "
+                    "base_message_count = COALESCE(base_message_count, (SELECT t.message_count "
+                    "FROM parley_threads t WHERE t.id = parley_runs.thread_id)), updated_at = $2 "
+                    "WHERE id IN (SELECT (SELECT h.id FROM parley_runs h WHERE h.thread_id = "
+                    "c.id AND h.status IN ") +
+            kActive + " ORDER BY h.position LIMIT 1) FROM parley_threads c WHERE c.id IN (" + in +
+            ")) AND (status <> 'waiting' OR response IS NOT NULL OR cancel_request IS NOT NULL) "
+            "RETURNING " +
+            kRunColumns,
+        params);
+  };
   for (int round = 0; round < 3 && claimed.size() < maxRuns; ++round) {
     const size_t before = claimed.size();
     const auto rows = candidates(maxRuns - claimed.size());
+    if (rows.empty()) break;
+    // Every row of one statement: one time (SQLite's and a caller's clock are read once too).
+    const int64_t now = knownNow || clock.empty() ? localNow : asInt(rows[0].at(8));
+    std::vector<std::string> free;
     for (const SqlRow& row : rows) {
+      if (isNull(row.at(1)) || asInt(row.at(2)) <= now) free.push_back(asText(row.at(0)));
+    }
+    std::map<std::string, RunInfo> heads;
+    if (!free.empty()) {
+      for (const SqlRow& head : claimHeads(free, now)) {
+        RunInfo run = runFromRow(head);
+        heads.emplace(run.threadId, std::move(run));
+      }
+    }
+    for (const SqlRow& row : rows) {  // in the candidates' order
       const std::string threadId = asText(row.at(0));
-      const int64_t now = knownNow || clock.empty() ? localNow : asInt(row.at(8));
+      auto head = heads.find(threadId);
+      if (head == heads.end()) continue;
       LockedThread thread;
-      thread.leaseOwner = asText(row.at(1));
-      thread.leaseExpiresAt = asInt(row.at(2));
       thread.leaseToken = asInt(row.at(3));
       thread.version = asInt(row.at(4));
       thread.messageCount = asInt(row.at(5));
       thread.lastEventSeq = asInt(row.at(6));
-      if (!thread.leaseOwner.empty() && thread.leaseExpiresAt > now) continue;
-      auto head =
-          c.query(claimHead, {workerId, now, thread.version, thread.messageCount, threadId});
-      if (head.empty()) continue;
       Claim claim;
-      claim.run = runFromRow(head[0]);
+      claim.run = std::move(head->second);
       const int64_t expires = now + leaseDuration.count();
       claim.lease = Lease{threadId, claim.run.id,          claim.run.options.traceId,
                           workerId, thread.leaseToken + 1, detail::fromMs(expires)};
@@ -821,15 +847,19 @@ void writeFinish(SqlConnection& c, LockedThread& thread, const Lease& lease, Run
     if (reason.empty()) reason = "cancelled";
   }
   if (status == RunStatus::Completed) reason.clear();
+  freeLease(thread);
+  endEvents(rows, lease.runId, lease.traceId, status, reason, result);
+  appendEventRows(c, lease.threadId, thread, rows, now);
+  // The thread row once, with its new queue head, before the run's update: the head trigger
+  // then finds the head as it leaves it and does not write the row a second time.
+  thread.changes.setQueueHeadAfter(lease.runId);
+  thread.changes.write(c, lease.threadId);
   c.executeLater(
       "UPDATE parley_runs SET status = $1, error = $2, result = $3, cancel_request = NULL, "
       "pending_reply = NULL, pending_at = NULL, wait = NULL, finished_at = $4, updated_at = $4 "
       "WHERE id = $5",
       {std::string(toString(status)), reason.empty() ? SqlValue() : SqlValue(reason),
        result.is_null() ? SqlValue() : SqlValue(resultText), now, lease.runId});
-  freeLease(thread);
-  endEvents(rows, lease.runId, lease.traceId, status, reason, result);
-  appendEventRows(c, lease.threadId, thread, rows, now);
   notify(c, kRunsChannel, lease.runId);
 }
 

@@ -251,6 +251,9 @@ const std::vector<std::string> kSchemaV7Postgres = {
     "parley_runs FOR EACH ROW WHEN (" PARLEY_HEAD_MAY_MOVE ") EXECUTE FUNCTION parley_runs_head()",
 };
 #undef PARLEY_HEAD_MAY_MOVE
+
+// queueHeadAfter()'s expression, with a thread's id and a run's to fill in.
+const std::string kQueueHeadAfter = PARLEY_QUEUE_HEAD("@thread AND h.id <> @run");
 #undef PARLEY_QUEUE_HEAD
 
 std::vector<std::string> postgresVariant(std::vector<std::string> steps) {
@@ -261,6 +264,13 @@ std::vector<std::string> postgresVariant(std::vector<std::string> steps) {
 }
 
 }  // namespace
+
+std::string queueHeadAfter(const std::string& thread, const std::string& run) {
+  std::string sql = kQueueHeadAfter;
+  sql.replace(sql.find("@thread"), 7, thread);
+  sql.replace(sql.find("@run"), 4, run);
+  return sql;
+}
 
 const std::vector<std::string>& migrationSteps(SqlDialect dialect, int toVersion) {
   static const std::vector<std::string> postgresV1 = postgresVariant(kSchemaV1Sqlite);

@@ -585,18 +585,25 @@ void ThreadRowWrite::set(const char* column, SqlValue value) {
 }
 
 void ThreadRowWrite::write(SqlConnection& c, const std::string& threadId) {
-  if (columns_.empty()) return;
+  if (empty()) return;
   std::string sql = "UPDATE parley_threads SET ";
   SqlParams params;
-  params.reserve(columns_.size() + 1);
+  params.reserve(columns_.size() + 2);
   for (auto& [name, value] : columns_) {
     if (!params.empty()) sql += ", ";
     params.push_back(std::move(value));
     sql += std::string(name) + " = $" + std::to_string(params.size());
   }
   params.emplace_back(threadId);
-  sql += " WHERE id = $" + std::to_string(params.size());
+  const std::string thread = "$" + std::to_string(params.size());
+  if (headAfter_) {
+    params.emplace_back(std::move(*headAfter_));
+    sql += std::string(columns_.empty() ? "" : ", ") +
+           "queue_head_at = " + queueHeadAfter(thread, "$" + std::to_string(params.size()));
+  }
+  sql += " WHERE id = " + thread;
   columns_.clear();
+  headAfter_.reset();
   c.executeLater(sql, params);
 }
 

@@ -60,12 +60,16 @@ class ThreadRowWrite {
  public:
   // Sets `column` (a literal name) to `value`; a later set of the same column replaces it.
   void set(const char* column, SqlValue value);
-  bool empty() const { return columns_.empty(); }
+  // Sets queue_head_at to the thread's head once run `runId` has left its unfinished runs
+  // (queueHeadAfter).
+  void setQueueHeadAfter(std::string runId) { headAfter_ = std::move(runId); }
+  bool empty() const { return columns_.empty() && !headAfter_; }
   // The UPDATE of row `threadId`, deferred (SqlConnection::executeLater); forgets the changes.
   void write(SqlConnection& c, const std::string& threadId);
 
  private:
   std::vector<std::pair<const char*, SqlValue>> columns_;
+  std::optional<std::string> headAfter_;
 };
 
 // A thread row as a write transaction locked and read it, and the changes the transaction
@@ -236,6 +240,11 @@ class SqlStoreEngine {
 // The SQL that migrates a database of version toVersion - 1 to toVersion, per dialect
 // (schema.cpp: every step of both engines).
 const std::vector<std::string>& migrationSteps(SqlDialect dialect, int toVersion);
+// The value parley_threads.queue_head_at takes once run `run` has left the unfinished runs of
+// thread `thread` (both SQL expressions): the queue-head triggers' expression (schema.cpp),
+// for a write that sets the head itself, before the run's update, so that the trigger finds it
+// set and writes the row no second time.
+std::string queueHeadAfter(const std::string& thread, const std::string& run);
 
 // Helpers the run queue shares with the thread operations.
 int64_t nowMs();  // the system clock, milliseconds since the Unix epoch
