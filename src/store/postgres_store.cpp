@@ -96,6 +96,7 @@ class PostgresConnection : public detail::SqlConnection {
     // then reads the winner's version and reports the conflict. Readers take one snapshot so
     // that a thread and its fork chain are read at a single point in time.
     pending_.clear();
+    rows_ = {};
     open_ = true;
     if (!write) {
       pending_.push_back({"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", {}});
@@ -115,6 +116,7 @@ class PostgresConnection : public detail::SqlConnection {
   // its commit the disk (local to it), where BEGIN, SET, a NOTIFY each and COMMIT cost the
   // server a statement each.
   void commit() override {
+    flushRows();
     const size_t commitAt = pending_.size();
     pending_.push_back({"COMMIT", {}});
     if (!notifications_.empty()) {
@@ -139,6 +141,7 @@ class PostgresConnection : public detail::SqlConnection {
   void rollback() noexcept override {
     notifications_.clear();
     pending_.clear();
+    rows_ = {};
     open_ = false;
     if (!conn_ || PQstatus(conn_) != CONNECTION_OK) return;
     if (PQtransactionStatus(conn_) == PQTRANS_IDLE) return;
@@ -146,6 +149,7 @@ class PostgresConnection : public detail::SqlConnection {
   }
 
   void exec(const std::string& sql) override {
+    flushRows();
     flushPending();  // `sql` may hold several statements: not for the extended protocol
     Result result(PQexec(conn_, sql.c_str()));
     check(result.get(), sql);
@@ -156,6 +160,7 @@ class PostgresConnection : public detail::SqlConnection {
       execute(sql, params);
       return;
     }
+    flushRows();
     prepare(sql);
     Statement statement{sql, {}};
     statement.values.reserve(params.size());
@@ -194,37 +199,34 @@ class PostgresConnection : public detail::SqlConnection {
     return changed && *changed ? std::stoll(changed) : 0;
   }
 
+  // One statement for the whole turn (a round trip per row would dominate a long import), and
+  // for the turns of consecutive calls (a batch of finishes appends to several threads): the
+  // rows wait (rows_) until another statement is queued or sent.
   void insertMessages(const std::string& threadId, int64_t firstSeq,
                       const std::vector<std::string>& bodies) override {
-    // One statement for the whole turn: a round trip per row would dominate a long import.
-    executeLater(
-        "INSERT INTO parley_messages (thread_id, seq, body) "
-        "SELECT $1, $2::bigint + t.ord - 1, t.body "
-        "FROM unnest($3::text[]) WITH ORDINALITY AS t(body, ord)",
-        {threadId, firstSeq, arrayLiteral(bodies)});
+    startRows(RowKind::Messages);
+    for (size_t i = 0; i < bodies.size(); ++i) {
+      rows_.threads.push_back(threadId);
+      rows_.seqs.push_back(std::to_string(firstSeq + static_cast<int64_t>(i)));
+      rows_.texts.push_back(bodies[i]);
+    }
+    if (!open_) flushRows();
   }
 
+  // As insertMessages: the rows of consecutive calls go in one statement.
   void insertEvents(const std::string& threadId, int64_t firstSeq,
                     const std::vector<detail::EventRow>& rows, int64_t now) override {
-    if (rows.size() == 1) {  // the common case needs no arrays
-      SqlConnection::insertEvents(threadId, firstSeq, rows, now);
-      return;
+    startRows(RowKind::Events);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      rows_.threads.push_back(threadId);
+      rows_.seqs.push_back(std::to_string(firstSeq + static_cast<int64_t>(i)));
+      rows_.runIds.push_back(rows[i].runId);
+      rows_.traceIds.push_back(rows[i].traceId);
+      rows_.types.push_back(rows[i].type);
+      rows_.texts.push_back(rows[i].payload);
+      rows_.times.push_back(std::to_string(now));
     }
-    std::vector<std::string> runIds, traceIds, types, payloads;
-    for (const auto& row : rows) {
-      runIds.push_back(row.runId);
-      traceIds.push_back(row.traceId);
-      types.push_back(row.type);
-      payloads.push_back(row.payload);
-    }
-    // One statement for a whole turn's events: a round trip each would cost more than the rows.
-    executeLater(
-        "INSERT INTO parley_events (thread_id, seq, run_id, trace_id, type, payload, created_at) "
-        "SELECT $1, $2::bigint + t.ord - 1, NULLIF(t.run_id, ''), NULLIF(t.trace_id, ''), t.type, "
-        "t.payload, $7 FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) "
-        "WITH ORDINALITY AS t(run_id, trace_id, type, payload, ord)",
-        {threadId, firstSeq, arrayLiteral(runIds), arrayLiteral(traceIds), arrayLiteral(types),
-         arrayLiteral(payloads), now});
+    if (!open_) flushRows();
   }
 
   bool tableExists(const std::string& name) override {
@@ -316,6 +318,53 @@ class PostgresConnection : public detail::SqlConnection {
     return std::nullopt;
   }
 
+  // Rows of message or event inserts that wait for one statement (insertMessages, insertEvents).
+  enum class RowKind { None, Messages, Events };
+  struct RowInserts {
+    RowKind kind = RowKind::None;
+    std::vector<std::string> threads, seqs, texts;            // texts: the bodies, or the payloads
+    std::vector<std::string> runIds, traceIds, types, times;  // events only
+  };
+
+  void startRows(RowKind kind) {
+    if (rows_.kind != kind) flushRows();
+    rows_.kind = kind;
+  }
+
+  // Queues the INSERT of the rows that wait (pending_).
+  void flushRows() {
+    const RowKind kind = rows_.kind;
+    if (kind == RowKind::None) return;
+    RowInserts rows = std::move(rows_);
+    rows_ = {};
+    if (rows.threads.empty()) return;
+    if (kind == RowKind::Messages) {
+      executeLater(
+          "INSERT INTO parley_messages (thread_id, seq, body) SELECT t.thread, t.seq, t.body "
+          "FROM unnest($1::text[], $2::bigint[], $3::text[]) AS t(thread, seq, body)",
+          {arrayLiteral(rows.threads), arrayLiteral(rows.seqs), arrayLiteral(rows.texts)});
+      return;
+    }
+    const std::string insert =
+        "INSERT INTO parley_events (thread_id, seq, run_id, trace_id, type, payload, created_at) ";
+    if (rows.threads.size() == 1) {  // the common case needs no arrays
+      auto optional = [](const std::string& text) { return text.empty() ? SqlValue() : text; };
+      executeLater(
+          insert + "VALUES ($1, $2, $3, $4, $5, $6, $7)",
+          {rows.threads[0], std::stoll(rows.seqs[0]), optional(rows.runIds[0]),
+           optional(rows.traceIds[0]), rows.types[0], rows.texts[0], std::stoll(rows.times[0])});
+      return;
+    }
+    executeLater(insert +
+                     "SELECT t.thread, t.seq, NULLIF(t.run_id, ''), NULLIF(t.trace_id, ''), "
+                     "t.type, t.payload, t.created_at FROM unnest($1::text[], $2::bigint[], "
+                     "$3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[]) AS "
+                     "t(thread, seq, run_id, trace_id, type, payload, created_at)",
+                 {arrayLiteral(rows.threads), arrayLiteral(rows.seqs), arrayLiteral(rows.runIds),
+                  arrayLiteral(rows.traceIds), arrayLiteral(rows.types), arrayLiteral(rows.texts),
+                  arrayLiteral(rows.times)});
+  }
+
   // Prepared once per connection and SQL text; returns the statement's name.
   const std::string& prepare(const std::string& sql) {
     auto found = prepared_.find(sql);
@@ -329,6 +378,7 @@ class PostgresConnection : public detail::SqlConnection {
   }
 
   PGresult* run(const std::string& sql, const SqlParams& params) {
+    flushRows();
     if (!pending_.empty()) {
       Statement statement{sql, {}};
       statement.values.reserve(params.size());
@@ -465,6 +515,7 @@ class PostgresConnection : public detail::SqlConnection {
   std::unordered_map<std::string, std::string> prepared_;
   std::vector<std::pair<std::string, std::string>> notifications_;  // sent after the commit
   std::vector<Statement> pending_;                                  // not sent yet (see begin())
+  RowInserts rows_;                                                 // not queued yet
   bool open_ = false;  // between begin() and commit() or rollback()
 };
 

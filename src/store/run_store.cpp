@@ -526,11 +526,12 @@ void RunStore::claimIn(SqlConnection& c, const std::string& workerId,
         heads.emplace(run.threadId, std::move(run));
       }
     }
-    for (const SqlRow& row : rows) {  // in the candidates' order
+    std::map<std::string, LockedThread> taken;  // written together, after their events
+    for (const SqlRow& row : rows) {            // in the candidates' order
       const std::string threadId = asText(row.at(0));
       auto head = heads.find(threadId);
       if (head == heads.end()) continue;
-      LockedThread thread;
+      LockedThread& thread = taken[threadId];
       thread.leaseToken = asInt(row.at(3));
       thread.version = asInt(row.at(4));
       thread.messageCount = asInt(row.at(5));
@@ -560,9 +561,9 @@ void RunStore::claimIn(SqlConnection& c, const std::string& workerId,
         }
       }
       appendEventRows(c, threadId, thread, events, now);
-      thread.changes.write(c, threadId);
       claimed.push_back(std::move(claim));
     }
+    detail::writeThreadRows(c, taken);
     // Fewer candidates than asked for: there are no more. Else, if some were passed over, look
     // again (those claimed no longer match).
     if (rows.size() < maxRuns - before || claimed.size() == before) break;
@@ -836,10 +837,22 @@ void checkFinish(RunStatus status, const std::string& error, const std::string& 
   checkSize(resultText, limits.maxResultBytes, "result", "maxResultBytes");
 }
 
-// finish()'s writes, inside the caller's fenced transaction.
-void writeFinish(SqlConnection& c, LockedThread& thread, const Lease& lease, RunStatus status,
-                 const std::string& error, const json& result, const std::string& resultText,
-                 std::vector<EventRow> rows, int64_t now) {
+// How a run ended, for its row (writeRunEnds).
+struct RunEnd {
+  std::string runId;
+  std::string status;
+  SqlValue error;
+  SqlValue result;
+  int64_t at = 0;
+};
+
+// finish()'s writes but for the run's row (returned, for writeRunEnds) and the thread row (left
+// in thread.changes), inside the caller's fenced transaction. The thread row is to be written
+// before the run's: it sets the thread's next queue head itself, and the head trigger then finds
+// the head as the run's update leaves it and does not write the row a second time.
+RunEnd endRun(SqlConnection& c, LockedThread& thread, const Lease& lease, RunStatus status,
+              const std::string& error, const json& result, const std::string& resultText,
+              std::vector<EventRow> rows, int64_t now) {
   std::string reason = error;
   if (reason.empty() && status == RunStatus::Cancelled) {
     auto current = c.query("SELECT error FROM parley_runs WHERE id = $1", {lease.runId});
@@ -850,17 +863,47 @@ void writeFinish(SqlConnection& c, LockedThread& thread, const Lease& lease, Run
   freeLease(thread);
   endEvents(rows, lease.runId, lease.traceId, status, reason, result);
   appendEventRows(c, lease.threadId, thread, rows, now);
-  // The thread row once, with its new queue head, before the run's update: the head trigger
-  // then finds the head as it leaves it and does not write the row a second time.
   thread.changes.setQueueHeadAfter(lease.runId);
-  thread.changes.write(c, lease.threadId);
-  c.executeLater(
-      "UPDATE parley_runs SET status = $1, error = $2, result = $3, cancel_request = NULL, "
-      "pending_reply = NULL, pending_at = NULL, wait = NULL, finished_at = $4, updated_at = $4 "
-      "WHERE id = $5",
-      {std::string(toString(status)), reason.empty() ? SqlValue() : SqlValue(reason),
-       result.is_null() ? SqlValue() : SqlValue(resultText), now, lease.runId});
   notify(c, kRunsChannel, lease.runId);
+  return {lease.runId, std::string(toString(status)),
+          reason.empty() ? SqlValue() : SqlValue(reason),
+          result.is_null() ? SqlValue() : SqlValue(resultText), now};
+}
+
+// The ended runs' rows, in one statement.
+void writeRunEnds(SqlConnection& c, const std::vector<RunEnd>& ends) {
+  if (ends.empty()) return;
+  const char* set = "cancel_request = NULL, pending_reply = NULL, pending_at = NULL, wait = NULL, ";
+  if (ends.size() == 1) {
+    const RunEnd& end = ends.front();
+    c.executeLater(std::string("UPDATE parley_runs SET status = $1, error = $2, result = $3, ") +
+                       set + "finished_at = $4, updated_at = $4 WHERE id = $5",
+                   {end.status, end.error, end.result, end.at, end.runId});
+    return;
+  }
+  detail::SqlParams params;
+  std::string values;
+  for (const RunEnd& end : ends) {
+    const size_t at = params.size();
+    params.insert(params.end(), {end.runId, end.status, end.error, end.result, end.at});
+    values += std::string(values.empty() ? "" : ", ") + "($" + std::to_string(at + 1) + ", $" +
+              std::to_string(at + 2) + ", $" + std::to_string(at + 3) + ", $" +
+              std::to_string(at + 4) + ", CAST($" + std::to_string(at + 5) + " AS BIGINT))";
+  }
+  c.executeLater(std::string("UPDATE parley_runs SET status = v.column2, error = v.column3, "
+                             "result = v.column4, ") +
+                     set + "finished_at = v.column5, updated_at = v.column5 FROM (VALUES " +
+                     values + ") AS v WHERE parley_runs.id = v.column1",
+                 params);
+}
+
+// finish()'s writes, inside the caller's fenced transaction.
+void writeFinish(SqlConnection& c, LockedThread& thread, const Lease& lease, RunStatus status,
+                 const std::string& error, const json& result, const std::string& resultText,
+                 std::vector<EventRow> rows, int64_t now) {
+  RunEnd end = endRun(c, thread, lease, status, error, result, resultText, std::move(rows), now);
+  thread.changes.write(c, lease.threadId);  // first: see endRun
+  writeRunEnds(c, {end});
 }
 
 }  // namespace
@@ -1014,17 +1057,16 @@ void RunStore::finishBatch(std::span<TurnFinish* const> items) {
       int64_t now = 0;
       auto threads = detail::lockThreads(c, ids, options_.clock ? nullptr : &now);
       if (options_.clock) now = options_.clock();
+      // The turns' messages, then their events: consecutive inserts into one table are one
+      // statement (SqlConnection::insertMessages, insertEvents).
       for (TurnFinish* item : items) {
         const Lease& lease = *item->lease;
         auto found = threads.find(lease.threadId);
         try {
           detail::checkLeaseOf(found == threads.end() ? nullptr : &found->second, lease);
-          LockedThread& thread = found->second;
           item->finished.version =
               engine_->appendTurnIn(c, lease.threadId, item->bodies, item->stateText, *item->state,
-                                    item->expectedVersion, &thread);
-          writeFinish(c, thread, lease, RunStatus::Completed, "", *item->result, item->resultText,
-                      item->rows, now);
+                                    item->expectedVersion, &found->second);
         } catch (const LeaseLost&) {
           item->error = std::current_exception();
         } catch (const StoreConflict&) {
@@ -1033,9 +1075,17 @@ void RunStore::finishBatch(std::span<TurnFinish* const> items) {
           item->error = std::current_exception();
         }
       }
-      // The threads first: a claim may take one of them again (its next run).
-      for (auto& [id, thread] : threads)
-        thread.changes.write(c, id);
+      std::vector<RunEnd> ends;
+      for (TurnFinish* item : items) {
+        if (item->error) continue;
+        const Lease& lease = *item->lease;
+        ends.push_back(endRun(c, threads.at(lease.threadId), lease, RunStatus::Completed, "",
+                              *item->result, item->resultText, item->rows, now));
+      }
+      // The thread rows, then the runs' (see endRun); before the claims, which may take one of
+      // these threads again (its next run).
+      detail::writeThreadRows(c, threads);
+      writeRunEnds(c, ends);
       // The next runs, for the calls that asked, by worker: one claim of as many runs per worker,
       // handed out in the calls' order.
       std::vector<TurnFinish*> asking;

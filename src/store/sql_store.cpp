@@ -584,6 +584,62 @@ void ThreadRowWrite::set(const char* column, SqlValue value) {
   columns_.emplace_back(column, std::move(value));
 }
 
+std::string ThreadRowWrite::signature() const {
+  std::string names;
+  for (const auto& [name, value] : columns_)
+    names += std::string(name) + (std::holds_alternative<int64_t>(value) ? ":int," : ",");
+  return names + (headAfter_ ? "queue_head_at" : "");
+}
+
+void writeThreadRows(SqlConnection& c, std::map<std::string, LockedThread>& rows) {
+  std::map<std::string, std::vector<std::pair<const std::string*, ThreadRowWrite*>>> groups;
+  for (auto& [id, thread] : rows)
+    if (!thread.changes.empty())
+      groups[thread.changes.signature()].push_back({&id, &thread.changes});
+  for (auto& [signature, group] : groups) {
+    if (group.size() == 1) {
+      group[0].second->write(c, *group[0].first);
+      continue;
+    }
+    // UPDATE ... FROM (VALUES (id, value, ...), ...): the values of each column are cast where
+    // they are integers (PostgreSQL reads a parameter in VALUES as text).
+    const ThreadRowWrite& first = *group[0].second;
+    const size_t width = first.columns_.size() + 1 + (first.headAfter_ ? 1 : 0);
+    std::string sql = "UPDATE parley_threads SET ";
+    for (size_t i = 0; i < first.columns_.size(); ++i) {
+      sql += std::string(i ? ", " : "") + first.columns_[i].first + " = v.column" +
+             std::to_string(i + 2);
+    }
+    if (first.headAfter_) {
+      sql += std::string(first.columns_.empty() ? "" : ", ") +
+             "queue_head_at = " + queueHeadAfter("v.column1", "v.column" + std::to_string(width));
+    }
+    sql += " FROM (VALUES ";
+    SqlParams params;
+    params.reserve(group.size() * width);
+    for (size_t row = 0; row < group.size(); ++row) {
+      ThreadRowWrite& write = *group[row].second;
+      params.emplace_back(*group[row].first);
+      sql += std::string(row ? ", ($" : "($") + std::to_string(params.size());
+      for (auto& [name, value] : write.columns_) {
+        const bool integer = std::holds_alternative<int64_t>(value);
+        params.push_back(std::move(value));
+        sql += integer ? ", CAST($" + std::to_string(params.size()) + " AS BIGINT)"
+                       : ", $" + std::to_string(params.size());
+      }
+      if (write.headAfter_) {
+        params.emplace_back(std::move(*write.headAfter_));
+        sql += ", $" + std::to_string(params.size());
+      }
+      sql += ")";
+      write.columns_.clear();
+      write.headAfter_.reset();
+    }
+    sql += ") AS v WHERE parley_threads.id = v.column1";
+    c.executeLater(sql, params);
+  }
+}
+
 void ThreadRowWrite::write(SqlConnection& c, const std::string& threadId) {
   if (empty()) return;
   std::string sql = "UPDATE parley_threads SET ";

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -68,6 +69,9 @@ class ThreadRowWrite {
   void write(SqlConnection& c, const std::string& threadId);
 
  private:
+  friend void writeThreadRows(SqlConnection& c, std::map<std::string, struct LockedThread>& rows);
+  // The columns it sets, in order: rows with the same one are written by one statement.
+  std::string signature() const;
   std::vector<std::pair<const char*, SqlValue>> columns_;
   std::optional<std::string> headAfter_;
 };
@@ -87,6 +91,10 @@ struct LockedThread {
   int64_t leaseExpiresAt = 0;
   ThreadRowWrite changes;
 };
+
+// Writes the changes of several locked thread rows (ThreadRowWrite::write of each), in one
+// statement for the rows that set the same columns (a batch of finishes or claims), deferred.
+void writeThreadRows(SqlConnection& c, std::map<std::string, LockedThread>& rows);
 
 // One database connection, used by one thread at a time. SQL uses $1, $2... placeholders.
 // Every method throws StoreError (or RetryableStoreError) on failure.
