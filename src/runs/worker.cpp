@@ -57,7 +57,8 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
   milliseconds heartbeat{};
 
   mutable std::mutex mutex;
-  std::condition_variable changed;  // active runs, stopping
+  std::condition_variable changed;         // a slot freed, claims ready, stopping
+  std::condition_variable stoppedChanged;  // for the heartbeat, which waits for nothing else
   std::list<std::shared_ptr<ActiveRun>> active;
   std::deque<Claim> ready;  // claimed, not yet taken by a slot
   int busy = 0;             // claims in `ready` or being worked on
@@ -172,24 +173,26 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
       } else {
         work(*claim, *run);
       }
+      bool freed = false;
       {
         std::lock_guard lock(mutex);
         active.remove(run);
         --counters.running;
         if (run->next) {
-          next = std::move(run->next);  // the slot stays busy
+          next = std::move(run->next);  // the slot stays busy: nobody waits for that
         } else {
           --busy;
+          freed = true;
         }
       }
-      changed.notify_all();
+      if (freed) changed.notify_all();
     }
   }
 
   void beat() {
     std::unique_lock lock(mutex);
     while (!stopped) {
-      changed.wait_for(lock, heartbeat, [&] { return stopped; });
+      stoppedChanged.wait_for(lock, heartbeat, [&] { return stopped; });
       if (stopped) return;
       std::vector<std::shared_ptr<ActiveRun>> now(active.begin(), active.end());
       lock.unlock();
@@ -491,6 +494,7 @@ void Worker::stop() {
     impl.stopped = true;
   }
   impl.changed.notify_all();
+  impl.stoppedChanged.notify_all();
   if (impl.heartbeatThread.joinable()) impl.heartbeatThread.join();
 }
 
