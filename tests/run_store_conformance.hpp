@@ -12,7 +12,9 @@
 #include <functional>
 
 #include <atomic>
+#include <latch>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -418,6 +420,144 @@ TYPED_TEST_P(RunStoreConformance, FinishWithTurnAndClaimTakesTheNextRunInTheSame
   EXPECT_FALSE(done.next);
   EXPECT_EQ(this->runs().run(c1.id)->status, RunStatus::Completed);
   EXPECT_EQ(this->contents("c"), (std::vector<std::string>{"c1", "three"}));
+}
+
+TYPED_TEST_P(RunStoreConformance, ConcurrentFinishesFailAloneAndCommitTogether) {
+  // The finishWithTurnAndClaim calls of a worker's slots that meet are committed together (one
+  // transaction); each is still checked alone: a lost lease or a stale version fails its own
+  // call, which writes nothing, and the others commit and claim their next runs. Several rounds,
+  // so that calls meet in batches of different makeups.
+  constexpr int kCalls = 8;
+  for (int round = 0; round < 5; ++round) {
+    const std::string prefix = "r" + std::to_string(round) + "-";
+    for (int i = 0; i < kCalls; ++i)
+      this->submit(prefix + std::to_string(i), "q" + std::to_string(i));
+    std::vector<Claim> claims = this->runs().claim("w", 10s, kCalls);
+    ASSERT_EQ(claims.size(), static_cast<size_t>(kCalls));
+    std::set<std::string> queued;  // one next run for each of the four good calls
+    for (int i = 0; i < 4; ++i)
+      queued.insert(this->submit(prefix + "next" + std::to_string(i), "n").id);
+    // Calls 0 to 3 are good; 4 and 5 name a lease that is lost (a token too old); 6 and 7 a
+    // stale version.
+    std::vector<std::optional<RunStore::FinishedTurn>> finished(kCalls);
+    std::vector<std::string> errors(kCalls);
+    std::latch start(kCalls);
+    std::vector<std::thread> callers;
+    for (int i = 0; i < kCalls; ++i) {
+      callers.emplace_back([&, i] {
+        Lease lease = claims[i].lease;
+        if (i == 4 || i == 5) lease.token -= 1;
+        std::vector<Message> turn = claims[i].run.input;
+        turn.push_back(Message::assistant("a" + std::to_string(i)));
+        start.arrive_and_wait();
+        try {
+          finished[i] = this->runs().finishWithTurnAndClaim(lease, turn, nullptr, i < 6 ? 1 : 5,
+                                                            {{"content", "a"}}, {}, 10s);
+        } catch (const LeaseLost&) {
+          errors[i] = "lease";
+        } catch (const StoreConflict&) {
+          errors[i] = "version";
+        } catch (const std::exception& e) {
+          errors[i] = e.what();
+        }
+      });
+    }
+    for (auto& caller : callers)
+      caller.join();
+    std::set<std::string> next;
+    for (int i = 0; i < kCalls; ++i) {
+      const std::string thread = claims[i].lease.threadId;
+      if (i < 4) {
+        ASSERT_TRUE(finished[i]) << errors[i];
+        EXPECT_EQ(finished[i]->version, 2);
+        EXPECT_EQ(this->runs().run(claims[i].run.id)->status, RunStatus::Completed);
+        EXPECT_EQ(this->contents(thread),
+                  (std::vector<std::string>{"q" + std::to_string(i), "a" + std::to_string(i)}));
+        ASSERT_TRUE(finished[i]->next);
+        EXPECT_EQ(finished[i]->next->lease.owner, "w");
+        next.insert(finished[i]->next->run.id);
+      } else {
+        EXPECT_EQ(errors[i], i < 6 ? "lease" : "version") << i;
+        EXPECT_FALSE(finished[i]);
+        EXPECT_EQ(this->runs().run(claims[i].run.id)->status, RunStatus::Running);
+        EXPECT_TRUE(this->contents(thread).empty());
+        EXPECT_EQ(this->eventTypes(thread),
+                  (std::vector<std::string>{"run_queued", "run_started"}));
+      }
+    }
+    // Each queued run was claimed once, by one of the good calls.
+    EXPECT_EQ(next, queued);
+    for (const auto& id : next) {
+      EXPECT_EQ(this->runs().run(id)->status, RunStatus::Running);
+      EXPECT_EQ(this->runs().run(id)->attempts, 1);
+    }
+  }
+}
+
+TYPED_TEST_P(RunStoreConformance, AClaimWritesItsStartEventsAfterRunStarted) {
+  RunInfo a1 = this->submit("a", "a1");
+  RunInfo a2 = this->submit("a", "a2");
+  RunInfo b1 = this->submit("b", "b1");
+  const ClaimEvents announce = [](const Claim& claim) {
+    return std::vector<EventInput>{
+        {"announced", {{"run", claim.run.id}, {"attempt", claim.run.attempts}}}};
+  };
+  std::vector<Claim> claims = this->runs().claim("w", 10s, 2, announce);
+  ASSERT_EQ(claims.size(), 2u);
+  EXPECT_EQ(claims[0].run.id, a1.id);
+  EXPECT_EQ(claims[1].run.id, b1.id);
+  EXPECT_TRUE(claims[0].startEventsWritten);
+  EXPECT_TRUE(claims[1].startEventsWritten);
+  EXPECT_EQ(this->eventTypes("a"),
+            (std::vector<std::string>{"run_queued", "run_queued", "run_started", "announced"}));
+  const auto events = this->runs().readEvents("a", 0);
+  EXPECT_EQ(events[3].payload["run"], a1.id);
+  EXPECT_EQ(events[3].payload["attempt"], 1);
+  EXPECT_EQ(events[3].runId, a1.id);  // a run's event, with its trace
+  EXPECT_EQ(events[3].traceId, a1.options.traceId);
+  // A claim without them writes none.
+  RunInfo c1 = this->submit("c", "c1");
+  EXPECT_FALSE(this->claimOrFail("w").startEventsWritten);
+  EXPECT_EQ(this->eventTypes("c"), (std::vector<std::string>{"run_queued", "run_started"}));
+
+  // The claim of a finish writes them too.
+  std::vector<Message> turn = a1.input;
+  turn.push_back(Message::assistant("one"));
+  auto done = this->runs().finishWithTurnAndClaim(claims[0].lease, turn, nullptr, 1,
+                                                  {{"content", "one"}}, {}, 10s, announce);
+  ASSERT_TRUE(done.next);
+  EXPECT_EQ(done.next->run.id, a2.id);
+  EXPECT_TRUE(done.next->startEventsWritten);
+  EXPECT_EQ(this->eventTypes("a", 4),
+            (std::vector<std::string>{"run_completed", "llm_execution_completed", "run_started",
+                                      "announced"}));
+
+  // Past the limits, nothing of them is written and the claim says so; the run is claimed.
+  RunStoreOptions small = this->clocked();
+  small.limits.maxEventBytes = 100;
+  auto limited = this->open(small);
+  this->submit("d", "d1");
+  const ClaimEvents big = [](const Claim&) {
+    return std::vector<EventInput>{{"small", json::object()},
+                                   {"big", {{"text", std::string(200, 'x')}}}};
+  };
+  std::vector<Claim> claimed = limited->claim("w", 10s, 1, big);
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_FALSE(claimed[0].startEventsWritten);
+  EXPECT_EQ(this->eventTypes("d"), (std::vector<std::string>{"run_queued", "run_started"}));
+}
+
+TYPED_TEST_P(RunStoreConformance, AClaimSaysWhetherItsThreadIsEmpty) {
+  this->submit("new", "made by its first run");
+  this->runs().threads().createThread({.id = "told"}, std::vector<Message>{Message::user("hi")});
+  this->submit("told", "has a message");
+  this->runs().threads().createThread({.id = "stated"}, {}, json{{"k", 1}});
+  this->submit("stated", "has a state");
+  std::map<std::string, bool> empty;
+  for (const Claim& claim : this->runs().claim("w", 10s, 3))
+    empty[claim.lease.threadId] = claim.threadEmpty;
+  EXPECT_EQ(empty,
+            (std::map<std::string, bool>{{"new", true}, {"told", false}, {"stated", false}}));
 }
 
 TYPED_TEST_P(RunStoreConformance, MigratesAVersion3QueueToQueueHeads) {
@@ -1051,6 +1191,8 @@ REGISTER_TYPED_TEST_SUITE_P(
     EventsAreNumberedPerThreadAndReadAfterASequence, FinishExpiresOldStreamChunks,
     AWaiterWakesForEventsOfAnotherStoreObject, WaitForRunsSeesARunSubmittedSinceTheLastClaim,
     DeletingAThreadTakesItsRunsAndFencesItsWorker, ProcessesDrainingOneQueueRunEachRunOnceInOrder,
-    AStoppedWorkerProcessIsFencedOut, EventsAndWaitsInTheOldSpellingAreReadInTheNewOne);
+    AStoppedWorkerProcessIsFencedOut, EventsAndWaitsInTheOldSpellingAreReadInTheNewOne,
+    ConcurrentFinishesFailAloneAndCommitTogether, AClaimWritesItsStartEventsAfterRunStarted,
+    AClaimSaysWhetherItsThreadIsEmpty);
 
 }  // namespace parley::testing

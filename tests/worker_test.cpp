@@ -577,6 +577,41 @@ TYPED_TEST_P(WorkerTest, ACheckpointedCallResumesItsRemoteWorkAfterATakeover) {
   }
 }
 
+TYPED_TEST_P(WorkerTest, TheClaimAnnouncesTheRunsInputAndInputPastTheEventLimitFailsTheRun) {
+  // The input a run starts with (its system prompt, then its messages) follows its run_started
+  // at once, at the storage indices it takes, before anything of the model.
+  auto worker = this->startWorker(this->workerOptions());
+  SubmitOptions system;
+  system.systemPrompt = "be brief";
+  RunInfo run = this->runs->submit("announced", "hello", system);
+  ASSERT_EQ(this->awaitRun(run.id, {RunStatus::Completed, RunStatus::Failed}).status,
+            RunStatus::Completed);
+  const auto events = this->runs->readEvents("announced", 0);
+  ASSERT_GE(events.size(), 4u);
+  EXPECT_EQ(events[1].type, "run_started");
+  EXPECT_EQ(events[2].type, "message_added");
+  EXPECT_EQ(events[2].payload["index"], 0);
+  EXPECT_EQ(events[2].payload["message"]["role"], "system");
+  EXPECT_EQ(events[3].type, "message_added");
+  EXPECT_EQ(events[3].payload["index"], 1);
+  EXPECT_EQ(events[3].payload["message"]["content"], "hello");
+  EXPECT_EQ(events[3].runId, run.id);
+  worker->stop();
+
+  // An input message too large for an event (RunStoreLimits::maxEventBytes) cannot be
+  // announced: the run fails naming the limit, as when the worker announced it itself.
+  RunStoreOptions small;
+  small.limits.maxEventBytes = 200;
+  auto limited = std::make_shared<RunStore>(this->backend.open(), small);
+  auto other = std::make_unique<Worker>(limited, this->workerOptions("w2"));
+  other->start();
+  RunInfo big = limited->submit("big", std::string(300, 'x'));
+  RunInfo failed = this->awaitRun(big.id, {RunStatus::Failed, RunStatus::Completed});
+  EXPECT_EQ(failed.status, RunStatus::Failed);
+  EXPECT_NE(failed.error.find("maxEventBytes"), std::string::npos) << failed.error;
+  EXPECT_TRUE(this->contents("big").empty());
+}
+
 TYPED_TEST_P(WorkerTest, BadInputIsRefusedWithAClearError) {
   auto options = this->workerOptions();
   options.concurrency = 0;
@@ -818,7 +853,8 @@ REGISTER_TYPED_TEST_SUITE_P(
     AFinishingRunHandsItsSlotTheThreadsNextRun,
     ARunAgainstAModelThatNeverAnswersFailsAtItsTurnTimeout, ACallTimeoutBoundsEachModelCallOfARun,
     ThePerReplyToolCapHoldsInARun, ATokenLimitIsReportedInTheRunsEvents,
-    TurnSettingsOutOfRangeAreRefusedByName);
+    TurnSettingsOutOfRangeAreRefusedByName,
+    TheClaimAnnouncesTheRunsInputAndInputPastTheEventLimitFailsTheRun);
 
 }  // namespace
 
