@@ -176,12 +176,29 @@ TEST(AgentProtocolEncodingTest, AWaitIsAnInterruptAndAFailureAnError) {
   StreamModes modes;
   modes.values = modes.updates = true;
   RunStreamEncoder waiting("t", "r1", modes, {}, std::nullopt);
-  const json wait = {{"kind", "approval"}, {"tool_call_id", "c9"}, {"prompt", "Run it?"}};
+  const json wait = {{"kind", "approval"},
+                     {"tool_call_id", "c9"},
+                     {"tool", "rm"},
+                     {"arguments", R"({"path":"a"})"},
+                     {"prompt", "Run it?"}};
   auto sent = parse(waiting.feed(stored(1, "r1", "run_waiting", {{"wait", wait}})));
   EXPECT_TRUE(waiting.done());
   ASSERT_EQ(sent.size(), 2u);
   EXPECT_EQ(sent[0].data["__interrupt__"][0]["id"], "c9");
-  EXPECT_EQ(sent[1].data["__interrupt__"][0]["value"], wait);
+  // parley's wait, and beside it LangChain's human-in-the-loop request for the same call.
+  const json value = sent[1].data["__interrupt__"][0]["value"];
+  for (const auto& [key, field] : wait.items())
+    EXPECT_EQ(value[key], field) << key;
+  EXPECT_EQ(value["action_requests"],
+            json::parse(R"([{"name": "rm", "args": {"path": "a"}, "description": "Run it?"}])"));
+  EXPECT_EQ(value["review_configs"],
+            json::parse(R"([{"action_name": "rm", "allowed_decisions": ["approve", "reject"]}])"));
+  // A question to a person is not an approval: no decisions are offered.
+  RunStreamEncoder asking("t", "r1", modes, {}, std::nullopt);
+  const json question = {{"kind", "interaction"}, {"tool_call_id", "c1"}, {"prompt", "Which?"}};
+  sent = parse(asking.feed(stored(1, "r1", "run_waiting", {{"wait", question}})));
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[1].data["__interrupt__"][0]["value"], question);
 
   RunStreamEncoder failing("t", "r1", modes, {}, std::nullopt);
   sent = parse(failing.feed(stored(2, "r1", "llm_execution_failed",
@@ -521,7 +538,7 @@ TEST_F(AgentProtocolTest, WhatCannotBeHonouredIsRefused) {
   // Only https without --webhook-allow-loopback (webhooks_test has the rest).
   expectStatus(with("webhook", "http://127.0.0.1:9/x"), 400, "invalid_webhook");
   expectStatus(with("webhook", 5), 400, "invalid_webhook");
-  expectStatus(with("checkpoint_id", "b0-n0"), 400, "unsupported");
+  expectStatus(with("checkpoint_id", "b0-n9"), 404, "not_found");
   expectStatus(with("stream_mode", "debug"), 400, "invalid_request");
   expectStatus(with("input", {{"question", "x"}}), 400, "invalid_input");
   expectStatus(with("on_completion", "delete"), 400, "invalid_on_completion");
@@ -530,6 +547,90 @@ TEST_F(AgentProtocolTest, WhatCannotBeHonouredIsRefused) {
   // Accepted: what parley does anyway, or what maps onto its settings.
   EXPECT_EQ(with("config", {{"recursion_limit", 5}, {"configurable", {{"thread_id", "x"}}}}).status,
             200);
+}
+
+// What LangGraph's Agent Chat UI (on useStream) sends: /info first, the thread's latest checkpoint
+// with every run, stream_subgraphs; it lists a graph's threads by their metadata. An earlier
+// checkpoint runs from that state, as a new batch.
+TEST_F(AgentProtocolTest, RunsStartFromACheckpointAndNoteTheirAssistant) {
+  auto info = get("/info");
+  ASSERT_EQ(info.status, 200) << info.body;
+  EXPECT_TRUE(info.json()["version"].is_string());
+  EXPECT_EQ(info.json()["flags"]["assistants"], true);
+
+  ThreadOptions named;
+  named.id = "k";
+  runs->threads().createThread(named,
+                               std::vector<Message>{Message::user("one"), Message::assistant("1"),
+                                                    Message::user("two"), Message::assistant("2")});
+  const json head = get("/threads/k/state").json()["checkpoint"];
+  ASSERT_EQ(head["checkpoint_id"], "b0-n4");
+  auto run = [&](json checkpoint, json extra = json::object()) {
+    json body = {{"assistant_id", "agent"}, {"input", messages("three")}};
+    if (!checkpoint.is_null()) body["checkpoint"] = std::move(checkpoint);
+    body.update(extra);
+    return post("/threads/k/runs", body);
+  };
+  auto cancel = [&](const HttpReply& made) {
+    const std::string id = made.json()["run_id"];
+    ASSERT_EQ(post("/threads/k/runs/" + id + "/cancel").status, 200);
+  };
+  // The latest state: a run as any, the thread as it was; the thread now names its graph.
+  auto first =
+      run({{"checkpoint_id", "b0-n4"}, {"checkpoint_ns", ""}}, {{"stream_subgraphs", true}});
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(get("/threads/k/state").json()["values"]["messages"].size(), 4u);
+  const json metadata = get("/threads/k").json()["metadata"];
+  EXPECT_EQ(metadata["graph_id"], "agent");
+  EXPECT_EQ(metadata["assistant_id"], "agent");
+  auto found = post("/threads/search", {{"metadata", {{"graph_id", "agent"}}}, {"limit", 100}});
+  ASSERT_EQ(found.json().size(), 1u) << found.body;
+  EXPECT_EQ(found.json()[0]["thread_id"], "k");
+  // An earlier state waits for the thread's runs to finish.
+  expectStatus(run({{"checkpoint_id", "b0-n2"}}), 409, "thread_busy");
+  cancel(first);
+  // Then it is the thread's view, a new batch; the history keeps the state it replaced.
+  auto second = run({{"checkpoint_id", "b0-n2"}});
+  ASSERT_EQ(second.status, 200) << second.body;
+  auto state = get("/threads/k/state").json();
+  ASSERT_EQ(state["values"]["messages"].size(), 2u);
+  EXPECT_EQ(state["values"]["messages"][1]["content"], "1");
+  EXPECT_EQ(state["checkpoint"]["checkpoint_id"], "b1-n4");
+  auto history = post("/threads/k/history", {{"limit", 10}}).json();
+  ASSERT_EQ(history.size(), 2u);
+  EXPECT_EQ(history[1]["values"]["messages"].size(), 4u);
+  cancel(second);
+  // A state of an earlier batch too: the four messages again, as batch 2.
+  ASSERT_EQ(run({{"checkpoint_id", "b0-n4"}}).status, 200);
+  state = get("/threads/k/state").json();
+  EXPECT_EQ(state["values"]["messages"].size(), 4u);
+  EXPECT_EQ(state["checkpoint"]["checkpoint_id"], "b2-n4");
+
+  // A state that cuts a tool call from its result is not one to run from.
+  named.id = "tools";
+  Message call = Message::assistant("");
+  call.toolCalls = {ToolCall{"c1", "f", "{}"}};
+  runs->threads().createThread(
+      named, std::vector<Message>{Message::user("go"), call, Message::tool("c1", "done"),
+                                  Message::assistant("ok")});
+  expectStatus(
+      post("/threads/tools/runs",
+           {{"assistant_id", "agent"}, {"input", messages("again")}, {"checkpoint_id", "b0-n2"}}),
+      400, "invalid_checkpoint");
+  EXPECT_EQ(get("/threads/tools/state").json()["values"]["messages"].size(), 4u);
+
+  expectStatus(run({{"checkpoint_id", "b9-n0"}}), 404, "not_found");
+  expectStatus(run({{"checkpoint_id", "nonsense"}}), 400, "invalid_checkpoint");
+  expectStatus(run({{"checkpoint_id", "b0-n4"}, {"checkpoint_ns", "sub"}}), 400,
+               "invalid_checkpoint");
+  expectStatus(
+      run(nullptr, {{"checkpoint_id", "b0-n1"}, {"checkpoint", {{"checkpoint_id", "b0-n2"}}}}), 400,
+      "invalid_checkpoint");
+  expectStatus(run(nullptr, {{"stream_subgraphs", "yes"}}), 400, "invalid_stream_subgraphs");
+  expectStatus(
+      post("/runs",
+           {{"assistant_id", "agent"}, {"input", messages("x")}, {"checkpoint_id", "b0-n0"}}),
+      400, "invalid_checkpoint");
 }
 
 TEST_F(AgentProtocolTest, InputsPastTheirCapsAreRefused) {

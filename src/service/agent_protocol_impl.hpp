@@ -146,6 +146,18 @@ struct AgentProtocol::Impl {
 
   // --- routes (agent_protocol_runs.cpp) -------------------------------------------------------
   enum class Answer { Run, Wait, Stream };
+  // The state a run is to start from (`checkpoint.checkpoint_id` or `checkpoint_id`); nullopt
+  // when neither is given. ApError 400 for an id that is not parley's.
+  std::optional<std::pair<size_t, size_t>> runCheckpoint(const nlohmann::json& in) const;
+  // Makes the thread's view the checkpoint's state before a run on it: nothing for the latest
+  // state; an earlier state becomes a new batch (the later messages stay in the history). A
+  // resumed interrupt goes on only at the latest state. ApError 404 / 409 / 400 otherwise.
+  void startFromCheckpoint(const std::string& threadId, std::pair<size_t, size_t> at, bool resume);
+  // The graph an assistant runs: a created assistant's `graph_id`, else the profile it names.
+  std::string graphOf(const std::string& assistantId) const;
+  // Keeps the assistant of the thread's latest run in its metadata (`graph_id`, `assistant_id`),
+  // as LangGraph does, so that a UI finds a graph's threads by searching its metadata.
+  void noteAssistant(const std::string& threadId, const std::string& assistantId);
   void createRun(const httplib::Request& req, httplib::Response& res, bool stateless,
                  Answer answer);
   void listRuns(const httplib::Request& req, httplib::Response& res);
@@ -212,5 +224,9 @@ struct AgentProtocol::Impl {
 };
 
 void sendApJson(httplib::Response& res, int status, const nlohmann::json& body);
+
+// "b<batch>-n<messages>", a state's checkpoint id: the view of a batch over the first n stored
+// messages. nullopt if `id` is not one.
+std::optional<std::pair<size_t, size_t>> parseCheckpoint(const std::string& id);
 
 }  // namespace parley::service

@@ -12,26 +12,6 @@ namespace parley::service {
 
 using json = nlohmann::json;
 
-namespace {
-
-// "b<batch>-n<messages>": a state of a thread, the view of a batch over its first n messages.
-std::optional<std::pair<size_t, size_t>> parseCheckpoint(const std::string& id) {
-  if (id.size() < 4 || id[0] != 'b') return std::nullopt;
-  const size_t dash = id.find("-n");
-  if (dash == std::string::npos) return std::nullopt;
-  size_t batch = 0;
-  size_t size = 0;
-  auto a = std::from_chars(id.data() + 1, id.data() + dash, batch);
-  auto b = std::from_chars(id.data() + dash + 2, id.data() + id.size(), size);
-  if (a.ec != std::errc() || a.ptr != id.data() + dash || b.ec != std::errc() ||
-      b.ptr != id.data() + id.size()) {
-    return std::nullopt;
-  }
-  return std::make_pair(batch, size);
-}
-
-}  // namespace
-
 void AgentProtocol::Impl::createThread(const httplib::Request& req, httplib::Response& res) {
   const json in = body(req);
   ThreadOptions create;

@@ -244,7 +244,9 @@ try {
 
   await check('threads.update, search, count, copy', async () => {
     const updated = await client.threads.update(thread.thread_id, { metadata: { topic: 'tests' } });
-    assert.deepEqual(updated.metadata, { user: 'ada', topic: 'tests' });
+    // A run notes its assistant and graph in the thread's metadata, as LangGraph's server does.
+    assert.deepEqual(updated.metadata,
+      { user: 'ada', topic: 'tests', graph_id: 'agent', assistant_id: 'agent' });
     const found = await client.threads.search({ metadata: { user: 'ada' }, limit: 5 });
     assert.deepEqual(found.map((t) => t.thread_id), [thread.thread_id]);
     const idle = await client.threads.search({ status: 'idle', sortBy: 'created_at', sortOrder: 'asc' });

@@ -1,0 +1,192 @@
+// LangGraph's useStream (@langchain/langgraph-sdk/react, at the versions LangGraph's Agent Chat UI
+// locks; package-lock.json) in a React page written the way Agent Chat UI uses it (app.jsx,
+// bundled here by esbuild into the build tree; no CDN), served from an origin of its own and
+// talking to `parley serve`'s LangGraph API across origins (--cors) with an API key
+// (X-Api-Key), in Debian's headless chromium driven by puppeteer-core: the server checked with
+// /info, a first message that makes the thread, the thread listed by its graph, a second message
+// (sent with the thread's latest checkpoint), a tool call approved and another rejected from the
+// human-in-the-loop request, a streamed reply stopped, and a reload that shows the thread from
+// its history. Any error useStream reports fails it.
+//   node use_stream.mjs <parley binary> [chromium]
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+import puppeteer from 'puppeteer-core';
+
+const parley = process.argv[2];
+const chromium = process.argv[3] || '/usr/bin/chromium';
+assert.ok(parley, 'usage: node use_stream.mjs <parley binary> [chromium]');
+const here = dirname(fileURLToPath(import.meta.url));
+const kToken = 'use-stream-token';
+
+function start(args) {
+  const child = spawn(parley, args, {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, USE_STREAM_TOKEN: kToken },
+  });
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code) => reject(new Error(`parley ${args[0]} exited early (${code})`)));
+    createInterface({ input: child.stdout }).once('line', (line) => {
+      child.removeAllListeners('exit');
+      resolve({ child, url: line.trim() });
+    });
+  });
+}
+
+function stop(child) {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+  });
+}
+
+const bundled = await build({
+  entryPoints: [join(here, 'app.jsx')],
+  bundle: true,
+  write: false,
+  format: 'iife',
+  jsx: 'automatic',
+  minify: true,
+  define: { 'process.env.NODE_ENV': '"production"' },
+  logLevel: 'error',
+});
+const appJs = bundled.outputFiles[0].text;
+const html = '<!doctype html><meta charset="utf-8"><title>useStream on parley</title>' +
+  '<div id="root"></div><script src="/app.js"></script>';
+const site = createServer((req, res) => {
+  if (req.url.startsWith('/app.js')) {
+    res.writeHead(200, { 'content-type': 'text/javascript' }).end(appJs);
+  } else {
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(html);
+  }
+});
+await new Promise((resolve) => site.listen(0, '127.0.0.1', resolve));
+const origin = `http://127.0.0.1:${site.address().port}`;
+
+const kStory = Array.from({ length: 200 }, (_, i) => `word${i + 1}`).join(' ');
+const script = [
+  { match: { last_role: 'tool' }, reply: { content: '{{last_tool_name}} says: {{tool_results}}' } },
+  { match: { user_contains: 'delete', tool: 'delete_file' }, reply: { tool_calls: [{ id: 'call_del', name: 'delete_file', arguments: { path: 'a.txt' } }] } },
+  { match: { user_contains: 'remove', tool: 'delete_file' }, reply: { tool_calls: [{ id: 'call_rm', name: 'delete_file', arguments: { path: 'b.txt' } }] } },
+  { match: { user_contains: 'story' }, reply: { content: kStory, chunk_size: 6 }, stream: { chunk_delay_ms: 50 } },
+  { reply: { content: 'You said: {{last_user}}', chunk_size: 4 } },
+];
+const dir = mkdtempSync(join(tmpdir(), 'parley-use-stream-'));
+writeFileSync(join(dir, 'script.jsonl'), script.map((r) => JSON.stringify(r)).join('\n') + '\n');
+writeFileSync(join(dir, 'tools.toml'), [
+  '[[tool]]',
+  'name = "delete_file"',
+  'description = "Deletes a file"',
+  'command = ["cat"]',
+  'requires_approval = true',
+  'parameters = \'{"type": "object", "properties": {"path": {"type": "string"}}}\'',
+  '',
+].join('\n'));
+
+const mock = await start(['mock', '--port', '0', '--script', join(dir, 'script.jsonl')]);
+const serve = await start([
+  'serve', '--db', join(dir, 'parley.db'), '--port', '0', '--workers', '1', '--cors', origin,
+  '--auth-token-env', 'USE_STREAM_TOKEN', '--base-url', mock.url, '--model', 'mock-model',
+  '--api-key', 'unused', '--tools-file', join(dir, 'tools.toml'),
+]);
+const browser = await puppeteer.launch({
+  executablePath: chromium,
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+});
+try {
+  const page = await browser.newPage();
+  page.setDefaultTimeout(30_000);
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  const noError = async () => {
+    const shown = await page.$eval('#error', (e) => e.textContent).catch(() => null);
+    assert.equal(shown, null, `useStream's error: ${shown}`);
+    assert.deepEqual(errors, []);
+  };
+  // Waits for `condition` in the page, or for useStream's error (then fails with it at once).
+  const waitFor = async (condition, arg) => {
+    await page.waitForFunction(`document.getElementById('error') || (${condition})(${JSON.stringify(arg)})`);
+    await noError();
+  };
+  const idle = () => waitFor(() => document.getElementById('status').dataset.loading === 'false');
+  const texts = (type) => page.$$eval(`.msg.${type} .text`, (l) => l.map((e) => e.textContent));
+  const send = async (words) => {
+    await idle();
+    await page.type('#input', words);
+    await page.click('#send');
+  };
+  const threadId = () => new URL(page.url()).searchParams.get('threadId');
+
+  await page.goto(`${origin}/?apiUrl=${encodeURIComponent(serve.url)}&apiKey=${kToken}`);
+  await waitFor(() => document.getElementById('server').textContent !== 'checking');
+  assert.equal(await page.$eval('#server', (e) => e.textContent), 'ok', 'GET /info');
+
+  // The first message makes the thread; the reply comes; the thread is listed under its graph.
+  await send('hello graph');
+  await waitFor(() => [...document.querySelectorAll('.msg.ai .text')].some((e) => e.textContent === 'You said: hello graph'));
+  await idle();
+  const thread = threadId();
+  assert.ok(thread, 'useStream named the thread it made');
+  await waitFor((id) => !!document.querySelector(`#threads li[data-id="${id}"]`), thread);
+
+  // The second, sent with the thread's latest checkpoint.
+  await send('second one');
+  await waitFor(() => [...document.querySelectorAll('.msg.ai .text')].some((e) => e.textContent === 'You said: second one'));
+  await idle();
+  assert.deepEqual(await texts('human'), ['hello graph', 'second one']);
+  assert.deepEqual(await texts('ai'), ['You said: hello graph', 'You said: second one']);
+
+  // A call that needs approval: the human-in-the-loop request, approved.
+  await send('delete a.txt');
+  await waitFor(() => !!document.querySelector('#approval[data-tool="delete_file"] #approve'));
+  assert.equal(await page.$eval('#approval .args', (e) => e.textContent), '{"path":"a.txt"}');
+  await page.click('#approve');
+  await waitFor(() => [...document.querySelectorAll('.msg.ai .text')].some((e) => e.textContent.startsWith('delete_file says:')));
+  await idle();
+  assert.equal(await page.$('#approval'), null);
+  assert.match((await texts('tool')).at(-1), /a\.txt/);
+
+  // Another, rejected: the call does not run, and the model is told so.
+  await send('remove b.txt');
+  await waitFor(() => !!document.querySelector('#approval #reject'));
+  await page.click('#reject');
+  await waitFor(() => [...document.querySelectorAll('.msg.tool .text')].some((e) => e.textContent.includes('not approved')));
+  await idle();
+  assert.doesNotMatch((await texts('tool')).at(-1), /b\.txt"\}$/);
+
+  // A reply stopped while it streams; the thread takes the next message.
+  await send('tell a story');
+  await waitFor(() => document.getElementById('status').dataset.loading === 'true');
+  await page.click('#stop');
+  await idle();
+  const story = (await texts('ai')).filter((t) => t === kStory);
+  assert.equal(story.length, 0, 'the stopped reply did not finish');
+  await send('after the stop');
+  await waitFor(() => [...document.querySelectorAll('.msg.ai .text')].some((e) => e.textContent === 'You said: after the stop'));
+  await idle();
+
+  // A reload shows the thread from its history.
+  const before = { human: await texts('human'), ai: await texts('ai') };
+  await page.reload();
+  await waitFor((n) => document.querySelectorAll('.msg.ai').length === n, before.ai.length);
+  await idle();
+  assert.deepEqual(await texts('human'), before.human);
+  assert.deepEqual(await texts('ai'), before.ai);
+  assert.equal(threadId(), thread);
+  console.log('useStream page: /info, a thread made and listed, sent twice, approved, rejected, stopped, reloaded');
+} finally {
+  await browser.close();
+  await stop(serve.child);
+  await stop(mock.child);
+  site.close();
+  rmSync(dir, { recursive: true, force: true });
+}
