@@ -1,24 +1,17 @@
-// The parley processes a test of this folder starts, shared by them: each is up once it prints
-// its first line (its URL, or what it says it is), and every one still running is stopped at the
-// end with stopAll().
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
+// The parley processes a test of this folder starts (../parley_process.mjs), kept in `children`
+// while they run, so that the test stops every one still running at its end.
+import { start as startParley } from './parley_process.mjs';
 
 export function parleyProcesses(binary) {
   const children = new Set();
-  function start(args, env = {}) {
-    const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } });
-    children.add(child);
-    child.once('exit', () => children.delete(child));
-    return new Promise((resolve, reject) => {
-      child.once('error', reject);
-      child.once('exit', (code) => reject(new Error(`parley ${args[0]} exited early (${code})`)));
-      createInterface({ input: child.stdout }).once('line', (line) => {
-        child.removeAllListeners('exit');
-        child.once('exit', () => children.delete(child));
-        resolve({ child, url: line.trim(), line: line.trim() });
-      });
-    });
+  async function start(args, env = {}) {
+    const started = await startParley(binary, args, env);
+    children.add(started.child);
+    started.child.once('exit', () => children.delete(started.child));
+    if (started.child.exitCode !== null || started.child.signalCode !== null) {
+      children.delete(started.child);
+    }
+    return started;
   }
   return { start, children };
 }

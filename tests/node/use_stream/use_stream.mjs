@@ -9,15 +9,14 @@
 // its history. Any error useStream reports fails it.
 //   node use_stream.mjs <parley binary> [chromium]
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import puppeteer from 'puppeteer-core';
+import { launchChromium, pageChecks, servePage } from './bundled_page.mjs';
+import { start as startParley, stop } from './parley_process.mjs';
 
 const parley = process.argv[2];
 const chromium = process.argv[3] || '/usr/bin/chromium';
@@ -25,51 +24,8 @@ assert.ok(parley, 'usage: node use_stream.mjs <parley binary> [chromium]');
 const here = dirname(fileURLToPath(import.meta.url));
 const kToken = 'use-stream-token';
 
-function start(args) {
-  const child = spawn(parley, args, {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, USE_STREAM_TOKEN: kToken },
-  });
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`parley ${args[0]} exited early (${code})`)));
-    createInterface({ input: child.stdout }).once('line', (line) => {
-      child.removeAllListeners('exit');
-      resolve({ child, url: line.trim() });
-    });
-  });
-}
-
-function stop(child) {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    child.kill('SIGTERM');
-  });
-}
-
-const bundled = await build({
-  entryPoints: [join(here, 'app.jsx')],
-  bundle: true,
-  write: false,
-  format: 'iife',
-  jsx: 'automatic',
-  minify: true,
-  define: { 'process.env.NODE_ENV': '"production"' },
-  logLevel: 'error',
-});
-const appJs = bundled.outputFiles[0].text;
-const html = '<!doctype html><meta charset="utf-8"><title>useStream on parley</title>' +
-  '<div id="root"></div><script src="/app.js"></script>';
-const site = createServer((req, res) => {
-  if (req.url.startsWith('/app.js')) {
-    res.writeHead(200, { 'content-type': 'text/javascript' }).end(appJs);
-  } else {
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(html);
-  }
-});
-await new Promise((resolve) => site.listen(0, '127.0.0.1', resolve));
-const origin = `http://127.0.0.1:${site.address().port}`;
+const site = await servePage(build, join(here, 'app.jsx'), 'useStream on parley');
+const origin = site.origin;
 
 const kStory = Array.from({ length: 200 }, (_, i) => `word${i + 1}`).join(' ');
 const script = [
@@ -91,32 +47,17 @@ writeFileSync(join(dir, 'tools.toml'), [
   '',
 ].join('\n'));
 
-const mock = await start(['mock', '--port', '0', '--script', join(dir, 'script.jsonl')]);
-const serve = await start([
+const mock = await startParley(parley, ['mock', '--port', '0', '--script', join(dir, 'script.jsonl')]);
+const serve = await startParley(parley, [
   'serve', '--db', join(dir, 'parley.db'), '--port', '0', '--workers', '1', '--cors', origin,
   '--auth-token-env', 'USE_STREAM_TOKEN', '--base-url', mock.url, '--model', 'mock-model',
   '--api-key', 'unused', '--tools-file', join(dir, 'tools.toml'),
-]);
-const browser = await puppeteer.launch({
-  executablePath: chromium,
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-});
+], { USE_STREAM_TOKEN: kToken });
+const browser = await launchChromium(puppeteer, chromium);
 try {
   const page = await browser.newPage();
   page.setDefaultTimeout(30_000);
-  const errors = [];
-  page.on('pageerror', (e) => errors.push(e.message));
-  const noError = async () => {
-    const shown = await page.$eval('#error', (e) => e.textContent).catch(() => null);
-    assert.equal(shown, null, `useStream's error: ${shown}`);
-    assert.deepEqual(errors, []);
-  };
-  // Waits for `condition` in the page, or for useStream's error (then fails with it at once).
-  const waitFor = async (condition, arg) => {
-    await page.waitForFunction(`document.getElementById('error') || (${condition})(${JSON.stringify(arg)})`);
-    await noError();
-  };
+  const { noError, waitFor } = pageChecks(page, assert);
   const idle = () => waitFor(() => document.getElementById('status').dataset.loading === 'false');
   const texts = (type) => page.$$eval(`.msg.${type} .text`, (l) => l.map((e) => e.textContent));
   const send = async (words) => {
