@@ -32,3 +32,19 @@ export function stop(child) {
     child.kill('SIGTERM');
   });
 }
+
+// start() of `binary` that keeps each process in `children` while it runs, so that a test stops
+// every one still running at its end.
+export function parleyProcesses(binary) {
+  const children = new Set();
+  async function startKept(args, env = {}) {
+    const started = await start(binary, args, env);
+    children.add(started.child);
+    started.child.once('exit', () => children.delete(started.child));
+    if (started.child.exitCode !== null || started.child.signalCode !== null) {
+      children.delete(started.child);
+    }
+    return started;
+  }
+  return { start: startKept, children };
+}

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { parleyProcesses } from './parley_processes.mjs';
+import { parleyProcesses } from './parley_process.mjs';
 
 const [parley, backend = 'sqlite'] = process.argv.slice(2);
 if (!parley) {

@@ -12,15 +12,15 @@
 // The model is `parley mock` with a script of its own (a question for the human tool, a slow
 // reply to double-text over, a streamed story); PostgreSQL is the test cluster of the ctest
 // fixture (PARLEY_TEST_PG_INFO), in a database of this run's.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import { createServer } from 'node:http';
-import { createInterface } from 'node:readline';
 import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { Client } from '@langchain/langgraph-sdk';
+import { parleyProcesses } from './parley_process.mjs';
 
 const [parley, backend = 'sqlite'] = process.argv.slice(2);
 if (!parley) {
@@ -28,26 +28,9 @@ if (!parley) {
   process.exit(2);
 }
 const dir = mkdtempSync(join(tmpdir(), 'parley-langgraph-'));
-const children = new Set();
 const deadline = Date.now() + 50_000;
 
-function start(args, env = {}) {
-  const child = spawn(parley, args, {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, ...env },
-  });
-  children.add(child);
-  child.once('exit', () => children.delete(child));
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`parley ${args[0]} exited early (${code})`)));
-    createInterface({ input: child.stdout }).once('line', (line) => {
-      child.removeAllListeners('exit');
-      child.once('exit', () => children.delete(child));
-      resolve({ child, url: line.trim() });
-    });
-  });
-}
+const { start, children } = parleyProcesses(parley);
 
 function ended(child) {
   return new Promise((resolve) => {
