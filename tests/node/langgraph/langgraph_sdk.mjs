@@ -12,15 +12,15 @@
 // The model is `parley mock` with a script of its own (a question for the human tool, a slow
 // reply to double-text over, a streamed story); PostgreSQL is the test cluster of the ctest
 // fixture (PARLEY_TEST_PG_INFO), in a database of this run's.
-import { spawnSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import { createServer } from 'node:http';
-import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { Client } from '@langchain/langgraph-sdk';
 import { parleyProcesses } from './parley_process.mjs';
+import { testDatabase } from './test_database.mjs';
 
 const [parley, backend = 'sqlite'] = process.argv.slice(2);
 if (!parley) {
@@ -70,20 +70,7 @@ const text = (message) => (typeof message.content === 'string' ? message.content
 const lastText = (values) => text(values.messages.at(-1));
 
 // The database.
-let db = join(dir, 'langgraph.db');
-if (backend === 'postgres') {
-  const info = process.env.PARLEY_TEST_PG_INFO;
-  assert.ok(info, 'PARLEY_TEST_PG_INFO names the test cluster (the pg_cluster fixture)');
-  const [host, port] = readFileSync(info, 'utf8').trim().split(/\s+/);
-  const database = `langgraph_${process.pid}`;
-  const conninfo = `host=${host} port=${port} user=postgres dbname=postgres`;
-  const env = { ...process.env, PGPASSWORD: 'parley-test-secret' };
-  for (const sql of [`DROP DATABASE IF EXISTS ${database}`, `CREATE DATABASE ${database}`]) {
-    const made = spawnSync('psql', [conninfo, '-q', '-c', sql], { env, encoding: 'utf8' });
-    assert.equal(made.status, 0, made.stderr);
-  }
-  db = `postgresql://postgres:parley-test-secret@/${database}?host=${host}&port=${port}`;
-}
+const db = testDatabase(backend, dir, 'langgraph');
 
 // The model: the mock with this test's script.
 const script = join(dir, 'script.jsonl');
