@@ -317,7 +317,9 @@ TEST_F(AgentProtocolTest, ThreadsCreatePatchSearchCopyDelete) {
   expectStatus(get("/threads/a1"), 404, "not_found");
 }
 
-TEST_F(AgentProtocolTest, StateAndHistoryAreTheBatches) {
+// The history: the current batch's state after each of its messages, then each earlier batch's
+// last view; each state's parent is the one before it.
+TEST_F(AgentProtocolTest, StateAndHistoryAreTheMessagesAndTheBatches) {
   ThreadOptions named;
   named.id = "h";
   runs->threads().createThread(
@@ -333,11 +335,27 @@ TEST_F(AgentProtocolTest, StateAndHistoryAreTheBatches) {
   ASSERT_EQ(op.status, 200) << op.body;
   auto history = post("/threads/h/history", {{"limit", 10}});
   ASSERT_EQ(history.status, 200) << history.body;
-  ASSERT_EQ(history.json().size(), 2u);
-  EXPECT_LT(history.json()[0]["values"]["messages"].size(), 3u);
-  EXPECT_EQ(history.json()[1]["values"]["messages"].size(), 3u);
-  auto old = get("/threads/h/state/" +
-                 history.json()[1]["checkpoint"]["checkpoint_id"].get<std::string>());
+  // Batch 1 holds "hi" (stored third): its state with it and the one before; then batch 0.
+  std::vector<std::string> ids;
+  std::vector<size_t> sizes;
+  for (const json& state : history.json()) {
+    ids.push_back(state["checkpoint"]["checkpoint_id"]);
+    sizes.push_back(state["values"]["messages"].size());
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"b1-n3", "b1-n2", "b0-n3"}));
+  EXPECT_EQ(sizes, (std::vector<size_t>{1, 0, 3}));
+  for (size_t i = 0; i + 1 < ids.size(); ++i)
+    EXPECT_EQ(history.json()[i]["parent_checkpoint"]["checkpoint_id"], ids[i + 1]);
+  EXPECT_TRUE(history.json().back()["parent_checkpoint"].is_null());
+  EXPECT_EQ(get("/threads/h/state").json()["parent_checkpoint"]["checkpoint_id"], "b1-n2");
+  EXPECT_EQ(get("/threads/h/state/b1-n2").json()["parent_checkpoint"]["checkpoint_id"], "b0-n3");
+  // Paging by `before`.
+  auto page = post("/threads/h/history", {{"limit", 1}, {"before", {{"checkpoint_id", "b1-n3"}}}});
+  ASSERT_EQ(page.json().size(), 1u) << page.body;
+  EXPECT_EQ(page.json()[0]["checkpoint"]["checkpoint_id"], "b1-n2");
+  expectStatus(post("/threads/h/history", {{"before", {{"checkpoint_id", "b7-n1"}}}}), 404,
+               "not_found");
+  auto old = get("/threads/h/state/" + ids.back());
   ASSERT_EQ(old.status, 200) << old.body;
   EXPECT_EQ(old.json()["values"]["messages"].size(), 3u);
   EXPECT_EQ(get("/threads/h/state/" + before).json()["values"]["messages"].size(), 3u);
@@ -597,14 +615,31 @@ TEST_F(AgentProtocolTest, RunsStartFromACheckpointAndNoteTheirAssistant) {
   EXPECT_EQ(state["values"]["messages"][1]["content"], "1");
   EXPECT_EQ(state["checkpoint"]["checkpoint_id"], "b1-n4");
   auto history = post("/threads/k/history", {{"limit", 10}}).json();
-  ASSERT_EQ(history.size(), 2u);
-  EXPECT_EQ(history[1]["values"]["messages"].size(), 4u);
+  ASSERT_EQ(history.size(), 4u);  // b1-n4, b1-n1, b1-n0, then batch 0's b0-n4
+  EXPECT_EQ(history[3]["values"]["messages"].size(), 4u);
   cancel(second);
   // A state of an earlier batch too: the four messages again, as batch 2.
-  ASSERT_EQ(run({{"checkpoint_id", "b0-n4"}}).status, 200);
+  auto third = run({{"checkpoint_id", "b0-n4"}});
+  ASSERT_EQ(third.status, 200);
   state = get("/threads/k/state").json();
   EXPECT_EQ(state["values"]["messages"].size(), 4u);
   EXPECT_EQ(state["checkpoint"]["checkpoint_id"], "b2-n4");
+  cancel(third);
+  // No input: the state's last message, the user's, is answered again (Agent Chat UI's
+  // regenerate sends the state before a reply): the view without it, it the run's input.
+  auto again = post("/threads/k/runs", {{"assistant_id", "agent"}, {"checkpoint_id", "b2-n3"}});
+  ASSERT_EQ(again.status, 200) << again.body;
+  state = get("/threads/k/state").json();
+  ASSERT_EQ(state["values"]["messages"].size(), 2u);
+  EXPECT_EQ(state["values"]["messages"][1]["content"], "1");
+  const auto queued = runs->run(again.json()["run_id"]);
+  ASSERT_TRUE(queued);
+  ASSERT_EQ(queued->input.size(), 1u);
+  EXPECT_EQ(queued->input[0].content, "two");
+  cancel(again);
+  // A state that ends with the model's reply has nothing to answer.
+  expectStatus(post("/threads/k/runs", {{"assistant_id", "agent"}, {"checkpoint_id", "b0-n4"}}),
+               400, "invalid_input");
 
   // A state that cuts a tool call from its result is not one to run from.
   named.id = "tools";

@@ -219,7 +219,8 @@ json AgentProtocol::Impl::runJson(const RunInfo& run) const {
   return out;
 }
 
-json AgentProtocol::Impl::stateJson(const ThreadInfo& info, const View& view, bool current) const {
+json AgentProtocol::Impl::stateJson(const ThreadInfo& info, const View& view, bool current,
+                                    std::optional<std::pair<size_t, size_t>> parent) const {
   auto checkpoint = [&](size_t batch, size_t size) {
     return json{{"thread_id", info.id},
                 {"checkpoint_ns", ""},
@@ -234,7 +235,7 @@ json AgentProtocol::Impl::stateJson(const ThreadInfo& info, const View& view, bo
               {"metadata", {{"source", "loop"}, {"step", view.storageSize}}},
               {"created_at", isoTime(info.updatedAt)},
               {"parent_checkpoint", nullptr}};
-  if (view.batch > 0) out["parent_checkpoint"] = checkpoint(view.batch - 1, view.storageSize);
+  if (parent) out["parent_checkpoint"] = checkpoint(parent->first, parent->second);
   if (current) {
     const ThreadStatus status = threadStatus(info.id);
     if (status.waiting) {

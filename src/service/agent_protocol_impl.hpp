@@ -131,7 +131,9 @@ struct AgentProtocol::Impl {
   nlohmann::json values(const std::string& threadId, const View& view) const;
   nlohmann::json threadJson(const ThreadInfo& info, bool withValues = true) const;
   nlohmann::json runJson(const RunInfo& run) const;
-  nlohmann::json stateJson(const ThreadInfo& info, const View& view, bool current) const;
+  // A state of the thread; `parent` the state before it (threadHistory lists them).
+  nlohmann::json stateJson(const ThreadInfo& info, const View& view, bool current,
+                           std::optional<std::pair<size_t, size_t>> parent) const;
 
   // --- routes (agent_protocol_threads.cpp) ----------------------------------------------------
   void createThread(const httplib::Request& req, httplib::Response& res);
@@ -151,8 +153,12 @@ struct AgentProtocol::Impl {
   std::optional<std::pair<size_t, size_t>> runCheckpoint(const nlohmann::json& in) const;
   // Makes the thread's view the checkpoint's state before a run on it: nothing for the latest
   // state; an earlier state becomes a new batch (the later messages stay in the history). A
-  // resumed interrupt goes on only at the latest state. ApError 404 / 409 / 400 otherwise.
-  void startFromCheckpoint(const std::string& threadId, std::pair<size_t, size_t> at, bool resume);
+  // resumed interrupt goes on only at the latest state. With `takeLastUser` (a run without
+  // input) the state's last message, the user's, is left out of the view and returned: the
+  // run's input, answered again. ApError 404 / 409 / 400 otherwise.
+  std::vector<Message> startFromCheckpoint(const std::string& threadId,
+                                           std::pair<size_t, size_t> at, bool resume,
+                                           bool takeLastUser);
   // The graph an assistant runs: a created assistant's `graph_id`, else the profile it names.
   std::string graphOf(const std::string& assistantId) const;
   // Keeps the assistant of the thread's latest run in its metadata (`graph_id`, `assistant_id`),

@@ -181,11 +181,11 @@ void AgentProtocol::Impl::createRun(const httplib::Request& req, httplib::Respon
   if (resume && !input.empty()) {
     throw apBadRequest("invalid_input", "give input or command.resume, not both");
   }
-  if (!resume && input.empty()) {
+  const std::optional<std::pair<size_t, size_t>> checkpoint = runCheckpoint(in);
+  if (!resume && input.empty() && !checkpoint) {
     throw apBadRequest("invalid_input", "input.messages is required (one message at least)");
   }
 
-  const std::optional<std::pair<size_t, size_t>> checkpoint = runCheckpoint(in);
   if (checkpoint && stateless) {
     throw apBadRequest("invalid_checkpoint", "a stateless run starts on a thread of its own");
   }
@@ -200,7 +200,7 @@ void AgentProtocol::Impl::createRun(const httplib::Request& req, httplib::Respon
       throw apConflict("run_not_waiting",
                        "thread '" + threadId + "' has no interrupted run to resume");
     }
-    if (checkpoint) startFromCheckpoint(threadId, *checkpoint, true);
+    if (checkpoint) startFromCheckpoint(threadId, *checkpoint, true, false);
     json value = *resume;
     // {interrupt id: value}, as LangGraph's clients may send it.
     const std::string interruptId = status.waiting->wait.value("tool_call_id", "");
@@ -222,7 +222,9 @@ void AgentProtocol::Impl::createRun(const httplib::Request& req, httplib::Respon
       }
       if (checkpoint) throw apNotFound("no thread '" + threadId + "' to take a checkpoint of");
     } else if (checkpoint) {
-      startFromCheckpoint(threadId, *checkpoint, false);
+      // Without input the state's own last message is the input: a reply regenerated.
+      std::vector<Message> last = startFromCheckpoint(threadId, *checkpoint, false, input.empty());
+      if (input.empty()) input = std::move(last);
     }
     after = runs.lastEventSeqs(std::span<const std::string>(&threadId, 1)).front().value_or(0);
     run = runs.submit(threadId, input, submit);
@@ -637,8 +639,9 @@ std::optional<std::pair<size_t, size_t>> AgentProtocol::Impl::runCheckpoint(cons
   return at;
 }
 
-void AgentProtocol::Impl::startFromCheckpoint(const std::string& threadId,
-                                              std::pair<size_t, size_t> at, bool resume) {
+std::vector<Message> AgentProtocol::Impl::startFromCheckpoint(const std::string& threadId,
+                                                              std::pair<size_t, size_t> at,
+                                                              bool resume, bool takeLastUser) {
   const auto name = [](size_t batch, size_t size) {
     return "b" + std::to_string(batch) + "-n" + std::to_string(size);
   };
@@ -646,12 +649,14 @@ void AgentProtocol::Impl::startFromCheckpoint(const std::string& threadId,
   const auto version = loadConversation(runs.threads(), threadId, manager);
   const size_t batch = manager.getMarkMap().currentBatch;
   const size_t size = manager.storageSize();
-  if (at.first == batch && at.second == size) return;  // the latest state: a run as any
+  const bool latest = at.first == batch && at.second == size;
+  if (latest && !takeLastUser) return {};  // a run as any
   if (at.first > batch || at.second > size) {
     throw apNotFound("no checkpoint " + name(at.first, at.second) + " in thread '" + threadId +
                      "' (its latest is " + name(batch, size) + ")");
   }
   if (resume) {
+    if (latest) return {};
     throw apConflict("checkpoint_not_latest",
                      "an interrupt is resumed at the thread's latest state " + name(batch, size) +
                          ", not at " + name(at.first, at.second));
@@ -669,6 +674,18 @@ void AgentProtocol::Impl::startFromCheckpoint(const std::string& threadId,
     for (size_t index : then.getMarkMap().originalIndices)
       if (index < at.second) view.push_back(static_cast<MessageStore::Index>(index));
   }
+  std::vector<Message> input;
+  if (takeLastUser) {
+    const std::vector<Message> stored = manager.getAllMessages();
+    const Message* last = view.empty() ? nullptr : &stored[view.back()];
+    if (!last || last->role != Role::User) {
+      throw apBadRequest("invalid_input",
+                         "input.messages is required, unless the checkpoint's state ends with "
+                         "the user's message (which the run then answers again)");
+    }
+    input.push_back(*last);
+    view.pop_back();
+  }
   try {
     manager.modifyStore([&](MessageStore& store) {
       if (!pairingViolations(store, view).empty()) {
@@ -683,6 +700,7 @@ void AgentProtocol::Impl::startFromCheckpoint(const std::string& threadId,
   } catch (const StoreConflict&) {
     throw apConflict("thread_changed", "thread '" + threadId + "' changed meanwhile; try again");
   }
+  return input;
 }
 
 std::string AgentProtocol::Impl::graphOf(const std::string& assistantId) const {

@@ -5,7 +5,8 @@
 // streamSubgraphs and streamResumable, and the whole history is fetched (fetchStateHistory: true,
 // so useStream sends the thread's latest checkpoint with every run). A tool approval is shown
 // when the interrupt carries LangChain's human-in-the-loop request, and answered with
-// command.resume {decisions: [...]} as Agent Chat UI does. Bundled by esbuild at test time
+// command.resume {decisions: [...]} as Agent Chat UI does; a reply is regenerated and a message
+// edited from the state before it, as its buttons do. Bundled by esbuild at test time
 // (use_stream.mjs); no CDN.
 import React, { useCallback, useEffect, useState } from 'react';
 import { createRoot } from 'react-dom/client';
@@ -58,6 +59,15 @@ function Chat({ threadId, setThreadId }) {
     setInput('');
   };
   const decide = (decision) => stream.submit({}, { command: { resume: { decisions: [decision] } } });
+  // As Agent Chat UI does: the state before a message (its first state's parent) is where a reply
+  // is regenerated (no input) and a message of the user's edited (the new text).
+  const parentOf = (m) => stream.getMessagesMetadata(m)?.firstSeenState?.parent_checkpoint;
+  const again = { streamMode: ['values'], streamSubgraphs: true, streamResumable: true };
+  const regenerate = (m) => stream.submit(undefined, { checkpoint: parentOf(m), ...again });
+  const edit = (m) => {
+    stream.submit({ messages: [{ type: 'human', content: input }] }, { checkpoint: parentOf(m), ...again });
+    setInput('');
+  };
   const interrupt = stream.interrupt;
 
   return (
@@ -72,6 +82,8 @@ function Chat({ threadId, setThreadId }) {
           <div key={m.id} className={`msg ${m.type}`}>
             <span className="text">{textOf(m.content)}</span>
             {(m.tool_calls || []).map((c) => <code key={c.id} className="call">{c.name}</code>)}
+            {m.type === 'ai' && <button className="regenerate" onClick={() => regenerate(m)}>Regenerate</button>}
+            {m.type === 'human' && <button className="edit" onClick={() => edit(m)}>Edit</button>}
           </div>
         ))}
       </div>

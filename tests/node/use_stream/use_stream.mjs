@@ -5,8 +5,9 @@
 // (X-Api-Key), in Debian's headless chromium driven by puppeteer-core: the server checked with
 // /info, a first message that makes the thread, the thread listed by its graph, a second message
 // (sent with the thread's latest checkpoint), a tool call approved and another rejected from the
-// human-in-the-loop request, a streamed reply stopped, and a reload that shows the thread from
-// its history. Any error useStream reports fails it.
+// human-in-the-loop request, a streamed reply stopped, a reply regenerated and a message edited
+// (each from the state before it), and a reload that shows the thread from its history. Any
+// error useStream reports fails it.
 //   node use_stream.mjs <parley binary> [chromium]
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -33,6 +34,7 @@ const script = [
   { match: { user_contains: 'delete', tool: 'delete_file' }, reply: { tool_calls: [{ id: 'call_del', name: 'delete_file', arguments: { path: 'a.txt' } }] } },
   { match: { user_contains: 'remove', tool: 'delete_file' }, reply: { tool_calls: [{ id: 'call_rm', name: 'delete_file', arguments: { path: 'b.txt' } }] } },
   { match: { user_contains: 'story' }, reply: { content: kStory, chunk_size: 6 }, stream: { chunk_delay_ms: 50 } },
+  { match: { user_contains: 'take' }, reply: { content: 'Take {{request}}: {{last_user}}' } },
   { reply: { content: 'You said: {{last_user}}', chunk_size: 4 } },
 ];
 const dir = mkdtempSync(join(tmpdir(), 'parley-use-stream-'));
@@ -115,6 +117,30 @@ try {
   await waitFor(() => [...document.querySelectorAll('.msg.ai .text')].some((e) => e.textContent === 'You said: after the stop'));
   await idle();
 
+  // A reply regenerated: the same question answered again, in place of the first answer.
+  await send('take one');
+  await waitFor(() => [...document.querySelectorAll('.msg.ai .text')].some((e) => /^Take \d+: take one$/.test(e.textContent)));
+  await idle();
+  const first = (await texts('ai')).at(-1);
+  const humans = await texts('human');
+  const lastRegenerate = async () => (await page.$$('.msg.ai .regenerate')).at(-1);
+  await (await lastRegenerate()).click();
+  await waitFor((was) => {
+    const last = [...document.querySelectorAll('.msg.ai .text')].at(-1);
+    return last && /^Take \d+: take one$/.test(last.textContent) && last.textContent !== was;
+  }, first);
+  await idle();
+  assert.deepEqual(await texts('human'), humans, 'the question is asked once');
+  assert.equal((await texts('ai')).filter((t) => t === first).length, 0, 'the first answer is gone');
+  // A message edited: the new text answered in place of the old question and its answer.
+  await page.type('#input', 'take two');
+  const edits = await page.$$('.msg.human .edit');
+  await edits.at(-1).click();
+  await waitFor(() => [...document.querySelectorAll('.msg.ai .text')].some((e) => /^Take \d+: take two$/.test(e.textContent)));
+  await idle();
+  assert.deepEqual(await texts('human'), [...humans.slice(0, -1), 'take two']);
+  assert.equal((await texts('ai')).filter((t) => t.endsWith(': take one')).length, 0);
+
   // A reload shows the thread from its history.
   const before = { human: await texts('human'), ai: await texts('ai') };
   await page.reload();
@@ -123,7 +149,7 @@ try {
   assert.deepEqual(await texts('human'), before.human);
   assert.deepEqual(await texts('ai'), before.ai);
   assert.equal(threadId(), thread);
-  console.log('useStream page: /info, a thread made and listed, sent twice, approved, rejected, stopped, reloaded');
+  console.log('useStream page: /info, a thread made and listed, sent twice, approved, rejected, stopped, regenerated, edited, reloaded');
 } finally {
   await browser.close();
   await stop(serve.child);
