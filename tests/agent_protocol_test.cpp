@@ -692,6 +692,27 @@ TEST_F(AgentProtocolTest, InputsPastTheirCapsAreRefused) {
                     {{"assistant_id", "agent"}, {"input", messages("hi")}, {"stream_mode", modes}}),
                400, "invalid_request");
   expectStatus(post("/threads/c/history", {{"limit", 5000}}), 400, "invalid_limit");
+  // A long thread's states each hold it all: a page ends at 50 000 messages, the rest by before.
+  std::vector<Message> many;
+  for (int i = 0; i < 200; ++i) {
+    many.push_back(Message::user("q" + std::to_string(i)));
+    many.push_back(Message::assistant("a" + std::to_string(i)));
+  }
+  ThreadOptions named;
+  named.id = "long";
+  runs->threads().createThread(named, many);
+  auto page = post("/threads/long/history", {{"limit", 1000}});
+  ASSERT_EQ(page.status, 200);
+  size_t held = 0;
+  for (const json& state : page.json())
+    held += state["values"]["messages"].size();
+  EXPECT_LE(held, 50'000u);
+  EXPECT_GT(held, 49'000u);  // 400 + 399 + ...: full up to the cap
+  EXPECT_LT(page.json().size(), 401u);
+  const json last = page.json().back()["checkpoint"];
+  auto rest = post("/threads/long/history", {{"limit", 1000}, {"before", last}});
+  ASSERT_EQ(rest.status, 200);
+  EXPECT_EQ(page.json().size() + rest.json().size(), 401u);  // after each message, and before all
 }
 
 TEST_F(AgentProtocolTest, AJoinedStreamResumesAfterItsLastEventId) {

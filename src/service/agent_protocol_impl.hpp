@@ -34,6 +34,7 @@ inline constexpr size_t kMaxMetadataDepth = 16;         // its nesting
 inline constexpr size_t kMaxSearchScan = 10'000;        // threads one search reads at most
 inline constexpr size_t kMaxStatelessPending = 10'000;  // runs awaiting their clean-up or webhook
 inline constexpr size_t kMaxHistory = 1'000;            // states of one history page
+inline constexpr size_t kMaxHistoryMessages = 50'000;   // messages of one page's states, summed
 
 // Thrown by a route; answered as {"detail": message, "error": {"message", "type", "code"}}
 // (LangGraph's clients read `detail`, parley's `error`).

@@ -284,13 +284,19 @@ void AgentProtocol::Impl::threadHistory(const httplib::Request& req, httplib::Re
     from = *i + 1;
   }
   json out = json::array();
-  // A page reads at most kMaxHistory states, whichever the metadata filter keeps.
+  // A page reads at most kMaxHistory states, whichever the metadata filter keeps, and ends
+  // early once its states hold kMaxHistoryMessages messages (a long thread's states each hold
+  // it all): the client goes on with `before`.
+  size_t messages = 0;
   for (size_t i = from; out.size() < limit && i < from + kMaxHistory; ++i) {
     const auto at = states.at(i);
     if (!at) break;
-    json state = stateJson(info, states.view(i), i == 0, states.at(i + 1));
-    if (!metadataMatches(state["metadata"], metadata)) continue;
-    out.push_back(std::move(state));
+    View state = states.view(i);
+    if (!out.empty() && messages + state.messages.size() > kMaxHistoryMessages) break;
+    json made = stateJson(info, state, i == 0, states.at(i + 1));
+    if (!metadataMatches(made["metadata"], metadata)) continue;
+    messages += state.messages.size();
+    out.push_back(std::move(made));
   }
   sendApJson(res, 200, out);
 }
