@@ -602,8 +602,16 @@ TEST_F(AgentProtocolTest, RunsStartFromACheckpointAndNoteTheirAssistant) {
   EXPECT_EQ(metadata["graph_id"], "agent");
   EXPECT_EQ(metadata["assistant_id"], "agent");
   auto found = post("/threads/search", {{"metadata", {{"graph_id", "agent"}}}, {"limit", 100}});
-  ASSERT_EQ(found.json().size(), 1u) << found.body;
+  ASSERT_EQ(found.json().size(), 1u) << found.body;  // before "fresh" below
   EXPECT_EQ(found.json()[0]["thread_id"], "k");
+  // A thread the run makes (if_not_exists) is made with them.
+  ASSERT_EQ(
+      post("/threads/fresh/runs",
+           {{"assistant_id", "agent"}, {"input", messages("hi")}, {"if_not_exists", "create"}})
+          .status,
+      200);
+  EXPECT_EQ(get("/threads/fresh").json()["metadata"],
+            (json{{"graph_id", "agent"}, {"assistant_id", "agent"}}));
   // An earlier state waits for the thread's runs to finish.
   expectStatus(run({{"checkpoint_id", "b0-n2"}}), 409, "thread_busy");
   cancel(first);

@@ -221,6 +221,15 @@ void AgentProtocol::Impl::createRun(const httplib::Request& req, httplib::Respon
         throw apNotFound("no thread '" + threadId + "' (if_not_exists: create makes it)");
       }
       if (checkpoint) throw apNotFound("no thread '" + threadId + "' to take a checkpoint of");
+      // Made here with its assistant in its metadata: one write, not a second for the note.
+      ThreadOptions made;
+      made.id = threadId;
+      made.metadata = {{"graph_id", graphOf(assistant)}, {"assistant_id", assistant}};
+      try {
+        runs.threads().createThread(made);
+      } catch (const StoreError&) {
+        if (!runs.threads().threadInfo(threadId)) throw;  // else made by another request meanwhile
+      }
     } else if (checkpoint) {
       // Without input the state's own last message is the input: a reply regenerated.
       std::vector<Message> last = startFromCheckpoint(threadId, *checkpoint, false, input.empty());
