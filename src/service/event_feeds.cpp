@@ -50,6 +50,7 @@ struct EventFeeds::Feed {
   size_t subscribers = 0;  // guarded by EventFeeds::mutex_
   std::mutex mutex;        // the rest
   std::condition_variable changed;
+  http::ParkedStreams parked;  // woken with `changed`
   // Every event with base < seq <= last (but expired chunks), oldest first.
   std::deque<std::pair<int64_t, std::shared_ptr<const std::string>>> buffer;
   int64_t base = 0;
@@ -194,6 +195,7 @@ bool EventFeeds::poll() {
       std::lock_guard lock(feed.mutex);
       feed.ended = true;
       feed.changed.notify_all();
+      feed.parked.wakeAll();
       continue;
     }
     if (events.empty()) continue;
@@ -211,6 +213,7 @@ bool EventFeeds::poll() {
       feed.buffer.pop_front();
     }
     feed.changed.notify_all();
+    feed.parked.wakeAll();
   }
   return more;
 }
@@ -242,22 +245,40 @@ EventFeeds::Batch EventFeeds::next(const Subscription& feed, int64_t after,
   }
   // A stream served by http::Server also ends when its client goes: the server's loop sees the
   // socket close and wakes this wait, so the stream is released now, not at its next write.
-  const std::shared_ptr<http::ClientWatch> client = http::currentClientWatch();
-  if (client) {
-    lock.unlock();
-    client->onGone([feed] {
-      std::lock_guard woken(feed->mutex);
-      feed->changed.notify_all();
-    });
-    lock.lock();
-  }
+  const std::shared_ptr<http::StreamControl> client = http::currentStream();
   const auto clientGone = [&] { return client && client->gone(); };
-  feed->changed.wait_until(lock, deadline,
-                           [&] { return feed->ended || feed->last > after || clientGone(); });
-  if (client) {
-    lock.unlock();
-    client->onGone(nullptr);
-    lock.lock();
+  const auto news = [&] { return feed->ended || feed->last > after || clientGone(); };
+  if (client && client->parkable()) {
+    // Within a turn of the stream: never wait. A turn begun at the last park's deadline answers
+    // as the wait that timed out.
+    const bool timedOut = client->takeTimedOut();
+    if (!news()) {
+      const bool due = std::chrono::steady_clock::now() >= deadline;
+      // Parked under feed->mutex: the dispatcher's wake comes after it. A wait that timed out
+      // is answered (the caller sends its heartbeat) and parked for after it at once, which
+      // saves the turn a call.
+      if (!due) {
+        feed->parked.add(client);
+        client->park(deadline);
+      }
+      batch.parked = !timedOut && !due;
+      return batch;
+    }
+  } else {
+    if (client) {
+      lock.unlock();
+      client->onGone([feed] {
+        std::lock_guard woken(feed->mutex);
+        feed->changed.notify_all();
+      });
+      lock.lock();
+    }
+    feed->changed.wait_until(lock, deadline, news);
+    if (client) {
+      lock.unlock();
+      client->onGone(nullptr);
+      lock.lock();
+    }
   }
   if (clientGone()) {
     batch.ended = true;
@@ -289,6 +310,7 @@ void EventFeeds::stop(std::chrono::milliseconds grace) {
     std::lock_guard lock(feed->mutex);
     feed->ended = true;
     feed->changed.notify_all();
+    feed->parked.wakeAll();
   }
   if (dispatcher.joinable()) dispatcher.join();
   std::unique_lock lock(mutex_);
