@@ -54,8 +54,9 @@ struct EventFeeds::Feed {
   // Every event with base < seq <= last (but expired chunks), oldest first.
   std::deque<std::pair<int64_t, std::shared_ptr<const std::string>>> buffer;
   int64_t base = 0;
-  int64_t last = 0;
-  bool ended = false;
+  // Written under `mutex`; atomic so that a poll reads them without taking it (10 000 a poll).
+  std::atomic<int64_t> last{0};
+  std::atomic<bool> ended{false};
 };
 
 EventFeeds::EventFeeds(std::shared_ptr<RunStore> runs, size_t maxEventBytes, size_t bufferEvents,
@@ -92,7 +93,9 @@ EventFeeds::Subscription EventFeeds::subscribe(const std::string& threadId, int6
   feed = std::make_shared<Feed>();
   feed->threadId = threadId;
   feed->subscribers = 1;
-  feed->base = feed->last = std::max<int64_t>({after, head, 0});
+  followedChanged_ = true;
+  feed->base = std::max<int64_t>({after, head, 0});
+  feed->last = feed->base;
   if (stopping_) {
     feed->ended = true;
     return feed;
@@ -104,7 +107,7 @@ EventFeeds::Subscription EventFeeds::subscribe(const std::string& threadId, int6
 void EventFeeds::unsubscribe(const Subscription& feed) {
   std::lock_guard lock(mutex_);
   --streams_;
-  --feed->subscribers;  // the dispatcher drops it at its next round
+  if (--feed->subscribers == 0) followedChanged_ = true;  // dropped at the next poll
   if (streams_ == 0) noStreams_.notify_all();
 }
 
@@ -147,32 +150,34 @@ void EventFeeds::dispatch() {
 }
 
 bool EventFeeds::poll() {
-  std::vector<std::shared_ptr<Feed>> feeds;
-  std::vector<std::string> ids;
   {
+    // The list of followed threads is made again only when it changed: with thousands followed,
+    // a poll that found nothing new costs the query and a look at each answer, no more.
     std::lock_guard lock(mutex_);
-    for (auto it = feeds_.begin(); it != feeds_.end();) {
-      if (it->second->subscribers == 0) {
-        it = feeds_.erase(it);  // its last stream is gone
-        continue;
+    if (followedChanged_) {
+      followedChanged_ = false;
+      followed_.clear();
+      followedIds_.clear();
+      for (auto it = feeds_.begin(); it != feeds_.end();) {
+        if (it->second->subscribers == 0) {
+          it = feeds_.erase(it);  // its last stream is gone
+          continue;
+        }
+        followed_.push_back(it->second);
+        followedIds_.push_back(it->first);
+        ++it;
       }
-      feeds.push_back(it->second);
-      ids.push_back(it->first);
-      ++it;
     }
   }
+  const auto& feeds = followed_;
   if (feeds.empty()) return false;
   ++polls_;
-  const auto seqs = runs_->lastEventSeqs(ids);
+  const auto seqs = runs_->lastEventSeqs(followedIds_);
   bool more = false;
   for (size_t i = 0; i < feeds.size(); ++i) {
     Feed& feed = *feeds[i];
-    int64_t last = 0;
-    {
-      std::lock_guard lock(feed.mutex);
-      if (feed.ended) continue;
-      last = feed.last;
-    }
+    if (feed.ended) continue;
+    const int64_t last = feed.last;
     std::vector<StoredEvent> events;
     bool gone = !seqs[i];
     if (!gone && *seqs[i] <= last) continue;
@@ -190,7 +195,10 @@ bool EventFeeds::poll() {
       {
         std::lock_guard lock(mutex_);
         auto found = feeds_.find(feed.threadId);
-        if (found != feeds_.end() && found->second == feeds[i]) feeds_.erase(found);
+        if (found != feeds_.end() && found->second == feeds[i]) {
+          feeds_.erase(found);
+          followedChanged_ = true;
+        }
       }
       std::lock_guard lock(feed.mutex);
       feed.ended = true;

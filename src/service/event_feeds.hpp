@@ -93,10 +93,14 @@ class EventFeeds {
   std::function<void(const std::string&)> log_;
   mutable std::mutex mutex_;  // feeds_, subscribers counts, stopping_, dispatcher_
   std::map<std::string, std::shared_ptr<Feed>> feeds_;
+  bool followedChanged_ = false;  // feeds_ gained a feed or one lost its last stream
   size_t streams_ = 0;
   std::condition_variable noStreams_;  // streams_ reached 0
   bool stopping_ = false;
   std::thread dispatcher_;
+  // The dispatcher's: the feeds it polls and their threads' ids, made from feeds_ when it changed.
+  std::vector<std::shared_ptr<Feed>> followed_;
+  std::vector<std::string> followedIds_;
   std::atomic<uint64_t> polls_{0};
   std::atomic<uint64_t> reads_{0};
 };
