@@ -270,6 +270,14 @@ struct Topic {
     std::unique_lock lock(mutex);
     return changed.wait_for(lock, timeout, [&] { return released >= n; });
   }
+  int releasedNow() {
+    std::lock_guard lock(mutex);
+    return released;
+  }
+  int failedNow() {
+    std::lock_guard lock(mutex);
+    return failed;
+  }
 };
 
 // A streamed response that waits for the topic's news without blocking: "hello" first, then
@@ -354,7 +362,7 @@ TEST_F(StreamTurnsTest, AStreamWaitingForNewsHoldsNoThreadAndIsWoken) {
   topic->publish();
   for (auto& client : clients)
     EXPECT_NE(client->readUntil("news 2\n").find("news 2\n"), std::string::npos);
-  EXPECT_EQ(topic->released, 0);
+  EXPECT_EQ(topic->releasedNow(), 0);
 }
 
 // A stream that ends its body gives its connection back for the next request.
@@ -367,7 +375,7 @@ TEST_F(StreamTurnsTest, AStreamedResponseThatEndsKeepsItsConnection) {
   const std::string rest = client->readUntil("0\r\n\r\n");
   EXPECT_NE(rest.find("news 1\n"), std::string::npos) << rest;
   ASSERT_TRUE(topic->waitReleased(1));
-  EXPECT_EQ(topic->failed, 0);
+  EXPECT_EQ(topic->failedNow(), 0);
   client->send("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_NE(client->readUntil("hello").find("hello"), std::string::npos);
   EXPECT_FALSE(client->closed());
@@ -383,7 +391,7 @@ TEST_F(StreamTurnsTest, ADepartedClientOfAParkedStreamIsReleased) {
   ASSERT_EQ(server->parkedStreams(), 2u);
   client.reset();
   ASSERT_TRUE(topic->waitReleased(1));
-  EXPECT_EQ(topic->failed, 1);
+  EXPECT_EQ(topic->failedNow(), 1);
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   while ((server->parkedStreams() != 1 || server->connections() != 1) &&
          std::chrono::steady_clock::now() < deadline)
@@ -410,7 +418,7 @@ TEST_F(StreamTurnsTest, AReaderThatTakesNothingIsCut) {
     cut = topic->waitReleased(1, 50ms);
   }
   ASSERT_TRUE(cut);
-  EXPECT_EQ(topic->failed, 1);
+  EXPECT_EQ(topic->failedNow(), 1);
   client->readUntilClosed();
   EXPECT_TRUE(client->closed());
 }
@@ -426,7 +434,7 @@ TEST_F(StreamTurnsTest, AWritePastTheStreamBufferCutsTheStream) {
   auto client = open(4'096);
   topic->publish();
   ASSERT_TRUE(topic->waitReleased(1));
-  EXPECT_EQ(topic->failed, 1);
+  EXPECT_EQ(topic->failedNow(), 1);
   client->readUntilClosed();
   EXPECT_TRUE(client->closed());
 }

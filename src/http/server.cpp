@@ -302,12 +302,13 @@ struct Server::Front {
     ::epoll_ctl(epollFd, EPOLL_CTL_ADD, conn->fd, &ev);
   }
 
+  // `conn` may be the map's own element: nothing of it is used after it is erased.
   void close(const std::shared_ptr<Conn>& conn) {
     ::epoll_ctl(epollFd, EPOLL_CTL_DEL, conn->fd, nullptr);
     ::close(conn->fd);
-    conns.erase(conn->fd);
     writers.erase(conn);
     conn->stream.reset();  // it points back at the connection
+    conns.erase(conn->fd);
     --open;
   }
 

@@ -346,7 +346,8 @@ void StreamTurns::run() {
     if (timers_.empty()) {
       work_.wait(lock);
     } else {
-      work_.wait_until(lock, timers_.begin()->first);
+      const Clock::time_point until = timers_.begin()->first;  // the node may go meanwhile
+      work_.wait_until(lock, until);
     }
   }
 }
