@@ -1,6 +1,7 @@
 #include "http/stream_turns.hpp"
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -45,13 +46,24 @@ void ParkedStreams::add(const std::shared_ptr<StreamControl>& stream) {
 void ParkedStreams::wakeAll() {
   auto streams = std::exchange(streams_, {});
   pruneAt_ = 16;
+  // The streams of one server are woken together: one lock and one notification for all.
+  std::shared_ptr<detail::StreamTurns> turns;
+  std::vector<std::shared_ptr<detail::LongLivedStream>> together;
   for (auto& weak : streams) {
-    if (auto stream = weak.lock()) {
-      const void* me = this;
-      stream->parkedOn_.compare_exchange_strong(me, nullptr);
+    auto stream = weak.lock();
+    if (!stream) continue;
+    const void* me = this;
+    stream->parkedOn_.compare_exchange_strong(me, nullptr);
+    auto served = std::dynamic_pointer_cast<detail::LongLivedStream>(stream);
+    auto itsTurns = served ? served->turns_.lock() : nullptr;
+    if (!itsTurns || (turns && itsTurns != turns)) {
       stream->wake();
+      continue;
     }
+    turns = std::move(itsTurns);
+    together.push_back(std::move(served));
   }
+  if (turns) turns->wakeMany(together);
 }
 
 namespace detail {
@@ -142,18 +154,14 @@ bool LongLivedStream::writeChunk(const char* data, size_t size) {
   if (size == 0) return true;  // httplib would end the body on it; nothing to send
   char head[24];
   const int headSize = std::snprintf(head, sizeof head, "%zx\r\n", size);
-  std::string frame;
-  frame.reserve(static_cast<size_t>(headSize) + size + 2);
-  frame.append(head, static_cast<size_t>(headSize));
-  frame.append(data, size);
-  frame += "\r\n";
   offset_ += size;
-  return send(frame);
+  return send({std::string_view(head, static_cast<size_t>(headSize)), std::string_view(data, size),
+               "\r\n"});
 }
 
 void LongLivedStream::endChunks() {
   done_ = true;
-  send("0\r\n\r\n");
+  send({"0\r\n\r\n"});
 }
 
 bool LongLivedStream::writable() {
@@ -166,14 +174,33 @@ size_t LongLivedStream::pending() {
   return out_.size();
 }
 
-bool LongLivedStream::send(std::string_view bytes) {
+bool LongLivedStream::send(std::initializer_list<std::string_view> pieces) {
   std::lock_guard lock(outMutex_);
   if (broken_ || gone()) return false;
+  size_t total = 0;
+  for (auto piece : pieces)
+    total += piece.size();
+  size_t sent = 0;  // of the pieces, in order
   if (out_.empty()) {
-    while (!bytes.empty()) {
-      const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    // Straight to the socket, the pieces as they are (no copy into one frame).
+    while (sent < total) {
+      iovec parts[4];
+      int count = 0;
+      size_t skip = sent;
+      for (auto piece : pieces) {
+        if (skip >= piece.size()) {
+          skip -= piece.size();
+          continue;
+        }
+        parts[count++] = {const_cast<char*>(piece.data() + skip), piece.size() - skip};
+        skip = 0;
+      }
+      msghdr message{};
+      message.msg_iov = parts;
+      message.msg_iovlen = static_cast<size_t>(count);
+      const ssize_t n = ::sendmsg(fd_, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n >= 0) {
-        bytes.remove_prefix(static_cast<size_t>(n));
+        sent += static_cast<size_t>(n);
         continue;
       }
       if (errno == EINTR) continue;
@@ -181,14 +208,18 @@ bool LongLivedStream::send(std::string_view bytes) {
       broken_ = true;
       return false;
     }
-    if (bytes.empty()) return true;
+    if (sent == total) return true;
     waitingSince_ = Clock::now();
   }
-  if (out_.size() + bytes.size() > maxBuffer_) {
+  if (out_.size() + total - sent > maxBuffer_) {
     broken_ = true;  // the reader is too far behind: cut
     return false;
   }
-  out_.append(bytes);
+  for (auto piece : pieces) {
+    const size_t skip = std::min(sent, piece.size());
+    out_.append(piece.substr(skip));
+    sent -= skip;
+  }
   return true;
 }
 
@@ -289,37 +320,57 @@ void StreamTurns::stop() {
     thread.join();
 }
 
-void StreamTurns::schedule(const StreamPtr& stream) {
-  if (stream->timed_) {
-    timers_.erase(stream->timer_);
-    stream->timed_ = false;
-  }
-  stream->sched_ = LongLivedStream::Sched::Due;
+void StreamTurns::schedule(const StreamPtr& stream, bool notify) {
+  stream->sched_ = LongLivedStream::Sched::Due;  // its timer stays (see timed_)
   due_.push_back(stream);
-  work_.notify_one();
+  if (notify) work_.notify_one();
+}
+
+void StreamTurns::setTimer(const StreamPtr& stream, Clock::time_point at) {
+  if (stream->timed_) timers_.erase(stream->timer_);
+  stream->timer_ = timers_.emplace(at, stream);
+  stream->timed_ = true;
+  if (stream->timer_ == timers_.begin()) work_.notify_one();  // a sooner deadline
 }
 
 void StreamTurns::wake(const StreamPtr& stream, bool evenIfWaitingForRoom) {
-  using Sched = LongLivedStream::Sched;
   std::lock_guard lock(mutex_);
+  wakeLocked(stream, evenIfWaitingForRoom, true);
+}
+
+void StreamTurns::wakeMany(const std::vector<StreamPtr>& streams) {
+  size_t due = 0;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& stream : streams)
+      due += wakeLocked(stream, false, false) ? 1 : 0;
+  }
+  if (due == 1) work_.notify_one();
+  if (due > 1) work_.notify_all();
+}
+
+bool StreamTurns::wakeLocked(const StreamPtr& stream, bool evenIfWaitingForRoom, bool notify) {
+  using Sched = LongLivedStream::Sched;
   switch (stream->sched_) {
     case Sched::Parked:
-      schedule(stream);
-      break;
+      schedule(stream, notify);
+      return true;
     case Sched::Draining:
       // Waiting for the reader: only its going (or a cut) is news now.
-      if (evenIfWaitingForRoom) schedule(stream);
-      break;
+      if (!evenIfWaitingForRoom) return false;
+      schedule(stream, notify);
+      return true;
     case Sched::Running:
       stream->woken_ = true;
-      break;
+      return false;
     default:
-      break;
+      return false;
   }
 }
 
 void StreamTurns::run() {
   using Sched = LongLivedStream::Sched;
+  httplib::DataSink sink;  // the thread's, for every turn it runs
   std::unique_lock lock(mutex_);
   for (;;) {
     const auto now = Clock::now();
@@ -327,18 +378,31 @@ void StreamTurns::run() {
       StreamPtr stream = timers_.begin()->second;
       timers_.erase(timers_.begin());
       stream->timed_ = false;
+      if (stream->sched_ != Sched::Parked) continue;  // its next park sets one again
+      if (stream->deadline_ > now) {
+        setTimer(stream, stream->deadline_);  // parked again since this one was set
+        continue;
+      }
       stream->timedOut_ = true;
-      stream->sched_ = Sched::Due;
-      due_.push_back(std::move(stream));
+      schedule(stream);
     }
     if (!due_.empty()) {
-      StreamPtr stream = std::move(due_.front());
-      due_.pop_front();
-      stream->sched_ = Sched::Running;
-      stream->woken_ = false;
+      // A share of what is due at once (one lock for many turns when a thread's events wake
+      // thousands of streams).
+      const size_t take = std::clamp<size_t>(due_.size() / threads_.size(), 1, kCallsPerTurn);
+      std::vector<StreamPtr> batch;
+      batch.reserve(take);
+      for (size_t i = 0; i < take; ++i) {
+        StreamPtr stream = std::move(due_.front());
+        due_.pop_front();
+        stream->sched_ = Sched::Running;
+        stream->woken_ = false;
+        batch.push_back(std::move(stream));
+      }
       lock.unlock();
-      turn(stream);
-      stream.reset();
+      for (auto& stream : batch)
+        turn(stream, sink);
+      batch.clear();
       lock.lock();
       continue;
     }
@@ -352,7 +416,7 @@ void StreamTurns::run() {
   }
 }
 
-void StreamTurns::turn(const StreamPtr& stream) {
+void StreamTurns::turn(const StreamPtr& stream, httplib::DataSink& sink) {
   using Sched = LongLivedStream::Sched;
   enum class End { Park, Drain, Again, Finish };
   End end = End::Again;
@@ -360,7 +424,6 @@ void StreamTurns::turn(const StreamPtr& stream) {
   {
     ServingScope serving(stream, true);
     LongLivedStream& s = *stream;
-    httplib::DataSink sink;
     sink.write = [&s](const char* data, size_t size) { return s.writeChunk(data, size); };
     sink.done = [&s] { s.endChunks(); };
     sink.is_writable = [&s] { return s.writable(); };
@@ -407,9 +470,10 @@ void StreamTurns::turn(const StreamPtr& stream) {
     std::lock_guard lock(mutex_);
     if (end == End::Park && !stream->woken_) {
       stream->sched_ = Sched::Parked;
-      stream->timer_ = timers_.emplace(stream->parkDeadline_, stream);
-      stream->timed_ = true;
-      if (stream->timer_ == timers_.begin()) work_.notify_one();  // a sooner deadline
+      stream->deadline_ = stream->parkDeadline_;
+      // A timer due before this deadline stays: when it fires, it is set again for this one.
+      if (!stream->timed_ || stream->timer_->first > stream->deadline_)
+        setTimer(stream, stream->deadline_);
     } else if (end == End::Drain && stream->out_.size() > lowWater() && !stream->gone()) {
       stream->sched_ = Sched::Draining;
     } else {

@@ -78,6 +78,7 @@ class LongLivedStream final : public StreamControl,
 
  private:
   friend class StreamTurns;
+  friend class http::ParkedStreams;
   enum class Sched { Handler, Due, Running, Parked, Draining, Finished };
 
   // The turn's writes (httplib::DataSink): a chunk of the body, the body's end.
@@ -85,8 +86,9 @@ class LongLivedStream final : public StreamControl,
   void endChunks();
   bool writable();
   size_t pending();
-  // Sends `bytes` after what waits; false if the stream broke or would pass its buffer's cap.
-  bool send(std::string_view bytes);
+  // Sends `pieces`, in order, after what waits; false if the stream broke or would pass its
+  // buffer's cap.
+  bool send(std::initializer_list<std::string_view> pieces);
   // Sends what waits, as far as the socket takes it (under outMutex_).
   void sendWaiting();
 
@@ -116,15 +118,19 @@ class LongLivedStream final : public StreamControl,
   bool broken_ = false;               // a send failed or the stream was cut: no more writes
   bool roomWatched_ = false;          // the loop was asked to send out_
 
-  // Guarded by StreamTurns::mutex_.
+  // Guarded by StreamTurns::mutex_. A stream keeps one timer while it goes from park to park
+  // (a wake leaves it): a timer that fires before the deadline of the park at hand is set again
+  // for it, so a stream busy with events costs the timers nothing.
   Sched sched_ = Sched::Handler;
-  bool woken_ = false;  // woken while running: one more turn
-  bool timed_ = false;  // timer_ is valid
+  bool woken_ = false;            // woken while running: one more turn
+  Clock::time_point deadline_{};  // of the park at hand
+  bool timed_ = false;            // timer_ is valid
   std::multimap<Clock::time_point, std::shared_ptr<LongLivedStream>>::iterator timer_{};
 };
 
 class StreamTurns : public std::enable_shared_from_this<StreamTurns> {
  public:
+  friend class http::ParkedStreams;  // wakes the streams of one feed together
   struct Hooks {
     // The socket of `stream` is full: the loop watches it for room and calls stream->flush().
     std::function<void(const std::shared_ptr<LongLivedStream>&)> watchRoom;
@@ -151,9 +157,13 @@ class StreamTurns : public std::enable_shared_from_this<StreamTurns> {
   using StreamPtr = std::shared_ptr<LongLivedStream>;
 
   void wake(const StreamPtr& stream, bool evenIfWaitingForRoom);
-  void schedule(const StreamPtr& stream);  // under mutex_
+  void wakeMany(const std::vector<StreamPtr>& streams);
+  // Under mutex_: true when the stream became due.
+  bool wakeLocked(const StreamPtr& stream, bool evenIfWaitingForRoom, bool notify);
+  void schedule(const StreamPtr& stream, bool notify = true);  // under mutex_
   void run();
-  void turn(const StreamPtr& stream);
+  void turn(const StreamPtr& stream, httplib::DataSink& sink);
+  void setTimer(const StreamPtr& stream, Clock::time_point at);  // under mutex_
   void finish(const StreamPtr& stream, bool success);
 
   const size_t maxBuffer_;
