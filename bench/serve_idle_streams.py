@@ -3,8 +3,9 @@
 # (docs/service.md, "Measured").
 #
 # Idle streams of `parley serve` (SQLite, no worker): N native event streams
-# (GET /v1/threads/{id}/events) on N threads, then N LangGraph joinStreams (GET
-# /threads/{id}/stream, each thread's run queued), each kind in a process of its own. For each:
+# (GET /v1/threads/{id}/events) on N threads, N LangGraph joinStreams (GET /threads/{id}/stream,
+# each thread's run queued), and N native streams on one thread (the polls of the event log,
+# which grow with the threads followed, aside), each in a process of its own. For each:
 # the RSS per stream (RSS with the N streams open, less RSS with the threads made and no stream
 # open, / N), the CPU `parley serve` spends over SECONDS with them idle, and whether they still
 # get their events: one event is written to a sample of 100 threads (a run submitted: its
@@ -111,11 +112,11 @@ def arrived(socks, marker, timeout=30):
     return got
 
 
-def measure(kind, count, extra):
+def measure(kind, count, extra, one_thread=False):
     s = Serve(count, extra)
-    ids = ['t%d' % i for i in range(count)]
+    ids = ['t%d' % (0 if one_thread else i) for i in range(count)]
     runs = {}
-    for i in ids:
+    for i in sorted(set(ids)):
         if kind == 'native':
             assert s.call('POST', '/v1/threads', {'id': i})[0] == 201
         else:  # a LangGraph run, queued (no worker), that the thread's joinStream follows
@@ -133,7 +134,7 @@ def measure(kind, count, extra):
     time.sleep(secs)
     c1, t1 = s.cpu_s(), time.time()
     sample = list(range(0, count, max(1, count // 100)))[:100]
-    for k in sample:
+    for k in sample[:1] if one_thread else sample:
         if kind == 'native':
             st, _ = s.call('POST', '/v1/threads/%s/runs' % ids[k], {'input': 'wake'})
             assert st == 202, st
@@ -142,10 +143,11 @@ def measure(kind, count, extra):
             assert st in (200, 202, 204), st
     got = arrived([socks[k] for k in sample], b'event: run_queued' if kind == 'native' else b'event: end')
     per = (rss1 - rss0) * 1024 / count
-    print('%-9s %-17s %6d streams: RSS %6.1f MB -> %6.1f MB, %7.0f bytes (%5.1f KiB) per stream; threads %d -> %d; '
-          'idle CPU %.2f s over %.1f s = %.2f %% of a core; events written to %d threads, arrived %d'
-          % (kind, 'stream-threads %s' % (extra[1] if extra else '4'), count, rss0 / 1024, rss1 / 1024, per, per / 1024,
-             threads0, threads1, c1 - c0, t1 - t0, 100 * (c1 - c0) / (t1 - t0), len(sample), got))
+    print('%-9s %-17s %6d streams on %5d threads: RSS %6.1f MB -> %6.1f MB, %7.0f bytes (%5.1f KiB) per stream; threads %d -> %d; '
+          'idle CPU %.2f s over %.1f s = %.2f %% of a core; an event written to %d thread(s): %d of %d sampled streams got it'
+          % (kind, 'stream-threads %s' % (extra[1] if extra else '4'), count, len(set(ids)), rss0 / 1024, rss1 / 1024, per, per / 1024,
+             threads0, threads1, c1 - c0, t1 - t0, 100 * (c1 - c0) / (t1 - t0),
+             1 if one_thread else len(sample), got, len(sample)))
     sys.stdout.flush()
     for c in socks:
         c.close()
@@ -156,6 +158,7 @@ def measure(kind, count, extra):
 print('load average: %.2f %.2f %.2f' % os.getloadavg())
 native = measure('native', n, [])
 measure('langgraph', n, [])
+measure('native', n, [], one_thread=True)
 peer = measure('native', peer_n, ['--stream-threads', '0'])
 print('RSS per idle native stream: parked %.0f bytes, a thread per stream %.0f bytes: %.1fx less'
       % (native, peer, peer / native if native > 0 else float('inf')))
