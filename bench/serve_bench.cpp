@@ -58,6 +58,30 @@ long rssKiB(pid_t pid) {
   return 0;
 }
 
+long threadsOf(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("Threads:", 0) == 0) return std::stol(line.substr(8));
+  return 0;
+}
+
+// Until the process's thread count has not changed for half a second (at most 10 s): the
+// threads that served the streams' requests have ended, and their stacks are not counted.
+void settle(pid_t pid) {
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  long last = threadsOf(pid);
+  auto since = Clock::now();
+  while (Clock::now() < deadline && Clock::now() - since < std::chrono::milliseconds(500)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const long now = threadsOf(pid);
+    if (now != last) {
+      last = now;
+      since = Clock::now();
+    }
+  }
+}
+
 bool streamsOpen(const std::string& base, size_t n) {
   return http("GET", base + "/metrics")
              .body.find("\nparley_stream_clients " + std::to_string(n) + "\n") != std::string::npos;
@@ -157,6 +181,7 @@ long memoryOnce(const fs::path& dir, const std::vector<std::string>& extra) {
   for (size_t i = 0; i < kClients; ++i)
     swarm.add(s.base + "/v1/threads/idle/events");
   swarm.run(Clock::now() + std::chrono::seconds(60), [&] { return streamsOpen(s.base, kClients); });
+  settle(s.process->pid());
   const long after = rssKiB(s.process->pid());
   std::printf(
       "memory: parley serve%s RSS %ld KiB idle, %ld KiB with %zu idle streams: %ld bytes "
