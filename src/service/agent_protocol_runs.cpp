@@ -432,6 +432,7 @@ void AgentProtocol::Impl::streamRun(httplib::Response& res, const std::string& t
           if (!events.empty()) continue;
           const auto deadline = std::chrono::steady_clock::now() + options.heartbeat;
           auto batch = state.feeds->next(feed, stream->after, deadline);
+          if (batch.parked) return true;  // called again when there is news
           if (batch.ended) {
             sink.done();
             return true;
