@@ -614,24 +614,35 @@ TEST_F(AgentProtocolTest, RunsStartFromACheckpointAndNoteTheirAssistant) {
             (json{{"graph_id", "agent"}, {"assistant_id", "agent"}}));
   // An earlier state waits for the thread's runs to finish.
   expectStatus(run({{"checkpoint_id", "b0-n2"}}), 409, "thread_busy");
-  cancel(first);
+  // But the latest state a client saw before the run under way added its input goes after it.
+  auto claimed = runs->claim("w", 30s);
+  ASSERT_TRUE(claimed);
+  ASSERT_EQ(claimed->run.id, first.json()["run_id"]);
+  const std::vector<Message> input = {Message::user("three")};
+  runs->appendTurn(claimed->lease, input, nullptr, runs->threads().threadInfo("k")->version);
+  auto after = run({{"checkpoint_id", "b0-n4"}});
+  ASSERT_EQ(after.status, 200) << after.body;
+  EXPECT_EQ(get("/threads/k/state").json()["values"]["messages"].size(), 5u);
+  expectStatus(run({{"checkpoint_id", "b0-n3"}}), 409, "thread_busy");
+  cancel(after);
+  runs->finish(claimed->lease, RunStatus::Completed);  // the thread: one, 1, two, 2, three
   // Then it is the thread's view, a new batch; the history keeps the state it replaced.
   auto second = run({{"checkpoint_id", "b0-n2"}});
   ASSERT_EQ(second.status, 200) << second.body;
   auto state = get("/threads/k/state").json();
   ASSERT_EQ(state["values"]["messages"].size(), 2u);
   EXPECT_EQ(state["values"]["messages"][1]["content"], "1");
-  EXPECT_EQ(state["checkpoint"]["checkpoint_id"], "b1-n4");
+  EXPECT_EQ(state["checkpoint"]["checkpoint_id"], "b1-n5");
   auto history = post("/threads/k/history", {{"limit", 10}}).json();
-  ASSERT_EQ(history.size(), 4u);  // b1-n4, b1-n1, b1-n0, then batch 0's b0-n4
-  EXPECT_EQ(history[3]["values"]["messages"].size(), 4u);
+  ASSERT_EQ(history.size(), 4u);  // b1-n5, b1-n1, b1-n0, then batch 0's b0-n5
+  EXPECT_EQ(history[3]["values"]["messages"].size(), 5u);
   cancel(second);
   // A state of an earlier batch too: the four messages again, as batch 2.
   auto third = run({{"checkpoint_id", "b0-n4"}});
   ASSERT_EQ(third.status, 200);
   state = get("/threads/k/state").json();
   EXPECT_EQ(state["values"]["messages"].size(), 4u);
-  EXPECT_EQ(state["checkpoint"]["checkpoint_id"], "b2-n4");
+  EXPECT_EQ(state["checkpoint"]["checkpoint_id"], "b2-n5");
   cancel(third);
   // No input: the state's last message, the user's, is answered again (Agent Chat UI's
   // regenerate sends the state before a reply): the view without it, it the run's input.

@@ -672,6 +672,13 @@ std::vector<Message> AgentProtocol::Impl::startFromCheckpoint(const std::string&
                          ", not at " + name(at.first, at.second));
   }
   if (auto busy = state.unfinishedRun(threadId)) {
+    // The latest state a client saw before the run under way added its messages (useStream
+    // sends the head it read with the next message, while the run may have begun): the new run
+    // goes after it, as any.
+    if (!takeLastUser && at.first == batch && busy->baseMessageCount &&
+        at.second >= static_cast<size_t>(*busy->baseMessageCount)) {
+      return {};
+    }
     throw apConflict("thread_busy", "thread '" + threadId + "' has an unfinished run '" + busy->id +
                                         "': a run starts from an earlier state once "
                                         "it finished");

@@ -33,7 +33,9 @@ const script = [
   { match: { last_role: 'tool' }, reply: { content: '{{last_tool_name}} says: {{tool_results}}' } },
   { match: { user_contains: 'delete', tool: 'delete_file' }, reply: { tool_calls: [{ id: 'call_del', name: 'delete_file', arguments: { path: 'a.txt' } }] } },
   { match: { user_contains: 'remove', tool: 'delete_file' }, reply: { tool_calls: [{ id: 'call_rm', name: 'delete_file', arguments: { path: 'b.txt' } }] } },
-  { match: { user_contains: 'story' }, reply: { content: kStory, chunk_size: 6 }, stream: { chunk_delay_ms: 50 } },
+  // Held long enough to be stopped however loaded the machine is: streamMode values asks for
+  // no streamed reply, so a chunk delay would not hold it.
+  { match: { user_contains: 'story' }, delay_ms: 8000, reply: { content: kStory } },
   { match: { user_contains: 'take' }, reply: { content: 'Take {{request}}: {{last_user}}' } },
   { reply: { content: 'You said: {{last_user}}', chunk_size: 4 } },
 ];
@@ -106,7 +108,9 @@ try {
   await idle();
   assert.doesNotMatch((await texts('tool')).at(-1), /b\.txt"\}$/);
 
-  // A reply stopped while it streams; the thread takes the next message.
+  // A reply stopped while it streams. As Agent Chat UI calls it (no reconnectOnMount), stop
+  // leaves the stream, and the run goes on on the server (on_disconnect continue, as on
+  // LangGraph's server): the next message is answered after it.
   await send('tell a story');
   await waitFor(() => document.getElementById('status').dataset.loading === 'true');
   await page.click('#stop');
