@@ -687,6 +687,27 @@ TEST_F(AskTest, ConfigPricesOverrideTheShippedTable) {
   EXPECT_EQ(costWith("gpt-4o-mini"), 9);
 }
 
+// The prices are read only when the turn is priced (--json, --max-cost, --prices, telemetry):
+// a plain ask does not parse them, so a mistake in the config file's [prices] does not stop it.
+TEST_F(AskTest, APlainAskDoesNotReadThePrices) {
+  serve(R"({"reply": {"content": "ok"}})");
+  std::filesystem::create_directories(dir_);
+  const std::string config = (dir_ / "config.toml").string();
+  std::ofstream(config) << "[prices.\"m1\"]\ninput = 2\n";  // no output: not a valid table
+  const std::vector<std::string> plain = {
+      "--base-url", server_->baseUrl(), "--model", "m1",        "--api-key",
+      "sk",         "--config",         config,    "--no-save", "hi"};
+  CliRun run = ask(plain);
+  EXPECT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_EQ(run.out, "ok\n");
+  std::vector<std::string> priced = plain;
+  priced.insert(priced.end() - 1, "--json");
+  run = ask(priced);
+  EXPECT_NE(run.exitCode, 0);
+  EXPECT_NE(run.err.find("prices.m1.output: is required"), std::string::npos) << run.err;
+  EXPECT_EQ(server_->requests().size(), 1u);  // the priced turn sent nothing
+}
+
 TEST_F(AskTest, ABadPriceFileFailsBeforeAnyRequest) {
   serve(R"({"reply": {"content": "ok"}})");
   std::filesystem::create_directories(dir_);

@@ -48,6 +48,7 @@
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
 #include "parley/structured_output.hpp"
+#include "parley/telemetry.hpp"
 #include "parley/turn_defaults.hpp"
 #include "prices_option.hpp"
 #include "prompt_input.hpp"
@@ -248,8 +249,14 @@ int runAsk(const AskArgs& given) {
 
   ClientOptions client = resolveEndpoint(endpoint);
   addParameters(used, client);
-  // Read before the call, so a bad price file costs nothing.
-  const PriceTable prices = cliPriceTable(args.pricesFile, configFile(args.endpoint));
+  // The prices, when the turn is priced: its cost printed (--json), a budget (--max-cost), spans
+  // (parley.cost.usd), a --prices file (checked before the call, so a bad one costs nothing).
+  // Otherwise nothing reads them: parsing the shipped table was a tenth of a plain ask's start-up.
+  std::shared_ptr<const PriceTable> prices;
+  if (args.json || args.maxCost >= 0 || !args.pricesFile.empty() || telemetry()) {
+    prices = std::make_shared<const PriceTable>(
+        cliPriceTable(args.pricesFile, configFile(args.endpoint)));
+  }
   TurnDefaults turn;
   turn.systemPrompt = args.system;
   turn.maxIterations = args.maxIterations;
@@ -261,7 +268,7 @@ int runAsk(const AskArgs& given) {
     turn.turnTimeout = turn.callTimeout;
   }
   // Prices the telemetry spans too (parley.cost.usd); without a limit nothing is checked.
-  turn.budget.prices = std::make_shared<const PriceTable>(prices);
+  turn.budget.prices = prices;
   // Checked before every model call of the turn: nothing is sent that could go over.
   if (args.maxCost >= 0) turn.budget.maxCostPerRun = args.maxCost;
   ConversationOptions options = configureConversation(client, makeClient(client), tools, turn);
@@ -385,7 +392,8 @@ int runAsk(const AskArgs& given) {
     for (size_t i = std::min(viewBefore, view.size()); i < view.size() && !firstUsage; ++i) {
       if (view[i].role == Role::Assistant) firstUsage = view[i].usage;
     }
-    cost = prices.cost(client.model, std::span(view).subspan(std::min(viewBefore, view.size())));
+    if (prices)
+      cost = prices->cost(client.model, std::span(view).subspan(std::min(viewBefore, view.size())));
     for (size_t i = std::min(viewBefore, view.size()); i < view.size(); ++i) {
       for (Part& image : generatedImagesOf(view[i]))
         images.push_back(std::move(image));
