@@ -64,7 +64,7 @@ try {
   const send = async (words) => {
     await waitFor(() => document.getElementById('status').dataset.status === 'ready');
     await page.type('#input', words);
-    await page.click('#send');
+    await page.$eval('#send', (e) => e.click());
   };
 
   // A message and its streamed reply.
@@ -79,7 +79,7 @@ try {
   await send('delete a.txt');
   await waitFor(() => !!document.querySelector('.tool[data-name="delete_file"][data-state="approval-requested"] button.approve'));
   assert.equal(await page.$eval('.tool .input', (e) => e.textContent), '{"path":"a.txt"}');
-  await page.click('button.approve');
+  await page.$eval('button.approve', (e) => e.click());
   await waitFor(() => [...document.querySelectorAll('.msg.assistant .text')]
     .some((e) => e.textContent.startsWith('delete_file says:')));
   await waitFor(() => document.getElementById('status').dataset.status === 'ready');

@@ -64,10 +64,13 @@ try {
   const { noError, waitFor } = pageChecks(page, assert);
   const idle = () => waitFor(() => document.getElementById('status').dataset.loading === 'false');
   const texts = (type) => page.$$eval(`.msg.${type} .text`, (l) => l.map((e) => e.textContent));
+  // A click in the page, on the element there now: a click at the coordinates of an element
+  // that a render has just replaced (useStream re-renders as the history arrives) lands nowhere.
+  const click = (selector) => page.$eval(selector, (e) => e.click());
   const send = async (words) => {
     await idle();
     await page.type('#input', words);
-    await page.click('#send');
+    await click('#send');
   };
   const threadId = () => new URL(page.url()).searchParams.get('threadId');
 
@@ -94,7 +97,8 @@ try {
   await send('delete a.txt');
   await waitFor(() => !!document.querySelector('#approval[data-tool="delete_file"] #approve'));
   assert.equal(await page.$eval('#approval .args', (e) => e.textContent), '{"path":"a.txt"}');
-  await page.click('#approve');
+  await idle();
+  await click('#approve');
   await waitFor(() => [...document.querySelectorAll('.msg.ai .text')].some((e) => e.textContent.startsWith('delete_file says:')));
   await idle();
   assert.equal(await page.$('#approval'), null);
@@ -103,7 +107,8 @@ try {
   // Another, rejected: the call does not run, and the model is told so.
   await send('remove b.txt');
   await waitFor(() => !!document.querySelector('#approval #reject'));
-  await page.click('#reject');
+  await idle();
+  await click('#reject');
   await waitFor(() => [...document.querySelectorAll('.msg.tool .text')].some((e) => e.textContent.includes('not approved')));
   await idle();
   assert.doesNotMatch((await texts('tool')).at(-1), /b\.txt"\}$/);
@@ -113,7 +118,7 @@ try {
   // LangGraph's server): the next message is answered after it.
   await send('tell a story');
   await waitFor(() => document.getElementById('status').dataset.loading === 'true');
-  await page.click('#stop');
+  await click('#stop');
   await idle();
   const story = (await texts('ai')).filter((t) => t === kStory);
   assert.equal(story.length, 0, 'the stopped reply did not finish');
@@ -127,8 +132,7 @@ try {
   await idle();
   const first = (await texts('ai')).at(-1);
   const humans = await texts('human');
-  const lastRegenerate = async () => (await page.$$('.msg.ai .regenerate')).at(-1);
-  await (await lastRegenerate()).click();
+  await page.$$eval('.msg.ai .regenerate', (l) => l.at(-1).click());
   await waitFor((was) => {
     const last = [...document.querySelectorAll('.msg.ai .text')].at(-1);
     return last && /^Take \d+: take one$/.test(last.textContent) && last.textContent !== was;
@@ -138,8 +142,7 @@ try {
   assert.equal((await texts('ai')).filter((t) => t === first).length, 0, 'the first answer is gone');
   // A message edited: the new text answered in place of the old question and its answer.
   await page.type('#input', 'take two');
-  const edits = await page.$$('.msg.human .edit');
-  await edits.at(-1).click();
+  await page.$$eval('.msg.human .edit', (l) => l.at(-1).click());
   await waitFor(() => [...document.querySelectorAll('.msg.ai .text')].some((e) => /^Take \d+: take two$/.test(e.textContent)));
   await idle();
   assert.deepEqual(await texts('human'), [...humans.slice(0, -1), 'take two']);
