@@ -5,9 +5,11 @@
 //             clients (libcurl multi, one thread), the Service in this process (so its feed is
 //             woken by the writes at once); 4 000 events of ~100 bytes in writes of 10 (as a
 //             worker's coalesced chunks come); the clients run in this process too, on the same
-//             2 cores
+//             2 cores. The streams written in turns (streamThreads 4, the default) and the
+//             peer, a thread per stream (streamThreads 0), three runs each in turn: the medians
+//             and their ratio
 //   memory    RSS of a `parley serve` process before and after 1 000 idle streams connect, per
-//             client
+//             client; the same with `--stream-threads 0` (a thread per stream)
 //   latency   submit (POST /v1/threads/T/runs) -> the first llm_stream_chunk on a stream that was
 //             open already, through `parley serve --workers 1` against the zero-latency mock;
 //             p50 and p90 of 30
@@ -56,23 +58,48 @@ long rssKiB(pid_t pid) {
   return 0;
 }
 
+long threadsOf(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("Threads:", 0) == 0) return std::stol(line.substr(8));
+  return 0;
+}
+
+// Until the process's thread count has not changed for half a second (at most 10 s): the
+// threads that served the streams' requests have ended, and their stacks are not counted.
+void settle(pid_t pid) {
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  long last = threadsOf(pid);
+  auto since = Clock::now();
+  while (Clock::now() < deadline && Clock::now() - since < std::chrono::milliseconds(500)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const long now = threadsOf(pid);
+    if (now != last) {
+      last = now;
+      since = Clock::now();
+    }
+  }
+}
+
 bool streamsOpen(const std::string& base, size_t n) {
   return http("GET", base + "/metrics")
              .body.find("\nparley_stream_clients " + std::to_string(n) + "\n") != std::string::npos;
 }
 
-void fanout(const fs::path& dir) {
+// Events/s of one fan-out to `clients` streams, written by `streamThreads` threads (0: a
+// thread per stream).
+double fanoutOnce(const fs::path& dir, size_t clients, size_t streamThreads) {
   constexpr int kEvents = 4'000;
   constexpr int kPerWrite = 10;
-  std::printf("fanout: %d events (writes of %d) to N clients, Service in-process, SQLite\n",
-              kEvents, kPerWrite);
-  std::printf("  %8s %12s %16s %10s\n", "clients", "events/s", "deliveries/s", "seconds");
-  for (size_t clients : {size_t{1}, size_t{100}, size_t{1'000}}) {
-    const fs::path db = dir / ("fanout-" + std::to_string(clients) + ".db");
+  {
+    static int count = 0;  // a database of its own for each run
+    const fs::path db = dir / ("fanout-" + std::to_string(++count) + ".db");
     auto runs = std::make_shared<RunStore>(std::make_shared<SqliteStore>(db.string()));
     ServiceOptions options;
     options.log = [](const std::string&) {};
     options.maxStreams = clients + 10;
+    options.streamThreads = streamThreads;
     Service service(runs, options);
     service.start();
     const std::string base = service.baseUrl();
@@ -100,9 +127,33 @@ void fanout(const fs::path& dir) {
     size_t complete = 0;
     for (const auto& c : swarm.clients())
       complete += c->ids.size() == static_cast<size_t>(kEvents) ? 1 : 0;
-    std::printf("  %8zu %12.0f %16.0f %10.3f%s\n", clients, kEvents / s,
+    std::printf("  %8zu %14s %12.0f %16.0f %10.3f%s\n", clients,
+                streamThreads ? "in turns" : "thread each", kEvents / s,
                 static_cast<double>(kEvents) * static_cast<double>(clients) / s, s,
                 all && complete == clients ? "" : "  (INCOMPLETE)");
+    return kEvents / s;
+  }
+}
+
+void fanout(const fs::path& dir) {
+  std::printf("fanout: 4000 events (writes of 10) to N clients, Service in-process, SQLite\n");
+  std::printf("  %8s %14s %12s %16s %10s\n", "clients", "streams", "events/s", "deliveries/s",
+              "seconds");
+  // Three runs of each, in turn, and the medians: one run on a shared machine says little.
+  constexpr int kRuns = 3;
+  for (size_t clients : {size_t{1}, size_t{100}, size_t{1'000}}) {
+    std::vector<double> turns;
+    std::vector<double> threads;
+    for (int run = 0; run < kRuns; ++run) {
+      turns.push_back(fanoutOnce(dir, clients, ServiceOptions{}.streamThreads));
+      threads.push_back(fanoutOnce(dir, clients, 0));
+    }
+    std::sort(turns.begin(), turns.end());
+    std::sort(threads.begin(), threads.end());
+    std::printf(
+        "  %8zu medians: streams in turns %.0f events/s, a thread each %.0f: %.2fx the "
+        "events/s\n",
+        clients, turns[kRuns / 2], threads[kRuns / 2], turns[kRuns / 2] / threads[kRuns / 2]);
   }
 }
 
@@ -121,22 +172,32 @@ Serve serve(const fs::path& db, const std::vector<std::string>& extra) {
   return s;
 }
 
-void memory(const fs::path& dir) {
+long memoryOnce(const fs::path& dir, const std::vector<std::string>& extra) {
   constexpr size_t kClients = 1'000;
-  Serve s = serve(dir / "memory.db", {});
+  Serve s = serve(dir / ("memory" + std::to_string(extra.size()) + ".db"), extra);
   http("POST", s.base + "/v1/threads", json{{"id", "idle"}}.dump());
   const long before = rssKiB(s.process->pid());
   SseSwarm swarm("never");
   for (size_t i = 0; i < kClients; ++i)
     swarm.add(s.base + "/v1/threads/idle/events");
   swarm.run(Clock::now() + std::chrono::seconds(60), [&] { return streamsOpen(s.base, kClients); });
+  settle(s.process->pid());
   const long after = rssKiB(s.process->pid());
   std::printf(
-      "memory: parley serve RSS %ld KiB idle, %ld KiB with %zu idle streams: %ld bytes "
+      "memory: parley serve%s RSS %ld KiB idle, %ld KiB with %zu idle streams: %ld bytes "
       "per client\n",
-      before, after, kClients, (after - before) * 1024 / static_cast<long>(kClients));
+      extra.empty() ? "" : " --stream-threads 0", before, after, kClients,
+      (after - before) * 1024 / static_cast<long>(kClients));
   s.process->kill(SIGTERM);
   s.process->wait();
+  return (after - before) * 1024 / static_cast<long>(kClients);
+}
+
+void memory(const fs::path& dir) {
+  const long turns = memoryOnce(dir, {});
+  const long threads = memoryOnce(dir, {"--stream-threads", "0"});
+  std::printf("memory: an idle stream in turns costs %.1fx less than with a thread each\n",
+              static_cast<double>(threads) / static_cast<double>(std::max(turns, 1L)));
 }
 
 void latency(const fs::path& dir) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-# Usage: bench/serve_protocols.py BUILD/apps/parley/parley [RUNS] [STREAMS] (docs/service.md,
-# "Measured"). Against `parley serve --workers 1` and its zero-latency demo agent: submit (or
+# Usage: bench/serve_protocols.py BUILD/apps/parley/parley [RUNS] [STREAMS] [SERVE_FLAG...]
+# (docs/service.md, "Measured"; SERVE_FLAGs go to every `parley serve`, e.g. `--stream-threads 0`
+# for a thread per stream). Against `parley serve --workers 1` and its zero-latency demo agent: submit (or
 # create) + stream + complete, p50 and p90 over RUNS sequential requests through each protocol
 # (the native routes, the LangGraph API on the default assistant and on a created one, Chat
 # Completions, Responses, the AI SDK UI stream, AG-UI); then, against a service without workers
@@ -11,11 +12,12 @@ import http.client, json, os, socket, statistics, subprocess, sys, tempfile, tim
 binary = sys.argv[1]
 runs = int(sys.argv[2]) if len(sys.argv) > 2 else 200
 streams = int(sys.argv[3]) if len(sys.argv) > 3 else 300
+extra = sys.argv[4:]
 
 
 def serve(args):
     d = tempfile.mkdtemp()
-    p = subprocess.Popen([binary, 'serve', '--db', os.path.join(d, 'bench.db'), '--port', '0'] + args,
+    p = subprocess.Popen([binary, 'serve', '--db', os.path.join(d, 'bench.db'), '--port', '0'] + args + extra,
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     base = p.stdout.readline().strip()
     host, port = base.split('//')[1].split(':')

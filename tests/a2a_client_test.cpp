@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "http/server.hpp"
 #include "model/base64url.hpp"
 #include "parley/errors.hpp"
 #include "parley/tools.hpp"
@@ -53,14 +54,11 @@ class TestAgent {
       res.set_content(json({{"jsonrpc", "2.0"}, {"id", request["id"]}, {"result", result}}).dump(),
                       "application/json");
     });
-    // Bound and listening: connections wait in the backlog until the loop accepts them.
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    port_ = server_.start("127.0.0.1", 0, "test agent");
   }
-  ~TestAgent() {
-    server_.stop();
-    thread_.join();
-  }
+  // parley's front, not httplib's listen thread: httplib's stop() before its thread listened
+  // left the thread listening and the join waiting.
+  ~TestAgent() { server_.shutdown(); }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   json defaultCard() const {
     return {
@@ -83,9 +81,8 @@ class TestAgent {
 
  private:
   std::function<json(const json& request)> answer_ = [](const json&) { return json::object(); };
-  httplib::Server server_;
+  http::Server server_;
   int port_ = 0;
-  std::thread thread_;
 };
 
 json task(const std::string& state, const std::string& text, size_t artifacts = 1) {

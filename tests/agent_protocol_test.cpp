@@ -176,12 +176,29 @@ TEST(AgentProtocolEncodingTest, AWaitIsAnInterruptAndAFailureAnError) {
   StreamModes modes;
   modes.values = modes.updates = true;
   RunStreamEncoder waiting("t", "r1", modes, {}, std::nullopt);
-  const json wait = {{"kind", "approval"}, {"tool_call_id", "c9"}, {"prompt", "Run it?"}};
+  const json wait = {{"kind", "approval"},
+                     {"tool_call_id", "c9"},
+                     {"tool", "rm"},
+                     {"arguments", R"({"path":"a"})"},
+                     {"prompt", "Run it?"}};
   auto sent = parse(waiting.feed(stored(1, "r1", "run_waiting", {{"wait", wait}})));
   EXPECT_TRUE(waiting.done());
   ASSERT_EQ(sent.size(), 2u);
   EXPECT_EQ(sent[0].data["__interrupt__"][0]["id"], "c9");
-  EXPECT_EQ(sent[1].data["__interrupt__"][0]["value"], wait);
+  // parley's wait, and beside it LangChain's human-in-the-loop request for the same call.
+  const json value = sent[1].data["__interrupt__"][0]["value"];
+  for (const auto& [key, field] : wait.items())
+    EXPECT_EQ(value[key], field) << key;
+  EXPECT_EQ(value["action_requests"],
+            json::parse(R"([{"name": "rm", "args": {"path": "a"}, "description": "Run it?"}])"));
+  EXPECT_EQ(value["review_configs"],
+            json::parse(R"([{"action_name": "rm", "allowed_decisions": ["approve", "reject"]}])"));
+  // A question to a person is not an approval: no decisions are offered.
+  RunStreamEncoder asking("t", "r1", modes, {}, std::nullopt);
+  const json question = {{"kind", "interaction"}, {"tool_call_id", "c1"}, {"prompt", "Which?"}};
+  sent = parse(asking.feed(stored(1, "r1", "run_waiting", {{"wait", question}})));
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[1].data["__interrupt__"][0]["value"], question);
 
   RunStreamEncoder failing("t", "r1", modes, {}, std::nullopt);
   sent = parse(failing.feed(stored(2, "r1", "llm_execution_failed",
@@ -300,7 +317,9 @@ TEST_F(AgentProtocolTest, ThreadsCreatePatchSearchCopyDelete) {
   expectStatus(get("/threads/a1"), 404, "not_found");
 }
 
-TEST_F(AgentProtocolTest, StateAndHistoryAreTheBatches) {
+// The history: the current batch's state after each of its messages, then each earlier batch's
+// last view; each state's parent is the one before it.
+TEST_F(AgentProtocolTest, StateAndHistoryAreTheMessagesAndTheBatches) {
   ThreadOptions named;
   named.id = "h";
   runs->threads().createThread(
@@ -316,11 +335,27 @@ TEST_F(AgentProtocolTest, StateAndHistoryAreTheBatches) {
   ASSERT_EQ(op.status, 200) << op.body;
   auto history = post("/threads/h/history", {{"limit", 10}});
   ASSERT_EQ(history.status, 200) << history.body;
-  ASSERT_EQ(history.json().size(), 2u);
-  EXPECT_LT(history.json()[0]["values"]["messages"].size(), 3u);
-  EXPECT_EQ(history.json()[1]["values"]["messages"].size(), 3u);
-  auto old = get("/threads/h/state/" +
-                 history.json()[1]["checkpoint"]["checkpoint_id"].get<std::string>());
+  // Batch 1 holds "hi" (stored third): its state with it and the one before; then batch 0.
+  std::vector<std::string> ids;
+  std::vector<size_t> sizes;
+  for (const json& state : history.json()) {
+    ids.push_back(state["checkpoint"]["checkpoint_id"]);
+    sizes.push_back(state["values"]["messages"].size());
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"b1-n3", "b1-n2", "b0-n3"}));
+  EXPECT_EQ(sizes, (std::vector<size_t>{1, 0, 3}));
+  for (size_t i = 0; i + 1 < ids.size(); ++i)
+    EXPECT_EQ(history.json()[i]["parent_checkpoint"]["checkpoint_id"], ids[i + 1]);
+  EXPECT_TRUE(history.json().back()["parent_checkpoint"].is_null());
+  EXPECT_EQ(get("/threads/h/state").json()["parent_checkpoint"]["checkpoint_id"], "b1-n2");
+  EXPECT_EQ(get("/threads/h/state/b1-n2").json()["parent_checkpoint"]["checkpoint_id"], "b0-n3");
+  // Paging by `before`.
+  auto page = post("/threads/h/history", {{"limit", 1}, {"before", {{"checkpoint_id", "b1-n3"}}}});
+  ASSERT_EQ(page.json().size(), 1u) << page.body;
+  EXPECT_EQ(page.json()[0]["checkpoint"]["checkpoint_id"], "b1-n2");
+  expectStatus(post("/threads/h/history", {{"before", {{"checkpoint_id", "b7-n1"}}}}), 404,
+               "not_found");
+  auto old = get("/threads/h/state/" + ids.back());
   ASSERT_EQ(old.status, 200) << old.body;
   EXPECT_EQ(old.json()["values"]["messages"].size(), 3u);
   EXPECT_EQ(get("/threads/h/state/" + before).json()["values"]["messages"].size(), 3u);
@@ -521,7 +556,7 @@ TEST_F(AgentProtocolTest, WhatCannotBeHonouredIsRefused) {
   // Only https without --webhook-allow-loopback (webhooks_test has the rest).
   expectStatus(with("webhook", "http://127.0.0.1:9/x"), 400, "invalid_webhook");
   expectStatus(with("webhook", 5), 400, "invalid_webhook");
-  expectStatus(with("checkpoint_id", "b0-n0"), 400, "unsupported");
+  expectStatus(with("checkpoint_id", "b0-n9"), 404, "not_found");
   expectStatus(with("stream_mode", "debug"), 400, "invalid_request");
   expectStatus(with("input", {{"question", "x"}}), 400, "invalid_input");
   expectStatus(with("on_completion", "delete"), 400, "invalid_on_completion");
@@ -530,6 +565,126 @@ TEST_F(AgentProtocolTest, WhatCannotBeHonouredIsRefused) {
   // Accepted: what parley does anyway, or what maps onto its settings.
   EXPECT_EQ(with("config", {{"recursion_limit", 5}, {"configurable", {{"thread_id", "x"}}}}).status,
             200);
+}
+
+// What LangGraph's Agent Chat UI (on useStream) sends: /info first, the thread's latest checkpoint
+// with every run, stream_subgraphs; it lists a graph's threads by their metadata. An earlier
+// checkpoint runs from that state, as a new batch.
+TEST_F(AgentProtocolTest, RunsStartFromACheckpointAndNoteTheirAssistant) {
+  auto info = get("/info");
+  ASSERT_EQ(info.status, 200) << info.body;
+  EXPECT_TRUE(info.json()["version"].is_string());
+  EXPECT_EQ(info.json()["flags"]["assistants"], true);
+
+  ThreadOptions named;
+  named.id = "k";
+  runs->threads().createThread(named,
+                               std::vector<Message>{Message::user("one"), Message::assistant("1"),
+                                                    Message::user("two"), Message::assistant("2")});
+  const json head = get("/threads/k/state").json()["checkpoint"];
+  ASSERT_EQ(head["checkpoint_id"], "b0-n4");
+  auto run = [&](json checkpoint, json extra = json::object()) {
+    json body = {{"assistant_id", "agent"}, {"input", messages("three")}};
+    if (!checkpoint.is_null()) body["checkpoint"] = std::move(checkpoint);
+    body.update(extra);
+    return post("/threads/k/runs", body);
+  };
+  auto cancel = [&](const HttpReply& made) {
+    const std::string id = made.json()["run_id"];
+    ASSERT_EQ(post("/threads/k/runs/" + id + "/cancel").status, 200);
+  };
+  // The latest state: a run as any, the thread as it was; the thread now names its graph.
+  auto first =
+      run({{"checkpoint_id", "b0-n4"}, {"checkpoint_ns", ""}}, {{"stream_subgraphs", true}});
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(get("/threads/k/state").json()["values"]["messages"].size(), 4u);
+  const json metadata = get("/threads/k").json()["metadata"];
+  EXPECT_EQ(metadata["graph_id"], "agent");
+  EXPECT_EQ(metadata["assistant_id"], "agent");
+  auto found = post("/threads/search", {{"metadata", {{"graph_id", "agent"}}}, {"limit", 100}});
+  ASSERT_EQ(found.json().size(), 1u) << found.body;  // before "fresh" below
+  EXPECT_EQ(found.json()[0]["thread_id"], "k");
+  // A thread the run makes (if_not_exists) is made with them.
+  ASSERT_EQ(
+      post("/threads/fresh/runs",
+           {{"assistant_id", "agent"}, {"input", messages("hi")}, {"if_not_exists", "create"}})
+          .status,
+      200);
+  EXPECT_EQ(get("/threads/fresh").json()["metadata"],
+            (json{{"graph_id", "agent"}, {"assistant_id", "agent"}}));
+  // An earlier state waits for the thread's runs to finish.
+  expectStatus(run({{"checkpoint_id", "b0-n2"}}), 409, "thread_busy");
+  // But the latest state a client saw before the run under way added its input goes after it.
+  auto claimed = runs->claim("w", 30s);
+  ASSERT_TRUE(claimed);
+  ASSERT_EQ(claimed->run.id, first.json()["run_id"]);
+  const std::vector<Message> input = {Message::user("three")};
+  runs->appendTurn(claimed->lease, input, nullptr, runs->threads().threadInfo("k")->version);
+  auto after = run({{"checkpoint_id", "b0-n4"}});
+  ASSERT_EQ(after.status, 200) << after.body;
+  EXPECT_EQ(get("/threads/k/state").json()["values"]["messages"].size(), 5u);
+  expectStatus(run({{"checkpoint_id", "b0-n3"}}), 409, "thread_busy");
+  cancel(after);
+  runs->finish(claimed->lease, RunStatus::Completed);  // the thread: one, 1, two, 2, three
+  // Then it is the thread's view, a new batch; the history keeps the state it replaced.
+  auto second = run({{"checkpoint_id", "b0-n2"}});
+  ASSERT_EQ(second.status, 200) << second.body;
+  auto state = get("/threads/k/state").json();
+  ASSERT_EQ(state["values"]["messages"].size(), 2u);
+  EXPECT_EQ(state["values"]["messages"][1]["content"], "1");
+  EXPECT_EQ(state["checkpoint"]["checkpoint_id"], "b1-n5");
+  auto history = post("/threads/k/history", {{"limit", 10}}).json();
+  ASSERT_EQ(history.size(), 4u);  // b1-n5, b1-n1, b1-n0, then batch 0's b0-n5
+  EXPECT_EQ(history[3]["values"]["messages"].size(), 5u);
+  cancel(second);
+  // A state of an earlier batch too: the four messages again, as batch 2.
+  auto third = run({{"checkpoint_id", "b0-n4"}});
+  ASSERT_EQ(third.status, 200);
+  state = get("/threads/k/state").json();
+  EXPECT_EQ(state["values"]["messages"].size(), 4u);
+  EXPECT_EQ(state["checkpoint"]["checkpoint_id"], "b2-n5");
+  cancel(third);
+  // No input: the state's last message, the user's, is answered again (Agent Chat UI's
+  // regenerate sends the state before a reply): the view without it, it the run's input.
+  auto again = post("/threads/k/runs", {{"assistant_id", "agent"}, {"checkpoint_id", "b2-n3"}});
+  ASSERT_EQ(again.status, 200) << again.body;
+  state = get("/threads/k/state").json();
+  ASSERT_EQ(state["values"]["messages"].size(), 2u);
+  EXPECT_EQ(state["values"]["messages"][1]["content"], "1");
+  const auto queued = runs->run(again.json()["run_id"]);
+  ASSERT_TRUE(queued);
+  ASSERT_EQ(queued->input.size(), 1u);
+  EXPECT_EQ(queued->input[0].content, "two");
+  cancel(again);
+  // A state that ends with the model's reply has nothing to answer.
+  expectStatus(post("/threads/k/runs", {{"assistant_id", "agent"}, {"checkpoint_id", "b0-n4"}}),
+               400, "invalid_input");
+
+  // A state that cuts a tool call from its result is not one to run from.
+  named.id = "tools";
+  Message call = Message::assistant("");
+  call.toolCalls = {ToolCall{"c1", "f", "{}"}};
+  runs->threads().createThread(
+      named, std::vector<Message>{Message::user("go"), call, Message::tool("c1", "done"),
+                                  Message::assistant("ok")});
+  expectStatus(
+      post("/threads/tools/runs",
+           {{"assistant_id", "agent"}, {"input", messages("again")}, {"checkpoint_id", "b0-n2"}}),
+      400, "invalid_checkpoint");
+  EXPECT_EQ(get("/threads/tools/state").json()["values"]["messages"].size(), 4u);
+
+  expectStatus(run({{"checkpoint_id", "b9-n0"}}), 404, "not_found");
+  expectStatus(run({{"checkpoint_id", "nonsense"}}), 400, "invalid_checkpoint");
+  expectStatus(run({{"checkpoint_id", "b0-n4"}, {"checkpoint_ns", "sub"}}), 400,
+               "invalid_checkpoint");
+  expectStatus(
+      run(nullptr, {{"checkpoint_id", "b0-n1"}, {"checkpoint", {{"checkpoint_id", "b0-n2"}}}}), 400,
+      "invalid_checkpoint");
+  expectStatus(run(nullptr, {{"stream_subgraphs", "yes"}}), 400, "invalid_stream_subgraphs");
+  expectStatus(
+      post("/runs",
+           {{"assistant_id", "agent"}, {"input", messages("x")}, {"checkpoint_id", "b0-n0"}}),
+      400, "invalid_checkpoint");
 }
 
 TEST_F(AgentProtocolTest, InputsPastTheirCapsAreRefused) {
@@ -556,6 +711,27 @@ TEST_F(AgentProtocolTest, InputsPastTheirCapsAreRefused) {
                     {{"assistant_id", "agent"}, {"input", messages("hi")}, {"stream_mode", modes}}),
                400, "invalid_request");
   expectStatus(post("/threads/c/history", {{"limit", 5000}}), 400, "invalid_limit");
+  // A long thread's states each hold it all: a page ends at 50 000 messages, the rest by before.
+  std::vector<Message> many;
+  for (int i = 0; i < 200; ++i) {
+    many.push_back(Message::user("q" + std::to_string(i)));
+    many.push_back(Message::assistant("a" + std::to_string(i)));
+  }
+  ThreadOptions named;
+  named.id = "long";
+  runs->threads().createThread(named, many);
+  auto page = post("/threads/long/history", {{"limit", 1000}});
+  ASSERT_EQ(page.status, 200);
+  size_t held = 0;
+  for (const json& state : page.json())
+    held += state["values"]["messages"].size();
+  EXPECT_LE(held, 50'000u);
+  EXPECT_GT(held, 49'000u);  // 400 + 399 + ...: full up to the cap
+  EXPECT_LT(page.json().size(), 401u);
+  const json last = page.json().back()["checkpoint"];
+  auto rest = post("/threads/long/history", {{"limit", 1000}, {"before", last}});
+  ASSERT_EQ(rest.status, 200);
+  EXPECT_EQ(page.json().size() + rest.json().size(), 401u);  // after each message, and before all
 }
 
 TEST_F(AgentProtocolTest, AJoinedStreamResumesAfterItsLastEventId) {

@@ -257,6 +257,102 @@ TEST_F(AskTest, AKilledTurnLeavesNoEmptyThread) {
   }
 }
 
+// Ctrl-C while the reply streams: the turn is cancelled (exit code 130), the text so far ends its
+// line, and nothing is saved. The SIGINT comes once the first chunk is on stdout; the next one is
+// 10 s away, so a process that ignored it would end with 0, after the whole reply.
+TEST_F(AskTest, CtrlCCancelsTheTurn) {
+  const auto chunk = [](const std::string& text) {
+    return "data: " + json{{"choices", {{{"index", 0}, {"delta", {{"content", text}}}}}}}.dump() +
+           "\n\n";
+  };
+  serve(json{{"raw", {chunk("first"), chunk(" second"), "data: [DONE]\n\n"}},
+             {"stream", {{"chunk_delay_ms", 10000}}}}
+            .dump());
+  std::filesystem::create_directories(dir_);
+  const std::string db = (dir_ / "interrupted.db").string();
+  int out[2];
+  int err[2];
+  ASSERT_EQ(::pipe(out), 0);
+  ASSERT_EQ(::pipe(err), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out[1], STDOUT_FILENO);
+    ::dup2(err[1], STDERR_FILENO);
+    ::close(out[0]);
+    ::close(err[0]);
+    testing::execCli({"ask", "--base-url", server_->baseUrl(), "--db", db, "x"});
+  }
+  ASSERT_GT(pid, 0);
+  ::close(out[1]);
+  ::close(err[1]);
+  std::string printed;
+  char buffer[256];
+  while (printed.find("first") == std::string::npos) {
+    const ssize_t n = ::read(out[0], buffer, sizeof buffer);
+    if (n <= 0) break;
+    printed.append(buffer, static_cast<size_t>(n));
+  }
+  ASSERT_NE(printed.find("first"), std::string::npos) << printed;
+  ::kill(pid, SIGINT);
+  for (ssize_t n; (n = ::read(out[0], buffer, sizeof buffer)) > 0;)
+    printed.append(buffer, static_cast<size_t>(n));
+  std::string errors;
+  for (ssize_t n; (n = ::read(err[0], buffer, sizeof buffer)) > 0;)
+    errors.append(buffer, static_cast<size_t>(n));
+  ::close(out[0]);
+  ::close(err[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_EQ(printed, "first\n");
+  EXPECT_NE(errors.find("parley: interrupted"), std::string::npos) << errors;
+  if (std::filesystem::exists(db)) {
+    EXPECT_TRUE(SqliteStore(db).listThreads().empty());
+  }
+}
+
+// One turn maps none of the libraries of parley-extras.so (apps/parley/extras.hpp): no
+// cpp-httplib (whose initialiser sets up OpenSSL's TLS), no libedit, no libpq, nor the module.
+// Read from the process's own maps while its request waits at the mock.
+TEST_F(AskTest, AskLoadsNoneOfTheExtras) {
+  serve(R"({"delay_ms": 30000, "reply": {"content": "late"}})");
+  const pid_t pid = ::fork();
+  if (pid == 0) testing::execCli({"ask", "--base-url", server_->baseUrl(), "--no-save", "x"});
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(server_->waitForRequests(1, std::chrono::seconds(30)));
+  const std::string maps = readFile("/proc/" + std::to_string(pid) + "/maps");
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_NE(maps.find("libcurl"), std::string::npos) << maps;  // the maps were read
+  for (const char* library : {"parley-extras", "libcpp-httplib", "libedit", "libpq"})
+    EXPECT_EQ(maps.find(library), std::string::npos) << library;
+}
+
+// The commands of parley-extras.so say what is missing when the module is not where the
+// executable looks (beside it, or in <libdir>/parley of an installed tree).
+TEST_F(AskTest, AMissingModuleIsNamed) {
+  std::filesystem::create_directories(dir_ / "bin");
+  const auto alone = dir_ / "bin" / "parley";
+  std::error_code error;
+  std::filesystem::create_hard_link(PARLEY_CLI_PATH, alone, error);
+  if (error) std::filesystem::copy_file(PARLEY_CLI_PATH, alone);
+  const std::string command = alone.string() + " mock --port 0 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;)
+    out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  EXPECT_EQ(WEXITSTATUS(status), 1) << out;
+  EXPECT_NE(out.find("need parley-extras.so, which could not be loaded"), std::string::npos) << out;
+  EXPECT_NE(out.find((dir_ / "bin" / "parley-extras.so").string() + ": not found"),
+            std::string::npos)
+      << out;
+}
+
 TEST_F(AskTest, MaxIterationsWithoutToolsIsOneCall) {
   // Without tools a turn is one model call, within any bound of at least 1; scripts pass the
   // option whether or not they offer tools.
@@ -685,6 +781,27 @@ TEST_F(AskTest, ConfigPricesOverrideTheShippedTable) {
   EXPECT_EQ(costWith("gpt-4o-mini"), 0.15);  // the shipped price
   std::ofstream(config) << "[prices.\"gpt-4o-mini\"]\ninput = 9\noutput = 9\n";
   EXPECT_EQ(costWith("gpt-4o-mini"), 9);
+}
+
+// The prices are read only when the turn is priced (--json, --max-cost, --prices, telemetry):
+// a plain ask does not parse them, so a mistake in the config file's [prices] does not stop it.
+TEST_F(AskTest, APlainAskDoesNotReadThePrices) {
+  serve(R"({"reply": {"content": "ok"}})");
+  std::filesystem::create_directories(dir_);
+  const std::string config = (dir_ / "config.toml").string();
+  std::ofstream(config) << "[prices.\"m1\"]\ninput = 2\n";  // no output: not a valid table
+  const std::vector<std::string> plain = {
+      "--base-url", server_->baseUrl(), "--model", "m1",        "--api-key",
+      "sk",         "--config",         config,    "--no-save", "hi"};
+  CliRun run = ask(plain);
+  EXPECT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_EQ(run.out, "ok\n");
+  std::vector<std::string> priced = plain;
+  priced.insert(priced.end() - 1, "--json");
+  run = ask(priced);
+  EXPECT_NE(run.exitCode, 0);
+  EXPECT_NE(run.err.find("prices.m1.output: is required"), std::string::npos) << run.err;
+  EXPECT_EQ(server_->requests().size(), 1u);  // the priced turn sent nothing
 }
 
 TEST_F(AskTest, ABadPriceFileFailsBeforeAnyRequest) {

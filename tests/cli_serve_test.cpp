@@ -212,6 +212,34 @@ TYPED_TEST(CliServeTest, CommandLineRefusals) {
   EXPECT_NE(unset.err.find("PARLEY_SERVE_TEST_UNSET_VARIABLE"), std::string::npos) << unset.err;
   CliRun badWorkers = runCli({"serve", "--db", this->db.url(), "--workers", "-1"}, scratch);
   EXPECT_EQ(badWorkers.exitCode, 2);
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--max-streams", "0"}, {"--max-connections", "0"}, {"--stream-threads", "65"}}) {
+    CliRun bad = runCli({"serve", "--db", this->db.url(), flag, value}, scratch);
+    EXPECT_EQ(bad.exitCode, 2) << flag << " " << value;
+    EXPECT_NE(bad.err.find(flag), std::string::npos) << bad.err;
+  }
+}
+
+// --max-streams is the service's stream cap: the second stream is refused (503).
+TYPED_TEST(CliServeTest, MaxStreamsCapsTheStreams) {
+  auto s = this->serve(0, {"--max-streams", "1", "--stream-threads", "1"});
+  ASSERT_EQ(this->call("POST", s.base + "/v1/threads", {{"id", "t"}}).status, 201);
+  auto first = std::async(std::launch::async, [&] {
+    return readSse(
+        s.base + "/v1/threads/t/events", [](const SseEvent&) { return true; }, this->auth(),
+        60'000);
+  });
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (this->call("GET", s.base + "/metrics").body.find("\nparley_stream_clients 1\n") ==
+             std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  const HttpReply second = this->call("GET", s.base + "/v1/threads/t/events");
+  EXPECT_EQ(second.status, 503) << second.body;
+  EXPECT_NE(second.body.find("too_many_streams"), std::string::npos) << second.body;
+  s.process->kill(SIGTERM);  // ends the first stream
+  EXPECT_EQ(first.get().status, 200);
+  EXPECT_EQ(s.process->wait(), 0);
 }
 
 // Two services and two workers on one PostgreSQL database: the stream of serve A carries the

@@ -1120,6 +1120,32 @@ TEST_F(Executor, ThreadsPersistInTheStoreAcrossExecutors) {
   std::filesystem::remove_all(dir);
 }
 
+// The executor's state, and the store it holds, end with it, on the caller's thread: once the
+// executor is gone nothing of it holds the database any more (which the caller may remove).
+// Without the wait for its runner tasks, the last of them let the store go on a pool thread,
+// after the destructor had returned, now and then (a test removing its directory failed).
+TEST_F(Executor, TheStoreIsLetGoBeforeTheExecutorIsGone) {
+  startMock(R"({"reply": {"content": "ok"}})");
+  std::string dir = (std::filesystem::temp_directory_path() / "parley-exec-XXXXXX").string();
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  const auto caller = std::this_thread::get_id();
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<int> closed{0};  // 1: on the caller's thread, 2: on another
+    {
+      auto o = options();
+      o.store = std::shared_ptr<ConversationStore>(
+          new SqliteStore(dir + "/threads.db"), [&closed, caller](ConversationStore* store) {
+            delete store;
+            closed = std::this_thread::get_id() == caller ? 1 : 2;
+          });
+      LlmExecutor executor(bus_, std::move(o));
+      EXPECT_EQ(executor.execute(request("t" + std::to_string(round), "hi")).content, "ok");
+    }
+    ASSERT_EQ(closed.load(), 1) << "round " << round << " (0: still open, 2: closed elsewhere)";
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // With a store, a request's snapshot replaces the thread's conversation as a new batch: the
 // first request of a thread is saved, and a later (shorter) snapshot is neither spliced onto
 // the old messages nor a failed save after the model answered.

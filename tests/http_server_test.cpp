@@ -1,6 +1,8 @@
 // The HTTP front (src/http/server.hpp) on a loopback port, through raw sockets and libcurl:
 // slow and idle clients hold no thread, the head's deadline and caps, bodies (sized or chunked)
-// capped as read, the connection cap, pipelining, and long-lived requests beside a small pool.
+// capped as read, the connection cap, pipelining, long-lived requests beside a small pool, and
+// streamed responses in turns: parked without a thread, woken, released when their client goes,
+// cut when their reader stops or a write passes the stream's buffer.
 #include "http/server.hpp"
 
 #include <gtest/gtest.h>
@@ -15,84 +17,12 @@
 #include <thread>
 
 #include "http_client.hpp"
+#include "raw_client.hpp"
 
 namespace parley::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A client socket connected to 127.0.0.1:port (blocking).
-class RawClient {
- public:
-  explicit RawClient(int port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-      throw std::runtime_error("connect failed");
-  }
-  ~RawClient() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  RawClient(const RawClient&) = delete;
-  RawClient& operator=(const RawClient&) = delete;
-
-  bool send(const std::string& text) {
-    size_t at = 0;
-    while (at < text.size()) {
-      const ssize_t n = ::send(fd_, text.data() + at, text.size() - at, MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      at += static_cast<size_t>(n);
-    }
-    return true;
-  }
-  // What the server sends until it closes the connection, or `timeout` passes.
-  std::string readUntilClosed(std::chrono::milliseconds timeout = 10s) {
-    std::string out;
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    char buffer[4096];
-    for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return out;
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return out;
-      const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
-      if (n <= 0) {
-        closed_ = true;
-        return out;
-      }
-      out.append(buffer, static_cast<size_t>(n));
-    }
-  }
-  // Reads until `text` has come (or the connection closed, or `timeout`).
-  std::string readUntil(const std::string& text, std::chrono::milliseconds timeout = 10s) {
-    std::string out;
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    char buffer[4096];
-    while (out.find(text) == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) break;
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
-      const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
-      if (n <= 0) {
-        closed_ = true;
-        break;
-      }
-      out.append(buffer, static_cast<size_t>(n));
-    }
-    return out;
-  }
-  bool closed() const { return closed_; }
-
- private:
-  int fd_ = -1;
-  bool closed_ = false;
-};
 
 class HttpServerTest : public ::testing::Test {
  protected:
@@ -317,6 +247,196 @@ TEST_F(HttpServerTest, LongLivedRequestsDoNotTakeThePool) {
   cv.notify_all();
   for (auto& s : streams)
     EXPECT_NE(s->readUntil("done").find("done"), std::string::npos);
+}
+
+// What the streams below wait for: a counter that moves, the streams parked on it, and the ends
+// of the streams (their providers' releasers).
+struct Topic {
+  std::mutex mutex;
+  std::condition_variable changed;
+  int value = 0;
+  int endAt = -1;        // the news that ends the streams (-1: none does)
+  size_t newsBytes = 0;  // filler after each news line
+  http::ParkedStreams parked;
+  int released = 0;
+  int failed = 0;  // released without having ended their body
+
+  void publish() {
+    std::lock_guard lock(mutex);
+    ++value;
+    parked.wakeAll();
+  }
+  bool waitReleased(int n, std::chrono::milliseconds timeout = 10s) {
+    std::unique_lock lock(mutex);
+    return changed.wait_for(lock, timeout, [&] { return released >= n; });
+  }
+  int releasedNow() {
+    std::lock_guard lock(mutex);
+    return released;
+  }
+  int failedNow() {
+    std::lock_guard lock(mutex);
+    return failed;
+  }
+};
+
+// A streamed response that waits for the topic's news without blocking: "hello" first, then
+// "news N" at each change (and the end at `endAt`). It only runs in turns.
+void streamTopic(httplib::Response& res, const std::shared_ptr<Topic>& topic) {
+  auto seen = std::make_shared<int>(-1);
+  res.set_chunked_content_provider(
+      "text/plain",
+      [topic, seen](size_t, httplib::DataSink& sink) {
+        std::unique_lock lock(topic->mutex);
+        if (*seen < 0) {
+          *seen = topic->value;
+          lock.unlock();
+          return sink.write("hello\n", 6);
+        }
+        if (topic->value != *seen) {
+          *seen = topic->value;
+          const bool end = *seen == topic->endAt;
+          const std::string text =
+              "news " + std::to_string(*seen) + "\n" + std::string(topic->newsBytes, 'x');
+          lock.unlock();
+          if (!sink.write(text.data(), text.size())) return false;
+          if (end) sink.done();
+          return true;
+        }
+        auto stream = http::currentStream();
+        if (!stream || !stream->parkable()) return false;
+        topic->parked.add(stream);
+        stream->park(std::chrono::steady_clock::now() + 1h);
+        return true;
+      },
+      [topic](bool success) {
+        std::lock_guard lock(topic->mutex);
+        ++topic->released;
+        if (!success) ++topic->failed;
+        topic->changed.notify_all();
+      });
+}
+
+class StreamTurnsTest : public HttpServerTest {
+ protected:
+  std::shared_ptr<Topic> topic = std::make_shared<Topic>();
+
+  void startTopic(http::ServerLimits limits) {
+    limits.longLived = [](std::string_view, std::string_view target) { return target == "/topic"; };
+    server = std::make_unique<http::Server>(std::move(limits));
+    server->Get("/", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("hello", "text/plain");
+    });
+    server->Get("/topic", [this](const httplib::Request&, httplib::Response& res) {
+      streamTopic(res, topic);
+    });
+    port = server->start("127.0.0.1", 0, "test");
+  }
+  // A client whose stream has begun (its "hello" came).
+  std::unique_ptr<RawClient> open(int receiveBuffer = 0) {
+    auto client = std::make_unique<RawClient>(port, receiveBuffer);
+    client->send("GET /topic HTTP/1.1\r\nHost: x\r\n\r\n");
+    const std::string head = client->readUntil("hello\n");
+    EXPECT_EQ(head.rfind("HTTP/1.1 200", 0), 0u) << head;
+    EXPECT_NE(head.find("hello\n"), std::string::npos) << head;
+    return client;
+  }
+};
+
+// Four threads at most for long-lived requests, one for the turns: 24 streams open at once,
+// each waiting for news without a thread, and each gets the news.
+TEST_F(StreamTurnsTest, AStreamWaitingForNewsHoldsNoThreadAndIsWoken) {
+  http::ServerLimits limits;
+  limits.workers = 1;
+  limits.maxLongLived = 4;
+  limits.streamThreads = 1;
+  startTopic(limits);
+  std::vector<std::unique_ptr<RawClient>> clients;
+  for (int i = 0; i < 24; ++i)
+    clients.push_back(open());
+  EXPECT_EQ(server->parkedStreams(), 24u);
+  EXPECT_EQ(http("GET", url("/"), "", {}, 10'000).status, 200);  // the pool is free
+  topic->publish();
+  for (auto& client : clients)
+    EXPECT_NE(client->readUntil("news 1\n").find("news 1\n"), std::string::npos);
+  topic->publish();
+  for (auto& client : clients)
+    EXPECT_NE(client->readUntil("news 2\n").find("news 2\n"), std::string::npos);
+  EXPECT_EQ(topic->releasedNow(), 0);
+}
+
+// A stream that ends its body gives its connection back for the next request.
+TEST_F(StreamTurnsTest, AStreamedResponseThatEndsKeepsItsConnection) {
+  http::ServerLimits limits;
+  startTopic(limits);
+  topic->endAt = 1;
+  auto client = open();
+  topic->publish();
+  const std::string rest = client->readUntil("0\r\n\r\n");
+  EXPECT_NE(rest.find("news 1\n"), std::string::npos) << rest;
+  ASSERT_TRUE(topic->waitReleased(1));
+  EXPECT_EQ(topic->failedNow(), 0);
+  client->send("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_NE(client->readUntil("hello").find("hello"), std::string::npos);
+  EXPECT_FALSE(client->closed());
+}
+
+// The client of a parked stream goes: the loop sees the socket close and the stream is
+// released (its provider's releaser), with no news and no write due.
+TEST_F(StreamTurnsTest, ADepartedClientOfAParkedStreamIsReleased) {
+  http::ServerLimits limits;
+  startTopic(limits);
+  auto client = open();
+  auto stays = open();
+  ASSERT_EQ(server->parkedStreams(), 2u);
+  client.reset();
+  ASSERT_TRUE(topic->waitReleased(1));
+  EXPECT_EQ(topic->failedNow(), 1);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while ((server->parkedStreams() != 1 || server->connections() != 1) &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  EXPECT_EQ(server->parkedStreams(), 1u);
+  EXPECT_EQ(server->connections(), 1u);
+  topic->publish();
+  EXPECT_NE(stays->readUntil("news 1\n").find("news 1\n"), std::string::npos);
+}
+
+// A reader that takes nothing: its output waits in the stream's buffer, no more is made for it
+// (the provider is not called while the buffer is over a quarter full), and it is cut once it
+// has taken nothing for writeTimeout.
+TEST_F(StreamTurnsTest, AReaderThatTakesNothingIsCut) {
+  http::ServerLimits limits;
+  limits.writeTimeout = 100ms;
+  limits.maxStreamBuffer = 256 << 10;
+  startTopic(limits);
+  topic->newsBytes = 64 << 10;
+  auto client = open(4'096);
+  bool cut = false;
+  for (int i = 0; i < 1'000 && !cut; ++i) {
+    topic->publish();
+    cut = topic->waitReleased(1, 50ms);
+  }
+  ASSERT_TRUE(cut);
+  EXPECT_EQ(topic->failedNow(), 1);
+  client->readUntilClosed();
+  EXPECT_TRUE(client->closed());
+}
+
+// One write past the stream's buffer (the socket takes a little of it) cuts the stream at once,
+// long before a stalled reader would be (writeTimeout).
+TEST_F(StreamTurnsTest, AWritePastTheStreamBufferCutsTheStream) {
+  http::ServerLimits limits;
+  limits.writeTimeout = 600s;
+  limits.maxStreamBuffer = 64 << 10;
+  startTopic(limits);
+  topic->newsBytes = 16 << 20;
+  auto client = open(4'096);
+  topic->publish();
+  ASSERT_TRUE(topic->waitReleased(1));
+  EXPECT_EQ(topic->failedNow(), 1);
+  client->readUntilClosed();
+  EXPECT_TRUE(client->closed());
 }
 
 }  // namespace

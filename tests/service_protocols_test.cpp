@@ -1,9 +1,11 @@
 // The caps of the OpenAI-compatible endpoints and the UI streams (docs/service.md) that the npm
 // clients' tests cannot reach: a run that no worker takes (504 past openAiRunTimeout, the run
 // cancelled), the stream cap shared with the event streams (503), and the run store's cap on a
-// run's client tools. The Service in this process, on a scratch SQLite database, no worker.
+// run's client tools; and every kind of stream waiting without a thread of its own. The Service
+// in this process, on a scratch SQLite database, no worker.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <future>
 #include <thread>
 
@@ -11,6 +13,7 @@
 #include "parley/cost.hpp"
 #include "parley/errors.hpp"
 #include "parley/run_store.hpp"
+#include "raw_client.hpp"
 #include "run_databases.hpp"
 #include "service/service.hpp"
 
@@ -137,6 +140,146 @@ TEST_F(ServiceProtocolsTest, ARunsClientToolsAreCappedAndKept) {
       {{{"name", "lookup_order"}, {"description", "d"}, {"parameters", {{"type", "object"}}}}});
   const RunInfo run = runs->submit("t", "hi", options);
   EXPECT_EQ(runs->run(run.id)->options.clientTools, options.clientTools);
+}
+
+// This process's threads now (/proc/self/status).
+int threadsNow() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  return -1;
+}
+
+// One stream of each kind the service speaks (docs/service.md): the request that opens it, what
+// its first bytes hold, and what it sends once its run ends (cancelled).
+struct StreamKind {
+  std::string name;
+  std::string method;
+  std::string path;
+  json body;  // null for a GET
+  std::string greeting;
+  std::string ending;
+};
+
+std::vector<StreamKind> streamKinds(const std::string& id) {
+  const json userText = json::array({{{"type", "text"}, {"text", "hi"}}});
+  return {
+      {"native", "GET", "/v1/threads/" + id + "/events", nullptr, "retry: 1000",
+       "event: llm_execution_failed"},
+      {"langgraph",
+       "POST",
+       "/threads/" + id + "/runs/stream",
+       {{"assistant_id", "agent"},
+        {"if_not_exists", "create"},
+        {"input", {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}}}},
+       "event: metadata",
+       "event: end"},
+      {"chat.completions",
+       "POST",
+       "/v1/chat/completions",
+       {{"model", "default"},
+        {"stream", true},
+        {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}},
+       "\"role\":\"assistant\"",
+       "run_cancelled"},
+      {"responses",
+       "POST",
+       "/v1/responses",
+       {{"model", "default"}, {"stream", true}, {"input", "hi"}},
+       "response.created",
+       "response.failed"},
+      {"ui",
+       "POST",
+       "/v1/ui/chat",
+       {{"id", id}, {"messages", json::array({{{"role", "user"}, {"parts", userText}}})}},
+       "retry: 1000",
+       "[DONE]"},
+      {"ag-ui",
+       "POST",
+       "/v1/ag-ui",
+       {{"threadId", id},
+        {"runId", "run-" + id},
+        {"messages", json::array({{{"id", "m1"}, {"role", "user"}, {"content", "hi"}}})}},
+       "retry: 1000",
+       "RUN_FINISHED"},
+      {"a2a",
+       "POST",
+       "/a2a/jsonrpc",
+       {{"jsonrpc", "2.0"},
+        {"id", 1},
+        {"method", "SendStreamingMessage"},
+        {"params",
+         {{"message",
+           {{"messageId", "m-" + id},
+            {"contextId", id},
+            {"role", "ROLE_USER"},
+            {"parts", json::array({{{"text", "hi"}}})}}}}}},
+       "TASK_STATE_SUBMITTED",
+       "TASK_STATE_CANCELED"},
+  };
+}
+
+// Five streams of every kind, their runs queued (no worker): they wait without a thread each,
+// /metrics counts the live ones only once some clients leave, and each stream still left gets
+// its run's end when the runs are cancelled.
+TEST_F(ServiceProtocolsTest, EveryKindOfStreamWaitsWithoutAThread) {
+  ServiceOptions options;
+  options.heartbeat = 600s;
+  options.streamThreads = 2;
+  start(options);
+  ASSERT_EQ(http("GET", base + "/healthz", "", {}).status, 200);
+  const int before = threadsNow();
+  const std::string hostPort = base.substr(base.find("//") + 2);
+  const int port = std::stoi(hostPort.substr(hostPort.rfind(':') + 1));
+  struct Open {
+    StreamKind kind;
+    std::unique_ptr<RawClient> client;
+  };
+  std::vector<Open> open;
+  for (int i = 0; i < 5; ++i) {
+    for (auto& kind : streamKinds("t" + std::to_string(i))) {
+      if (kind.name == "native") {  // its thread must exist; the others make theirs
+        ASSERT_EQ(post("/v1/threads", {{"id", "t" + std::to_string(i)}}).status, 201);
+      }
+      auto client = std::make_unique<RawClient>(port);
+      std::string request =
+          kind.method + " " + kind.path + " HTTP/1.1\r\nHost: " + hostPort + "\r\n";
+      if (!kind.body.is_null()) {
+        const std::string body = kind.body.dump();
+        request +=
+            "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+            "\r\n\r\n" + body;
+      } else {
+        request += "\r\n";
+      }
+      client->send(request);
+      const std::string first = client->readUntil(kind.greeting);
+      ASSERT_NE(first.find(kind.greeting), std::string::npos) << kind.name << ": " << first;
+      open.push_back({kind, std::move(client)});
+    }
+  }
+  const int streams = static_cast<int>(open.size());
+  ASSERT_TRUE(waitForStreams(streams));
+  // A thread per stream would be 35 more; the threads that served their requests end.
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (threadsNow() > before + 4 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  EXPECT_LE(threadsNow(), before + 4) << "threads before the streams: " << before;
+  // One client of each kind leaves: only the live streams are counted.
+  for (size_t i = 0; i < open.size(); i += 5)
+    open[i].client.reset();
+  ASSERT_TRUE(waitForStreams(streams - 7));
+  // Every run ends: each stream left is woken with its end.
+  RunListOptions queued;
+  queued.status = RunStatus::Queued;
+  for (const auto& run : runs->listRuns(queued))
+    runs->cancel(run.id);
+  for (auto& [kind, client] : open) {
+    if (!client) continue;
+    const std::string rest = client->readUntil(kind.ending);
+    EXPECT_NE(rest.find(kind.ending), std::string::npos) << kind.name << ": " << rest;
+  }
 }
 
 }  // namespace

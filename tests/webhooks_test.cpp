@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "http/server.hpp"
 #include "model/sha256.hpp"
 #include "parley/errors.hpp"
 
@@ -35,14 +36,13 @@ class Receiver {
       res.status = n < statuses_.size() ? statuses_[n] : 200;
       if (res.status == 302) res.set_header("Location", "/elsewhere");
     });
-    // Bound and listening from here: a connection waits in the backlog until the loop runs.
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    port_ = server_.start("127.0.0.1", 0, "receiver");
   }
+  // parley's front, not httplib's listen thread: httplib's stop() before its thread listened
+  // left the thread listening and the join waiting (a test that sent nothing hung under load).
   ~Receiver() {
     release();
-    server_.stop();
-    thread_.join();
+    server_.shutdown();
   }
   std::string url(const std::string& path = "/hook") const {
     return "http://127.0.0.1:" + std::to_string(port_) + path;
@@ -65,11 +65,10 @@ class Receiver {
   }
 
  private:
-  httplib::Server server_;
+  http::Server server_;
   std::vector<int> statuses_;
   bool hold_;
   int port_ = 0;
-  std::thread thread_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<httplib::Request> requests_;

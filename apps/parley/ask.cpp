@@ -14,10 +14,11 @@
 // turn's cost, priced with prices_option.hpp's table as the model asked for (null: unpriced).
 // --schema asks for a structured answer (docs/structured-output.md): the JSON value, valid
 // against the schema, alone on stdout; exit code 3 when none came within the repairs.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -35,9 +36,9 @@
 #include "commands.hpp"
 #include "demo_tools.hpp"
 #include "endpoint.hpp"
+#include "extras.hpp"
 #include "markdown.hpp"
 #include "mcp_config.hpp"
-#include "mock/mock_server.hpp"
 #include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
 #include "parley/openai_client.hpp"
@@ -48,6 +49,7 @@
 #include "parley/store.hpp"
 #include "parley/stored_thread.hpp"
 #include "parley/structured_output.hpp"
+#include "parley/telemetry.hpp"
 #include "parley/turn_defaults.hpp"
 #include "prices_option.hpp"
 #include "prompt_input.hpp"
@@ -140,11 +142,46 @@ nlohmann::json schemaOption(const std::string& value) {
   }
 }
 
-std::atomic<bool> interrupted{false};
+// Ctrl-C cancels the turn: the handler only writes a byte to a pipe (what a handler may do), and
+// a thread blocked on the pipe turns it into a stop. It sleeps until then (no polling), and the
+// process ends as soon as the turn does (it once waited up to 20 ms for a polling watcher).
+int interruptPipe[2] = {-1, -1};
 
 void onSigint(int) {
-  interrupted.store(true);
+  const char byte = 'i';
+  (void)!::write(interruptPipe[1], &byte, 1);
 }
+
+class InterruptWatcher {
+ public:
+  explicit InterruptWatcher(std::stop_source& stop) {
+    if (::pipe2(interruptPipe, O_CLOEXEC) != 0) throw Error("cannot create a pipe for Ctrl-C");
+    thread_ = std::thread([&stop] {
+      char byte = 0;
+      while (::read(interruptPipe[0], &byte, 1) < 0 && errno == EINTR) {
+      }
+      if (byte == 'i') stop.request_stop();
+    });
+    previous_ = std::signal(SIGINT, onSigint);
+  }
+  ~InterruptWatcher() {
+    restore();
+    const char byte = 'e';  // the turn is over: the thread ends
+    (void)!::write(interruptPipe[1], &byte, 1);
+    thread_.join();
+    ::close(interruptPipe[0]);
+    ::close(interruptPipe[1]);
+  }
+  InterruptWatcher(const InterruptWatcher&) = delete;
+  InterruptWatcher& operator=(const InterruptWatcher&) = delete;
+
+  // Ctrl-C does what it did before (ends the process, usually) from now on.
+  void restore() { std::signal(SIGINT, previous_); }
+
+ private:
+  std::thread thread_;
+  void (*previous_)(int) = SIG_DFL;
+};
 
 int runAsk(const AskArgs& given) {
   AskArgs args = given;
@@ -229,12 +266,10 @@ int runAsk(const AskArgs& given) {
   }
   const Message promptMessage = cli::promptMessage(prompt, std::move(attachments));
   // Nothing configured: the built-in mock's demo agent answers, offline, as in `parley chat`.
-  std::unique_ptr<mock::MockServer> demo;
+  std::shared_ptr<void> demo;  // the mock of parley-extras.so (extras.hpp)
   EndpointArgs endpoint = args.endpoint;
   if (!endpointConfigured(args.endpoint)) {
-    demo = std::make_unique<mock::MockServer>(mock::MockOptions{});
-    demo->start();
-    endpoint.baseUrl = demo->baseUrl();
+    demo = extras().startDemoAgent(endpoint.baseUrl);
     if (args.toolSets.empty() && args.toolFiles.empty() && args.mcpServers.empty() && !schema)
       args.toolSets.push_back("demo");
     std::cerr << "parley: no endpoint configured; the built-in mock's demo agent answers "
@@ -248,8 +283,14 @@ int runAsk(const AskArgs& given) {
 
   ClientOptions client = resolveEndpoint(endpoint);
   addParameters(used, client);
-  // Read before the call, so a bad price file costs nothing.
-  const PriceTable prices = cliPriceTable(args.pricesFile, configFile(args.endpoint));
+  // The prices, when the turn is priced: its cost printed (--json), a budget (--max-cost), spans
+  // (parley.cost.usd), a --prices file (checked before the call, so a bad one costs nothing).
+  // Otherwise nothing reads them: parsing the shipped table was a tenth of a plain ask's start-up.
+  std::shared_ptr<const PriceTable> prices;
+  if (args.json || args.maxCost >= 0 || !args.pricesFile.empty() || telemetry()) {
+    prices = std::make_shared<const PriceTable>(
+        cliPriceTable(args.pricesFile, configFile(args.endpoint)));
+  }
   TurnDefaults turn;
   turn.systemPrompt = args.system;
   turn.maxIterations = args.maxIterations;
@@ -261,7 +302,7 @@ int runAsk(const AskArgs& given) {
     turn.turnTimeout = turn.callTimeout;
   }
   // Prices the telemetry spans too (parley.cost.usd); without a limit nothing is checked.
-  turn.budget.prices = std::make_shared<const PriceTable>(prices);
+  turn.budget.prices = prices;
   // Checked before every model call of the turn: nothing is sent that could go over.
   if (args.maxCost >= 0) turn.budget.maxCostPerRun = args.maxCost;
   ConversationOptions options = configureConversation(client, makeClient(client), tools, turn);
@@ -328,20 +369,9 @@ int runAsk(const AskArgs& given) {
     if (!args.json) std::cerr << toolResultLine(result, STDERR_FILENO) << "\n";
   };
 
-  // Ctrl-C cancels the call: the handler only sets a flag, a watcher turns it into a stop.
   std::stop_source stop;
   run.stopToken = stop.get_token();
-  interrupted.store(false);
-  auto previous = std::signal(SIGINT, onSigint);
-  std::jthread watcher([&stop](std::stop_token done) {
-    while (!done.stop_requested()) {
-      if (interrupted.load()) {
-        stop.request_stop();
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  });
+  InterruptWatcher watcher(stop);
 
   Message reply;
   std::string finishReason;
@@ -385,7 +415,8 @@ int runAsk(const AskArgs& given) {
     for (size_t i = std::min(viewBefore, view.size()); i < view.size() && !firstUsage; ++i) {
       if (view[i].role == Role::Assistant) firstUsage = view[i].usage;
     }
-    cost = prices.cost(client.model, std::span(view).subspan(std::min(viewBefore, view.size())));
+    if (prices)
+      cost = prices->cost(client.model, std::span(view).subspan(std::min(viewBefore, view.size())));
     for (size_t i = std::min(viewBefore, view.size()); i < view.size(); ++i) {
       for (Part& image : generatedImagesOf(view[i]))
         images.push_back(std::move(image));
@@ -396,13 +427,13 @@ int runAsk(const AskArgs& given) {
       stored->save(manager);
     }
   } catch (const CancelledError&) {
-    std::signal(SIGINT, previous);
+    watcher.restore();
     if (printedText) std::cout << (rendered ? rendered->finish() : std::string()) << "\n";
     std::cerr << "parley: interrupted\n";
     return kExitInterrupted;
   } catch (const RefusalError& e) {
     // Its own outcome: the provider's explanation, on stdout with --json, and exit code 4.
-    std::signal(SIGINT, previous);
+    watcher.restore();
     if (printedText) std::cout << (rendered ? rendered->finish() : std::string()) << "\n";
     if (args.json) {
       std::cout << nlohmann::json{{"message", nullptr},
@@ -416,13 +447,13 @@ int runAsk(const AskArgs& given) {
               << forTerminal(preview(e.explanation(), std::string::npos), STDERR_FILENO) << "\n";
     return exitCodeOf(e);
   } catch (const Error& e) {
-    std::signal(SIGINT, previous);
+    watcher.restore();
     if (printedText) std::cout << (rendered ? rendered->finish() : std::string()) << "\n";
     std::cerr << "parley: error: "
               << forTerminal(preview(e.what(), std::string::npos), STDERR_FILENO) << "\n";
     return exitCodeOf(e);
   }
-  std::signal(SIGINT, previous);
+  watcher.restore();
   if (answer) {
     std::cout << answer->dump() << "\n";
     return kExitOk;

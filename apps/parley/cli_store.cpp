@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <mutex>
 
-#include "parley/postgres_store.hpp"
+#include "extras.hpp"
 
 namespace parley::cli {
 
@@ -19,16 +19,18 @@ std::string defaultDbPath() {
 
 namespace {
 
-// postgresql:// URLs open the PostgreSQL store (parley::postgres).
-void registerStores() {
+// postgresql:// URLs open the PostgreSQL store (parley::postgres), which lives in
+// parley-extras.so with libpq (extras.hpp): loaded only for such a URL.
+void registerStores(const std::string& url) {
+  if (url.rfind("postgresql://", 0) != 0 && url.rfind("postgres://", 0) != 0) return;
   static std::once_flag postgres;
-  std::call_once(postgres, registerPostgresStore);
+  std::call_once(postgres, [] { extras().registerPostgresStore(); });
 }
 
 }  // namespace
 
 std::shared_ptr<ConversationStore> openCliStore(const std::string& url) {
-  registerStores();
+  registerStores(url);
   if (url.empty()) {
     const std::string path = defaultDbPath();
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());
@@ -77,7 +79,7 @@ std::shared_ptr<ConversationStore> openCliStoreForReading(const std::string& url
       !std::filesystem::exists(path, ignored)) {
     return nullptr;
   }
-  registerStores();
+  registerStores(target);
   return openStore(target, {.readOnly = true});
 }
 

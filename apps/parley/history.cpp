@@ -60,7 +60,7 @@ struct HistoryArgs {
 };
 
 // To the second: what a person reads in a list.
-std::string isoTime(std::chrono::system_clock::time_point at) {
+std::string isoSeconds(std::chrono::system_clock::time_point at) {
   const std::string text = parley::isoTime(at);
   return text.substr(0, 19) + "Z";
 }
@@ -71,8 +71,8 @@ nlohmann::json infoJson(const ThreadInfo& info) {
           {"fork_position", info.forkPosition},
           {"message_count", info.messageCount},
           {"version", info.version},
-          {"created_at", isoTime(info.createdAt)},
-          {"updated_at", isoTime(info.updatedAt)},
+          {"created_at", isoSeconds(info.createdAt)},
+          {"updated_at", isoSeconds(info.updatedAt)},
           {"title", info.title}};
 }
 
@@ -320,7 +320,7 @@ void list(const HistoryArgs& args) {
   for (const ListedThread& t : listed) {
     const ThreadInfo& info = t.info;
     std::cout << info.id << "  " << info.messageCount << " messages  updated "
-              << isoTime(info.updatedAt);
+              << isoSeconds(info.updatedAt);
     if (!t.model.empty()) std::cout << "  " << forTerminal(t.model, STDOUT_FILENO);
     if (t.cost.replies > 0) {
       std::cout << "  " << t.cost.promptTokens + t.cost.completionTokens << " tokens  "

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "extras.hpp"
 #include "parley/errors.hpp"
 #include "parley/otlp.hpp"
 #include "parley/telemetry.hpp"
@@ -65,6 +66,17 @@ class TelemetrySession {
   std::shared_ptr<parley::OtlpExporter> exporter_;
 };
 
+// The commands of parley-extras.so (extras.hpp), loaded only when one of them is built.
+void addMockFromExtras(CLI::App& app, int& exitCode) {
+  parley::cli::extras().addMockCommand(app, exitCode);
+}
+void addChatFromExtras(CLI::App& app, int& exitCode) {
+  parley::cli::extras().addChatCommand(app, exitCode);
+}
+void addServeFromExtras(CLI::App& app, int& exitCode) {
+  parley::cli::extras().addServeCommand(app, exitCode);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -81,30 +93,37 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   int exitCode = kExitOk;
   // Subcommands. A command line that names one (most do) gets only that one's options: building
-  // every command's options is a tenth of a short command's start-up (issue 42's one-turn `ask`).
-  // Anything else (`--help`, `--version`, a mistyped name, `completion`, which lists them all) gets
-  // every command.
+  // every command's options is a tenth of a short command's start-up (issue 42's one-turn `ask`),
+  // and the commands of parley-extras.so load it. `--version` gets none; anything else (`--help`,
+  // a mistyped name, `completion`, which lists them all) gets every command.
   struct Command {
     const char* name;
     void (*add)(CLI::App&, int&);
   };
   static constexpr Command kCommands[] = {
       {"tokens", addTokensCommand},       {"ask", addAskCommand},
-      {"mock", addMockCommand},           {"history", addHistoryCommand},
-      {"chat", addChatCommand},           {"mcp", addMcpCommand},
+      {"mock", addMockFromExtras},        {"history", addHistoryCommand},
+      {"chat", addChatFromExtras},        {"mcp", addMcpCommand},
       {"templates", addTemplatesCommand}, {"models", addModelsCommand},
       {"worker", addWorkerCommand},       {"submit", addSubmitCommand},
-      {"runs", addRunsCommand},           {"serve", addServeCommand},
+      {"runs", addRunsCommand},           {"serve", addServeFromExtras},
       {"eval", addEvalCommand},           {"completion", addCompletionCommand},
   };
   const std::string_view named = argc > 1 ? argv[1] : "";
   const auto only = std::find_if(std::begin(kCommands), std::end(kCommands),
                                  [&](const Command& c) { return named == c.name; });
-  if (only != std::end(kCommands) && named != "completion") {
-    only->add(app, exitCode);
-  } else {
-    for (const Command& command : kCommands)
-      command.add(app, exitCode);
+  try {
+    if (named == "--version") {
+      // Printed by the root app while parsing: no command is needed.
+    } else if (only != std::end(kCommands) && named != "completion") {
+      only->add(app, exitCode);
+    } else {
+      for (const Command& command : kCommands)
+        command.add(app, exitCode);
+    }
+  } catch (const parley::Error& e) {  // parley-extras.so could not be loaded
+    std::cerr << "parley: error: " << e.what() << "\n";
+    return exitCodeOf(e);
   }
 
   // Argument errors say who is speaking, as the other errors do.

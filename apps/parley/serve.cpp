@@ -3,6 +3,7 @@
 //
 //   parley serve [--db URL] [--host 127.0.0.1] [--port P] [--auth-token-env VAR]...
 //                [--cors ORIGIN] [--allowed-host NAME]... [--workers N]
+//                [--max-streams N] [--max-connections N] [--stream-threads N]
 //                [--webhook-secret-env VAR] [--webhook-allow-loopback] [--webhook-allow-private]
 //                [--a2a-card-key PEM_FILE [--a2a-card-key-id KID] [--a2a-card-jku URL]]
 //                [the endpoint and worker options of `parley worker`]
@@ -46,6 +47,9 @@ struct ServeArgs {
   std::string cardKeyId;
   std::string cardJku;
   int workers = 0;
+  size_t maxStreams = ServiceOptions{}.maxStreams;
+  size_t maxConnections = ServiceOptions{}.maxConnections;
+  size_t streamThreads = ServiceOptions{}.streamThreads;
   WorkerArgs worker;
 };
 
@@ -55,6 +59,9 @@ int runServe(ServeArgs args) {
   options.port = args.port;
   options.corsOrigin = args.cors;
   options.allowedHosts = args.allowedHosts;
+  options.maxStreams = args.maxStreams;
+  options.maxConnections = args.maxConnections;
+  options.streamThreads = args.streamThreads;
   if (!args.webhookSecretVar.empty()) {
     const char* value = std::getenv(args.webhookSecretVar.c_str());
     if (!value || !*value) {
@@ -174,6 +181,16 @@ void addServeCommand(CLI::App& app, int& exitCode) {
   cmd->add_option("--a2a-card-jku", args->cardJku,
                   "The signature's jku: the URL of a JWK Set holding the public key");
   cmd->add_option("--workers", args->workers, "Also run N worker loops in this process (default 0)")
+      ->check(CLI::Range(0, 64));
+  cmd->add_option("--max-streams", args->maxStreams,
+                  "Event streams (of every kind) open at once (default 1000); past it: 503")
+      ->check(CLI::Range(1, 1'000'000));
+  cmd->add_option("--max-connections", args->maxConnections,
+                  "Connections open at once (default 4096; each stream holds one)")
+      ->check(CLI::Range(1, 1'000'000));
+  cmd->add_option("--stream-threads", args->streamThreads,
+                  "Threads writing the streams that have news (default 4); a waiting stream holds "
+                  "none. 0: a thread per stream")
       ->check(CLI::Range(0, 64));
   addWorkerOptions(*cmd, args->worker);
   cmd->callback([args, &exitCode] { exitCode = runServe(*args); });

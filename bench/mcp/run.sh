@@ -42,20 +42,30 @@ echo "server-everything: stdio children, and Streamable HTTP at $url"
 PARLEY_BENCH_MCP_NODE="$node_bin" PARLEY_BENCH_MCP_EVERYTHING="$everything" PARLEY_BENCH_MCP_URL="$url" \
   "$build/bench/mcp_bench" --benchmark_format=json --benchmark_out="$work/parley.json" \
   --benchmark_out_format=json $min_time >/dev/null
+# parley again over HTTP, speaking 2025-06-18: server-everything answers a 2025-11-25 client (both
+# clients negotiate it) about 1 ms later, its priming event (docs/mcp.md), so this line shows
+# what of a call's time is the server's revision.
+PARLEY_BENCH_MCP_URL="$url" PARLEY_BENCH_MCP_PROTOCOL=2025-06-18 "$build/bench/mcp_bench" \
+  --benchmark_filter=Http --benchmark_format=json --benchmark_out="$work/parley-2025-06-18.json" \
+  --benchmark_out_format=json $min_time >/dev/null
 (cd "$work" && node sdk_bench.mjs "$node_bin" "$everything" "$url" "$seconds") >"$work/sdk.jsonl"
 
-node - "$work/parley.json" "$work/sdk.jsonl" <<'JS'
+node - "$work/parley.json" "$work/sdk.jsonl" "$work/parley-2025-06-18.json" <<'JS'
 const fs = require('fs');
-const [parleyFile, sdkFile] = process.argv.slice(2);
+const [parleyFile, sdkFile, oldFile] = process.argv.slice(2);
 const parley = {};
 for (const b of JSON.parse(fs.readFileSync(parleyFile)).benchmarks) {
-  parley[b.name.includes('Stdio') ? 'stdio' : 'http'] = b.real_time;  // us per call
+  parley[b.name.includes('Stdio') ? 'stdio' : 'http'] = b;  // real_time: us per call
 }
 for (const line of fs.readFileSync(sdkFile, 'utf8').trim().split('\n')) {
   const sdk = JSON.parse(line);
   const ours = parley[sdk.transport];
-  console.log(`${sdk.transport.padEnd(5)}  parley ${ours.toFixed(0)} us/call, ` +
-              `TypeScript SDK ${sdk.us_per_call.toFixed(0)} us/call -> ` +
-              `parley takes ${(ours / sdk.us_per_call).toFixed(2)}x the SDK's time`);
+  console.log(`${sdk.transport.padEnd(5)}  parley ${ours.real_time.toFixed(0)} us/call ` +
+              `(client CPU ${ours.cpu_time.toFixed(0)} us), TypeScript SDK ` +
+              `${sdk.us_per_call.toFixed(0)} us/call -> ` +
+              `parley takes ${(ours.real_time / sdk.us_per_call).toFixed(2)}x the SDK's time`);
 }
+const old = JSON.parse(fs.readFileSync(oldFile)).benchmarks[0];
+console.log(`http   parley speaking 2025-06-18: ${old.real_time.toFixed(0)} us/call ` +
+            `(client CPU ${old.cpu_time.toFixed(0)} us)`);
 JS

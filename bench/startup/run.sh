@@ -2,8 +2,9 @@
 # One non-streamed turn as a whole process: `parley ask --no-stream` against node running the
 # official `openai` npm SDK (bench/startup/ask.mjs), both asking the same `parley mock` in the
 # same run, in turn. Prints each one's CPU time (user + system) and peak RSS, medians of the
-# runs, and the ratios. parley asks with --no-save (the peer keeps nothing either), and once
-# more saving the turn to a fresh SQLite file, as `parley ask` does by default.
+# runs, and the ratios. parley asks with --no-save (the peer keeps nothing either), and saving
+# the turn as `parley ask` does by default: to a database that exists (a thread more each run),
+# and to a fresh SQLite file (a first use: the schema is made).
 #   bench/startup/run.sh [--tiny] [BUILD_DIR]     (default: build)
 # Installs the pinned SDK (bench/startup/package-lock.json) into BUILD_DIR/bench/startup-node.
 # --tiny: 3 runs of each (the README test checks that the script works); else 21.
@@ -30,12 +31,18 @@ parley, url, work, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]
 prompt = "Say hello in one short sentence."
 db = tempfile.mkdtemp()
 env = dict(os.environ, OPENAI_API_KEY="sk-bench")
+existing = os.path.join(db, "existing.db")
 commands = {
     "parley ask --no-stream --no-save": [parley, "ask", "--no-stream", "--no-save",
                                          "--base-url", url, "--model", "gpt-4o-mini", prompt],
-    "parley ask --no-stream (saved)": None,  # a fresh database each run
+    "parley ask --no-stream (saved)": [parley, "ask", "--no-stream", "--db", existing,
+                                       "--base-url", url, "--model", "gpt-4o-mini", prompt],
+    "parley ask --no-stream (new db)": None,  # a fresh database each run
     "node + openai SDK": ["node", os.path.join(work, "ask.mjs"), url, "gpt-4o-mini", prompt],
 }
+# The database that exists: made (and its first thread saved) before the runs.
+subprocess.run(commands["parley ask --no-stream (saved)"], env=env, check=True,
+               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 cpu = {k: [] for k in commands}
 rss = {k: [] for k in commands}
 for i in range(runs):

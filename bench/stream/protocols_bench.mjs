@@ -3,12 +3,15 @@
 // assembler) and @anthropic-ai/sdk (messages.create with stream: true, and messages.stream ->
 // finalMessage, its own assembler) reading the same streams from the same `parley mock`.
 // The same for Gemini with @google/genai. Prints one JSON line per peer.
-//   node protocols_bench.mjs BASE_URL RESPONSES_BYTES ANTHROPIC_BYTES RUNS GEMINI_BYTES
+//   node protocols_bench.mjs BASE_URL RESPONSES_BYTES ANTHROPIC_BYTES RUNS GEMINI_BYTES [ONLY]
+// ONLY: run the peers whose name holds it (run.sh runs one protocol's peers right after parley's
+// client of that protocol). Each line has the best run's wall time and the process's CPU time in
+// it (cpu_ms).
 import Anthropic from '@anthropic-ai/sdk';
 import { GoogleGenAI } from '@google/genai';
 import OpenAI from 'openai';
 
-const [baseURL, responsesBytes, anthropicBytes, runsArg, geminiBytes] = process.argv.slice(2);
+const [baseURL, responsesBytes, anthropicBytes, runsArg, geminiBytes, only] = process.argv.slice(2);
 const runs = Number(runsArg ?? 3);
 const openai = new OpenAI({ baseURL, apiKey: 'sk-bench', maxRetries: 0 });
 const anthropic = new Anthropic({ baseURL: baseURL.replace(/\/v1$/, ''), apiKey: 'sk-bench', maxRetries: 0 });
@@ -93,13 +96,21 @@ for (const [peer, fn, bytes] of [
   ['anthropic-sdk iterate', anthropicIterate, Number(anthropicBytes)],
   ['anthropic-sdk assemble', anthropicAssemble, Number(anthropicBytes)],
 ]) {
+  if (only && !peer.includes(only)) continue;
   await fn();  // warm-up
   let best = Infinity;
+  let bestCpu = 0;
   let events = 0;
   for (let i = 0; i < runs; i++) {
     const t0 = performance.now();
+    const cpu0 = process.cpuUsage();
     events = await fn();
-    best = Math.min(best, (performance.now() - t0) / 1000);
+    const cpu = process.cpuUsage(cpu0);
+    const seconds = (performance.now() - t0) / 1000;
+    if (seconds < best) {
+      best = seconds;
+      bestCpu = (cpu.user + cpu.system) / 1000;
+    }
   }
-  console.log(JSON.stringify({ peer, chunks: events, seconds: best, chunks_per_s: events / best, mb_per_s: bytes / best / 1e6 }));
+  console.log(JSON.stringify({ peer, chunks: events, seconds: best, cpu_ms: bestCpu, chunks_per_s: events / best, mb_per_s: bytes / best / 1e6 }));
 }

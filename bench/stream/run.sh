@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# Stream assembly over loopback: parley's generateStream against the official `openai` npm SDK,
-# both reading the same stream from the same `parley mock` process in the same run.
+# Stream assembly over loopback, per protocol: parley's client (client_bench's
+# BM_StreamLoopback, BM_ProtocolStreamLoopback) against the official npm SDK of that protocol
+# (`openai`, `@anthropic-ai/sdk`, `@google/genai`), both reading the same stream from the same
+# `parley mock` process, one protocol after the other (parley, then its peers), so that each ratio
+# is measured under the same load.
 #   bench/stream/run.sh [--tiny] [BUILD_DIR]     (default: build)
-# Installs the pinned SDK (bench/stream/package-lock.json) into BUILD_DIR/bench/stream-node with npm ci.
-# --tiny: a 1 000-chunk stream, one run each (the README test checks that the script works).
+# Installs the pinned SDKs (bench/stream/package-lock.json) into BUILD_DIR/bench/stream-node with
+# npm ci. --tiny: a 1 000-chunk stream, one run each (the README test checks that the script works).
+# Each line gives the rate (the best of the runs, by wall time) and the client's CPU time per
+# stream; a ratio is parley's rate over the peer's, and in brackets the peer's CPU time over
+# parley's. The mock is a server of its own (bench/common.sh), as a provider's would be: under
+# load it does not take its CPU from the client's share.
 set -euo pipefail
 build=build
 runs=3
@@ -31,53 +38,36 @@ gemini_bytes=$(echo "$info" | sed -E 's/.*gemini ([0-9]+) bytes.*/\1/')
 echo "$info"
 
 start_mock "$work/mock.out" --script "$script"
-echo "mock: $url"
+echo "mock: $url; load $(cut -d' ' -f1-3 /proc/loadavg)"
 
-PARLEY_BENCH_BASE_URL="$url" "$build/bench/client_bench" --benchmark_filter='BM_StreamLoopback' \
-  --benchmark_repetitions="$runs" --benchmark_report_aggregates_only=false \
-  --benchmark_format=json >"$work/parley.json"
-node "$work/stream_bench.mjs" "$url" "$bytes" "$runs" >"$work/npm.jsonl"
-
-node - "$work/parley.json" "$work/npm.jsonl" <<'JS'
+# compare LABEL FILTER PEER_COMMAND...: parley's benchmark FILTER, then the peers, then the lines.
+compare() {
+  local label=$1 filter=$2
+  shift 2
+  PARLEY_BENCH_BASE_URL="$url" "$build/bench/client_bench" --benchmark_filter="$filter" \
+    --benchmark_repetitions="$runs" --benchmark_format=json >"$work/parley.json"
+  "$@" >"$work/npm.jsonl"
+  node - "$label" "$work/parley.json" "$work/npm.jsonl" <<'JS'
 const fs = require('fs');
-const [parleyFile, npmFile] = process.argv.slice(2);
+const [label, parleyFile, npmFile] = process.argv.slice(2);
 const runs = JSON.parse(fs.readFileSync(parleyFile)).benchmarks.filter((b) => b.run_type === 'iteration');
-const best = runs.reduce((a, b) => (a['chunks/s'] > b['chunks/s'] ? a : b));
-const parley = { chunks_per_s: best['chunks/s'], mb_per_s: best.bytes_per_second / 1e6,
-                 cpu_ms: best.cpu_time, wall_ms: best.real_time };
-console.log(`parley generateStream: ${Math.round(parley.chunks_per_s)} chunks/s, ` +
-            `${parley.mb_per_s.toFixed(1)} MB/s (wall ${parley.wall_ms.toFixed(1)} ms, ` +
-            `client CPU ${parley.cpu_ms.toFixed(1)} ms per stream)`);
+const p = runs.reduce((a, b) => (a['chunks/s'] > b['chunks/s'] ? a : b));
+console.log(`parley ${label}: ${Math.round(p['chunks/s'])} deltas/s, ` +
+            `${(p.bytes_per_second / 1e6).toFixed(1)} MB/s (wall ${p.real_time.toFixed(1)} ms, ` +
+            `client CPU ${p.cpu_time.toFixed(1)} ms per stream)`);
 for (const line of fs.readFileSync(npmFile, 'utf8').trim().split('\n')) {
-  const npm = JSON.parse(line);
-  console.log(`${npm.peer}: ${Math.round(npm.chunks_per_s)} chunks/s, ${npm.mb_per_s.toFixed(1)} MB/s` +
-              ` -> parley is ${(parley.chunks_per_s / npm.chunks_per_s).toFixed(1)}x`);
+  const n = JSON.parse(line);
+  console.log(`  ${n.peer}: ${Math.round(n.chunks_per_s)} events/s (wall ${(n.seconds * 1e3).toFixed(0)} ms, ` +
+              `CPU ${n.cpu_ms.toFixed(0)} ms per stream) -> parley is ` +
+              `${(p['chunks/s'] / n.chunks_per_s).toFixed(1)}x [${(n.cpu_ms / p.cpu_time).toFixed(1)}x]`);
 }
 JS
+}
 
-# The other three protocols: the same reply as an OpenAI Responses, an Anthropic Messages and a
-# Gemini stream,
-# parley's client of each against that protocol's official SDK.
-PARLEY_BENCH_BASE_URL="$url" "$build/bench/client_bench" \
-  --benchmark_filter='BM_ProtocolStreamLoopback/[123]' --benchmark_repetitions="$runs" \
-  --benchmark_format=json >"$work/protocols.json"
-node "$work/protocols_bench.mjs" "$url" "$responses_bytes" "$anthropic_bytes" "$runs" "$gemini_bytes" >"$work/protocols-npm.jsonl"
-node - "$work/protocols.json" "$work/protocols-npm.jsonl" <<'JS'
-const fs = require('fs');
-const [parleyFile, npmFile] = process.argv.slice(2);
-const runs = JSON.parse(fs.readFileSync(parleyFile)).benchmarks.filter((b) => b.run_type === 'iteration');
-const best = (label) => runs.filter((b) => b.label === label).reduce((a, b) => (a['chunks/s'] > b['chunks/s'] ? a : b));
-const npm = fs.readFileSync(npmFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
-for (const [label, peers] of [['openai-responses', ['openai-node responses iterate', 'openai-node responses assemble']],
-                              ['anthropic', ['anthropic-sdk iterate', 'anthropic-sdk assemble']],
-                              ['gemini', ['genai generateContentStream', 'genai chat sendMessageStream']]]) {
-  const p = best(label);
-  console.log(`parley ${label}: ${Math.round(p['chunks/s'])} deltas/s (wall ${p.real_time.toFixed(1)} ms, ` +
-              `client CPU ${p.cpu_time.toFixed(1)} ms per stream)`);
-  for (const name of peers) {
-    const n = npm.find((x) => x.peer === name);
-    console.log(`  ${name}: ${Math.round(n.chunks_per_s)} events/s -> parley is ` +
-                `${(p['chunks/s'] / n.chunks_per_s).toFixed(1)}x`);
-  }
-}
-JS
+compare chat 'BM_StreamLoopback' node "$work/stream_bench.mjs" "$url" "$bytes" "$runs"
+for protocol in 1:openai-responses:responses 2:anthropic:anthropic 3:gemini:genai; do
+  IFS=: read -r index label peers <<<"$protocol"
+  compare "$label" "BM_ProtocolStreamLoopback/$index/" node "$work/protocols_bench.mjs" "$url" \
+    "$responses_bytes" "$anthropic_bytes" "$runs" "$gemini_bytes" "$peers"
+done
+echo "load $(cut -d' ' -f1-3 /proc/loadavg)"

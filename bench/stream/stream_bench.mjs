@@ -1,6 +1,7 @@
 // The peer of parley's BM_StreamLoopback: the official openai SDK (pinned in package.json)
 // reading the same stream from the same `parley mock`. Prints one JSON line per mode.
 //   node stream_bench.mjs BASE_URL STREAM_BYTES [RUNS]
+// Each line has the best run's wall time and the process's CPU time in it (cpu_ms).
 // Modes: "iterate" reads every chunk and concatenates the content deltas (the least the SDK
 // can do); "assemble" uses the SDK's own assembler (chat.completions.stream ->
 // finalChatCompletion), the counterpart of parley's generateStream.
@@ -42,16 +43,24 @@ async function assemble() {
 for (const [mode, fn] of [['iterate', iterate], ['assemble', assemble]]) {
   await fn();  // warm-up
   let best = Infinity;
+  let bestCpu = 0;
   let chunks = 0;
   for (let i = 0; i < runs; i++) {
     const t0 = performance.now();
+    const cpu0 = process.cpuUsage();
     chunks = await fn();
-    best = Math.min(best, (performance.now() - t0) / 1000);
+    const cpu = process.cpuUsage(cpu0);
+    const seconds = (performance.now() - t0) / 1000;
+    if (seconds < best) {
+      best = seconds;
+      bestCpu = (cpu.user + cpu.system) / 1000;
+    }
   }
   console.log(JSON.stringify({
     peer: `openai-node ${mode}`,
     chunks,
     seconds: best,
+    cpu_ms: bestCpu,
     chunks_per_s: chunks / best,
     mb_per_s: streamBytes / best / 1e6,
   }));

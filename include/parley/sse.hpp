@@ -58,6 +58,7 @@ class SseDecoder {
 
  private:
   bool processLine(std::string_view line, const EventHandler& onEvent);
+  void processOtherLine(std::string_view line);  // not blank, `data: ` or `event: `
   bool dispatch(const EventHandler& onEvent);
   void checkSize(size_t lineBytes) const;
 

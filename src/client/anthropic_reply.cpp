@@ -1,5 +1,6 @@
 #include "client/anthropic_reply.hpp"
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -93,6 +94,14 @@ bool consume(std::string_view& s, std::string_view prefix) {
   return true;
 }
 
+// ASCII that may stand in a JSON string as it is: not a quote, a backslash, a control character.
+constexpr auto kPlainByte = [] {
+  std::array<bool, 256> plain{};
+  for (int c = 0x20; c < 0x80; ++c)
+    plain[static_cast<size_t>(c)] = c != '"' && c != '\\';
+  return plain;
+}();
+
 bool readPlainDelta(std::string_view s, PlainDelta& out) {
   if (!consume(s, R"({"type":"content_block_delta","index":)")) return false;
   size_t digits = 0;
@@ -118,18 +127,21 @@ bool readPlainDelta(std::string_view s, PlainDelta& out) {
     s.remove_prefix(typeEnd);
     if (!consume(s, R"(",")") || !consume(s, field) || !consume(s, R"(":")")) return false;
   }
+  // The piece: up to its closing quote, with no escape or control character (kPlainByte).
   bool ascii = true;
   size_t end = 0;
-  for (; end < s.size(); ++end) {
+  for (;; ++end) {
+    if (end == s.size()) return false;
     const auto c = static_cast<unsigned char>(s[end]);
+    if (kPlainByte[c]) continue;
     if (c == '"') break;
-    if (c == '\\' || c < 0x20) return false;
-    ascii = ascii && c < 0x80;
+    if (c < 0x80) return false;  // a backslash or a control character
+    ascii = false;
   }
-  if (end == s.size()) return false;
-  const std::string_view piece = s.substr(0, end);
+  const std::string_view piece(s.data(), end);
   if (!ascii && !simdjson::validate_utf8(piece.data(), piece.size())) return false;
-  if (s.substr(end) != R"("}})") return false;
+  // The rest is exactly "}} (the string's quote, then the two objects' ends).
+  if (s.size() != end + 3 || std::memcmp(s.data() + end, R"("}})", 3) != 0) return false;
   out.index = index;
   out.kind = kind;
   out.type = type;

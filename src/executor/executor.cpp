@@ -62,6 +62,38 @@ struct ThreadState {
   bool callDone = true;
 };
 
+// The pool tasks that hold the executor (its runners), counted so that ~LlmExecutor waits until
+// the last has let it go: the executor's state, and the store it holds, end on the caller's
+// thread, not on a pool thread after the caller went on (and removed the database, say).
+struct TaskCount {
+  std::mutex mutex;
+  std::condition_variable zero;
+  size_t tasks = 0;
+
+  void wait() {
+    std::unique_lock lock(mutex);
+    zero.wait(lock, [&] { return tasks == 0; });
+  }
+};
+
+// One task's place in the count, given back when the task is destroyed.
+struct TaskTicket {
+  explicit TaskTicket(std::shared_ptr<TaskCount> c) : count(std::move(c)) {
+    std::lock_guard lock(count->mutex);
+    ++count->tasks;
+  }
+  ~TaskTicket() {
+    {
+      std::lock_guard lock(count->mutex);
+      --count->tasks;
+    }
+    count->zero.notify_all();
+  }
+  TaskTicket(const TaskTicket&) = delete;
+  TaskTicket& operator=(const TaskTicket&) = delete;
+  std::shared_ptr<TaskCount> count;
+};
+
 }  // namespace
 
 struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
@@ -77,7 +109,8 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
   std::unordered_map<std::string, std::shared_ptr<ThreadState>> threads;
   std::deque<std::shared_ptr<ThreadState>> ready;  // scheduled, waiting for a slot
   int running = 0;                                 // runners alive
-  size_t outstanding = 0;                          // requests queued or running
+  std::shared_ptr<TaskCount> tasks = std::make_shared<TaskCount>();  // runner tasks alive
+  size_t outstanding = 0;                                            // requests queued or running
   bool stopped = false;
 
   detail::ToolStatsTable toolStats;
@@ -158,10 +191,18 @@ struct LlmExecutor::Impl : std::enable_shared_from_this<LlmExecutor::Impl> {
     startRunner(std::move(state));
   }
 
+  // A runner on the pool. Its members end in reverse order: the hold on the executor before
+  // the ticket, so that the count reaches zero only once no task holds the executor.
+  struct RunnerTask {
+    std::shared_ptr<TaskTicket> ticket;
+    std::shared_ptr<Impl> self;
+    std::shared_ptr<ThreadState> state;
+    void operator()() { self->runner(std::move(state)); }
+  };
+
   void startRunner(std::shared_ptr<ThreadState> state) {
     try {
-      pool->submit(
-          [self = shared_from_this(), state]() mutable { self->runner(std::move(state)); });
+      pool->submit(RunnerTask{std::make_shared<TaskTicket>(tasks), shared_from_this(), state});
     } catch (...) {
       // No thread could be started: the requests stay queued for the next runner to free up.
       std::lock_guard lock(mutex);
@@ -641,6 +682,7 @@ LlmExecutor::~LlmExecutor() {
   impl_->shutdown();
   impl_->subscriptions.clear();
   impl_->worker.reset();
+  impl_->tasks->wait();
 }
 
 LlmExecutionResult LlmExecutor::execute(LlmExecutionRequest request) {

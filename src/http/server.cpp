@@ -1,5 +1,6 @@
 // Over 600 lines: one connection state machine (head, sized or chunked body, hand-off, keep-alive)
-// with its caps and deadlines, read best in one piece.
+// with its caps and deadlines, read best in one piece. The turns of streamed responses are
+// stream_turns.cpp's.
 #include "http/server.hpp"
 
 #include <arpa/inet.h>
@@ -23,8 +24,10 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
+#include "http/stream_turns.hpp"
 #include "model/blanks.hpp"
 #include "parley/errors.hpp"
 
@@ -109,11 +112,13 @@ class RequestStream : public httplib::Stream {
   }
   // Sends a held head (a response whose body was empty or never written).
   bool flush() {
-    if (held_.empty()) return true;
+    if (held_.empty()) return !failed_;
     const bool sent = sendAll(held_.data(), held_.size());
     held_.clear();
     return sent;
   }
+  // A write failed (httplib ignores the result of a head's write).
+  bool failed() const { return failed_; }
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
     addressOf(sock_, true, ip, port);
   }
@@ -138,7 +143,10 @@ class RequestStream : public httplib::Stream {
       const ssize_t n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
       if (n >= 0) return n;
       if (errno == EINTR) continue;
-      if ((errno != EAGAIN && errno != EWOULDBLOCK) || !is_writable()) return -1;
+      if ((errno != EAGAIN && errno != EWOULDBLOCK) || !is_writable()) {
+        failed_ = true;
+        return -1;
+      }
     }
   }
   bool sendAll(const char* ptr, size_t size) {
@@ -156,6 +164,7 @@ class RequestStream : public httplib::Stream {
   size_t at_ = 0;
   std::chrono::milliseconds writeTimeout_;
   bool headSent_ = false;
+  bool failed_ = false;
   std::string held_;  // a response's head, until its body's first write
 };
 
@@ -171,29 +180,10 @@ std::string errorAnswer(int status, const char* reason, const char* code,
          "\r\nConnection: close\r\n\r\n" + body;
 }
 
-thread_local std::shared_ptr<ClientWatch> servingWatch;
+// The front's loop checks deadlines (a scan of every connection) at most this often.
+constexpr std::chrono::milliseconds kSweepEvery{20};
 
 }  // namespace
-
-void ClientWatch::onGone(std::function<void()> wake) {
-  std::unique_lock lock(mutex_);
-  wake_ = std::move(wake);
-  if (gone_.load() && wake_) {
-    auto call = wake_;
-    lock.unlock();
-    call();
-  }
-}
-
-void ClientWatch::markGone() {
-  std::lock_guard lock(mutex_);  // held while waking: onGone() cannot swap the function away
-  gone_.store(true);
-  if (wake_) wake_();
-}
-
-std::shared_ptr<ClientWatch> currentClientWatch() {
-  return servingWatch;
-}
 
 struct Server::Front {
   enum class State { Head, Body, Busy, Idle, Closing };
@@ -218,7 +208,12 @@ struct Server::Front {
     enum class Chunk { Size, Data, DataEnd, Trailers } chunk = Chunk::Size;
     size_t chunkLeft = 0;
     size_t trailerBytes = 0;
-    std::shared_ptr<ClientWatch> watch;  // while a long-lived request is served
+    // A long-lived request's, while it is served; in turns (`inTurns`, the loop's) once its
+    // handler has handed its streamed response over, and `flushing` once that response has
+    // ended and its last bytes wait for room before the connection is kept.
+    std::shared_ptr<detail::LongLivedStream> stream;
+    bool inTurns = false;
+    bool flushing = false;
   };
 
   Server& server;
@@ -238,10 +233,25 @@ struct Server::Front {
   std::condition_variable threadsDone;
   std::deque<std::pair<std::shared_ptr<Conn>, std::string>> queue;  // connection, request
   std::vector<std::pair<std::shared_ptr<Conn>, bool>> returned;     // connection, keep it
+  std::vector<std::shared_ptr<Conn>> handedOver;  // streamed in turns now: watch the client
+  std::vector<std::shared_ptr<Conn>> wantRoom;    // a stream's socket is full: watch for room
   std::vector<std::thread> workers;
-  size_t longLived = 0;  // stream threads running
+  size_t longLived = 0;                        // long-lived threads running
+  std::shared_ptr<detail::StreamTurns> turns;  // null without streamThreads
+  // The loop's: streams whose output waits for room (watched for a stall), the last scan.
+  std::unordered_set<std::shared_ptr<Conn>> writers;
+  Clock::time_point lastSweep{};
+  // The next scan at the latest: any thread that sets a deadline brings it forward.
+  std::atomic<Clock::rep> sweepAt{0};
 
   Front(Server& s, ServerLimits l) : server(s), limits(std::move(l)) {}
+
+  void scanBy(Clock::time_point deadline) {
+    const Clock::rep at = deadline.time_since_epoch().count();
+    Clock::rep now = sweepAt.load();
+    while (at < now && !sweepAt.compare_exchange_weak(now, at)) {
+    }
+  }
 
   void wake() const {
     const uint64_t one = 1;
@@ -268,8 +278,7 @@ struct Server::Front {
           auto found = conns.find(fd);
           if (found == conns.end()) continue;
           if (found->second->state == State::Busy) {
-            // A long-lived request's socket, watched for its client's going (one shot).
-            if (found->second->watch) found->second->watch->markGone();
+            busyEvent(found->second, events[i].events);
           } else {
             readable(found->second);
           }
@@ -293,11 +302,75 @@ struct Server::Front {
     ::epoll_ctl(epollFd, EPOLL_CTL_ADD, conn->fd, &ev);
   }
 
+  // `conn` may be the map's own element: nothing of it is used after it is erased.
   void close(const std::shared_ptr<Conn>& conn) {
     ::epoll_ctl(epollFd, EPOLL_CTL_DEL, conn->fd, nullptr);
     ::close(conn->fd);
+    writers.erase(conn);
+    conn->stream.reset();  // it points back at the connection
     conns.erase(conn->fd);
     --open;
+  }
+
+  // A long-lived request's socket: watched for its client's going (one shot while its handler
+  // runs), and, streamed in turns, for room for the output that waits.
+  void busyEvent(const std::shared_ptr<Conn>& conn, uint32_t events) {
+    if (!conn->stream) return;
+    if (!conn->inTurns) {
+      conn->stream->markGone();
+      return;
+    }
+    if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+      conn->stream->markGone();  // its turn ends it (and hands the connection back)
+      if (conn->flushing) {
+        close(conn);
+      } else {
+        ::epoll_ctl(epollFd, EPOLL_CTL_DEL, conn->fd, nullptr);
+        writers.erase(conn);
+      }
+      return;
+    }
+    if ((events & EPOLLOUT) && conn->stream->flush()) roomFound(conn);
+  }
+
+  // Interest in a streamed response's socket: its client's going, and room when output waits.
+  void watchStream(const std::shared_ptr<Conn>& conn, bool room) {
+    epoll_event ev{};
+    ev.events = EPOLLRDHUP | (room ? EPOLLOUT : 0u);
+    ev.data.fd = conn->fd;
+    if (::epoll_ctl(epollFd, EPOLL_CTL_MOD, conn->fd, &ev) != 0)
+      ::epoll_ctl(epollFd, EPOLL_CTL_ADD, conn->fd, &ev);
+    if (room) {
+      writers.insert(conn);
+    } else {
+      writers.erase(conn);
+    }
+  }
+
+  // A stream's output has all gone (or it broke): a stream that ended goes back now.
+  void roomFound(const std::shared_ptr<Conn>& conn) {
+    if (conn->flushing) {
+      giveBack(conn, true);
+    } else {
+      watchStream(conn, false);
+    }
+  }
+
+  // The loop's checks of streams whose output waits: a reader that takes nothing for
+  // writeTimeout is cut.
+  void checkWriters(Clock::time_point now) {
+    std::vector<std::shared_ptr<Conn>> stalled;
+    for (const auto& conn : writers) {
+      if (conn->stream && conn->stream->cutIfStalled(now, limits.writeTimeout))
+        stalled.push_back(conn);
+    }
+    for (auto& conn : stalled) {
+      if (conn->flushing) {
+        close(conn);
+      } else {
+        watchStream(conn, false);  // its turn ends it
+      }
+    }
   }
 
   // Answers `text` (best effort: the socket is non-blocking) and closes after a short linger.
@@ -308,11 +381,21 @@ struct Server::Front {
     conn->in.clear();
     conn->since = Clock::now();
     conn->deadline = conn->since + kLinger;
+    scanBy(conn->deadline);
   }
 
-  // Closes what passed its deadline; returns how long epoll may wait (ms).
+  // Closes what passed its deadline; returns how long epoll may wait (ms). Scans every
+  // connection at most every kSweepEvery: with thousands of streams open, a scan per wake-up
+  // would cost more than the wake-ups.
   int sweep() {
     const auto now = Clock::now();
+    const auto due =
+        std::max(Clock::time_point(Clock::duration(sweepAt.load())), lastSweep + kSweepEvery);
+    if (now < due) {
+      return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(due - now).count() + 1);
+    }
+    lastSweep = now;
+    checkWriters(now);
     auto next = now + std::chrono::seconds(1);
     std::vector<std::shared_ptr<Conn>> late;
     for (auto& [fd, conn] : conns) {
@@ -332,6 +415,8 @@ struct Server::Front {
         close(conn);  // idle, or done lingering
       }
     }
+    // Deadlines set from now on bring it forward (scanBy).
+    sweepAt.store(next.time_since_epoch().count());
     return static_cast<int>(
         std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now()).count() + 1);
   }
@@ -352,6 +437,7 @@ struct Server::Front {
       conn->id = nextId++;
       conn->since = Clock::now();
       conn->deadline = conn->since + limits.headTimeout;
+      scanBy(conn->deadline);
       if (open >= limits.maxConnections && !evictOne()) {
         const std::string text =
             errorAnswer(503, "Service Unavailable", "too_many_connections",
@@ -401,6 +487,7 @@ struct Server::Front {
         conn->state = State::Head;
         conn->since = Clock::now();
         conn->deadline = conn->since + limits.headTimeout;
+        scanBy(conn->deadline);
       }
       conn->in.append(buffer, static_cast<size_t>(n));
       if (!advance(conn)) return;  // handed off or refused
@@ -471,7 +558,7 @@ struct Server::Front {
       const size_t colon = line.find(':');
       if (colon == std::string_view::npos || colon == 0) return bad("a malformed header line");
       const std::string_view name = line.substr(0, colon);
-      const std::string_view value = detail::trimBlanks(line.substr(colon + 1));
+      const std::string_view value = parley::detail::trimBlanks(line.substr(colon + 1));
       if (iequals(name, "Transfer-Encoding")) {
         if (!iequals(value, "chunked")) return bad("Transfer-Encoding must be chunked");
         conn->chunked = true;
@@ -502,6 +589,7 @@ struct Server::Front {
     }
     conn->state = State::Body;
     conn->deadline = Clock::now() + limits.bodyTimeout;
+    scanBy(conn->deadline);
     conn->body.clear();
     conn->chunk = Conn::Chunk::Size;
     conn->chunkLeft = 0;
@@ -541,7 +629,7 @@ struct Server::Front {
           break;
         }
         std::string_view line(conn->in.data() + at, end - at);
-        line = detail::trimBlanks(line.substr(0, line.find(';')));
+        line = parley::detail::trimBlanks(line.substr(0, line.find(';')));
         size_t size = 0;
         if (line.empty() || line.size() > 15) return bad("a malformed chunk size");
         for (char c : line) {
@@ -614,7 +702,8 @@ struct Server::Front {
         // Watched while it is served: a hang-up (the peer closed or reset the socket) ends its
         // stream then, not at the next write (a heartbeat away). Data the client sends meanwhile
         // is not watched for: it is read once the response ends.
-        conn->watch = std::make_shared<ClientWatch>();
+        conn->stream = std::make_shared<detail::LongLivedStream>(conn->fd, turns);
+        conn->stream->connection = conn;
         epoll_event ev{};
         ev.events = EPOLLRDHUP | EPOLLONESHOT;
         ev.data.fd = conn->fd;
@@ -648,30 +737,48 @@ struct Server::Front {
     }
   }
 
-  // Runs one request through httplib, then gives the connection back to the loop.
+  // Runs one request through httplib, then gives the connection back to the loop, or, for a
+  // streamed response taken by the post-routing handler, hands it over to the turns.
   void serve(const std::shared_ptr<Conn>& conn, std::string request) {
     bool keep = false;
     if (!stopping) {
+      const auto& s = conn->stream;
       RequestStream stream(conn->fd, std::move(request), limits.writeTimeout);
       bool closed = false;
-      servingWatch = conn->watch;
-      try {
-        keep = server.process_request(stream, false, closed, nullptr) && !closed;
-      } catch (const std::exception&) {
-        keep = false;  // a handler's error httplib did not catch: drop the connection
+      {
+        detail::ServingScope serving(s, false);
+        try {
+          keep = server.process_request(stream, false, closed, nullptr) && !closed;
+        } catch (const std::exception&) {
+          keep = false;  // a handler's error httplib did not catch: drop the connection
+        }
       }
       if (!stream.flush()) keep = false;
-      servingWatch.reset();
-      if (conn->watch && conn->watch->gone()) keep = false;
+      if (s && s->tookProvider()) {
+        // Its head is written; its body is the turns' from here.
+        if (s->headWritten() && !stream.failed() && !s->gone() && !stopping) {
+          {
+            std::lock_guard lock(mutex);
+            handedOver.push_back(conn);  // before its first turn: the loop watches it first
+          }
+          wake();
+          if (turns->serve(s, !closed)) return;
+          keep = false;  // stopping: back to the loop, to be closed
+        }
+        s->dropProvider();
+        keep = false;
+      }
+      if (s && s->gone()) keep = false;
     }
     std::lock_guard lock(mutex);
-    if (keep && !stopping && !conn->watch && conn->in.empty()) {
+    if (keep && !stopping && !conn->stream && conn->in.empty()) {
       // The common case, without a hop through the loop: the connection waits for its next
       // request in the loop's epoll again. Its fields are set before the state leaves Busy (the
       // loop reads no field of a busy connection); under the mutex, so that a shutdown either
       // comes first (and the connection goes back by `returned`) or finds it idle and closes it.
       conn->since = Clock::now();
       conn->deadline = conn->since + limits.idleTimeout;
+      scanBy(conn->deadline);
       watch(conn);
       conn->state = State::Idle;
       return;
@@ -680,31 +787,86 @@ struct Server::Front {
     wake();
   }
 
+  // Whether `conn` is still the loop's connection on its descriptor (not closed since).
+  bool ours(const std::shared_ptr<Conn>& conn) const {
+    auto found = conns.find(conn->fd);
+    return found != conns.end() && found->second == conn;
+  }
+
   void takeReturned() {
     std::vector<std::pair<std::shared_ptr<Conn>, bool>> back;
+    std::vector<std::shared_ptr<Conn>> streams;
+    std::vector<std::shared_ptr<Conn>> full;
     {
       std::lock_guard lock(mutex);
       back.swap(returned);
+      streams.swap(handedOver);
+      full.swap(wantRoom);
+    }
+    // In this order: a stream is handed over before its turns ask for room or end it.
+    for (auto& conn : streams) {
+      if (!ours(conn) || conn->inTurns) continue;
+      conn->inTurns = true;
+      conn->in.shrink_to_fit();  // what it holds for a stream's whole life
+      watchStream(conn, false);
+    }
+    for (auto& conn : full) {
+      if (ours(conn) && conn->inTurns && !conn->stream->gone()) watchStream(conn, true);
     }
     for (auto& [conn, keep] : back) {
-      if (conn->watch) {
-        // A long-lived request's end: its socket leaves the one-shot watch (watch() adds it
-        // back for the next request).
-        ::epoll_ctl(epollFd, EPOLL_CTL_DEL, conn->fd, nullptr);
-        conn->watch.reset();
-      }
-      if (!keep || stopping) {
-        ::close(conn->fd);
-        conns.erase(conn->fd);
-        --open;
+      if (!ours(conn)) continue;
+      if (conn->inTurns && keep && !stopping && !conn->stream->flush()) {
+        // Its end is written but not all sent: kept once it is.
+        conn->flushing = true;
+        watchStream(conn, true);
         continue;
       }
-      conn->state = conn->in.empty() ? State::Idle : State::Head;
-      conn->since = Clock::now();
-      conn->deadline = conn->since + (conn->in.empty() ? limits.idleTimeout : limits.headTimeout);
-      watch(conn);
-      if (!conn->in.empty()) advance(conn);  // a pipelined request
+      giveBack(conn, keep);
     }
+  }
+
+  // A long-lived request's end: its socket leaves the stream's watch (watch() adds it back for
+  // the next request), or closes.
+  void giveBack(const std::shared_ptr<Conn>& conn, bool keep) {
+    if (conn->stream) {
+      ::epoll_ctl(epollFd, EPOLL_CTL_DEL, conn->fd, nullptr);
+      writers.erase(conn);
+      conn->stream.reset();
+      conn->inTurns = false;
+      conn->flushing = false;
+    }
+    if (!keep || stopping) {
+      close(conn);
+      return;
+    }
+    conn->state = conn->in.empty() ? State::Idle : State::Head;
+    conn->since = Clock::now();
+    conn->deadline = conn->since + (conn->in.empty() ? limits.idleTimeout : limits.headTimeout);
+    scanBy(conn->deadline);
+    watch(conn);
+    if (!conn->in.empty()) advance(conn);  // a pipelined request
+  }
+
+  // The turns' hooks (StreamTurns::Hooks), from their threads.
+  void streamWantsRoom(const std::shared_ptr<detail::LongLivedStream>& stream) {
+    {
+      std::lock_guard lock(mutex);
+      wantRoom.push_back(std::static_pointer_cast<Conn>(stream->connection));
+    }
+    wake();
+  }
+  void streamEnded(const std::shared_ptr<detail::LongLivedStream>& stream, bool keep) {
+    {
+      std::lock_guard lock(mutex);
+      returned.emplace_back(std::static_pointer_cast<Conn>(stream->connection), keep);
+    }
+    wake();
+  }
+
+  // The post-routing handler: a long-lived request's streamed response goes to the turns.
+  void takeStreamedResponse(const httplib::Request& req, httplib::Response& res) {
+    auto stream = std::dynamic_pointer_cast<detail::LongLivedStream>(currentStream());
+    if (stream && turns) stream->takeProvider(req, res);
   }
 };
 
@@ -715,7 +877,14 @@ Server::Server(ServerLimits limits) : front_(std::make_unique<Front>(*this, std:
       l.writeTimeout.count() <= 0) {
     throw ValidationError("limits", "every limit of an HTTP server must be positive");
   }
+  if (l.streamThreads > 0 && l.maxStreamBuffer < 4'096) {
+    throw ValidationError("limits", "maxStreamBuffer must be 4 096 bytes at least");
+  }
   set_payload_max_length(l.maxBodyBytes);
+  httplib::Server::set_post_routing_handler(
+      [this](const httplib::Request& req, httplib::Response& res) {
+        front_->takeStreamedResponse(req, res);
+      });
 }
 
 Server::~Server() {
@@ -728,6 +897,10 @@ const ServerLimits& Server::limits() const noexcept {
 
 size_t Server::connections() const {
   return front_->open;
+}
+
+size_t Server::parkedStreams() const {
+  return front_->turns ? front_->turns->streams() : 0;
 }
 
 int Server::start(const std::string& host, int port, const std::string& who) {
@@ -772,6 +945,13 @@ int Server::start(const std::string& host, int port, const std::string& who) {
   // httplib ends a chunked response (an event stream) once svr_sock_ is invalid: it is valid
   // from here until shutdown().
   svr_sock_ = fd;
+  if (f.limits.streamThreads > 0) {
+    f.turns = std::make_shared<detail::StreamTurns>(
+        f.limits.streamThreads, f.limits.maxStreamBuffer,
+        detail::StreamTurns::Hooks{
+            [&f](const auto& stream) { f.streamWantsRoom(stream); },
+            [&f](const auto& stream, bool keep) { f.streamEnded(stream, keep); }});
+  }
   for (size_t i = 0; i < f.limits.workers; ++i)
     f.workers.emplace_back([&f] { f.workerLoop(); });
   f.loop = std::thread([&f] { f.run(); });
@@ -795,10 +975,17 @@ void Server::shutdown() {
     std::unique_lock lock(f.mutex);
     f.threadsDone.wait(lock, [&] { return f.longLived == 0; });
   }
-  // What the workers gave back after the loop ended.
-  for (auto& [conn, keep] : f.returned)
-    ::close(conn->fd);
+  if (f.turns) f.turns->stop();  // every stream's turn ends (its socket is shut down)
+  // What the workers and the turns gave back after the loop ended: the busy connections.
+  for (auto& [fd, conn] : f.conns) {
+    if (conn->state == Front::State::Busy) ::close(fd);
+    conn->stream.reset();
+  }
+  f.conns.clear();
+  f.writers.clear();
   f.returned.clear();
+  f.handedOver.clear();
+  f.wantRoom.clear();
   ::close(f.listenFd);
   ::close(f.epollFd);
   ::close(f.wakeFd);

@@ -722,6 +722,7 @@ void A2aRoutes::stream(httplib::Response& res, const RunInfo& run, int64_t after
           if (!events.empty()) continue;
           auto batch = state_.feeds->next(
               feed, stream->after, std::chrono::steady_clock::now() + state_.options.heartbeat);
+          if (batch.parked) return true;  // called again when there is news
           if (batch.ended) {
             sink.done();
             return true;

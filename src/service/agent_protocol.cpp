@@ -11,6 +11,7 @@
 #include "parley/iso_time.hpp"
 #include "parley/json.hpp"
 #include "parley/stored_thread.hpp"
+#include "parley/version.hpp"
 #include "service/agent_protocol_impl.hpp"
 #include "service/api.hpp"
 
@@ -135,6 +136,21 @@ AgentProtocol::Impl::ThreadStatus AgentProtocol::Impl::threadStatus(
   return out;
 }
 
+std::optional<std::pair<size_t, size_t>> parseCheckpoint(const std::string& id) {
+  if (id.size() < 4 || id[0] != 'b') return std::nullopt;
+  const size_t dash = id.find("-n");
+  if (dash == std::string::npos) return std::nullopt;
+  size_t batch = 0;
+  size_t size = 0;
+  auto a = std::from_chars(id.data() + 1, id.data() + dash, batch);
+  auto b = std::from_chars(id.data() + dash + 2, id.data() + id.size(), size);
+  if (a.ec != std::errc() || a.ptr != id.data() + dash || b.ec != std::errc() ||
+      b.ptr != id.data() + id.size()) {
+    return std::nullopt;
+  }
+  return std::make_pair(batch, size);
+}
+
 AgentProtocol::Impl::View AgentProtocol::Impl::view(
     const std::string& threadId, std::optional<std::pair<size_t, size_t>> at) const {
   ConversationManager manager;
@@ -203,7 +219,8 @@ json AgentProtocol::Impl::runJson(const RunInfo& run) const {
   return out;
 }
 
-json AgentProtocol::Impl::stateJson(const ThreadInfo& info, const View& view, bool current) const {
+json AgentProtocol::Impl::stateJson(const ThreadInfo& info, const View& view, bool current,
+                                    std::optional<std::pair<size_t, size_t>> parent) const {
   auto checkpoint = [&](size_t batch, size_t size) {
     return json{{"thread_id", info.id},
                 {"checkpoint_ns", ""},
@@ -218,7 +235,7 @@ json AgentProtocol::Impl::stateJson(const ThreadInfo& info, const View& view, bo
               {"metadata", {{"source", "loop"}, {"step", view.storageSize}}},
               {"created_at", isoTime(info.updatedAt)},
               {"parent_checkpoint", nullptr}};
-  if (view.batch > 0) out["parent_checkpoint"] = checkpoint(view.batch - 1, view.storageSize);
+  if (parent) out["parent_checkpoint"] = checkpoint(parent->first, parent->second);
   if (current) {
     const ThreadStatus status = threadStatus(info.id);
     if (status.waiting) {
@@ -300,6 +317,14 @@ void AgentProtocol::install(httplib::Server& server) {
   using Q = const httplib::Request&;
   using R = httplib::Response&;
   // Threads.
+  // What LangGraph's UIs ask first (Agent Chat UI: is a server there?).
+  server.Get("/info", route([](Q, R r) {
+               sendApJson(
+                   r, 200,
+                   {{"version", kVersion},
+                    {"context", "parley"},
+                    {"flags", {{"assistants", true}, {"crons", false}, {"langsmith", false}}}});
+             }));
   server.Post("/threads", route([s](Q q, R r) { s->createThread(q, r); }));
   server.Post("/threads/search", route([s](Q q, R r) { s->searchThreads(q, r, false); }));
   server.Post("/threads/count", route([s](Q q, R r) { s->searchThreads(q, r, true); }));

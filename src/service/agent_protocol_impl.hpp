@@ -34,6 +34,7 @@ inline constexpr size_t kMaxMetadataDepth = 16;         // its nesting
 inline constexpr size_t kMaxSearchScan = 10'000;        // threads one search reads at most
 inline constexpr size_t kMaxStatelessPending = 10'000;  // runs awaiting their clean-up or webhook
 inline constexpr size_t kMaxHistory = 1'000;            // states of one history page
+inline constexpr size_t kMaxHistoryMessages = 50'000;   // messages of one page's states, summed
 
 // Thrown by a route; answered as {"detail": message, "error": {"message", "type", "code"}}
 // (LangGraph's clients read `detail`, parley's `error`).
@@ -131,7 +132,9 @@ struct AgentProtocol::Impl {
   nlohmann::json values(const std::string& threadId, const View& view) const;
   nlohmann::json threadJson(const ThreadInfo& info, bool withValues = true) const;
   nlohmann::json runJson(const RunInfo& run) const;
-  nlohmann::json stateJson(const ThreadInfo& info, const View& view, bool current) const;
+  // A state of the thread; `parent` the state before it (threadHistory lists them).
+  nlohmann::json stateJson(const ThreadInfo& info, const View& view, bool current,
+                           std::optional<std::pair<size_t, size_t>> parent) const;
 
   // --- routes (agent_protocol_threads.cpp) ----------------------------------------------------
   void createThread(const httplib::Request& req, httplib::Response& res);
@@ -146,6 +149,22 @@ struct AgentProtocol::Impl {
 
   // --- routes (agent_protocol_runs.cpp) -------------------------------------------------------
   enum class Answer { Run, Wait, Stream };
+  // The state a run is to start from (`checkpoint.checkpoint_id` or `checkpoint_id`); nullopt
+  // when neither is given. ApError 400 for an id that is not parley's.
+  std::optional<std::pair<size_t, size_t>> runCheckpoint(const nlohmann::json& in) const;
+  // Makes the thread's view the checkpoint's state before a run on it: nothing for the latest
+  // state; an earlier state becomes a new batch (the later messages stay in the history). A
+  // resumed interrupt goes on only at the latest state. With `takeLastUser` (a run without
+  // input) the state's last message, the user's, is left out of the view and returned: the
+  // run's input, answered again. ApError 404 / 409 / 400 otherwise.
+  std::vector<Message> startFromCheckpoint(const std::string& threadId,
+                                           std::pair<size_t, size_t> at, bool resume,
+                                           bool takeLastUser);
+  // The graph an assistant runs: a created assistant's `graph_id`, else the profile it names.
+  std::string graphOf(const std::string& assistantId) const;
+  // Keeps the assistant of the thread's latest run in its metadata (`graph_id`, `assistant_id`),
+  // as LangGraph does, so that a UI finds a graph's threads by searching its metadata.
+  void noteAssistant(const std::string& threadId, const std::string& assistantId);
   void createRun(const httplib::Request& req, httplib::Response& res, bool stateless,
                  Answer answer);
   void listRuns(const httplib::Request& req, httplib::Response& res);
@@ -212,5 +231,9 @@ struct AgentProtocol::Impl {
 };
 
 void sendApJson(httplib::Response& res, int status, const nlohmann::json& body);
+
+// "b<batch>-n<messages>", a state's checkpoint id: the view of a batch over the first n stored
+// messages. nullopt if `id` is not one.
+std::optional<std::pair<size_t, size_t>> parseCheckpoint(const std::string& id);
 
 }  // namespace parley::service

@@ -6,9 +6,13 @@
 #include <algorithm>
 #include <span>
 
+#include "parley/context_ops.hpp"
+#include "parley/conversation_manager.hpp"
 #include "parley/errors.hpp"
+#include "parley/stored_thread.hpp"
 #include "service/agent_protocol_impl.hpp"
 #include "service/webhooks.hpp"
+#include "store/thread_metadata.hpp"
 
 namespace parley::service {
 
@@ -23,6 +27,28 @@ bool given(const json& in, const char* key) {
   if (v.is_boolean() && !v.get<bool>()) return false;
   if (v.is_number() && v.get<double>() == 0) return false;
   return true;
+}
+
+// LangChain's human-in-the-loop answer ({"decisions": [{"type": "approve"}]}, or "reject" with a
+// "message") as parley's approval answer; any other answer as it is.
+json approvalOfDecisions(const json& value) {
+  if (!value.is_object() || !value.contains("decisions")) return value;
+  const json& decisions = value["decisions"];
+  if (!decisions.is_array() || decisions.size() != 1 || !decisions[0].is_object()) {
+    throw apBadRequest("invalid_command",
+                       "command.resume.decisions holds one decision: the run waits for one call");
+  }
+  const std::string type = optionalString(decisions[0], "type", "");
+  if (type == "approve") return {{"approved", true}};
+  if (type == "reject") {
+    json out = {{"approved", false}};
+    if (decisions[0].contains("message")) out["message"] = decisions[0]["message"];
+    return out;
+  }
+  throw apBadRequest("invalid_command",
+                     "a decision is approve or reject: parley runs the call the model made, "
+                     "not an edited one (" +
+                         type.substr(0, 32) + ")");
 }
 
 std::vector<std::string> streamModeParams(const httplib::Request& req) {
@@ -42,14 +68,18 @@ void AgentProtocol::Impl::createRun(const httplib::Request& req, httplib::Respon
   if (!stateless) checkId(threadId, "thread");
 
   // What parley cannot do is refused by name, never ignored.
-  for (const char* key :
-       {"model", "checkpoint", "checkpoint_id", "interrupt_before", "interrupt_after",
-        "feedback_keys", "after_seconds", "langsmith_tracer", "stream_subgraphs"}) {
+  for (const char* key : {"model", "interrupt_before", "interrupt_after", "feedback_keys",
+                          "after_seconds", "langsmith_tracer"}) {
     if (given(in, key)) {
       throw apBadRequest("unsupported", std::string(key) +
                                             " is not supported by parley (docs/service.md, "
                                             "\"Agent Protocol and the LangGraph API\")");
     }
+  }
+  // A parley run has no subgraphs: a stream with theirs is the same stream.
+  if (in.contains("stream_subgraphs") && !in["stream_subgraphs"].is_null() &&
+      !in["stream_subgraphs"].is_boolean()) {
+    throw apBadRequest("invalid_stream_subgraphs", "stream_subgraphs is true or false");
   }
   std::string webhook;
   if (given(in, "webhook")) {
@@ -151,8 +181,13 @@ void AgentProtocol::Impl::createRun(const httplib::Request& req, httplib::Respon
   if (resume && !input.empty()) {
     throw apBadRequest("invalid_input", "give input or command.resume, not both");
   }
-  if (!resume && input.empty()) {
+  const std::optional<std::pair<size_t, size_t>> checkpoint = runCheckpoint(in);
+  if (!resume && input.empty() && !checkpoint) {
     throw apBadRequest("invalid_input", "input.messages is required (one message at least)");
+  }
+
+  if (checkpoint && stateless) {
+    throw apBadRequest("invalid_checkpoint", "a stateless run starts on a thread of its own");
   }
 
   RunInfo run;
@@ -165,26 +200,44 @@ void AgentProtocol::Impl::createRun(const httplib::Request& req, httplib::Respon
       throw apConflict("run_not_waiting",
                        "thread '" + threadId + "' has no interrupted run to resume");
     }
+    if (checkpoint) startFromCheckpoint(threadId, *checkpoint, true, false);
     json value = *resume;
     // {interrupt id: value}, as LangGraph's clients may send it.
     const std::string interruptId = status.waiting->wait.value("tool_call_id", "");
     if (value.is_object() && value.size() == 1 && value.contains(interruptId)) {
       value = value[interruptId];
     }
+    if (status.waiting->wait.value("kind", "") == "approval") value = approvalOfDecisions(value);
     after = runs.lastEventSeqs(std::span<const std::string>(&threadId, 1)).front().value_or(0);
     run = runs.respond(status.waiting->id, value);
   } else {
     if (stateless) {
       ThreadOptions own;
-      own.metadata = {{"stateless", true}, {"assistant_id", assistant}};
+      own.metadata = {
+          {"stateless", true}, {"graph_id", graphOf(assistant)}, {"assistant_id", assistant}};
       threadId = runs.threads().createThread(own).id;
     } else if (!runs.threads().threadInfo(threadId)) {
       if (ifNotExists != "create") {
         throw apNotFound("no thread '" + threadId + "' (if_not_exists: create makes it)");
       }
+      if (checkpoint) throw apNotFound("no thread '" + threadId + "' to take a checkpoint of");
+      // Made here with its assistant in its metadata: one write, not a second for the note.
+      ThreadOptions made;
+      made.id = threadId;
+      made.metadata = {{"graph_id", graphOf(assistant)}, {"assistant_id", assistant}};
+      try {
+        runs.threads().createThread(made);
+      } catch (const StoreError&) {
+        if (!runs.threads().threadInfo(threadId)) throw;  // else made by another request meanwhile
+      }
+    } else if (checkpoint) {
+      // Without input the state's own last message is the input: a reply regenerated.
+      std::vector<Message> last = startFromCheckpoint(threadId, *checkpoint, false, input.empty());
+      if (input.empty()) input = std::move(last);
     }
     after = runs.lastEventSeqs(std::span<const std::string>(&threadId, 1)).front().value_or(0);
     run = runs.submit(threadId, input, submit);
+    if (!stateless && run.status != RunStatus::Rejected) noteAssistant(threadId, assistant);
     if (run.status == RunStatus::Rejected) {
       if (stateless) runs.threads().deleteThread(threadId);
       throw apConflict(
@@ -379,6 +432,7 @@ void AgentProtocol::Impl::streamRun(httplib::Response& res, const std::string& t
           if (!events.empty()) continue;
           const auto deadline = std::chrono::steady_clock::now() + options.heartbeat;
           auto batch = state.feeds->next(feed, stream->after, deadline);
+          if (batch.parked) return true;  // called again when there is news
           if (batch.ended) {
             sink.done();
             return true;
@@ -562,6 +616,133 @@ void AgentProtocol::Impl::reap() {
     lock.lock();
     for (auto& item : keep)
       watchedRuns.push_back(std::move(item));
+  }
+}
+
+std::optional<std::pair<size_t, size_t>> AgentProtocol::Impl::runCheckpoint(const json& in) const {
+  std::string id;
+  if (in.contains("checkpoint") && !in["checkpoint"].is_null()) {
+    const json& given = in["checkpoint"];
+    if (!given.is_object()) throw apBadRequest("invalid_checkpoint", "checkpoint is an object");
+    const std::string ns = optionalString(given, "checkpoint_ns", "");
+    if (!ns.empty()) {
+      throw apBadRequest("invalid_checkpoint",
+                         "checkpoint_ns: a parley thread has no subgraphs, so no namespaces");
+    }
+    id = optionalString(given, "checkpoint_id", "");
+  }
+  const std::string other = optionalString(in, "checkpoint_id", "");
+  if (!other.empty()) {
+    if (!id.empty() && other != id) {
+      throw apBadRequest("invalid_checkpoint", "checkpoint and checkpoint_id name two states");
+    }
+    id = other;
+  }
+  if (id.empty()) return std::nullopt;
+  auto at = parseCheckpoint(id);
+  if (!at) {
+    throw apBadRequest("invalid_checkpoint",
+                       "'" + id.substr(0, 64) +
+                           "' is not a checkpoint of parley (b<batch>-n<messages>, as a "
+                           "thread's states give it)");
+  }
+  return at;
+}
+
+std::vector<Message> AgentProtocol::Impl::startFromCheckpoint(const std::string& threadId,
+                                                              std::pair<size_t, size_t> at,
+                                                              bool resume, bool takeLastUser) {
+  const auto name = [](size_t batch, size_t size) {
+    return "b" + std::to_string(batch) + "-n" + std::to_string(size);
+  };
+  ConversationManager manager;
+  const auto version = loadConversation(runs.threads(), threadId, manager);
+  const size_t batch = manager.getMarkMap().currentBatch;
+  const size_t size = manager.storageSize();
+  const bool latest = at.first == batch && at.second == size;
+  if (latest && !takeLastUser) return {};  // a run as any
+  if (at.first > batch || at.second > size) {
+    throw apNotFound("no checkpoint " + name(at.first, at.second) + " in thread '" + threadId +
+                     "' (its latest is " + name(batch, size) + ")");
+  }
+  if (resume) {
+    if (latest) return {};
+    throw apConflict("checkpoint_not_latest",
+                     "an interrupt is resumed at the thread's latest state " + name(batch, size) +
+                         ", not at " + name(at.first, at.second));
+  }
+  if (auto busy = state.unfinishedRun(threadId)) {
+    // The latest state a client saw before the run under way added its messages (useStream
+    // sends the head it read with the next message, while the run may have begun): the new run
+    // goes after it, as any.
+    if (!takeLastUser && at.first == batch && busy->baseMessageCount &&
+        at.second >= static_cast<size_t>(*busy->baseMessageCount)) {
+      return {};
+    }
+    throw apConflict("thread_busy", "thread '" + threadId + "' has an unfinished run '" + busy->id +
+                                        "': a run starts from an earlier state once "
+                                        "it finished");
+  }
+  // The checkpoint's view: its batch's view over the first n stored messages.
+  std::vector<MessageStore::Index> view;
+  {
+    ConversationManager then = manager.clone();
+    if (at.first < batch) then.rollbackToBatch(at.first);
+    for (size_t index : then.getMarkMap().originalIndices)
+      if (index < at.second) view.push_back(static_cast<MessageStore::Index>(index));
+  }
+  std::vector<Message> input;
+  if (takeLastUser) {
+    const std::vector<Message> stored = manager.getAllMessages();
+    const Message* last = view.empty() ? nullptr : &stored[view.back()];
+    if (!last || last->role != Role::User) {
+      throw apBadRequest("invalid_input",
+                         "input.messages is required, unless the checkpoint's state ends with "
+                         "the user's message (which the run then answers again)");
+    }
+    input.push_back(*last);
+    view.pop_back();
+  }
+  try {
+    manager.modifyStore([&](MessageStore& store) {
+      if (!pairingViolations(store, view).empty()) {
+        throw ValidationError("checkpoint", "the state " + name(at.first, at.second) +
+                                                " cuts a tool call from its result");
+      }
+      store.commitView(view);
+    });
+    saveConversation(runs.threads(), threadId, manager, version);
+  } catch (const ValidationError& e) {
+    throw apBadRequest("invalid_checkpoint", e.what());
+  } catch (const StoreConflict&) {
+    throw apConflict("thread_changed", "thread '" + threadId + "' changed meanwhile; try again");
+  }
+  return input;
+}
+
+std::string AgentProtocol::Impl::graphOf(const std::string& assistantId) const {
+  if (auto made = assistants().created(assistantId)) return made->current.graphId;
+  return assistantId;
+}
+
+void AgentProtocol::Impl::noteAssistant(const std::string& threadId,
+                                        const std::string& assistantId) {
+  auto info = runs.threads().threadInfo(threadId);
+  if (!info) return;
+  json metadata = info->metadata.is_object() ? info->metadata : json::object();
+  const std::string graph = graphOf(assistantId);
+  if (metadata.value("graph_id", json()) == graph &&
+      metadata.value("assistant_id", json()) == assistantId) {
+    return;
+  }
+  metadata["graph_id"] = graph;
+  metadata["assistant_id"] = assistantId;
+  try {
+    checkMetadata(metadata, "the thread's metadata");
+    detail::setThreadMetadata(runs.threads(), threadId, metadata);
+  } catch (const std::exception& e) {
+    // The run is submitted; a thread whose metadata is at its cap keeps it as it was.
+    log("parley serve: thread " + threadId + "'s metadata keeps no assistant: " + e.what());
   }
 }
 

@@ -128,7 +128,24 @@ Message fromLangGraphMessage(const json& value, const std::string& field) {
 }
 
 json langGraphInterrupt(const json& wait) {
-  json out = {{"value", wait}, {"when", "during"}, {"resumable", true}};
+  json value = wait;
+  if (wait.is_object() && wait.value("kind", "") == "approval") {
+    // LangChain's human-in-the-loop request beside parley's fields, so that a UI that knows it
+    // (LangGraph's Agent Chat UI) offers approve and reject; command.resume {"decisions": [...]}
+    // answers it.
+    const std::string tool = wait.value("tool", "");
+    json args = json::object();
+    try {
+      args = json::parse(wait.value("arguments", "{}"));
+    } catch (const json::exception&) {
+    }
+    if (!args.is_object()) args = {{"arguments", wait.value("arguments", "")}};
+    value["action_requests"] =
+        json::array({{{"name", tool}, {"args", args}, {"description", wait.value("prompt", "")}}});
+    value["review_configs"] =
+        json::array({{{"action_name", tool}, {"allowed_decisions", {"approve", "reject"}}}});
+  }
+  json out = {{"value", std::move(value)}, {"when", "during"}, {"resumable", true}};
   if (wait.is_object() && wait.contains("tool_call_id")) out["id"] = wait["tool_call_id"];
   return out;
 }

@@ -3,6 +3,8 @@
 // batches.
 #include <algorithm>
 #include <charconv>
+#include <map>
+#include <vector>
 
 #include "parley/errors.hpp"
 #include "service/agent_protocol_impl.hpp"
@@ -11,26 +13,6 @@
 namespace parley::service {
 
 using json = nlohmann::json;
-
-namespace {
-
-// "b<batch>-n<messages>": a state of a thread, the view of a batch over its first n messages.
-std::optional<std::pair<size_t, size_t>> parseCheckpoint(const std::string& id) {
-  if (id.size() < 4 || id[0] != 'b') return std::nullopt;
-  const size_t dash = id.find("-n");
-  if (dash == std::string::npos) return std::nullopt;
-  size_t batch = 0;
-  size_t size = 0;
-  auto a = std::from_chars(id.data() + 1, id.data() + dash, batch);
-  auto b = std::from_chars(id.data() + dash + 2, id.data() + id.size(), size);
-  if (a.ec != std::errc() || a.ptr != id.data() + dash || b.ec != std::errc() ||
-      b.ptr != id.data() + id.size()) {
-    return std::nullopt;
-  }
-  return std::make_pair(batch, size);
-}
-
-}  // namespace
 
 void AgentProtocol::Impl::createThread(const httplib::Request& req, httplib::Response& res) {
   const json in = body(req);
@@ -183,11 +165,83 @@ void AgentProtocol::Impl::searchThreads(const httplib::Request& req, httplib::Re
   sendApJson(res, 200, out);
 }
 
+namespace {
+
+using Position = std::pair<size_t, size_t>;  // a state: (batch, the stored messages it covers)
+
+// A thread's states, newest first (docs/service.md): the current batch's after each of its
+// visible messages, from the latest down to the state before its first, then each earlier
+// batch's view as it was when the next batch began. A state's parent is the one after it, so
+// that a client (useStream) finds the state before each message: where a reply is regenerated
+// or a message edited from.
+class ThreadStates {
+ public:
+  using View = AgentProtocol::Impl::View;
+
+  ThreadStates(const AgentProtocol::Impl& ap, const std::string& threadId)
+      : ap_(ap), thread_(threadId), now_(ap.view(threadId)) {
+    current_.emplace_back(now_.batch, now_.storageSize);
+    for (auto it = now_.messages.rbegin(); it != now_.messages.rend(); ++it)
+      current_.emplace_back(now_.batch, static_cast<size_t>(it->first));
+  }
+
+  // The i-th state (0: the latest); nullopt past the first.
+  std::optional<Position> at(size_t i) {
+    if (i < current_.size()) return current_[i];
+    const size_t back = i - current_.size() + 1;  // batches before the current one
+    if (back > now_.batch) return std::nullopt;
+    return earlier(now_.batch - back).first;
+  }
+
+  View view(size_t i) {
+    if (i >= current_.size()) return earlier(now_.batch - (i - current_.size() + 1)).second;
+    View out = now_;
+    out.storageSize = current_[i].second;
+    std::erase_if(out.messages,
+                  [&](const auto& m) { return static_cast<size_t>(m.first) >= out.storageSize; });
+    return out;
+  }
+
+  // Where `p` is in the list; nullopt for a state it does not name.
+  std::optional<size_t> find(Position p) {
+    if (p.first == now_.batch) {
+      for (size_t i = 0; i < current_.size(); ++i)
+        if (current_[i] == p) return i;
+      return std::nullopt;
+    }
+    if (p.first > now_.batch) return std::nullopt;
+    const size_t i = current_.size() + (now_.batch - 1 - p.first);
+    if (at(i) != p) return std::nullopt;
+    return i;
+  }
+
+ private:
+  // An earlier batch's state and view, as it was when the next began: its checkpoint names the
+  // messages it holds, so that it reads the same later.
+  const std::pair<Position, View>& earlier(size_t batch) {
+    auto it = earlier_.find(batch);
+    if (it != earlier_.end()) return it->second;
+    View at = ap_.view(thread_, std::make_pair(batch, now_.storageSize));
+    at.storageSize = at.messages.empty() ? 0 : static_cast<size_t>(at.messages.rbegin()->first) + 1;
+    const Position p{batch, at.storageSize};
+    return earlier_.emplace(batch, std::make_pair(p, std::move(at))).first->second;
+  }
+
+  const AgentProtocol::Impl& ap_;
+  std::string thread_;
+  View now_;
+  std::vector<Position> current_;
+  std::map<size_t, std::pair<Position, View>> earlier_;
+};
+
+}  // namespace
+
 void AgentProtocol::Impl::threadState(const httplib::Request& req, httplib::Response& res,
                                       const std::string& checkpointId) {
   const ThreadInfo info = mustThread(req.matches[1]);
+  ThreadStates states(*this, info.id);
   if (checkpointId.empty()) {
-    sendApJson(res, 200, stateJson(info, view(info.id), true));
+    sendApJson(res, 200, stateJson(info, states.view(0), true, states.at(1)));
     return;
   }
   auto at = parseCheckpoint(checkpointId);
@@ -195,7 +249,12 @@ void AgentProtocol::Impl::threadState(const httplib::Request& req, httplib::Resp
     throw apBadRequest("invalid_checkpoint",
                        "a checkpoint id of parley is b<batch>-n<messages>, as states give it");
   }
-  sendApJson(res, 200, stateJson(info, view(info.id, at), false));
+  // A state the history lists has its parent there; any other is read as asked, parentless.
+  if (auto i = states.find(*at)) {
+    sendApJson(res, 200, stateJson(info, states.view(*i), false, states.at(*i + 1)));
+    return;
+  }
+  sendApJson(res, 200, stateJson(info, view(info.id, at), false, std::nullopt));
 }
 
 void AgentProtocol::Impl::threadHistory(const httplib::Request& req, httplib::Response& res) {
@@ -213,34 +272,31 @@ void AgentProtocol::Impl::threadHistory(const httplib::Request& req, httplib::Re
   const size_t limit = std::min(pageLimit(in.value("limit", json()), 10), kMaxHistory);
   const json metadata = in.value("metadata", json());
   checkMetadata(metadata, "metadata");
-  // One state per batch, newest first: the current one, then each earlier batch's view as it
-  // was when the next batch began (a context operation).
-  const View now = view(info.id);
-  size_t from = now.batch;
+  ThreadStates states(*this, info.id);
+  size_t from = 0;
   auto before = in.value("before", json());
   if (before.is_object() && before.contains("checkpoint_id") &&
       before["checkpoint_id"].is_string()) {
     auto at = parseCheckpoint(before["checkpoint_id"].get<std::string>());
     if (!at) throw apBadRequest("invalid_checkpoint", "before names no checkpoint of parley");
-    if (at->first == 0) {
-      sendApJson(res, 200, json::array());
-      return;
-    }
-    from = std::min(from, at->first - 1);
+    auto i = states.find(*at);
+    if (!i) throw apNotFound("before: no state " + before["checkpoint_id"].get<std::string>());
+    from = *i + 1;
   }
   json out = json::array();
-  for (size_t b = from + 1; b-- > 0 && out.size() < limit;) {
-    View at = now;
-    if (b != now.batch) {
-      // An earlier batch's view is as it was when the next began: its checkpoint names the
-      // messages it holds, so that it reads the same later.
-      at = view(info.id, std::make_pair(b, now.storageSize));
-      at.storageSize =
-          at.messages.empty() ? 0 : static_cast<size_t>(at.messages.rbegin()->first) + 1;
-    }
-    json state = stateJson(info, at, b == now.batch);
-    if (!metadataMatches(state["metadata"], metadata)) continue;
-    out.push_back(std::move(state));
+  // A page reads at most kMaxHistory states, whichever the metadata filter keeps, and ends
+  // early once its states hold kMaxHistoryMessages messages (a long thread's states each hold
+  // it all): the client goes on with `before`.
+  size_t messages = 0;
+  for (size_t i = from; out.size() < limit && i < from + kMaxHistory; ++i) {
+    const auto at = states.at(i);
+    if (!at) break;
+    View state = states.view(i);
+    if (!out.empty() && messages + state.messages.size() > kMaxHistoryMessages) break;
+    json made = stateJson(info, state, i == 0, states.at(i + 1));
+    if (!metadataMatches(made["metadata"], metadata)) continue;
+    messages += state.messages.size();
+    out.push_back(std::move(made));
   }
   sendApJson(res, 200, out);
 }

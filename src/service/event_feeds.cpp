@@ -50,11 +50,13 @@ struct EventFeeds::Feed {
   size_t subscribers = 0;  // guarded by EventFeeds::mutex_
   std::mutex mutex;        // the rest
   std::condition_variable changed;
+  http::ParkedStreams parked;  // woken with `changed`
   // Every event with base < seq <= last (but expired chunks), oldest first.
   std::deque<std::pair<int64_t, std::shared_ptr<const std::string>>> buffer;
   int64_t base = 0;
-  int64_t last = 0;
-  bool ended = false;
+  // Written under `mutex`; atomic so that a poll reads them without taking it (10 000 a poll).
+  std::atomic<int64_t> last{0};
+  std::atomic<bool> ended{false};
 };
 
 EventFeeds::EventFeeds(std::shared_ptr<RunStore> runs, size_t maxEventBytes, size_t bufferEvents,
@@ -91,7 +93,9 @@ EventFeeds::Subscription EventFeeds::subscribe(const std::string& threadId, int6
   feed = std::make_shared<Feed>();
   feed->threadId = threadId;
   feed->subscribers = 1;
-  feed->base = feed->last = std::max<int64_t>({after, head, 0});
+  followedChanged_ = true;
+  feed->base = std::max<int64_t>({after, head, 0});
+  feed->last = feed->base;
   if (stopping_) {
     feed->ended = true;
     return feed;
@@ -103,7 +107,7 @@ EventFeeds::Subscription EventFeeds::subscribe(const std::string& threadId, int6
 void EventFeeds::unsubscribe(const Subscription& feed) {
   std::lock_guard lock(mutex_);
   --streams_;
-  --feed->subscribers;  // the dispatcher drops it at its next round
+  if (--feed->subscribers == 0) followedChanged_ = true;  // dropped at the next poll
   if (streams_ == 0) noStreams_.notify_all();
 }
 
@@ -146,32 +150,34 @@ void EventFeeds::dispatch() {
 }
 
 bool EventFeeds::poll() {
-  std::vector<std::shared_ptr<Feed>> feeds;
-  std::vector<std::string> ids;
   {
+    // The list of followed threads is made again only when it changed: with thousands followed,
+    // a poll that found nothing new costs the query and a look at each answer, no more.
     std::lock_guard lock(mutex_);
-    for (auto it = feeds_.begin(); it != feeds_.end();) {
-      if (it->second->subscribers == 0) {
-        it = feeds_.erase(it);  // its last stream is gone
-        continue;
+    if (followedChanged_) {
+      followedChanged_ = false;
+      followed_.clear();
+      followedIds_.clear();
+      for (auto it = feeds_.begin(); it != feeds_.end();) {
+        if (it->second->subscribers == 0) {
+          it = feeds_.erase(it);  // its last stream is gone
+          continue;
+        }
+        followed_.push_back(it->second);
+        followedIds_.push_back(it->first);
+        ++it;
       }
-      feeds.push_back(it->second);
-      ids.push_back(it->first);
-      ++it;
     }
   }
+  const auto& feeds = followed_;
   if (feeds.empty()) return false;
   ++polls_;
-  const auto seqs = runs_->lastEventSeqs(ids);
+  const auto seqs = runs_->lastEventSeqs(followedIds_);
   bool more = false;
   for (size_t i = 0; i < feeds.size(); ++i) {
     Feed& feed = *feeds[i];
-    int64_t last = 0;
-    {
-      std::lock_guard lock(feed.mutex);
-      if (feed.ended) continue;
-      last = feed.last;
-    }
+    if (feed.ended) continue;
+    const int64_t last = feed.last;
     std::vector<StoredEvent> events;
     bool gone = !seqs[i];
     if (!gone && *seqs[i] <= last) continue;
@@ -189,11 +195,15 @@ bool EventFeeds::poll() {
       {
         std::lock_guard lock(mutex_);
         auto found = feeds_.find(feed.threadId);
-        if (found != feeds_.end() && found->second == feeds[i]) feeds_.erase(found);
+        if (found != feeds_.end() && found->second == feeds[i]) {
+          feeds_.erase(found);
+          followedChanged_ = true;
+        }
       }
       std::lock_guard lock(feed.mutex);
       feed.ended = true;
       feed.changed.notify_all();
+      feed.parked.wakeAll();
       continue;
     }
     if (events.empty()) continue;
@@ -211,6 +221,7 @@ bool EventFeeds::poll() {
       feed.buffer.pop_front();
     }
     feed.changed.notify_all();
+    feed.parked.wakeAll();
   }
   return more;
 }
@@ -242,22 +253,40 @@ EventFeeds::Batch EventFeeds::next(const Subscription& feed, int64_t after,
   }
   // A stream served by http::Server also ends when its client goes: the server's loop sees the
   // socket close and wakes this wait, so the stream is released now, not at its next write.
-  const std::shared_ptr<http::ClientWatch> client = http::currentClientWatch();
-  if (client) {
-    lock.unlock();
-    client->onGone([feed] {
-      std::lock_guard woken(feed->mutex);
-      feed->changed.notify_all();
-    });
-    lock.lock();
-  }
+  const std::shared_ptr<http::StreamControl> client = http::currentStream();
   const auto clientGone = [&] { return client && client->gone(); };
-  feed->changed.wait_until(lock, deadline,
-                           [&] { return feed->ended || feed->last > after || clientGone(); });
-  if (client) {
-    lock.unlock();
-    client->onGone(nullptr);
-    lock.lock();
+  const auto news = [&] { return feed->ended || feed->last > after || clientGone(); };
+  if (client && client->parkable()) {
+    // Within a turn of the stream: never wait. A turn begun at the last park's deadline answers
+    // as the wait that timed out.
+    const bool timedOut = client->takeTimedOut();
+    if (!news()) {
+      const bool due = std::chrono::steady_clock::now() >= deadline;
+      // Parked under feed->mutex: the dispatcher's wake comes after it. A wait that timed out
+      // is answered (the caller sends its heartbeat) and parked for after it at once, which
+      // saves the turn a call.
+      if (!due) {
+        feed->parked.add(client);
+        client->park(deadline);
+      }
+      batch.parked = !timedOut && !due;
+      return batch;
+    }
+  } else {
+    if (client) {
+      lock.unlock();
+      client->onGone([feed] {
+        std::lock_guard woken(feed->mutex);
+        feed->changed.notify_all();
+      });
+      lock.lock();
+    }
+    feed->changed.wait_until(lock, deadline, news);
+    if (client) {
+      lock.unlock();
+      client->onGone(nullptr);
+      lock.lock();
+    }
   }
   if (clientGone()) {
     batch.ended = true;
@@ -289,6 +318,7 @@ void EventFeeds::stop(std::chrono::milliseconds grace) {
     std::lock_guard lock(feed->mutex);
     feed->ended = true;
     feed->changed.notify_all();
+    feed->parked.wakeAll();
   }
   if (dispatcher.joinable()) dispatcher.join();
   std::unique_lock lock(mutex_);

@@ -10,6 +10,10 @@
 // for events the buffer no longer holds (a client resuming from far behind) reads them from the
 // store itself, then joins the buffer. A thousand clients of one thread cost one buffer.
 //
+// A stream whose response the HTTP front serves in turns (http::StreamControl) does not block in
+// next(): with nothing to send yet it is parked on its feed and woken by the feed's next events
+// (or its end), so a waiting stream holds no thread.
+//
 // Ownership: the Service owns its EventFeeds; a feed ends when its last stream does (or at
 // stop()); the dispatcher runs from the first subscribe() until stop().
 // Thread-safety: every member may be called from any thread.
@@ -53,10 +57,15 @@ class EventFeeds {
     std::vector<std::shared_ptr<const std::string>> texts;  // formatted events, in order
     int64_t last = 0;    // the sequence number of the last one (`after` when there is none)
     bool ended = false;  // the thread was deleted, or the service stops: end the stream
+    // Nothing yet: the stream was parked (see above); its provider returns writing nothing and
+    // is called again when there is news or at `deadline` (then next() answers as a wait that
+    // timed out: no texts).
+    bool parked = false;
   };
   // The events after `after`, waiting for some until `deadline`. On a thread serving a
   // long-lived request of http::Server, the wait also ends, with `ended`, when that request's
-  // client goes (http::currentClientWatch()).
+  // client goes (http::currentStream()); within a turn of its stream, it parks instead of
+  // waiting.
   Batch next(const Subscription& feed, int64_t after,
              std::chrono::steady_clock::time_point deadline);
 
@@ -84,10 +93,14 @@ class EventFeeds {
   std::function<void(const std::string&)> log_;
   mutable std::mutex mutex_;  // feeds_, subscribers counts, stopping_, dispatcher_
   std::map<std::string, std::shared_ptr<Feed>> feeds_;
+  bool followedChanged_ = false;  // feeds_ gained a feed or one lost its last stream
   size_t streams_ = 0;
   std::condition_variable noStreams_;  // streams_ reached 0
   bool stopping_ = false;
   std::thread dispatcher_;
+  // The dispatcher's: the feeds it polls and their threads' ids, made from feeds_ when it changed.
+  std::vector<std::shared_ptr<Feed>> followed_;
+  std::vector<std::string> followedIds_;
   std::atomic<uint64_t> polls_{0};
   std::atomic<uint64_t> reads_{0};
 };

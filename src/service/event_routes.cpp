@@ -95,6 +95,7 @@ class EventRoutes {
           }
           const auto deadline = std::chrono::steady_clock::now() + s.options.heartbeat;
           auto batch = s.feeds->next(feed, stream->after, deadline);
+          if (batch.parked) return true;  // called again when there is news
           if (batch.ended) {
             sink.done();
             return true;

@@ -529,6 +529,7 @@ class OpenAiRoutes {
           RunFollower& run = *r->run;
           const auto step = run.step(
               std::min(std::chrono::steady_clock::now() + heartbeat, r->deadline), r->deadline);
+          if (step.parked) return true;  // called again when there is news
           for (const auto& text : step.text) {
             if (!r->messageOpen) {
               r->messageOpen = true;
@@ -696,6 +697,7 @@ class OpenAiRoutes {
           const auto step =
               run.step(std::min(std::chrono::steady_clock::now() + heartbeat, chat->deadline),
                        chat->deadline);
+          if (step.parked) return true;  // called again when there is news
           for (const auto& text : step.text)
             out += sseData(chat->chunk({{"content", text}}));
           if (!run.done()) {

@@ -94,6 +94,10 @@ RunFollower::Step RunFollower::step(std::chrono::steady_clock::time_point wakeBy
   Step step;
   if (done()) return step;
   const auto batch = feeds_.next(feed_, after_, std::min(wakeBy, deadline));
+  if (batch.parked) {
+    step.parked = true;
+    return step;
+  }
   for (const auto& text : batch.texts) {
     auto event = parseFormatted(*text);
     if (!event || event->seq <= after_) continue;

@@ -115,8 +115,10 @@ class RunFollower {
                                       // replies), in order
     std::vector<StoredEvent> events;  // the run's events read, in order
     bool ended = false;               // the thread was deleted, or the service stops
+    bool parked = false;  // nothing yet, and the stream was parked (EventFeeds::Batch::parked)
   };
   // Waits for events until `wakeBy`; past `deadline` the run is given up (a timeout error).
+  // Within a turn of a stream served in turns, parks instead of waiting (`parked`).
   Step step(std::chrono::steady_clock::time_point wakeBy,
             std::chrono::steady_clock::time_point deadline);
   // The run ended, waits, or was given up: answer() is final.

@@ -159,6 +159,8 @@ struct Service::Impl {
     // The service's own cap (too_many_streams) answers first; the front's is the backstop, with
     // room for the requests that are refused on such a thread.
     limits.maxLongLived = options.maxStreams + 64;
+    limits.streamThreads = options.streamThreads;
+    limits.maxStreamBuffer = options.maxStreamBuffer;
     limits.maxBodyBytes = options.maxBodyBytes;
     limits.maxConnections = options.maxConnections;
     limits.headTimeout = options.headTimeout;
@@ -271,6 +273,9 @@ Service::Service(std::shared_ptr<RunStore> runs, ServiceOptions options) {
     }
   }
   if (options.maxBodyBytes == 0) throw ValidationError("maxBodyBytes", "must be positive");
+  if (options.maxStreamBuffer < 4'096) {
+    throw ValidationError("maxStreamBuffer", "must be 4 096 bytes at least");
+  }
   if (options.maxEventBytes < 256) throw ValidationError("maxEventBytes", "must be 256 at least");
   if (options.maxPage == 0) throw ValidationError("maxPage", "must be positive");
   if (options.maxIdBytes == 0) throw ValidationError("maxIdBytes", "must be positive");

@@ -21,7 +21,8 @@
 // Internal (not installed: src/service/, library parley_service); `parley serve` is its host.
 // Ownership: the caller owns the service; it shares the RunStore.
 // Thread-safety: start(), stop() and the accessors may be called from any thread; requests are
-// served on a pool of `threads` threads, each open event stream on a thread of its own.
+// served on a pool of `threads` threads, a stream's request on a thread of its own, and its
+// events by `streamThreads` threads for all the streams (a stream waiting for events holds none).
 // Lifetime: the destructor stops the service.
 #pragma once
 
@@ -53,9 +54,16 @@ struct ServiceOptions {
   // `host`, with the bound port; with authTokens on an address that is not loopback, any.
   // Past it: 403 host_not_allowed.
   std::vector<std::string> allowedHosts{};
-  // Threads serving requests (an event stream has a thread of its own, up to maxStreams);
-  // 0: 16.
+  // Threads serving requests (a stream's request has a thread of its own until its response
+  // starts, up to maxStreams); 0: 16.
   int threads = 0;
+  // Threads writing the event streams (every kind: the native, Agent Protocol, OpenAI, UI and
+  // A2A streams) that have news; a stream waiting for its next event is parked and holds none
+  // (docs/service.md, "The HTTP front"). 0: each stream keeps a thread of its own instead.
+  size_t streamThreads = 4;
+  // What a stream's client has not taken yet; a write past it cuts the stream (its client may
+  // resume it with Last-Event-ID). A stream whose client takes nothing for 5 s is cut too.
+  size_t maxStreamBuffer = 1 << 20;
   size_t maxBodyBytes = 1 << 20;  // a request body, sized or chunked; past it: 413
   // The HTTP front (docs/service.md): connections open at once, the time and size of a request's
   // head (request line and headers), and how long a keep-alive connection may idle.

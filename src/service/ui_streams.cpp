@@ -364,6 +364,7 @@ void streamResponse(httplib::Response& res, std::shared_ptr<UiStream> stream,
         const auto step =
             run.step(std::min(std::chrono::steady_clock::now() + heartbeat, stream->deadline),
                      stream->deadline);
+        if (step.parked) return true;  // called again when there is news
         for (const auto& event : step.events) {
           for (const auto& data : stream->encoder->encode(event))
             if (event.seq > stream->resumeAfter) out += frame(event.seq, data);

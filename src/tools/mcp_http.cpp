@@ -14,14 +14,17 @@
 // MCP-Protocol-Version, Mcp-Method and, for tools/call, resources/read and prompts/get, Mcp-Name
 // (base64 in the specification's =?base64?...?= form when it is not plain visible ASCII).
 //
-// Each POST runs on a thread of its own (the requests in flight are bounded by the callers),
-// over a pool of libcurl handles kept for reuse so connections stay alive between calls. A
-// transfer is ended at once (close(), abandon()) by waking its multi handle.
+// Each request's POST runs on a thread of the transport's, one per request in flight (bounded by
+// the callers), kept for the next request when it ends (at most kMaxIdleWorkers wait), over a
+// pool of libcurl handles kept for reuse so connections stay alive between calls. A transfer is
+// ended at once (close(), abandon()) by waking its multi handle.
 #include <curl/curl.h>
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <deque>
+#include <functional>
 #include <list>
 #include <map>
 #include <mutex>
@@ -144,12 +147,18 @@ class HttpTransport final : public McpTransport {
     }
     std::lock_guard lock(mutex_);
     reapWorkers();
-    auto done = std::make_shared<std::atomic<bool>>(false);
-    workers_.push_back({std::thread([this, text, id = *requestId, routing, done] {
-                          runRequest(text, id, routing);
-                          done->store(true);
-                        }),
-                        done});
+    jobs_.push_back([this, text, id = *requestId, routing] { runRequest(text, id, routing); });
+    // A thread for each request no waiting thread will take.
+    if (jobs_.size() > idleWorkers_) {
+      auto done = std::make_shared<std::atomic<bool>>(false);
+      workers_.push_back({std::thread([this, done] {
+                            runJobs();
+                            done->store(true);
+                          }),
+                          done});
+    } else {
+      work_.notify_one();
+    }
   }
 
   void sendAnswer(const std::string& text) override {
@@ -200,9 +209,11 @@ class HttpTransport final : public McpTransport {
       closing_.store(true);
       for (Exchange* exchange : active_)
         abortLocked(*exchange);
+      jobs_.clear();  // requests not started end as those under way do: unanswered
       workers = std::move(workers_);
     }
     wake_.notify_all();
+    work_.notify_all();
     for (Worker& worker : workers)
       worker.thread.join();
     // End the session on the server (it may answer 405: it does not let clients end sessions).
@@ -238,6 +249,28 @@ class HttpTransport final : public McpTransport {
   bool stateless() const {
     std::lock_guard lock(mutex_);
     return stateless_;
+  }
+
+  // A request thread: runs queued requests, then waits for more; ends when the transport closes
+  // or kMaxIdleWorkers others wait already. (Starting a thread per request cost a call more CPU
+  // than the rest of the client's side, and under load a new thread waits longest for a core.)
+  void runJobs() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      if (closing_.load()) return;
+      if (!jobs_.empty()) {
+        std::function<void()> job = std::move(jobs_.front());
+        jobs_.pop_front();
+        lock.unlock();
+        job();
+        lock.lock();
+        continue;
+      }
+      if (idleWorkers_ >= kMaxIdleWorkers) return;
+      ++idleWorkers_;
+      work_.wait(lock);
+      --idleWorkers_;
+    }
   }
 
   void reapWorkers() {  // mutex_ held
@@ -631,6 +664,7 @@ class HttpTransport final : public McpTransport {
   }
 
   static constexpr std::size_t kMaxIdleHandles = 8;
+  static constexpr std::size_t kMaxIdleWorkers = 8;
 
   const McpServerOptions options_;
   const std::shared_ptr<McpOAuth> oauth_;
@@ -639,6 +673,9 @@ class HttpTransport final : public McpTransport {
   mutable std::mutex mutex_;  // everything below
   std::condition_variable wake_;
   std::vector<Worker> workers_;
+  std::condition_variable work_;            // a request is queued, or the transport closes
+  std::deque<std::function<void()>> jobs_;  // requests no thread has taken yet
+  std::size_t idleWorkers_ = 0;             // request threads waiting on work_
   std::vector<Exchange*> active_;
   std::vector<std::unique_ptr<Handle>> idle_;
   std::string sessionId_;

@@ -1,10 +1,16 @@
 # Test fixture: installs the pinned npm packages of a folder of tests/node into the build tree.
 #   cmake -DSRC=<tests/node/NAME> -DDST=<build dir> -DNPM=<npm> [-DEXTRA=<files>] -P npm_ci.cmake
 # Copies package.json, package-lock.json, the folder's *.mjs scripts and the EXTRA files (a
-# ;-list) of SRC; runs `npm ci` only when the lock file changed since the last install.
+# ;-list) of SRC, and the shared modules of tests/node (*.mjs); runs `npm ci` only when the lock
+# file changed since the last install.
 file(GLOB scripts RELATIVE ${SRC} ${SRC}/*.mjs)
 foreach(file package.json package-lock.json ${scripts} ${EXTRA})
   configure_file(${SRC}/${file} ${DST}/${file} COPYONLY)
+endforeach()
+# The modules every folder's tests may use (tests/node/*.mjs: node's own modules only).
+file(GLOB shared RELATIVE ${SRC}/.. ${SRC}/../*.mjs)
+foreach(file ${shared})
+  configure_file(${SRC}/../${file} ${DST}/${file} COPYONLY)
 endforeach()
 set(stamp ${DST}/node_modules/.parley-lock-stamp)
 if(EXISTS ${stamp})

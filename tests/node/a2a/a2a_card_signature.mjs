@@ -20,7 +20,7 @@ import canonicalize from 'canonicalize';
 import { A2A_PROTOCOL_VERSION, TaskState, generateAgentCardSignature, verifyAgentCardSignature } from '@a2a-js/sdk';
 import { DefaultRequestHandler, InMemoryTaskStore, AgentEvent } from '@a2a-js/sdk/server';
 import { jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
-import { parleyProcesses } from './parley_processes.mjs';
+import { parleyProcesses } from './parley_process.mjs';
 
 const [parley] = process.argv.slice(2);
 if (!parley) {

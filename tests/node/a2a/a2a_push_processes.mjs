@@ -6,14 +6,14 @@
 // and posts the rest, once.
 //
 //   node a2a_push_processes.mjs PARLEY_BINARY sqlite|postgres
-import { spawnSync } from 'node:child_process';
 import { createServer } from 'node:http';
-import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { parleyProcesses } from './parley_processes.mjs';
+import { parleyProcesses } from './parley_process.mjs';
+import { testDatabase } from './test_database.mjs';
 
 const [parley, backend = 'sqlite'] = process.argv.slice(2);
 if (!parley) {
@@ -25,20 +25,7 @@ const { start, children } = parleyProcesses(parley);
 const exited = (child) =>
   new Promise((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once('exit', resolve)));
 
-let db = join(dir, 'push.db');
-if (backend === 'postgres') {
-  const info = process.env.PARLEY_TEST_PG_INFO;
-  assert.ok(info, 'PARLEY_TEST_PG_INFO names the test cluster (the pg_cluster fixture)');
-  const [host, port] = readFileSync(info, 'utf8').trim().split(/\s+/);
-  const database = `a2a_push_${process.pid}`;
-  const conninfo = `host=${host} port=${port} user=postgres dbname=postgres`;
-  const env = { ...process.env, PGPASSWORD: 'parley-test-secret' };
-  for (const sql of [`DROP DATABASE IF EXISTS ${database}`, `CREATE DATABASE ${database}`]) {
-    const made = spawnSync('psql', [conninfo, '-q', '-c', sql], { env, encoding: 'utf8' });
-    assert.equal(made.status, 0, made.stderr);
-  }
-  db = `postgresql://postgres:parley-test-secret@/${database}?host=${host}&port=${port}`;
-}
+const db = testDatabase(backend, dir, 'a2a_push');
 
 const script = join(dir, 'script.jsonl');
 writeFileSync(

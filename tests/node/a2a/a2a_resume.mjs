@@ -16,7 +16,7 @@ import express from 'express';
 import { A2A_PROTOCOL_VERSION, AGENT_CARD_PATH, TaskState } from '@a2a-js/sdk';
 import { DefaultRequestHandler, InMemoryTaskStore, AgentEvent } from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
-import { parleyProcesses } from './parley_processes.mjs';
+import { parleyProcesses } from './parley_process.mjs';
 
 const [parley] = process.argv.slice(2);
 if (!parley) {

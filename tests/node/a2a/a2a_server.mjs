@@ -25,7 +25,7 @@ import {
   JsonRpcTransportFactory,
   RestTransportFactory,
 } from '@a2a-js/sdk/client';
-import { parleyProcesses } from './parley_processes.mjs';
+import { parleyProcesses } from './parley_process.mjs';
 
 const [parley] = process.argv.slice(2);
 if (!parley) {

@@ -12,15 +12,15 @@
 // The model is `parley mock` with a script of its own (a question for the human tool, a slow
 // reply to double-text over, a streamed story); PostgreSQL is the test cluster of the ctest
 // fixture (PARLEY_TEST_PG_INFO), in a database of this run's.
-import { spawn, spawnSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import { createServer } from 'node:http';
-import { createInterface } from 'node:readline';
-import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { Client } from '@langchain/langgraph-sdk';
+import { parleyProcesses } from './parley_process.mjs';
+import { testDatabase } from './test_database.mjs';
 
 const [parley, backend = 'sqlite'] = process.argv.slice(2);
 if (!parley) {
@@ -28,26 +28,9 @@ if (!parley) {
   process.exit(2);
 }
 const dir = mkdtempSync(join(tmpdir(), 'parley-langgraph-'));
-const children = new Set();
 const deadline = Date.now() + 50_000;
 
-function start(args, env = {}) {
-  const child = spawn(parley, args, {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, ...env },
-  });
-  children.add(child);
-  child.once('exit', () => children.delete(child));
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`parley ${args[0]} exited early (${code})`)));
-    createInterface({ input: child.stdout }).once('line', (line) => {
-      child.removeAllListeners('exit');
-      child.once('exit', () => children.delete(child));
-      resolve({ child, url: line.trim() });
-    });
-  });
-}
+const { start, children } = parleyProcesses(parley);
 
 function ended(child) {
   return new Promise((resolve) => {
@@ -87,20 +70,7 @@ const text = (message) => (typeof message.content === 'string' ? message.content
 const lastText = (values) => text(values.messages.at(-1));
 
 // The database.
-let db = join(dir, 'langgraph.db');
-if (backend === 'postgres') {
-  const info = process.env.PARLEY_TEST_PG_INFO;
-  assert.ok(info, 'PARLEY_TEST_PG_INFO names the test cluster (the pg_cluster fixture)');
-  const [host, port] = readFileSync(info, 'utf8').trim().split(/\s+/);
-  const database = `langgraph_${process.pid}`;
-  const conninfo = `host=${host} port=${port} user=postgres dbname=postgres`;
-  const env = { ...process.env, PGPASSWORD: 'parley-test-secret' };
-  for (const sql of [`DROP DATABASE IF EXISTS ${database}`, `CREATE DATABASE ${database}`]) {
-    const made = spawnSync('psql', [conninfo, '-q', '-c', sql], { env, encoding: 'utf8' });
-    assert.equal(made.status, 0, made.stderr);
-  }
-  db = `postgresql://postgres:parley-test-secret@/${database}?host=${host}&port=${port}`;
-}
+const db = testDatabase(backend, dir, 'langgraph');
 
 // The model: the mock with this test's script.
 const script = join(dir, 'script.jsonl');
@@ -244,7 +214,9 @@ try {
 
   await check('threads.update, search, count, copy', async () => {
     const updated = await client.threads.update(thread.thread_id, { metadata: { topic: 'tests' } });
-    assert.deepEqual(updated.metadata, { user: 'ada', topic: 'tests' });
+    // A run notes its assistant and graph in the thread's metadata, as LangGraph's server does.
+    assert.deepEqual(updated.metadata,
+      { user: 'ada', topic: 'tests', graph_id: 'agent', assistant_id: 'agent' });
     const found = await client.threads.search({ metadata: { user: 'ada' }, limit: 5 });
     assert.deepEqual(found.map((t) => t.thread_id), [thread.thread_id]);
     const idle = await client.threads.search({ status: 'idle', sortBy: 'created_at', sortOrder: 'asc' });

@@ -15,31 +15,18 @@
 // With postgres only 3 runs, on a database of the test cluster (PARLEY_TEST_PG_INFO, the ctest
 // fixture): the trace crosses processes through PostgreSQL's queue.
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { testDatabase } from './test_database.mjs';
 
 const [parley, backend = 'sqlite'] = process.argv.slice(2);
 assert.ok(parley, 'usage: node otlp_e2e.mjs <parley binary> [sqlite|postgres]');
 
-// A database of its own on the test cluster.
-function postgresDatabase() {
-  const info = process.env.PARLEY_TEST_PG_INFO;
-  assert.ok(info, 'PARLEY_TEST_PG_INFO names the test cluster (the pg_cluster fixture)');
-  const [host, port] = readFileSync(info, 'utf8').trim().split(/\s+/);
-  const database = `otlp_${process.pid}`;
-  const conninfo = `host=${host} port=${port} user=postgres dbname=postgres`;
-  const env = { ...process.env, PGPASSWORD: 'parley-test-secret' };
-  for (const sql of [`DROP DATABASE IF EXISTS ${database}`, `CREATE DATABASE ${database}`]) {
-    const made = spawnSync('psql', [conninfo, '-q', '-c', sql], { env, encoding: 'utf8' });
-    assert.equal(made.status, 0, made.stderr);
-  }
-  return `postgresql://postgres:parley-test-secret@/${database}?host=${host}&port=${port}`;
-}
 
 const require = createRequire(import.meta.url);
 const otlp = require('@opentelemetry/otlp-proto-exporter-base/build/src/generated/root.js').opentelemetry.proto;
@@ -211,7 +198,7 @@ try {
   // --- 3. serve -> queue -> a worker killed mid-run -> another worker --------------------------
   reset();
   {
-    const db = backend === 'postgres' ? postgresDatabase() : join(dir, 'runs.db');
+    const db = testDatabase(backend, dir, backend === 'postgres' ? 'otlp' : 'runs');
     const serve = start(['serve', '--db', db, '--port', '0'], otel('parley-serve'));
     const serveUrl = await serve.firstLine;
     const workerArgs = (id) => ['worker', '--db', db, ...model, '--lease-ms', '1000', '--worker-id', id];

@@ -4,35 +4,17 @@
 // a stream resumed with Last-Event-ID. The workers talk to `parley mock` with a script.
 //   node ui_streams.mjs <path to the parley binary>
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { DefaultChatTransport, readUIMessageStream } from 'ai';
 import { HttpAgent } from '@ag-ui/client';
+import { start as startParley, stop } from './parley_process.mjs';
 
 const parley = process.argv[2];
 assert.ok(parley, 'usage: node ui_streams.mjs <parley binary>');
 
-function start(args) {
-  const child = spawn(parley, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`parley ${args[0]} exited early (${code})`)));
-    createInterface({ input: child.stdout }).once('line', (line) => {
-      child.removeAllListeners('exit');
-      resolve({ child, url: line.trim() });
-    });
-  });
-}
-
-function stop(child) {
-  return new Promise((resolve) => {
-    child.once('exit', (code, signal) => resolve({ code, signal }));
-    child.kill('SIGTERM');
-  });
-}
+const start = (args) => startParley(parley, args);
 
 const script = [
   { name: 'after-tool', match: { last_role: 'tool' }, reply: { content: '{{last_tool_name}} says: {{tool_results}}' } },

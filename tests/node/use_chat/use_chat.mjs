@@ -7,64 +7,22 @@
 // Any chunk the SDK cannot read fails it (the page shows useChat's error).
 //   node use_chat.mjs <parley binary> [chromium]
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import puppeteer from 'puppeteer-core';
+import { launchChromium, pageChecks, servePage } from './bundled_page.mjs';
+import { start as startParley, stop } from './parley_process.mjs';
 
 const parley = process.argv[2];
 const chromium = process.argv[3] || '/usr/bin/chromium';
 assert.ok(parley, 'usage: node use_chat.mjs <parley binary> [chromium]');
 const here = dirname(fileURLToPath(import.meta.url));
 
-function start(args) {
-  const child = spawn(parley, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`parley ${args[0]} exited early (${code})`)));
-    createInterface({ input: child.stdout }).once('line', (line) => {
-      child.removeAllListeners('exit');
-      resolve({ child, url: line.trim() });
-    });
-  });
-}
-
-function stop(child) {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    child.kill('SIGTERM');
-  });
-}
-
-// The page: app.jsx and its imports in one script.
-const bundled = await build({
-  entryPoints: [join(here, 'app.jsx')],
-  bundle: true,
-  write: false,
-  format: 'iife',
-  jsx: 'automatic',
-  minify: true,
-  define: { 'process.env.NODE_ENV': '"production"' },
-  logLevel: 'error',
-});
-const appJs = bundled.outputFiles[0].text;
-const html = '<!doctype html><meta charset="utf-8"><title>useChat on parley</title>' +
-  '<div id="root"></div><script src="/app.js"></script>';
-const site = createServer((req, res) => {
-  if (req.url.startsWith('/app.js')) {
-    res.writeHead(200, { 'content-type': 'text/javascript' }).end(appJs);
-  } else {
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(html);
-  }
-});
-await new Promise((resolve) => site.listen(0, '127.0.0.1', resolve));
-const origin = `http://127.0.0.1:${site.address().port}`;
+const site = await servePage(build, join(here, 'app.jsx'), 'useChat on parley');
+const origin = site.origin;
 
 const kStory = Array.from({ length: 40 }, (_, i) => `word${i + 1}`).join(' ');
 const script = [
@@ -85,35 +43,20 @@ writeFileSync(join(dir, 'tools.toml'), [
   '',
 ].join('\n'));
 
-const mock = await start(['mock', '--port', '0', '--script', join(dir, 'script.jsonl')]);
-const serve = await start([
+const mock = await startParley(parley, ['mock', '--port', '0', '--script', join(dir, 'script.jsonl')]);
+const serve = await startParley(parley, [
   'serve', '--db', join(dir, 'parley.db'), '--port', '0', '--workers', '1', '--cors', origin,
   '--base-url', mock.url, '--model', 'mock-model', '--api-key', 'unused',
   '--tools-file', join(dir, 'tools.toml'),
 ]);
-const browser = await puppeteer.launch({
-  executablePath: chromium,
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-});
+const browser = await launchChromium(puppeteer, chromium);
 try {
   const page = await browser.newPage();
   page.setDefaultTimeout(30_000);
-  const errors = [];
-  page.on('pageerror', (e) => errors.push(e.message));
+  const { noError, waitFor } = pageChecks(page, assert);
   const open = async (chat) => {
     await page.goto(`${origin}/?base=${encodeURIComponent(serve.url)}&chat=${chat}`);
     await page.waitForSelector('#input, #error');
-    await noError();
-  };
-  const noError = async () => {
-    const shown = await page.$eval('#error', (e) => e.textContent).catch(() => null);
-    assert.equal(shown, null, `useChat's error: ${shown}`);
-    assert.deepEqual(errors, []);
-  };
-  // Waits for `condition` in the page, or for useChat's error (then fails with it at once).
-  const waitFor = async (condition, arg) => {
-    await page.waitForFunction(`document.getElementById('error') || (${condition})(${JSON.stringify(arg)})`);
     await noError();
   };
   const texts = (role) => page.$$eval(`.msg.${role}`, (l) => l.map((e) =>
@@ -121,7 +64,7 @@ try {
   const send = async (words) => {
     await waitFor(() => document.getElementById('status').dataset.status === 'ready');
     await page.type('#input', words);
-    await page.click('#send');
+    await page.$eval('#send', (e) => e.click());
   };
 
   // A message and its streamed reply.
@@ -136,7 +79,7 @@ try {
   await send('delete a.txt');
   await waitFor(() => !!document.querySelector('.tool[data-name="delete_file"][data-state="approval-requested"] button.approve'));
   assert.equal(await page.$eval('.tool .input', (e) => e.textContent), '{"path":"a.txt"}');
-  await page.click('button.approve');
+  await page.$eval('button.approve', (e) => e.click());
   await waitFor(() => [...document.querySelectorAll('.msg.assistant .text')]
     .some((e) => e.textContent.startsWith('delete_file says:')));
   await waitFor(() => document.getElementById('status').dataset.status === 'ready');
