@@ -21,6 +21,7 @@
 #include <benchmark/benchmark.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -37,12 +38,18 @@ using namespace parley;
 
 struct Fixture {
   Fixture() {
-    mock::MockOptions options;
-    options.script = mock::readScript(R"({"reply": {"content": "Hello {{last_user}}"}})");
-    options.threads = 128;
-    server = std::make_unique<mock::MockServer>(options);
-    server->start();
-    client.baseUrl = server->baseUrl();
+    // PARLEY_BENCH_MOCK_URL: a mock already serving (`parley mock`), so that two builds of the
+    // executor can be timed against one server.
+    if (const char* url = std::getenv("PARLEY_BENCH_MOCK_URL")) {
+      client.baseUrl = url;
+    } else {
+      mock::MockOptions options;
+      options.script = mock::readScript(R"({"reply": {"content": "Hello {{last_user}}"}})");
+      options.threads = 128;
+      server = std::make_unique<mock::MockServer>(options);
+      server->start();
+      client.baseUrl = server->baseUrl();
+    }
     client.model = "parley-mock";
     client.maxRetries = 0;
     profiles->add("default", client);
