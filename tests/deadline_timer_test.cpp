@@ -60,5 +60,23 @@ TEST(DeadlineTimer, ACancelWaitsForTheCallbackUnderWay) {
   EXPECT_TRUE(sawFinished.load());
 }
 
+// The thread waits for the first deadline while a cancel removes it and a sooner one wakes it:
+// it must not read the removed deadline (ASan and TSan in CI: a heap-use-after-free before).
+TEST(DeadlineTimer, TheDeadlineWaitedForMayBeCancelled) {
+  auto& timer = DeadlineTimer::shared();
+  std::atomic<bool> farFired{false};
+  for (int i = 0; i < 100; ++i) {
+    const auto far = timer.schedule(Clock::now() + 1h, [&] { farFired = true; });
+    std::promise<void> passed;
+    timer.schedule(Clock::now(), [&] { passed.set_value(); });
+    passed.get_future().get();  // the thread goes back to waiting for `far`
+    timer.cancel(far);
+    std::promise<void> woke;
+    timer.schedule(Clock::now(), [&] { woke.set_value(); });
+    woke.get_future().get();
+  }
+  EXPECT_FALSE(farFired.load());
+}
+
 }  // namespace
 }  // namespace parley::detail

@@ -36,8 +36,10 @@ void DeadlineTimer::loop() {
       continue;
     }
     auto first = due_.begin();
-    if (Clock::now() < first->first.first) {
-      changed_.wait_until(lock, first->first.first);
+    if (const auto at = first->first.first; Clock::now() < at) {
+      // A copy: a cancel during the wait frees the entry, and wait_until reads its deadline
+      // again when it wakes.
+      changed_.wait_until(lock, at);
       continue;
     }
     const Id id = first->first.second;
