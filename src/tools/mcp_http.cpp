@@ -593,23 +593,26 @@ class HttpTransport final : public McpTransport {
     }
   }
 
+  // Each error is made in a statement before the one that hands it over: the temporary it is
+  // copied from is gone before the waiting thread can read the copy (their message buffer is
+  // shared, counted by libstdc++'s atomics, which ThreadSanitizer does not see).
   void finishRequest(Exchange& exchange, int64_t id) {
     if (exchange.failure) return failRequest(id, exchange.failure);
     if (exchange.status / 100 != 2) {
-      if (sessionEnded(exchange)) {
-        return failRequest(
-            id, std::make_exception_ptr(ConnectionError(who() + " ended the session (HTTP 404)")));
-      }
-      return failRequest(id, std::make_exception_ptr(httpError(exchange)));
+      auto why =
+          sessionEnded(exchange)
+              ? std::make_exception_ptr(ConnectionError(who() + " ended the session (HTTP 404)"))
+              : std::make_exception_ptr(httpError(exchange));
+      return failRequest(id, std::move(why));
     }
     if (!exchange.sse) {
       McpReceived received = events_.onMessage(exchange.body);
       if (received.responseTo == id) return;
-      return failRequest(
-          id, std::make_exception_ptr(ProtocolError(
-                  who() + " answered the POST of request " + std::to_string(id) + " with " +
-                  (exchange.body.empty() ? "an empty body"
-                                         : "something else: " + mcpExcerpt(exchange.body)))));
+      auto why = std::make_exception_ptr(
+          ProtocolError(who() + " answered the POST of request " + std::to_string(id) + " with " +
+                        (exchange.body.empty() ? "an empty body"
+                                               : "something else: " + mcpExcerpt(exchange.body))));
+      return failRequest(id, std::move(why));
     }
     // The stream ended before the answer: resume it where it broke, if the server gave ids
     // (2026-07-28 has no resumption: the request is lost).

@@ -61,6 +61,43 @@ class Fd {
   int fd_ = -1;
 };
 
+// A mutex whose lock can be waited for until a deadline (std::timed_mutex's requirements, so
+// std::unique_lock's try_lock_until works on it). Not std::timed_mutex: its try_lock_until is
+// pthread_mutex_clocklock, which GCC 12's ThreadSanitizer does not intercept, so every unlock
+// after it was reported as the unlock of an unlocked mutex and hid real reports.
+class TimedMutex {
+ public:
+  void lock() {
+    std::unique_lock guard(mutex_);
+    freed_.wait(guard, [&] { return !held_; });
+    held_ = true;
+  }
+  bool try_lock() {
+    std::lock_guard guard(mutex_);
+    if (held_) return false;
+    held_ = true;
+    return true;
+  }
+  bool try_lock_until(Clock::time_point deadline) {
+    std::unique_lock guard(mutex_);
+    if (!freed_.wait_until(guard, deadline, [&] { return !held_; })) return false;
+    held_ = true;
+    return true;
+  }
+  void unlock() {
+    {
+      std::lock_guard guard(mutex_);
+      held_ = false;
+    }
+    freed_.notify_one();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable freed_;
+  bool held_ = false;
+};
+
 std::string errnoText(int error) {
   return std::strerror(error);
 }
@@ -127,6 +164,9 @@ class StdioTransport final : public McpTransport {
             std::min(deadline, Clock::now() + 2 * options_.shutdownGrace);
         std::unique_lock lock(stateMutex_);
         if (closedCv_.wait_until(lock, until, [&] { return closedText_.has_value(); })) {
+          // The reader ended it for breaking the protocol (before this write, when the server
+          // spoke first): that is the error, whichever call meets it.
+          if (closedByProtocol_) throw ProtocolError(*closedText_);
           throw ConnectionError(*closedText_);
         }
       }
@@ -375,6 +415,7 @@ class StdioTransport final : public McpTransport {
     } catch (const std::exception& e) {
       std::lock_guard lock(stateMutex_);
       closedText_ = e.what();
+      closedByProtocol_ = dynamic_cast<const ProtocolError*>(&e) != nullptr;
     }
     closedCv_.notify_all();
   }
@@ -402,13 +443,14 @@ class StdioTransport final : public McpTransport {
   pid_t pid_ = -1;
   Fd pidfd_, stdin_, stdout_, stderr_, wake_;
   std::thread reader_;
-  std::timed_mutex writeMutex_;
+  TimedMutex writeMutex_;
   std::mutex closeMutex_;
   bool closed_ = false;
   std::atomic<bool> closing_{false};
-  mutable std::mutex stateMutex_;  // reaped_, stderrTail_, closedText_
+  mutable std::mutex stateMutex_;  // reaped_, stderrTail_, closedText_, closedByProtocol_
   std::condition_variable closedCv_;
   std::optional<std::string> closedText_;  // how the server ended, once the reader knows
+  bool closedByProtocol_ = false;          // ended for breaking the protocol (a ProtocolError)
   bool reaped_ = false;
   std::string stderrTail_;
   std::atomic<int> nonJson_{0};
