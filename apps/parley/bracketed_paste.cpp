@@ -1,12 +1,15 @@
 #include "bracketed_paste.hpp"
 
 #include <editline/readline.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <deque>
+#include <string>
 #include <string_view>
 
 namespace parley::cli {
@@ -22,9 +25,23 @@ std::deque<int> pending;  // characters read ahead, handed to libedit first
 std::optional<Paste> lastPaste;
 int interruptFd = -1;  // readable: the line ends (Ctrl-C at the prompt)
 
+// `fd` (the terminal) opened again without blocking, or `fd` when it cannot be. A Ctrl-C
+// flushes the terminal's input (ISIG without NOFLSH), so the bytes poll() saw may be gone when
+// read() comes, and a blocking read would then sit past the interrupt until the next key. A
+// second open file description, so the descriptor shared with the shell stays blocking.
+int nonBlocking(int fd) {
+  static const int copy = [fd] {
+    const std::string path = "/proc/self/fd/" + std::to_string(fd);
+    const int opened = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    return opened >= 0 ? opened : fd;
+  }();
+  return copy;
+}
+
 // One byte from `fd`; -1 at end of input, on an error, or once interruptFd is readable (its
 // owner empties it after readline() returns). A signal's EINTR is retried.
 int readByte(int fd) {
+  const int source = interruptFd >= 0 ? nonBlocking(fd) : fd;
   for (;;) {
     if (interruptFd >= 0) {
       pollfd p[2] = {{fd, POLLIN, 0}, {interruptFd, POLLIN, 0}};
@@ -33,11 +50,17 @@ int readByte(int fd) {
         return -1;
       }
       if (p[1].revents != 0) return -1;
+      // Without a second description, a read only when the flush left something to read.
+      int waiting = 0;
+      if (source == fd && (p[0].revents & POLLIN) != 0 && ::ioctl(fd, FIONREAD, &waiting) == 0 &&
+          waiting == 0) {
+        continue;
+      }
     }
     unsigned char c = 0;
-    const ssize_t n = ::read(fd, &c, 1);
+    const ssize_t n = ::read(source, &c, 1);
     if (n == 1) return c;
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     return -1;
   }
 }
