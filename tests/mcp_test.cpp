@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
@@ -52,6 +53,26 @@ McpServerOptions everything(std::string name = "everything") {
   options.shutdownGrace = 200ms;
   return options;
 }
+
+// What a handler saw on the client's threads, for the test's thread to read: the answer that
+// follows the call reaches the test through the server's process, an order ThreadSanitizer
+// cannot see, so the two meet at a mutex.
+template <class T>
+class Seen {
+ public:
+  void add(T value) {
+    std::lock_guard lock(mutex_);
+    values_.push_back(std::move(value));
+  }
+  std::vector<T> all() const {
+    std::lock_guard lock(mutex_);
+    return values_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<T> values_;
+};
 
 // Whatever a test expects to throw: the message, or "" when nothing was thrown.
 template <typename Exception, typename F>
@@ -703,9 +724,9 @@ const json kForm = {
 
 TEST(McpServerRequests, AnElicitedFormGetsTheSchemaDefaults) {
   McpServerOptions options = testServer("relay");
-  std::vector<McpElicitation> asked;
+  Seen<McpElicitation> asked;
   options.onElicitation = [&](const McpElicitation& request, std::stop_token) {
-    asked.push_back(request);
+    asked.add(request);
     McpElicitationAnswer answer;
     answer.action = McpElicitationAnswer::Action::Accept;
     answer.content = {{"age", 41}, {"colors", {"blue"}}};
@@ -722,9 +743,10 @@ TEST(McpServerRequests, AnElicitedFormGetsTheSchemaDefaults) {
                             {"colors", {"blue"}},
                             {"verified", true}}}}))
       << answer.dump();
-  ASSERT_EQ(asked.size(), 1u);
-  EXPECT_EQ(asked[0].mode, "form");
-  EXPECT_EQ(asked[0].message, "Who are you?");
+  std::vector<McpElicitation> seen = asked.all();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].mode, "form");
+  EXPECT_EQ(seen[0].message, "Who are you?");
   // URL mode: the handler sees the page; the server gets the action only.
   json url = relay(client, "elicitation/create",
                    {{"mode", "url"},
@@ -732,8 +754,9 @@ TEST(McpServerRequests, AnElicitedFormGetsTheSchemaDefaults) {
                     {"url", "https://example.com/form"},
                     {"elicitationId", "e-1"}});
   EXPECT_EQ(url, json({{"action", "accept"}})) << url.dump();
-  ASSERT_EQ(asked.size(), 2u);
-  EXPECT_EQ(asked[1].url, "https://example.com/form");
+  seen = asked.all();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1].url, "https://example.com/form");
 }
 
 TEST(McpServerRequests, AnAnswerOutsideTheFormIsNotSent) {
@@ -755,7 +778,7 @@ TEST(McpServerRequests, AnAnswerOutsideTheFormIsNotSent) {
 
 TEST(McpServerRequests, FormsPastTheCapsNeverReachTheHandler) {
   McpServerOptions options = testServer("relay");
-  int calls = 0;
+  std::atomic<int> calls = 0;
   options.onElicitation = [&](const McpElicitation&, std::stop_token) {
     ++calls;
     return McpElicitationAnswer{};
@@ -790,9 +813,9 @@ TEST(McpServerRequests, WithoutAHandlerElicitationIsNotOffered) {
 TEST(McpServerRequests, SamplingIsAnsweredByTheHandlerWithinTheCaps) {
   McpServerOptions options = testServer("relay");
   options.samplingMaxTokens = 100;
-  json seen;
+  Seen<json> seen;
   options.onSampling = [&](const McpSamplingRequest& request, std::stop_token) {
-    seen = request.params;
+    seen.add(request.params);
     return json{{"role", "assistant"},
                 {"content", {{"type", "text"}, {"text", "Paris"}}},
                 {"model", "the-model"}};
@@ -803,7 +826,8 @@ TEST(McpServerRequests, SamplingIsAnsweredByTheHandlerWithinTheCaps) {
   json answer =
       relay(client, "sampling/createMessage", {{"messages", {message}}, {"maxTokens", 5000}});
   EXPECT_EQ(answer["content"]["text"], "Paris") << answer.dump();
-  EXPECT_EQ(seen["maxTokens"], 100);  // clipped to samplingMaxTokens
+  ASSERT_EQ(seen.all().size(), 1u);
+  EXPECT_EQ(seen.all()[0]["maxTokens"], 100);  // clipped to samplingMaxTokens
 
   json many = json::array();
   for (int i = 0; i < 65; ++i)
@@ -1265,12 +1289,10 @@ TEST(McpCache, TheRegistryReadsAStaleListAgainAndAChangeShowsInTheCacheDiagnosti
   mock::MockServer model(mockOptions);
   model.start();
   auto registry = std::make_shared<ToolRegistry>();
-  std::vector<std::vector<std::string>> refreshed;
+  Seen<std::vector<std::string>> refreshed;
   McpServerOptions options = cachingServer("ttl=20");
   options.allow = {"meta", "stats", "grow", "extra"};
-  options.onToolsRefreshed = [&](const std::vector<std::string>& tools) {
-    refreshed.push_back(tools);
-  };
+  options.onToolsRefreshed = [&](const std::vector<std::string>& tools) { refreshed.add(tools); };
   McpRegistration added = registry->addMcpServer("m", options);
   registry->add("local", "a tool of this process", json::object(),
                 [](const json&, ToolContext&) { return json("local"); });
@@ -1296,7 +1318,7 @@ TEST(McpCache, TheRegistryReadsAStaleListAgainAndAChangeShowsInTheCacheDiagnosti
   EXPECT_FALSE(same->firstDifference) << same->firstDifference->field;
   EXPECT_EQ(registry->revision(), revision);
   EXPECT_EQ(served(client, "tools/list"), listings + 1);  // it was read again
-  EXPECT_TRUE(refreshed.empty());
+  EXPECT_TRUE(refreshed.all().empty());
 
   listings = served(client, "tools/list");
   before = std::chrono::steady_clock::now();
@@ -1309,8 +1331,8 @@ TEST(McpCache, TheRegistryReadsAStaleListAgainAndAChangeShowsInTheCacheDiagnosti
   EXPECT_EQ(served(client, "tools/list"), listings + 1);
   EXPECT_EQ(registry->names(),
             (std::vector<std::string>{"meta", "stats", "grow", "extra", "local"}));
-  ASSERT_EQ(refreshed.size(), 1u);
-  EXPECT_EQ(refreshed[0], (std::vector<std::string>{"meta", "stats", "grow", "extra"}));
+  ASSERT_EQ(refreshed.all().size(), 1u);
+  EXPECT_EQ(refreshed.all()[0], (std::vector<std::string>{"meta", "stats", "grow", "extra"}));
 }
 
 // ---------------------------------------------------------------------------------------------
