@@ -42,6 +42,15 @@ class HttpServerTest : public ::testing::Test {
       ++handled;
       res.set_content("", "text/plain");
     });
+    server->Get("/long", [this](const httplib::Request&, httplib::Response& res) {
+      ++handled;
+      res.set_content("long;", "text/plain");
+    });
+    server->Get("/thread", [this](const httplib::Request&, httplib::Response& res) {
+      ++handled;
+      const size_t id = std::hash<std::thread::id>{}(std::this_thread::get_id());
+      res.set_content("thread " + std::to_string(id) + ";", "text/plain");
+    });
     server->Post("/echo", [this](const httplib::Request& req, httplib::Response& res) {
       ++handled;
       {
@@ -200,6 +209,82 @@ TEST_F(HttpServerTest, AnIdleKeepAliveConnectionIsClosed) {
   const std::string answer = client.readUntilClosed();
   EXPECT_NE(answer.find("hello"), std::string::npos) << answer;
   EXPECT_TRUE(client.closed());
+}
+
+// The worker that answered a keep-alive request waits (keepAliveLinger) for the client's next
+// one and serves it itself; what it cannot serve whole goes on in the loop as if the loop had
+// read it.
+TEST_F(HttpServerTest, AKeepAliveClientsNextRequestIsServedByTheWorkerThatLingers) {
+  http::ServerLimits limits;
+  limits.workers = 4;
+  limits.keepAliveLinger = 10s;  // long: the client's next request always comes within it
+  limits.maxHeadBytes = 1024;
+  limits.longLived = [](std::string_view, std::string_view target) { return target == "/long"; };
+  start(limits);
+  RawClient client(port);
+  auto thread = [&] {
+    client.send("GET /thread HTTP/1.1\r\nHost: x\r\n\r\n");
+    const std::string answer = client.readUntil(";");
+    const size_t at = answer.find("thread ");
+    return at == std::string::npos ? answer : answer.substr(at);
+  };
+  const std::string first = thread();
+  ASSERT_EQ(first.rfind("thread ", 0), 0u) << first;
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(thread(), first);
+
+  // In two parts: the head is read by the lingering worker, the rest of the body by the loop.
+  client.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\n\r\nabc");
+  client.send("defg");
+  EXPECT_NE(client.readUntil("\r\n\r\n7").find("\r\n\r\n7"), std::string::npos);
+  {
+    std::lock_guard lock(mutex);
+    EXPECT_EQ(lastBody, "abcdefg");
+  }
+  // Two at once: the second is served after the first.
+  client.send(
+      "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nxy");
+  EXPECT_NE(client.readUntil("\r\n\r\n2").find("hello"), std::string::npos);
+  // (The second went through the loop, to any worker; that worker lingers in its turn.)
+  const std::string next = thread();
+  EXPECT_EQ(thread(), next);
+  // A long-lived request is the loop's to hand to a thread of its own.
+  client.send("GET /long HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_NE(client.readUntil("long;").find("long;"), std::string::npos);
+  EXPECT_EQ(thread().rfind("thread ", 0), 0u);
+
+  // A head past its cap is refused by the worker as the loop would (431), and the connection
+  // closes.
+  client.send("GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(2000, 'a') + "\r\n\r\n");
+  EXPECT_EQ(client.readUntilClosed().rfind("HTTP/1.1 431", 0), 0u);
+  EXPECT_TRUE(client.closed());
+
+  // A client that goes while a worker waits for it: its connection is closed.
+  {
+    RawClient leaving(port);
+    leaving.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    EXPECT_NE(leaving.readUntil("hello").find("hello"), std::string::npos);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (server->connections() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  EXPECT_EQ(server->connections(), 0u);
+}
+
+// A worker waits for its client only while another worker is idle for it: with one worker, a
+// second client is served at once, not after the first client's linger.
+TEST_F(HttpServerTest, ALingeringWorkerLeavesNoRequestWaiting) {
+  http::ServerLimits limits;
+  limits.workers = 1;
+  limits.keepAliveLinger = 60s;
+  start(limits);
+  RawClient first(port);
+  first.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_NE(first.readUntil("hello").find("hello"), std::string::npos);
+  // Were the worker waiting for `first`, this would wait the 60 s of its linger (timeout 20 s).
+  EXPECT_EQ(http("GET", url("/"), "", {}, 20'000).status, 200);
+  EXPECT_FALSE(first.closed());
 }
 
 TEST_F(HttpServerTest, LongLivedRequestsDoNotTakeThePool) {

@@ -191,8 +191,11 @@ struct Server::Front {
   struct Conn {
     int fd = -1;
     uint64_t id = 0;
-    // Atomic: a worker hands a served connection back to the loop by setting it (serve()).
-    std::atomic<State> state{State::Head};
+    // A worker's from dispatch() until it hands the connection back (serve(), giveBack()): the
+    // loop reads nothing else of a busy connection, so that a worker may read the client's next
+    // request into it (linger()).
+    std::atomic<bool> busy{false};
+    State state = State::Head;     // whose connection it is reads and writes it
     Clock::time_point since{};     // when this state began (eviction order)
     Clock::time_point deadline{};  // of the state
     std::string in;                // read and not yet consumed
@@ -237,6 +240,8 @@ struct Server::Front {
   std::vector<std::shared_ptr<Conn>> wantRoom;    // a stream's socket is full: watch for room
   std::vector<std::thread> workers;
   size_t longLived = 0;                        // long-lived threads running
+  size_t idleWorkers = 0;                      // workers waiting for a request
+  size_t lingering = 0;                        // workers waiting for their client's next one
   std::shared_ptr<detail::StreamTurns> turns;  // null without streamThreads
   // The loop's: streams whose output waits for room (watched for a stall), the last scan.
   std::unordered_set<std::shared_ptr<Conn>> writers;
@@ -277,7 +282,7 @@ struct Server::Front {
         } else {
           auto found = conns.find(fd);
           if (found == conns.end()) continue;
-          if (found->second->state == State::Busy) {
+          if (found->second->busy) {
             busyEvent(found->second, events[i].events);
           } else {
             readable(found->second);
@@ -287,7 +292,7 @@ struct Server::Front {
     }
     // Stopping: every connection goes; a worker writing to one sees its write fail.
     for (auto& [fd, conn] : conns) {
-      if (conn->state == State::Busy) {
+      if (conn->busy) {
         ::shutdown(fd, SHUT_RDWR);
       } else {
         ::close(fd);
@@ -399,7 +404,7 @@ struct Server::Front {
     auto next = now + std::chrono::seconds(1);
     std::vector<std::shared_ptr<Conn>> late;
     for (auto& [fd, conn] : conns) {
-      if (conn->state == State::Busy) continue;
+      if (conn->busy) continue;
       if (conn->deadline <= now) {
         late.push_back(conn);
       } else {
@@ -459,7 +464,9 @@ struct Server::Front {
     std::shared_ptr<Conn> victim;
     for (State wanted : {State::Closing, State::Idle, State::Head}) {
       for (auto& [fd, conn] : conns) {
-        if (conn->state == wanted && (!victim || conn->since < victim->since)) victim = conn;
+        if (!conn->busy && conn->state == wanted && (!victim || conn->since < victim->since)) {
+          victim = conn;
+        }
       }
       if (victim) break;
     }
@@ -483,15 +490,22 @@ struct Server::Front {
         return;
       }
       if (conn->state == State::Closing) continue;  // drop it
-      if (conn->state == State::Idle) {
-        conn->state = State::Head;
-        conn->since = Clock::now();
-        conn->deadline = conn->since + limits.headTimeout;
-        scanBy(conn->deadline);
-      }
+      if (conn->state == State::Idle) startHead(conn);
       conn->in.append(buffer, static_cast<size_t>(n));
       if (!advance(conn)) return;  // handed off or refused
     }
+  }
+
+  // The first bytes of a request came.
+  void startHead(const std::shared_ptr<Conn>& conn) {
+    conn->state = State::Head;
+    conn->since = Clock::now();
+    conn->deadline = conn->since + limits.headTimeout;
+    scanBy(conn->deadline);
+  }
+
+  bool isLongLived(const Conn& conn) const {
+    return limits.longLived && limits.longLived(conn.method, conn.target);
   }
 
   // Moves a connection on with what it has read; false once it left the loop's reading (handed
@@ -680,14 +694,20 @@ struct Server::Front {
     return true;
   }
 
+  // A complete request, as httplib reads it.
+  static std::string takeRequest(Conn& conn) {
+    std::string request = std::move(conn.head);
+    request += "\r\n";
+    request += conn.body;
+    conn.body.clear();
+    conn.body.shrink_to_fit();
+    return request;
+  }
+
   // Hands a complete request to a worker (or a thread of its own).
   void dispatch(const std::shared_ptr<Conn>& conn) {
-    std::string request = std::move(conn->head);
-    request += "\r\n";
-    request += conn->body;
-    conn->body.clear();
-    conn->body.shrink_to_fit();
-    const bool isLong = limits.longLived && limits.longLived(conn->method, conn->target);
+    std::string request = takeRequest(*conn);
+    const bool isLong = isLongLived(*conn);
     {
       std::lock_guard lock(mutex);
       const bool full = isLong ? longLived >= limits.maxLongLived : queue.size() >= limits.maxQueue;
@@ -698,6 +718,7 @@ struct Server::Front {
         return;
       }
       conn->state = State::Busy;
+      conn->busy = true;
       if (isLong) {
         // Watched while it is served: a hang-up (the peer closed or reset the socket) ends its
         // stream then, not at the next write (a heartbeat away). Data the client sends meanwhile
@@ -728,7 +749,9 @@ struct Server::Front {
       std::pair<std::shared_ptr<Conn>, std::string> job;
       {
         std::unique_lock lock(mutex);
+        ++idleWorkers;
         work.wait(lock, [&] { return stopping || !queue.empty(); });
+        --idleWorkers;
         if (queue.empty()) return;
         job = std::move(queue.front());
         queue.pop_front();
@@ -738,53 +761,109 @@ struct Server::Front {
   }
 
   // Runs one request through httplib, then gives the connection back to the loop, or, for a
-  // streamed response taken by the post-routing handler, hands it over to the turns.
+  // streamed response taken by the post-routing handler, hands it over to the turns. A client
+  // that sends its next request at once is served here again (linger()).
   void serve(const std::shared_ptr<Conn>& conn, std::string request) {
-    bool keep = false;
-    if (!stopping) {
-      const auto& s = conn->stream;
-      RequestStream stream(conn->fd, std::move(request), limits.writeTimeout);
-      bool closed = false;
-      {
-        detail::ServingScope serving(s, false);
-        try {
-          keep = server.process_request(stream, false, closed, nullptr) && !closed;
-        } catch (const std::exception&) {
-          keep = false;  // a handler's error httplib did not catch: drop the connection
-        }
-      }
-      if (!stream.flush()) keep = false;
-      if (s && s->tookProvider()) {
-        // Its head is written; its body is the turns' from here.
-        if (s->headWritten() && !stream.failed() && !s->gone() && !stopping) {
-          {
-            std::lock_guard lock(mutex);
-            handedOver.push_back(conn);  // before its first turn: the loop watches it first
+    for (;;) {
+      bool keep = false;
+      if (!stopping) {
+        const auto& s = conn->stream;
+        RequestStream stream(conn->fd, std::move(request), limits.writeTimeout);
+        bool closed = false;
+        {
+          detail::ServingScope serving(s, false);
+          try {
+            keep = server.process_request(stream, false, closed, nullptr) && !closed;
+          } catch (const std::exception&) {
+            keep = false;  // a handler's error httplib did not catch: drop the connection
           }
-          wake();
-          if (turns->serve(s, !closed)) return;
-          keep = false;  // stopping: back to the loop, to be closed
         }
-        s->dropProvider();
-        keep = false;
+        if (!stream.flush()) keep = false;
+        if (s && s->tookProvider()) {
+          // Its head is written; its body is the turns' from here.
+          if (s->headWritten() && !stream.failed() && !s->gone() && !stopping) {
+            {
+              std::lock_guard lock(mutex);
+              handedOver.push_back(conn);  // before its first turn: the loop watches it first
+            }
+            wake();
+            if (turns->serve(s, !closed)) return;
+            keep = false;  // stopping: back to the loop, to be closed
+          }
+          s->dropProvider();
+          keep = false;
+        }
+        if (s && s->gone()) keep = false;
       }
-      if (s && s->gone()) keep = false;
-    }
-    std::lock_guard lock(mutex);
-    if (keep && !stopping && !conn->stream && conn->in.empty()) {
-      // The common case, without a hop through the loop: the connection waits for its next
-      // request in the loop's epoll again. Its fields are set before the state leaves Busy (the
-      // loop reads no field of a busy connection); under the mutex, so that a shutdown either
-      // comes first (and the connection goes back by `returned`) or finds it idle and closes it.
-      conn->since = Clock::now();
-      conn->deadline = conn->since + limits.idleTimeout;
-      scanBy(conn->deadline);
-      watch(conn);
-      conn->state = State::Idle;
+      if (keep && !conn->stream && conn->in.empty()) {
+        std::optional<std::string> next = linger(conn, keep);
+        if (next) {
+          request = std::move(*next);
+          continue;
+        }
+      }
+      std::lock_guard lock(mutex);
+      if (keep && !stopping && !conn->stream && conn->in.empty() && conn->state == State::Busy) {
+        // The common case, without a hop through the loop: the connection waits for its next
+        // request in the loop's epoll again. Its fields are set before it stops being busy (the
+        // loop reads no field of a busy connection); under the mutex, so that a shutdown either
+        // comes first (and the connection goes back by `returned`) or finds it idle and closes it.
+        conn->since = Clock::now();
+        conn->deadline = conn->since + limits.idleTimeout;
+        scanBy(conn->deadline);
+        watch(conn);
+        conn->state = State::Idle;
+        conn->busy = false;
+        return;
+      }
+      returned.emplace_back(conn, keep);
+      wake();
       return;
     }
-    returned.emplace_back(conn, keep);
-    wake();
+  }
+
+  // After a keep-alive response, while another worker is idle for every one lingering: waits up
+  // to `keepAliveLinger` for the client's next request, on this worker. A sequential client
+  // (an SDK, a tool loop) sends it at once, and is served without the hop through the loop and
+  // another worker's wake-up. Returns that request when it came whole and is a short one;
+  // nullopt otherwise, `keep` false when the client closed, and the connection left as the
+  // loop's reading would have left it when only a part came, a long-lived request's head, or
+  // something it refused (giveBack() goes on from there).
+  std::optional<std::string> linger(const std::shared_ptr<Conn>& conn, bool& keep) {
+    {
+      std::lock_guard lock(mutex);
+      if (limits.keepAliveLinger.count() <= 0 || stopping || idleWorkers <= lingering) {
+        return std::nullopt;
+      }
+      ++lingering;
+    }
+    pollfd p{conn->fd, POLLIN | POLLRDHUP, 0};
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(limits.keepAliveLinger).count();
+    const int ready = ::poll(&p, 1, static_cast<int>(ms));
+    {
+      std::lock_guard lock(mutex);
+      --lingering;
+    }
+    if (ready <= 0 || stopping) return std::nullopt;
+    char buffer[kReadChunk];
+    for (;;) {
+      const ssize_t n = ::recv(conn->fd, buffer, sizeof buffer, 0);
+      if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) {
+        keep = false;  // closed or reset
+        return std::nullopt;
+      }
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      if (conn->state == State::Busy) startHead(conn);
+      conn->in.append(buffer, static_cast<size_t>(n));
+      if (conn->in.size() > limits.maxHeadBytes) break;  // readHead() refuses it
+    }
+    if (conn->state == State::Busy) return std::nullopt;  // nothing was there after all
+    if (!readHead(conn) || isLongLived(*conn) || !readBody(conn)) return std::nullopt;
+    conn->state = State::Busy;
+    return takeRequest(*conn);
   }
 
   // Whether `conn` is still the loop's connection on its descriptor (not closed since).
@@ -835,8 +914,15 @@ struct Server::Front {
       conn->inTurns = false;
       conn->flushing = false;
     }
+    conn->busy = false;
     if (!keep || stopping) {
       close(conn);
+      return;
+    }
+    if (conn->state != State::Busy) {
+      // A worker read (part of) the next request while it lingered, as the loop would have.
+      watch(conn);
+      if (conn->state == State::Body) advance(conn);  // a long-lived request, or a part of one
       return;
     }
     conn->state = conn->in.empty() ? State::Idle : State::Head;
@@ -978,7 +1064,7 @@ void Server::shutdown() {
   if (f.turns) f.turns->stop();  // every stream's turn ends (its socket is shut down)
   // What the workers and the turns gave back after the loop ended: the busy connections.
   for (auto& [fd, conn] : f.conns) {
-    if (conn->state == Front::State::Busy) ::close(fd);
+    if (conn->busy) ::close(fd);
     conn->stream.reset();
   }
   f.conns.clear();

@@ -10,8 +10,9 @@
 // `maxLongLived`, so that open streams never take the pool from short requests. Its response,
 // when it is streamed (a chunked provider), is then served in turns by `streamThreads` threads:
 // a stream waiting for its next event is parked (StreamControl) and holds a socket and a few
-// hundred bytes, no thread. A keep-alive connection returns to the loop between requests and is
-// closed after `idleTimeout`. A slow or idle client therefore holds a socket, never a thread;
+// hundred bytes, no thread. A keep-alive connection returns to the loop between requests (unless
+// its next request comes within `keepAliveLinger`, served by the same worker) and is closed after
+// `idleTimeout`. A slow or idle client therefore holds a socket, never a thread;
 // past `maxConnections` the loop closes the longest idle connection or the oldest one still
 // sending its head, or refuses the new one (503).
 // docs/service.md ("The HTTP front") says why this design and lists the caps.
@@ -110,7 +111,11 @@ struct ServerLimits {
   size_t maxBodyBytes = 1 << 20;                  // sized or chunked, counted as read: 413
   size_t maxConnections = 4'096;                  // open at once (see above)
   size_t workers = 16;                            // threads serving short requests
-  size_t maxQueue = 1'024;                        // complete requests waiting; past it: 503
+  // After a response on a keep-alive connection, a worker waits this long for the client's next
+  // request itself, while another worker is idle for each one waiting (so no request waits for
+  // it): a sequential client is then served without a hop through the loop. 0: never.
+  std::chrono::microseconds keepAliveLinger{2'000};
+  size_t maxQueue = 1'024;      // complete requests waiting; past it: 503
   size_t maxLongLived = 1'000;  // long-lived requests on a thread at once; past it: 503
   // Threads running the turns of parked streams (StreamControl). 0: none; a long-lived response
   // then keeps its thread for its whole length.
