@@ -239,7 +239,11 @@ struct Server::Front {
   std::vector<std::shared_ptr<Conn>> handedOver;  // streamed in turns now: watch the client
   std::vector<std::shared_ptr<Conn>> wantRoom;    // a stream's socket is full: watch for room
   std::vector<std::thread> workers;
-  size_t longLived = 0;                        // long-lived threads running
+  // Long-lived requests against maxLongLived: until their handler ends or hands its stream to
+  // the turns (its client may ask again as soon as the stream's first turn writes). And their
+  // threads, until they end (shutdown waits for them).
+  size_t longLived = 0;
+  size_t longLivedThreads = 0;
   size_t idleWorkers = 0;                      // workers waiting for a request
   size_t lingering = 0;                        // workers waiting for their client's next one
   std::shared_ptr<detail::StreamTurns> turns;  // null without streamThreads
@@ -730,10 +734,13 @@ struct Server::Front {
         ev.data.fd = conn->fd;
         ::epoll_ctl(epollFd, EPOLL_CTL_MOD, conn->fd, &ev);
         ++longLived;
+        ++longLivedThreads;
         std::thread([this, conn, request = std::move(request)]() mutable {
-          serve(conn, std::move(request));
+          bool counted = true;
+          serve(conn, std::move(request), &counted);
           std::lock_guard lock(mutex);
-          --longLived;
+          if (counted) --longLived;
+          --longLivedThreads;
           threadsDone.notify_all();
         }).detach();
         return;
@@ -763,7 +770,8 @@ struct Server::Front {
   // Runs one request through httplib, then gives the connection back to the loop, or, for a
   // streamed response taken by the post-routing handler, hands it over to the turns. A client
   // that sends its next request at once is served here again (linger()).
-  void serve(const std::shared_ptr<Conn>& conn, std::string request) {
+  // `counted`: a long-lived request's place among maxLongLived, given up at the hand-over.
+  void serve(const std::shared_ptr<Conn>& conn, std::string request, bool* counted = nullptr) {
     for (;;) {
       bool keep = false;
       if (!stopping) {
@@ -785,6 +793,10 @@ struct Server::Front {
             {
               std::lock_guard lock(mutex);
               handedOver.push_back(conn);  // before its first turn: the loop watches it first
+              if (counted && *counted) {
+                --longLived;
+                *counted = false;
+              }
             }
             wake();
             if (turns->serve(s, !closed)) return;
@@ -1059,7 +1071,7 @@ void Server::shutdown() {
     worker.join();
   {
     std::unique_lock lock(f.mutex);
-    f.threadsDone.wait(lock, [&] { return f.longLived == 0; });
+    f.threadsDone.wait(lock, [&] { return f.longLivedThreads == 0; });
   }
   if (f.turns) f.turns->stop();  // every stream's turn ends (its socket is shut down)
   // What the workers and the turns gave back after the loop ended: the busy connections.
