@@ -219,6 +219,7 @@ TEST_F(HttpServerTest, AKeepAliveClientsNextRequestIsServedByTheWorkerThatLinger
   limits.workers = 4;
   limits.keepAliveLinger = 10s;  // long: the client's next request always comes within it
   limits.maxHeadBytes = 1024;
+  limits.maxBodyBytes = 64;
   limits.longLived = [](std::string_view, std::string_view target) { return target == "/long"; };
   start(limits);
   RawClient client(port);
@@ -259,6 +260,16 @@ TEST_F(HttpServerTest, AKeepAliveClientsNextRequestIsServedByTheWorkerThatLinger
   client.send("GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(2000, 'a') + "\r\n\r\n");
   EXPECT_EQ(client.readUntilClosed().rfind("HTTP/1.1 431", 0), 0u);
   EXPECT_TRUE(client.closed());
+
+  // A body past its cap, announced while a worker waits: 413 from the worker, as from the loop.
+  {
+    RawClient sending(port);
+    sending.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    EXPECT_NE(sending.readUntil("hello").find("hello"), std::string::npos);
+    sending.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n");
+    EXPECT_EQ(sending.readUntilClosed().rfind("HTTP/1.1 413", 0), 0u);
+    EXPECT_TRUE(sending.closed());
+  }
 
   // A client that goes while a worker waits for it: its connection is closed.
   {
