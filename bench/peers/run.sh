@@ -53,7 +53,7 @@ if [ "${PARLEY_PEERS_QUICK:-0}" = 1 ]; then
   exit $status
 fi
 section "tool loop: parley vs @openai/agents and ai" "$root/bench/toolloop/run.sh" "${tiny[@]}" "$build"
-section "durable runs: parley vs graphile-worker and DBOS on one PostgreSQL" \
+section "durable runs: parley vs graphile-worker (an empty job, a turn) and DBOS on one PostgreSQL" \
   "$root/bench/queue/run.sh" "${tiny[@]}" "$build"
 section "service: parley serve vs the LangGraph API server" "$root/bench/service/run.sh" "${tiny[@]}" "$build"
 exit $status

@@ -6,15 +6,25 @@
 //            graphile-worker's WorkerUtils, a DBOSClient) while the worker waits, each awaited
 //   WAL      pg_current_wal_lsn() before the first submit and after the last completion, per job
 //   node peer.mjs graphile|dbos CONNECTION_URL RUNS LATENCY_RUNS
+//   node peer.mjs graphile-fetch|graphile-openai CONNECTION_URL RUNS LATENCY_RUNS MODEL_URL
+// graphile-fetch, graphile-openai: graphile-worker's job does what a parley run does at the
+// least: it calls the model (MODEL_URL, ".../v1": the same zero-latency mock, Chat Completions)
+// with its prompt, by fetch() or by the official openai client, and keeps the prompt and the reply
+// as two rows of a table of messages (idempotent on the job's id: a job run again keeps them once)
+// before it completes. A parley run keeps more (its thread, its run row, its events); this is the
+// comparison of a user building durable model calls on graphile-worker.
 // Prints one JSON line like worker_bench's.
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 
-const [peer, url, runsArg, latencyArg] = process.argv.slice(2);
+const [peer, url, runsArg, latencyArg, modelUrl] = process.argv.slice(2);
 const runs = Number(runsArg);
 const latencyRuns = Number(latencyArg);
-if (!['graphile', 'dbos'].includes(peer) || !(runs >= 1) || !(latencyRuns >= 1)) {
-  console.error('usage: node peer.mjs graphile|dbos CONNECTION_URL RUNS LATENCY_RUNS');
+const turnPeer = ['graphile-fetch', 'graphile-openai'].includes(peer);
+if (!(['graphile', 'dbos'].includes(peer) || turnPeer) || !(runs >= 1) || !(latencyRuns >= 1) ||
+    turnPeer !== Boolean(modelUrl)) {
+  console.error('usage: node peer.mjs graphile|dbos CONNECTION_URL RUNS LATENCY_RUNS\n' +
+                '       node peer.mjs graphile-fetch|graphile-openai CONNECTION_URL RUNS LATENCY_RUNS MODEL_URL');
   process.exit(2);
 }
 const version = (pkg) =>
@@ -39,13 +49,42 @@ const body = async (i) => {
   finished += 1;
   return i;
 };
+// The turn peers' job: the model's reply to its prompt, kept with the prompt before it completes.
+const openai = peer === 'graphile-openai'
+  ? new (await import('openai')).default({ baseURL: modelUrl, apiKey: 'bench', maxRetries: 0 })
+  : null;
+const complete = async (messages) => {
+  if (openai) return (await openai.chat.completions.create({ model: 'parley-mock', messages })).choices[0].message;
+  const response = await fetch(`${modelUrl}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'parley-mock', messages }),
+  });
+  if (!response.ok) throw new Error(`the model answered ${response.status}`);
+  return (await response.json()).choices[0].message;
+};
+const turn = async (payload, helpers) => {
+  started.set(payload.i, now());
+  const prompt = `run ${payload.i}`;
+  const reply = await complete([{ role: 'user', content: prompt }]);
+  await helpers.query(
+    'INSERT INTO bench_messages (job_id, seq, role, content) VALUES ($1, 0, $2, $3), ($1, 1, $4, $5) ' +
+      'ON CONFLICT DO NOTHING',
+    [helpers.job.id, 'user', prompt, reply.role, reply.content]);
+  finished += 1;
+  return payload.i;
+};
 const warmUp = Math.max(3, Math.floor(latencyRuns / 10));
 let result;
 
-if (peer === 'graphile') {
+if (peer === 'graphile' || turnPeer) {
   const { run, makeWorkerUtils } = await import('graphile-worker');
   const utils = await makeWorkerUtils({ connectionString: url });
   await utils.migrate();
+  if (turnPeer) {
+    await sql.query('CREATE TABLE bench_messages (job_id BIGINT NOT NULL, seq INT NOT NULL, ' +
+                    'role TEXT NOT NULL, content TEXT NOT NULL, PRIMARY KEY (job_id, seq))');
+  }
   const pending = async () =>
     Number((await sql.query('SELECT count(*) AS n FROM graphile_worker.jobs')).rows[0].n);
   const wal0 = await wal();
@@ -56,7 +95,7 @@ if (peer === 'graphile') {
     concurrency: 8,
     noHandleSignals: true,
     logger: new (await import('graphile-worker')).Logger(() => () => {}),
-    taskList: { bench: async (payload) => body(payload.i) },
+    taskList: { bench: peer === 'graphile' ? async (payload) => body(payload.i) : turn },
   });
   await until(async () => finished >= runs && (await pending()) === 0);
   const seconds = (now() - t0) / 1e3;
@@ -71,7 +110,13 @@ if (peer === 'graphile') {
   }
   await runner.stop();
   await utils.release();
-  result = { peer: `graphile-worker ${version('graphile-worker')}`, runs_per_s: runs / seconds, p50_ms: percentile(latency, 0.5),
+  if (turnPeer) {
+    const kept = Number((await sql.query('SELECT count(*) AS n FROM bench_messages')).rows[0].n);
+    if (kept !== 2 * (runs + latencyRuns + warmUp)) throw new Error(`${kept} messages kept`);
+  }
+  const how = peer === 'graphile-fetch' ? 'fetch' : `openai ${version('openai')}`;
+  const name = `graphile-worker ${version('graphile-worker')}${turnPeer ? `, a turn (${how})` : ''}`;
+  result = { peer: name, runs_per_s: runs / seconds, p50_ms: percentile(latency, 0.5),
              p99_ms: percentile(latency, 0.99), wal_bytes_per_run: walPerRun };
 } else {
   const { DBOS, DBOSClient } = await import('@dbos-inc/dbos-sdk');

@@ -1005,7 +1005,8 @@ class RunStore::FinishBatches {
 
   // One batch at a time: the calls that arrive meanwhile make the next one larger. Measured with
   // a worker of 8 slots (bench/queue/run.sh): two at once cost PostgreSQL and the worker about a
-  // fifth more CPU per run, and ran fewer runs per second, than one.
+  // fifth more CPU per run, and ran fewer runs per second, than one; measured again at rest, they
+  // ran 5-16 % more, within the script's noise (docs/scale-out.md).
   static constexpr int kMaxInFlight = 1;
   static constexpr size_t kMaxBatch = 64;
   std::mutex mutex_;
