@@ -50,7 +50,7 @@ inline constexpr std::size_t kMaxMcpServersPerRegistry = 16;
 // The server answered a request with a JSON-RPC error object.
 class McpError : public Error {
  public:
-  McpError(int code, std::string message, nlohmann::json data);
+  McpError(int code, const std::string& message, nlohmann::json data);
   int code() const noexcept { return code_; }
   const nlohmann::json& data() const noexcept { return data_; }
 

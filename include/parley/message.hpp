@@ -69,7 +69,7 @@ struct Message {
   // A user message made of parts (text, images, audio, files): content is their text joined,
   // extra["content"] their Chat Completions form (part.hpp). Throws ValidationError past `limits`
   // or for an empty list.
-  static Message user(std::vector<Part> parts, const PartLimits& limits = {});
+  static Message user(const std::vector<Part>& parts, const PartLimits& limits = {});
   static Message assistant(std::string content, std::vector<ToolCall> toolCalls = {});
   static Message tool(std::string toolCallId, std::string content);
 };

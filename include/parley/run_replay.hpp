@@ -59,7 +59,7 @@ struct RunReplay {
 // completed runs replay), `into` already holding the thread or unfinished runs. ReplayMiss: see
 // above (a run that failed in the replay carries its error, e.g. the CassetteMiss's text).
 // TimeoutError past `options.timeout`.
-RunReplay replayRun(RunStore& recorded, const std::string& runId, std::shared_ptr<RunStore> into,
-                    RunReplayOptions options);
+RunReplay replayRun(RunStore& recorded, const std::string& runId,
+                    const std::shared_ptr<RunStore>& into, RunReplayOptions options);
 
 }  // namespace parley

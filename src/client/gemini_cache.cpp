@@ -122,7 +122,8 @@ struct GeminiCaches::State {
       return std::nullopt;
     }
     MadeCache out{made["name"].get<std::string>(),
-                  std::vector<std::size_t>(hashes.begin(), hashes.begin() + count),
+                  std::vector<std::size_t>(hashes.begin(),
+                                           hashes.begin() + static_cast<std::ptrdiff_t>(count)),
                   {}};
     std::optional<CacheClock::time_point> expires;
     if (made.contains("expireTime") && made["expireTime"].is_string()) {

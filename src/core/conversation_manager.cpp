@@ -1050,6 +1050,7 @@ std::vector<ToolResult> ConversationManager::runTools(const std::vector<ToolCall
     state_->revision = nextRevision();
   }
   if (hooks && hooks->onMessage) {
+    // NOLINTNEXTLINE(bugprone-use-after-move): moved above only when there is no hook
     for (const Message& m : messages)
       hooks->onMessage(m);
   }

@@ -114,6 +114,7 @@ std::string namesText(const std::vector<std::string>& names) {
 
 ScoreResult trajectoryScore(const Expectation& e, const std::vector<ToolCall>& calls) {
   std::vector<std::string> made;
+  made.reserve(calls.size());
   for (const ToolCall& call : calls)
     made.push_back(call.name);
   const std::vector<std::string>& wanted = *e.tools;
@@ -432,6 +433,7 @@ CaseResult runCase(const EvalCase& evalCase, const std::shared_ptr<LlmClient>& m
       for (const EvalTool& tool : evalCase.tools) {
         const json reply = tool.result;
         o.tools->add(tool.name, tool.description, tool.parameters,
+                     // NOLINTNEXTLINE(performance-no-automatic-move): every call gets a copy
                      [reply](const json&, ToolContext&) -> json { return reply; });
       }
     }

@@ -127,6 +127,7 @@ std::string formatTable(const std::vector<EvalReport>& reports) {
   // A column as wide as its label (up to 40), so that two labels that differ only at the end
   // (--compare-system's "(system A)", "(system B)") stay apart.
   std::vector<size_t> widths;
+  widths.reserve(reports.size());
   for (const EvalReport& r : reports)
     widths.push_back(std::clamp<size_t>(r.label.size(), 12, 40));
   out << pad("case", idWidth);

@@ -23,7 +23,7 @@ T read(const json& j, const char* key, T fallback = T{}) {
   }
 }
 
-json rawOr(const json& j, const char* key, json fallback) {
+json rawOr(const json& j, const char* key, const json& fallback) {
   auto it = j.find(key);
   return it == j.end() ? fallback : *it;
 }

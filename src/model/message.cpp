@@ -121,7 +121,7 @@ Message Message::user(std::string content) {
   return m;
 }
 
-Message Message::user(std::vector<Part> parts, const PartLimits& limits) {
+Message Message::user(const std::vector<Part>& parts, const PartLimits& limits) {
   Message m;
   m.role = Role::User;
   m.extra["content"] = partsContentJson(parts, limits);

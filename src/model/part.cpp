@@ -189,7 +189,8 @@ std::optional<std::string> base64Decode(std::string_view text) {
   uint32_t acc = 0;
   int bits = 0;
   for (char c : text) {
-    const int v = kValue[static_cast<uint8_t>(c)];
+    const int v =
+        kValue[static_cast<uint8_t>(c)];  // NOLINT(bugprone-signed-char-misuse): -1 or 0-63
     if (v < 0) return std::nullopt;
     acc = (acc << 6) | static_cast<uint32_t>(v);
     bits += 6;
@@ -342,7 +343,7 @@ std::string readPartFile(const std::filesystem::path& path, std::size_t maxBytes
   std::string bytes;
   auto readCapped = [&](std::istream& in) {
     // Read one byte past the cap, so that a longer input is seen without reading all of it.
-    std::vector<char> buffer(64 * 1024);
+    std::vector<char> buffer(std::size_t{64} * 1024);
     while (in) {
       in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
       bytes.append(buffer.data(), static_cast<size_t>(in.gcount()));

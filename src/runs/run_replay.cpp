@@ -64,8 +64,8 @@ std::optional<std::string> threadDifference(const std::vector<Message>& recorded
 
 }  // namespace
 
-RunReplay replayRun(RunStore& recorded, const std::string& runId, std::shared_ptr<RunStore> into,
-                    RunReplayOptions options) {
+RunReplay replayRun(RunStore& recorded, const std::string& runId,
+                    const std::shared_ptr<RunStore>& into, RunReplayOptions options) {
   if (!into) throw ValidationError("into", "must not be null");
   if (options.timeout.count() <= 0) throw ValidationError("timeout", "must be positive");
   const auto asked = recorded.run(runId);

@@ -147,8 +147,7 @@ struct Worker::Impl : std::enable_shared_from_this<Worker::Impl> {
       {
         std::unique_lock lock(mutex);
         if (next) {
-          claim = std::move(next);
-          next.reset();
+          claim = std::exchange(next, std::nullopt);
           ++counters.claimed;
           ++counters.chained;
         } else {

@@ -443,7 +443,7 @@ void AgentProtocol::Impl::streamRun(httplib::Response& res, const std::string& t
           }
         }
       },
-      [this, feed, stream, runId, cancelOnDisconnect, onClose](bool) {
+      [this, feed, stream, runId, cancelOnDisconnect, onClose = std::move(onClose)](bool) {
         state.feeds->unsubscribe(feed);
         state.metrics.streamClosed();
         if (onClose) onClose(stream->ended);

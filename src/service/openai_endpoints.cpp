@@ -42,7 +42,7 @@ std::string profileFor(const json& in, const ServiceOptions& options, Assistants
   if (!in.contains("model") || !in["model"].is_string() || in["model"].get<std::string>().empty()) {
     throw OpenAiError(400, "invalid_request_error", "missing_model", "model is required", "model");
   }
-  const std::string model = in["model"].get<std::string>();
+  std::string model = in["model"].get<std::string>();
   if (model.size() > options.maxIdBytes) {
     throw OpenAiError(400, "invalid_request_error", "invalid_model",
                       "model must be at most " + std::to_string(options.maxIdBytes) + " bytes",

@@ -346,7 +346,7 @@ std::string frame(int64_t seq, const json& data) {
          "\ndata: " + data.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
 }
 
-void streamResponse(httplib::Response& res, std::shared_ptr<UiStream> stream,
+void streamResponse(httplib::Response& res, const std::shared_ptr<UiStream>& stream,
                     std::chrono::milliseconds heartbeat, bool aiSdk) {
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");

@@ -252,7 +252,7 @@ void endEvents(std::vector<EventRow>& events, const std::string& runId, const st
   }
 }
 
-EventRow lifecycle(const RunInfo& run, EventType type, json payload) {
+EventRow lifecycle(const RunInfo& run, EventType type, const json& payload) {
   return {run.id, run.options.traceId, std::string(eventName(type)), payload.dump()};
 }
 

@@ -87,7 +87,7 @@ void endEvents(std::vector<EventRow>& events, const std::string& runId, const st
                RunStatus status, const std::string& reason, const nlohmann::json& result);
 // A lifecycle event of the store's (run_queued, run_started, ...).
 EventRow lifecycle(const RunInfo& run, EventType type,
-                   nlohmann::json payload = nlohmann::json::object());
+                   const nlohmann::json& payload = nlohmann::json::object());
 StoredEvent eventFromRow(const SqlRow& row);
 // A worker's events as rows, checked against the limits.
 std::vector<EventRow> eventRows(const Lease& lease, std::span<const EventInput> events,

@@ -255,13 +255,14 @@ RunInfo RunStore::submit(const std::string& threadId, std::span<const Message> i
         // Only a thread's head run can have started; the others are cancelled as they are.
         const bool started = run.attempts > 0;
         const bool live = leaseLiveFor(*thread, run.id, now);
-        if (!started) {
+        // A rolled-back run that is not running and committed nothing has nothing to undo.
+        const bool committedNothing =
+            rollback && !live && run.baseVersion && *run.baseVersion == threadVersion;
+        if (!started || committedNothing) {
           cancelNow(c, *thread, run, reason, now, events);
         } else if (!rollback) {
           live ? requestCancel(c, run, CancelRequest::Interrupt, reason, now, events)
                : cancelNow(c, *thread, run, reason, now, events);
-        } else if (!live && run.baseVersion && *run.baseVersion == threadVersion) {
-          cancelNow(c, *thread, run, reason, now, events);  // it committed nothing: nothing to undo
         } else {
           requestCancel(c, run, CancelRequest::Rollback, reason, now, events);
         }

@@ -316,7 +316,8 @@ void insertMessageRows(SqlConnection& c, const std::string& threadId, int64_t fi
   std::vector<std::string> stored;
   for (size_t i = 0; i < bodies.size(); ++i) {
     auto moved = externalizeBlobs(bodies[i], blobs, "messages[" + std::to_string(i) + "]");
-    if (moved && stored.empty()) stored.assign(bodies.begin(), bodies.begin() + i);
+    if (moved && stored.empty())
+      stored.assign(bodies.begin(), bodies.begin() + static_cast<std::ptrdiff_t>(i));
     if (moved) {
       stored.push_back(std::move(*moved));
     } else if (!stored.empty()) {

@@ -526,7 +526,7 @@ class A2aStreamedTask {
                                  {"last_chunk", update.value("lastChunk", false)}});
   }
 
-  void report(const std::string& text, json data) {
+  void report(const std::string& text, const json& data) {
     if (!follow_.progress) return;
     follow_.progress(a2aProgressText(text), data);
   }

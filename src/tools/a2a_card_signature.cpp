@@ -163,8 +163,8 @@ bool cardVerify(EVP_PKEY* key, const std::string& algorithm, std::string_view in
     std::unique_ptr<BIGNUM, BnFree> s(BN_bin2bn(raw + kEs256Half, kEs256Half, nullptr));
     std::unique_ptr<ECDSA_SIG, SigFree> sig(ECDSA_SIG_new());
     if (!r || !s || !sig || ECDSA_SIG_set0(sig.get(), r.get(), s.get()) != 1) return false;
-    r.release();  // owned by sig now
-    s.release();
+    static_cast<void>(r.release());  // owned by sig now
+    static_cast<void>(s.release());
     const int length = i2d_ECDSA_SIG(sig.get(), nullptr);
     if (length <= 0) return false;
     der.assign(static_cast<std::size_t>(length), '\0');
@@ -291,7 +291,7 @@ std::string verifyA2aCardSignature(const json& card, std::string_view publicKeyP
       continue;
     }
     const std::string alg = header["alg"];
-    const std::string kid =
+    std::string kid =
         header.contains("kid") && header["kid"].is_string() ? header["kid"].get<std::string>() : "";
     if (header.contains("crit")) {
       reasons.push_back(where + ": its header names critical extensions (`crit`) not understood");

@@ -33,7 +33,7 @@ bool mcpStatelessVersion(const std::string& version) {
   return version >= "2026-07-28";  // dates compare as text
 }
 
-McpError::McpError(int code, std::string message, json data)
+McpError::McpError(int code, const std::string& message, json data)
     : Error(message + " (JSON-RPC error " + std::to_string(code) + ")"),
       code_(code),
       data_(std::move(data)) {}
@@ -527,7 +527,7 @@ struct McpClient::Impl {
     changed.notify_all();
   }
 
-  void died(Connection& connection, std::exception_ptr why) {
+  void died(Connection& connection, const std::exception_ptr& why) {
     std::string tail = connection.transport->stderrTail();
     {
       std::lock_guard lock(mutex);
@@ -745,7 +745,7 @@ struct McpClient::Impl {
     events.onRequestFailed = [this, raw](int64_t id, std::exception_ptr why) {
       requestFailed(*raw, id, std::move(why));
     };
-    events.onClosed = [this, raw](std::exception_ptr why) { died(*raw, std::move(why)); };
+    events.onClosed = [this, raw](const std::exception_ptr& why) { died(*raw, why); };
     fresh->transport->start(std::move(events));
 
     const std::string& wanted = options.protocol;
@@ -986,8 +986,9 @@ struct McpClient::Impl {
     for (const auto& [key, asked] : requests.items()) {
       std::string method = asked.is_object() ? stringField(asked, "method") : std::string();
       json params = asked.is_object() ? asked.value("params", json::object()) : json();
+      const std::string& name = key;  // a structured binding clang cannot capture
       auto refuse = [&](const std::string& why) {
-        return ProtocolError(who() + ": input request \"" + key + "\" (" +
+        return ProtocolError(who() + ": input request \"" + name + "\" (" +
                              (method.empty() ? std::string("no method") : method) + "): " + why);
       };
       if (method == "elicitation/create") {

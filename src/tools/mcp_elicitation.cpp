@@ -75,11 +75,11 @@ std::string checkValue(const std::string& name, const json& property, const json
   if (type == "string") {
     if (!value.is_string()) return at + " must be a string";
     std::size_t length = value.get_ref<const std::string&>().size();
-    if (auto min = property.find("minLength");
-        min != property.end() && min->is_number() && length < min->get<double>())
+    if (auto min = property.find("minLength"); min != property.end() && min->is_number() &&
+                                               static_cast<double>(length) < min->get<double>())
       return at + " is shorter than minLength";
-    if (auto max = property.find("maxLength");
-        max != property.end() && max->is_number() && length > max->get<double>())
+    if (auto max = property.find("maxLength"); max != property.end() && max->is_number() &&
+                                               static_cast<double>(length) > max->get<double>())
       return at + " is longer than maxLength";
   } else if (type == "number" || type == "integer") {
     if (!value.is_number()) return at + " must be a number";
@@ -99,10 +99,12 @@ std::string checkValue(const std::string& name, const json& property, const json
     for (const json& item : value)
       if (!isOneOf(item, values)) return at + " has a value that is not one of its options";
     if (auto min = property.find("minItems");
-        min != property.end() && min->is_number() && value.size() < min->get<double>())
+        min != property.end() && min->is_number() &&
+        static_cast<double>(value.size()) < min->get<double>())
       return at + " has fewer than minItems values";
     if (auto max = property.find("maxItems");
-        max != property.end() && max->is_number() && value.size() > max->get<double>())
+        max != property.end() && max->is_number() &&
+        static_cast<double>(value.size()) > max->get<double>())
       return at + " has more than maxItems values";
     return "";
   }

@@ -248,11 +248,13 @@ class StdioTransport final : public McpTransport {
     for (const auto& [name, value] : options_.env)
       envStrings.push_back(name + "=" + value);
     std::vector<char*> envp;
+    envp.reserve(envStrings.size() + 1);
     for (std::string& entry : envStrings)
       envp.push_back(entry.data());
     envp.push_back(nullptr);
     std::vector<std::string> argvStrings = options_.command;
     std::vector<char*> argv;
+    argv.reserve(argvStrings.size() + 1);
     for (std::string& arg : argvStrings)
       argv.push_back(arg.data());
     argv.push_back(nullptr);
@@ -327,9 +329,9 @@ class StdioTransport final : public McpTransport {
   void readLoop() {
     std::string buffer;
     std::exception_ptr fatal;
-    bool outOpen = true, errOpen = true;
+    bool errOpen = true;
     char chunk[65536];
-    while (outOpen && !fatal) {
+    while (!fatal) {  // until stdout ends (below) or a fatal error
       pollfd fds[3] = {{stdout_.get(), POLLIN, 0},
                        {errOpen ? stderr_.get() : -1, POLLIN, 0},
                        {wake_.get(), POLLIN, 0}};
@@ -348,10 +350,7 @@ class StdioTransport final : public McpTransport {
       }
       if (fds[0].revents) {
         ssize_t n = ::read(stdout_.get(), chunk, sizeof chunk);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-          outOpen = false;
-          break;
-        }
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) break;  // stdout ended
         if (n < 0) continue;
         // Split into lines; a line longer than the cap ends the connection.
         std::string_view data(chunk, static_cast<std::size_t>(n));
