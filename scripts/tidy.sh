@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs clang-tidy (the checks in .clang-tidy) over the library, the mock and the CLI, using the
-# compile commands of a configured build (default ./build). Prints the warnings; exits 1 when
-# there are any.
+# compile commands of a configured build (default ./build) compiled file by file: not a
+# PARLEY_UNITY_BUILD one, whose commands name batches of sources (README, "Checks beyond the
+# tests"). Prints the warnings; exits 1 when there are any.
 #   scripts/tidy.sh [BUILD_DIR] [FILE...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
