@@ -8,7 +8,8 @@
 //   node peer.mjs graphile|dbos CONNECTION_URL RUNS LATENCY_RUNS
 //   node peer.mjs graphile-fetch|graphile-openai CONNECTION_URL RUNS LATENCY_RUNS MODEL_URL
 // graphile-fetch, graphile-openai: graphile-worker's job does what a parley run does at the
-// least: it calls the model (MODEL_URL, ".../v1": the same zero-latency mock, Chat Completions)
+// least: it calls the model (MODEL_URL, ".../v1": `parley mock` with worker_bench's zero-latency
+// script, Chat Completions)
 // with its prompt, by fetch() or by the official openai client, and keeps the prompt and the reply
 // as two rows of a table of messages (idempotent on the job's id: a job run again keeps them once)
 // before it completes. A parley run keeps more (its thread, its run row, its events); this is the

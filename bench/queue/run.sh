@@ -3,10 +3,13 @@
 # same run: parley's queue (worker_bench's `peer` part: a run is a whole turn against an
 # in-process zero-latency mock, kept with its events) against graphile-worker and DBOS
 # (bench/queue/peer.mjs: a trivial job that records its start; DBOS's is a workflow of one step),
-# and graphile-worker again with a job that does a turn's least (calls `parley mock`, the same
-# zero-latency reply, by fetch() and by the official openai client, and keeps the prompt and the
-# reply in a table), each in a database of its own. Prints runs/s draining a full queue, submit-to-start p50 and p99
-# of jobs submitted one at a time, the WAL written per run, and parley's ratios.
+# and graphile-worker again with a job that does a turn's least (it calls the model, by fetch() and
+# by the official openai client, and keeps the prompt and the reply in a table), each in a database
+# of its own. The model is the same mock server code with the same zero-latency script: in
+# worker_bench's process for parley (as worker_bench times a run's model request), `parley mock`
+# in a session of its own for graphile-worker. Prints runs/s draining a full queue,
+# submit-to-start p50 and p99 of jobs submitted one at a time, the WAL written per run, and
+# parley's ratios.
 #   bench/queue/run.sh [--tiny] [BUILD_DIR]     (default: build)
 # Installs the pinned peers and Node 22 (bench/queue/package-lock.json) into
 # BUILD_DIR/bench/queue-node. Needs worker_bench and pg_test_cluster built.
@@ -48,8 +51,10 @@ url() { echo "postgresql://postgres:$password@localhost:$port/$1?host=$socket"; 
 PARLEY_BENCH_PG_INFO="$info" PARLEY_BENCH_QUEUE_RUNS=$runs PARLEY_BENCH_QUEUE_LATENCY_RUNS=$latency \
   "$build/bench/worker_bench" postgres peer >>"$work/results.jsonl"
 for peer in graphile graphile-fetch graphile-openai dbos; do
-  NODE_NO_WARNINGS=1 "$node22" "$work/peer.mjs" "$peer" "$(url ${peer/-/_})" "$runs" "$latency" \
-    $([[ $peer == graphile-?* ]] && echo "$model_url") >"$work/$peer.out"
+  model=()  # the turn peers call the model
+  if [[ $peer == graphile-* ]]; then model=("$model_url"); fi
+  NODE_NO_WARNINGS=1 "$node22" "$work/peer.mjs" "$peer" "$(url "${peer/-/_}")" "$runs" "$latency" \
+    "${model[@]}" >"$work/$peer.out"
   grep '^{"peer"' "$work/$peer.out" >>"$work/results.jsonl"
 done
 

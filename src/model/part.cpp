@@ -189,8 +189,8 @@ std::optional<std::string> base64Decode(std::string_view text) {
   uint32_t acc = 0;
   int bits = 0;
   for (char c : text) {
-    const int v =
-        kValue[static_cast<uint8_t>(c)];  // NOLINT(bugprone-signed-char-misuse): -1 or 0-63
+    // NOLINTNEXTLINE(bugprone-signed-char-misuse): the table holds -1 or 0-63
+    const int v = kValue[static_cast<uint8_t>(c)];
     if (v < 0) return std::nullopt;
     acc = (acc << 6) | static_cast<uint32_t>(v);
     bits += 6;
